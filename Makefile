@@ -1,0 +1,48 @@
+# Attention homework kit. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+export PYTHONPATH := $(CURDIR)
+export MPLBACKEND := Agg
+
+SUBMISSIONS ?= examples
+OUT ?= grades
+
+.DEFAULT_GOAL := help
+.PHONY: help install test skeleton test-values check grade bench bench-attention \
+        release autograder demo clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@rm -f $(VENV)/.installed-* && touch $@
+
+test: install ## run the kit's whole test suite
+	$(PY) -m pytest kit_tests
+
+skeleton: install ## regenerate transformer_lm/modeling_attention.py from the reference
+	$(PY) -m kit.skeleton
+
+test-values: install ## regenerate the frozen test values from the reference
+	$(PY) -m kit.make_test_values
+
+check: install ## student preview: grade transformer_lm/modeling_attention.py on the public cases
+	$(PY) -m autograder check $(FILE)
+
+grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades
+	$(PY) -m autograder grade --out $(OUT) $(SUBMISSIONS)/*
+
+bench: install ## seconds per submission: warm forked workers vs fresh interpreters
+	$(PY) -m kit.bench
+
+clean: ## remove build outputs (keeps .venv)
+	rm -rf dist build grades .pytest_cache

@@ -1,0 +1,1 @@
+"""Isolated, rubric-driven autograder for the attention homework."""

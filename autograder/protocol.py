@@ -1,0 +1,73 @@
+"""What the grading parent asks of a worker, and what the worker answers.
+
+The parent never trusts a worker's answer beyond its face value: results are
+decoded without executing code (JSON plus safetensors bytes), sizes are capped,
+and expected values never travel to the worker.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+# Statuses a probe can end in. Only "ok" carries outputs.
+OK = "ok"
+ERROR = "error"              # the student code raised (message says what)
+TIMEOUT = "timeout"          # wall-clock limit hit; worker killed
+MEMORY = "memory"            # memory limit hit
+CRASH = "crash"              # worker died or exited (sys.exit, os._exit, signal)
+IMPORT_ERROR = "import_error"  # the module failed to import (syntax, exception)
+NOT_RUN = "not_run"          # an earlier failure made this probe impossible
+
+
+@dataclass
+class Probe:
+    """One call into the student's code.
+
+    The worker builds ``cls(**init)``, copies every tensor of ``state`` into the
+    attribute path it names (``"q.weight"`` -> ``module.q.weight``), sets
+    train/eval mode, seeds torch with ``seed`` when given, and calls
+    ``module(*args, **kwargs)``.
+    """
+
+    id: str
+    cls: str
+    init: dict[str, Any]
+    state: dict[str, torch.Tensor] = field(default_factory=dict)
+    args: list[torch.Tensor] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    train: bool = False
+    seed: int | None = None
+    call: bool = True            # False: construct (and inspect) only
+    inspect: bool = False        # report the module's attributes
+    trace_shapes: bool = False   # run instrumented code, report shapes
+    timeout: float = 10.0        # seconds of wall clock for this probe
+
+
+@dataclass
+class ProbeResult:
+    """The worker's answer to one probe (or the parent's, if it died)."""
+
+    id: str
+    status: str
+    message: str = ""
+    # The call's return value: a tensor gives [t], a tuple/list of tensors
+    # gives its items. ``output_kind`` says which ("tensor", "tuple",
+    # or the type name of anything else, which is an error).
+    outputs: list[torch.Tensor] = field(default_factory=list)
+    output_kind: str = ""
+    # inspect=True: attribute name -> description, e.g.
+    # {"q": {"type": "Linear", "in_features": 7, "out_features": 9,
+    #        "bias": True}, "num_heads": {"type": "int", "value": 3}}
+    attributes: dict[str, Any] = field(default_factory=dict)
+    # trace_shapes=True: first line of a traced statement -> the shapes of
+    # the tensors it bound or returned, one entry per execution that differed
+    # (each entry a list: one shape per tensor bound, in target order).
+    shapes: dict[int, list[list[list[int]]]] = field(default_factory=dict)
+    stdout: str = ""             # captured stdout+stderr, truncated
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK

@@ -1,0 +1,100 @@
+"""Where the student wrote code: the marked regions and their statements.
+
+Shared by the worker (which instruments these statements to record shapes)
+and by the static checks (shape comments, statement counts), so that both
+agree on what "student code" is.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+START_MARKER = "# YOUR CODE STARTS HERE"
+END_MARKER = "# YOUR CODE ENDS HERE"
+_TASK_HEADER = re.compile(r"#\s*Task\s+(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Region:
+    """Lines ``start``..``end`` (1-based, inclusive) written by the student."""
+
+    start: int
+    end: int
+    task: str    # "1.2", from the nearest "# Task 1.2" header above
+    cls: str     # enclosing class name ("" at module level)
+    function: str  # enclosing function name ("" if none)
+
+
+def _enclosing(tree: ast.AST, line: int) -> tuple[str, str]:
+    cls = func = ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and \
+                node.lineno <= line <= node.end_lineno:
+            cls = node.name
+            for item in ast.walk(node):
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                        and item.lineno <= line <= item.end_lineno:
+                    func = item.name
+    return cls, func
+
+
+def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
+    """The marked student regions of ``source``, in file order.
+
+    A START marker without a matching END runs to the end of its function.
+    Raises SyntaxError if ``source`` does not parse and ``tree`` is None.
+    """
+    tree = tree if tree is not None else ast.parse(source)
+    lines = source.splitlines()
+    regions = []
+    task = ""
+    i = 0
+    while i < len(lines):
+        text = lines[i].strip()
+        header = _TASK_HEADER.search(text)
+        if header and text.startswith("#"):
+            task = header.group(1)
+        if text == START_MARKER:
+            start = i + 2  # 1-based line after the marker
+            cls, func = _enclosing(tree, i + 1)
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != END_MARKER \
+                    and lines[j].strip() != START_MARKER:
+                j += 1
+            end = j  # 1-based line before END (or last line)
+            if j == len(lines) or lines[j].strip() == START_MARKER:
+                end = _function_end(tree, i + 1) or len(lines)
+            regions.append(Region(start, end, task, cls, func))
+            i = j
+        i += 1
+    return regions
+
+
+def _function_end(tree: ast.AST, line: int) -> int | None:
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= node.end_lineno:
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best.end_lineno if best else None
+
+
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr)
+
+
+def student_statements(tree: ast.AST,
+                       regions: list[Region]) -> list[tuple[Region, ast.stmt]]:
+    """Simple statements (assignments, returns, expressions) whose first line
+    lies in a region, including those nested in if/for/with blocks there."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, _SIMPLE):
+            continue
+        for region in regions:
+            if region.start <= node.lineno <= region.end:
+                found.append((region, node))
+                break
+    found.sort(key=lambda pair: pair[1].lineno)
+    return found

@@ -1,0 +1,111 @@
+"""Load the frozen test cases (public and, where present, hidden).
+
+Files are checked against the sha256 in the manifest before use, and loaded
+with safetensors, which never executes code.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+DEFAULT_DIR = Path(__file__).resolve().parents[1] / "test_values"
+
+
+class ValuesError(RuntimeError):
+    """The test values are missing, corrupt or inconsistent."""
+
+
+@dataclass
+class Case:
+    """One frozen case as the grader sees it."""
+
+    name: str
+    set: str
+    task: str
+    cls: str
+    init: dict[str, Any]
+    mode: str
+    seed: int
+    description: str
+    tensors: dict[str, torch.Tensor] = field(repr=False)
+
+    @property
+    def weights(self) -> dict[str, torch.Tensor]:
+        """State-dict-path -> tensor, e.g. ``{"q.weight": ...}``."""
+        return {k: v for k, v in self.tensors.items()
+                if k.endswith((".weight", ".bias"))
+                and not k.startswith("mistake.")}
+
+    @property
+    def mistakes(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Mistake id -> {"output": ..., "attention": ...} on this case."""
+        found: dict[str, dict[str, torch.Tensor]] = {}
+        for key, value in self.tensors.items():
+            if key.startswith("mistake."):
+                _, mid, what = key.split(".", 2)
+                found.setdefault(mid, {})[what] = value
+        return found
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Dimension sizes: batch_size, seq_len, and the init sizes."""
+        batch, seq, _ = self.tensors["x"].shape
+        sizes = {"batch_size": batch, "seq_len": seq, **{
+            k: v for k, v in self.init.items() if isinstance(v, int)
+            and not isinstance(v, bool)}}
+        if "num_heads" in sizes:
+            sizes["head_size"] = sizes["hidden"] // sizes["num_heads"]
+        return sizes
+
+
+def values_dir() -> Path:
+    """Where the values live: ``$AUTOGRADER_VALUES`` or ``test_values/``."""
+    return Path(os.environ.get("AUTOGRADER_VALUES", DEFAULT_DIR))
+
+
+def load_cases(directory: Path | None = None,
+               sets: tuple[str, ...] = ("public", "hidden")) -> list[Case]:
+    """Every case of the requested sets whose file is present, in manifest
+    order. A missing hidden file is normal (the student release); a missing
+    public file or a checksum mismatch raises ValuesError."""
+    directory = Path(directory or values_dir())
+    manifest_path = directory / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValuesError(f"cannot read {manifest_path}: {exc}") from exc
+    cases = []
+    for set_name in sets:
+        filename = f"{set_name}.safetensors"
+        info = manifest["files"].get(filename)
+        if info is None:
+            continue
+        path = directory / filename
+        if not path.exists():
+            if set_name == "public":
+                raise ValuesError(f"missing {path}")
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != info["sha256"]:
+            raise ValuesError(f"{path} does not match its sha256 in "
+                              f"manifest.json: regenerate with "
+                              f"`make test-values`")
+        tensors = load_file(str(path))
+        for name in info["cases"]:
+            record = manifest["cases"][name]
+            prefix = f"{name}/"
+            cases.append(Case(
+                name=name, set=record["set"], task=record["task"],
+                cls=record["class"], init=record["init"],
+                mode=record["mode"], seed=record["seed"],
+                description=record["description"],
+                tensors={k[len(prefix):]: v for k, v in tensors.items()
+                         if k.startswith(prefix)}))
+    return cases

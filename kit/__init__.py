@@ -1,0 +1,1 @@
+"""Staff build tools: skeleton, test values, release, Gradescope zip, benchmarks."""

@@ -67,6 +67,13 @@ class ProbeResult:
     shapes: dict[int, list[list[list[int]]]] = field(default_factory=dict)
     stdout: str = ""             # captured stdout+stderr, truncated
     seconds: float = 0.0
+    # Where a failure happened: "import", "init", "load" (weights), "call",
+    # "output" (unusable return value) or "" when ok; the exception's type
+    # name ("NotImplementedError" for an unfinished skeleton task) and the
+    # last line of the student file in its traceback, when known.
+    phase: str = ""
+    exception: str = ""
+    line: int | None = None
 
     @property
     def ok(self) -> bool:

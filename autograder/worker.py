@@ -1,0 +1,458 @@
+"""Run probes against a student submission, in the current process.
+
+This module executes untrusted code: call it only inside the sandbox's worker
+process (``autograder/sandbox.py``), never in the grading parent. It compiles
+the submission from a string (after a privilege drop the file itself may be
+unreadable), registers the source with ``linecache`` so tracebacks show the
+student's lines, and answers each ``Probe`` with a ``ProbeResult``.
+
+``trace_shapes`` probes run on a separate, AST-instrumented copy of the
+module that records the shapes of the tensors every student statement binds
+or returns, keyed by the statement's first line.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import secrets
+import sys
+import time
+import traceback
+import types
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.nn as nn
+
+from autograder import regions
+from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
+                                 Probe, ProbeResult)
+
+MODULE_NAME = "student_modeling_attention"
+TRACED_MODULE_NAME = "student_modeling_attention_traced"
+MAX_MESSAGE_CHARS = 4000      # an exception message can be arbitrarily long
+MAX_SHAPES_PER_LINE = 20      # distinct shape-lists kept per traced line
+STUDENT_FRAMES = 3            # student frames quoted in an error message
+_MEMORY_HINTS = ("can't allocate memory", "not enough memory",
+                 "out of memory", "cannot allocate memory")
+
+
+class ImportFailure(Exception):
+    """The submission could not be imported; ``str(self)`` says why."""
+
+    def __init__(self, message: str, status: str = IMPORT_ERROR):
+        super().__init__(message)
+        self.status = status
+
+
+class ProbeFailure(Exception):
+    """A probe cannot proceed; carries the status and message to report."""
+
+    def __init__(self, status: str, message: str, phase: str = "",
+                 exception: str = "", line: int | None = None):
+        super().__init__(message)
+        self.status, self.message, self.phase = status, message, phase
+        self.exception, self.line = exception, line
+
+
+# --------------------------------------------------------------------------
+# Loading
+
+def register_source(source: str, filename: str) -> None:
+    """Make ``filename`` resolvable by linecache/traceback without disk I/O.
+
+    ``mtime=None`` stops ``linecache.checkcache`` from dropping the entry
+    because the (possibly unreadable) file differs or is missing.
+    """
+    linecache.cache[filename] = (len(source), None,
+                                 source.splitlines(True), filename)
+
+
+def load_module(source: str, filename: str, *, name: str = MODULE_NAME,
+                tree: ast.Module | None = None,
+                extra_globals: dict[str, Any] | None = None
+                ) -> types.ModuleType:
+    """Compile ``source`` (or an instrumented ``tree`` of it) as a fresh
+    module and execute it. Raises ImportFailure with a student-facing
+    message on a syntax error or an exception at import time."""
+    register_source(source, filename)
+    try:
+        code = compile(tree if tree is not None else source, filename, "exec",
+                       dont_inherit=True)
+    except SyntaxError as exc:
+        raise ImportFailure(format_syntax_error(exc)) from None
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    module.__dict__.update(extra_globals or {})
+    sys.modules[name] = module    # some code looks itself up by __name__
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        raise ImportFailure(exit_message(exc, "import"), CRASH) from None
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        status, message, _, _ = describe_exception(exc, filename)
+        raise ImportFailure(message,
+                            MEMORY if status == MEMORY else IMPORT_ERROR
+                            ) from None
+    return module
+
+
+def format_syntax_error(exc: SyntaxError) -> str:
+    """``SyntaxError: invalid syntax (line 12)`` plus the offending line."""
+    where = f" (line {exc.lineno})" if exc.lineno else ""
+    text = f"{type(exc).__name__}: {exc.msg}{where}"
+    if exc.text:
+        text += f"\n  line {exc.lineno}: {exc.text.strip()}"
+    return _cap(text)
+
+
+def exit_message(exc: SystemExit, during: str) -> str:
+    """The message for ``sys.exit()`` called by the submission."""
+    code = exc.code if isinstance(exc.code, int) else (
+        0 if exc.code is None else 1)
+    return f"the submission exited (code {code}) during {during}"
+
+
+def describe_exception(exc: BaseException, filename: str
+                       ) -> tuple[str, str, str, int | None]:
+    """Status, message, exception type name and last student line of
+    ``exc``. NotImplementedError keeps its message verbatim (the skeleton's
+    "Task 1.2 not implemented yet: ..."); others read ``Type: message`` plus
+    the last frames in the student file."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except BaseException:   # noqa: B902 - a hostile __str__
+        text = "<unprintable message>"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename == filename]
+    line = frames[-1].lineno if frames else None
+    if isinstance(exc, NotImplementedError) and text:
+        return ERROR, _cap(text), name, line
+    status = MEMORY if _is_memory_error(exc, text) else ERROR
+    message = f"{name}: {text}" if text else name
+    for frame in frames[-STUDENT_FRAMES:]:
+        message += f"\n  line {frame.lineno}, in {frame.name}: " \
+                   f"{(frame.line or '').strip()}"
+    return status, _cap(message), name, line
+
+
+def _is_memory_error(exc: BaseException, text: str) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    lowered = text.lower()
+    return isinstance(exc, RuntimeError) and any(
+        hint in lowered for hint in _MEMORY_HINTS)
+
+
+def _cap(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} characters cut]"
+
+
+# --------------------------------------------------------------------------
+# Shape tracing
+
+class ShapeRecorder:
+    """Collects, per traced line, the distinct lists of tensor shapes."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[int, list[list[list[int]]]] = {}
+
+    def reset(self) -> None:
+        """Forget everything recorded so far (one probe at a time)."""
+        self.shapes = {}
+
+    def bound(self, line: int, *values: Any) -> None:
+        """Record the tensors among the values a statement just bound."""
+        shapes = [_shape(v) for v in values]
+        self._add(line, [s for s in shapes if s is not None])
+
+    def returned(self, line: int, value: Any) -> Any:
+        """Record the tensor(s) of a return value and pass it through."""
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        self._add(line, [s for s in map(_shape, items) if s is not None])
+        return value
+
+    def _add(self, line: int, shapes: list[list[int]]) -> None:
+        if not shapes:
+            return
+        seen = self.shapes.setdefault(line, [])
+        if shapes not in seen and len(seen) < MAX_SHAPES_PER_LINE:
+            seen.append(shapes)
+
+
+def _shape(value: Any) -> list[int] | None:
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        return [int(d) for d in value.shape]
+    except Exception:   # noqa: BLE001 - a hostile tensor subclass
+        return None
+
+
+def _target_values(target: ast.expr) -> list[ast.expr]:
+    """Load-expressions for the names a target binds (Name, self.attr and
+    tuples/lists of them); other targets (subscripts, ...) are skipped."""
+    if isinstance(target, ast.Name):
+        return [ast.Name(target.id, ast.Load())]
+    if isinstance(target, ast.Attribute) and \
+            isinstance(target.value, ast.Name) and target.value.id == "self":
+        return [ast.Attribute(ast.Name("self", ast.Load()), target.attr,
+                              ast.Load())]
+    if isinstance(target, ast.Starred):
+        return _target_values(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [v for elt in target.elts for v in _target_values(elt)]
+    return []
+
+
+def _bound_targets(node: ast.stmt) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [node.target]
+    if isinstance(node, ast.AugAssign):
+        return [node.target]
+    return []
+
+
+class _Instrumenter(ast.NodeTransformer):
+    """Adds a recorder call after each binding student statement and wraps
+    the value of each student ``return``."""
+
+    def __init__(self, statements: set[int], recorder: str):
+        self.statements = statements   # id() of the nodes to instrument
+        self.recorder = recorder
+
+    def _call(self, method: str, line: int, args: list[ast.expr]) -> ast.Call:
+        func = ast.Attribute(ast.Name(self.recorder, ast.Load()), method,
+                             ast.Load())
+        return ast.Call(func, [ast.Constant(line), *args], [])
+
+    def _bind(self, node: ast.stmt) -> Any:
+        if id(node) not in self.statements:
+            return node
+        values = [v for t in _bound_targets(node) for v in _target_values(t)]
+        if not values:
+            return node
+        record = ast.Expr(self._call("bound", node.lineno, values))
+        ast.copy_location(record, node)
+        return [node, record]
+
+    visit_Assign = visit_AnnAssign = visit_AugAssign = _bind
+
+    def visit_Return(self, node: ast.Return) -> ast.Return:
+        if id(node) in self.statements and node.value is not None:
+            node.value = ast.copy_location(
+                self._call("returned", node.lineno, [node.value]), node.value)
+        return node
+
+
+def instrument(source: str, recorder: str) -> ast.Module:
+    """The AST of ``source`` with shape recording on its student
+    statements; line numbers are the original ones."""
+    tree = ast.parse(source)
+    found = regions.student_statements(
+        tree, regions.find_regions(source, tree))
+    wanted = {id(node) for _, node in found}
+    tree = _Instrumenter(wanted, recorder).visit(tree)
+    return ast.fix_missing_locations(tree)
+
+
+class TracedModule:
+    """The instrumented copy of a submission and its recorder."""
+
+    def __init__(self, source: str, filename: str):
+        # A random global name: student code cannot collide with it by
+        # accident (and gains nothing by finding it on purpose). One leading
+        # underscore only: "__x" inside a class body would be name-mangled.
+        name = f"_autograder_shapes_{secrets.token_hex(6)}"
+        self.recorder = ShapeRecorder()
+        self.module = load_module(source, filename, name=TRACED_MODULE_NAME,
+                                  tree=instrument(source, name),
+                                  extra_globals={name: self.recorder})
+
+
+# --------------------------------------------------------------------------
+# Probes
+
+def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Copy each tensor of ``state`` into the attribute path it names."""
+    with torch.no_grad():
+        for path, value in state.items():
+            target = _resolve(module, path)
+            if not isinstance(target, torch.Tensor):
+                raise ProbeFailure(
+                    ERROR, f"{path} is a {type(target).__name__}, expected a "
+                    f"tensor of shape {list(value.shape)}", "load")
+            if list(target.shape) != list(value.shape):
+                raise ProbeFailure(
+                    ERROR, f"{path} has shape {list(target.shape)}, expected "
+                    f"{list(value.shape)}", "load")
+            target.copy_(value)
+
+
+def _resolve(module: nn.Module, path: str) -> Any:
+    obj: Any = module
+    walked = []
+    for part in path.split("."):
+        walked.append(part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            owner = ".".join(walked[:-1]) or type(module).__name__
+            raise ProbeFailure(
+                ERROR, f"{owner} has no attribute {part!r} (needed to load "
+                f"the weights {path})", "load") from None
+    return obj
+
+
+def describe_attributes(module: nn.Module) -> dict[str, Any]:
+    """Attribute name -> description, for every attribute of ``module``."""
+    found: dict[str, Any] = {}
+    for name, value in vars(module).items():
+        if not name.startswith("_") and name != "training":
+            found[name] = _describe(value)
+    for name, sub in module._modules.items():
+        found[name] = _describe(sub)
+    for name, param in module._parameters.items():
+        found[name] = {"type": "Parameter", "shape": _shape(param)}
+    for name, buf in module._buffers.items():
+        found[name] = {"type": "Tensor", "shape": _shape(buf)}
+    return found
+
+
+def _describe(value: Any) -> dict[str, Any]:
+    kind = type(value).__name__
+    if isinstance(value, nn.Linear):
+        return {"type": kind, "in_features": int(value.in_features),
+                "out_features": int(value.out_features),
+                "bias": value.bias is not None}
+    if isinstance(value, nn.Dropout):
+        return {"type": kind, "p": float(value.p)}
+    if isinstance(value, (bool, int, float)):
+        return {"type": kind, "value": value}
+    if isinstance(value, torch.Tensor):
+        return {"type": kind, "shape": _shape(value)}
+    return {"type": kind}
+
+
+def collect_outputs(value: Any) -> tuple[str, list[torch.Tensor]]:
+    """``(output_kind, tensors)`` of a call's return value, as float32
+    contiguous CPU tensors; raises ProbeFailure for anything else."""
+    if isinstance(value, torch.Tensor):
+        kind, items = "tensor", [value]
+    elif isinstance(value, (tuple, list)):
+        kind, items = "tuple", list(value)
+        for i, item in enumerate(items):
+            if not isinstance(item, torch.Tensor):
+                raise ProbeFailure(
+                    ERROR, f"forward returned a {type(value).__name__} whose "
+                    f"item {i} is a {type(item).__name__}, expected tensors",
+                    "output")
+    else:
+        raise ProbeFailure(
+            ERROR, f"forward returned a {type(value).__name__}, expected a "
+            "tensor or a tuple of tensors", "output")
+    try:
+        return kind, [t.detach().to("cpu", torch.float32).contiguous()
+                      .clone() for t in items]
+    except Exception as exc:   # noqa: BLE001 - e.g. meta or sparse tensors
+        raise ProbeFailure(ERROR, f"could not read the returned tensors: "
+                           f"{type(exc).__name__}: {exc}", "output") from None
+
+
+def run_probe(module: types.ModuleType, probe: Probe, filename: str,
+              recorder: ShapeRecorder | None = None) -> ProbeResult:
+    """Answer one probe with the classes of ``module``."""
+    result = ProbeResult(probe.id, OK)
+    start = time.perf_counter()
+    phase = "init"
+    try:
+        cls = getattr(module, probe.cls, None)
+        if not isinstance(cls, type):
+            raise ProbeFailure(ERROR, f"the submission defines no class "
+                               f"{probe.cls}", "init")
+        if probe.seed is not None:
+            torch.manual_seed(probe.seed)   # weights not in state repeat too
+        instance = cls(**probe.init)
+        if not isinstance(instance, nn.Module):
+            raise ProbeFailure(ERROR, f"{probe.cls} is not an nn.Module",
+                               "init")
+        phase = "load"
+        load_state(instance, probe.state)
+        if probe.inspect:
+            result.attributes = describe_attributes(instance)
+        if probe.call:
+            phase = "call"
+            instance.train(probe.train)
+            if probe.seed is not None:
+                torch.manual_seed(probe.seed)
+            args = [_copy(a) for a in probe.args]
+            kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
+            if recorder is not None:
+                recorder.reset()
+            value = instance(*args, **kwargs)
+            phase = "output"
+            result.output_kind, result.outputs = collect_outputs(value)
+    except ProbeFailure as failure:
+        _fail(result, failure.status, failure.message, failure.phase or phase,
+              failure.exception, failure.line)
+    except SystemExit as exc:
+        _fail(result, CRASH, exit_message(exc, f"probe {probe.id} ({phase})"),
+              phase, "SystemExit")
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        status, message, name, line = describe_exception(exc, filename)
+        _fail(result, status, message, phase, name, line)
+    if recorder is not None:
+        result.shapes = recorder.shapes
+        recorder.reset()
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _copy(value: Any) -> Any:
+    # The student may modify its inputs in place; keep the probe intact.
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _fail(result: ProbeResult, status: str, message: str, phase: str,
+          exception: str = "", line: int | None = None) -> None:
+    result.status, result.message, result.phase = status, message, phase
+    result.exception, result.line = exception, line
+    result.outputs, result.output_kind = [], ""
+
+
+def execute_probes(source: str, filename: str, probes: list[Probe],
+                   on_import: Callable[[], None] | None = None
+                   ) -> Iterator[ProbeResult]:
+    """Import ``source`` as a fresh module and yield one result per probe,
+    in order. An import failure gives every probe that status (usually
+    IMPORT_ERROR). ``on_import`` is called once the module imported."""
+    try:
+        module = load_module(source, filename)
+    except ImportFailure as failure:
+        for probe in probes:
+            yield ProbeResult(probe.id, failure.status, str(failure),
+                              phase="import")
+        return
+    if on_import is not None:
+        on_import()
+    traced: TracedModule | ImportFailure | None = None
+    for probe in probes:
+        if not probe.trace_shapes:
+            yield run_probe(module, probe, filename)
+            continue
+        if traced is None:
+            try:
+                traced = TracedModule(source, filename)
+            except ImportFailure as failure:
+                traced = failure
+        if isinstance(traced, ImportFailure):
+            yield ProbeResult(probe.id, traced.status,
+                              f"instrumented import failed: {traced}",
+                              phase="import")
+        else:
+            yield run_probe(traced.module, probe, filename, traced.recorder)

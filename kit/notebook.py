@@ -1,0 +1,721 @@
+"""Build the otter-assign master notebook ``assignment/attention.ipynb``.
+
+``python -m kit.notebook`` writes it; ``python -m kit.notebook --check``
+exits 1 when the committed file differs from what this module builds. The
+cells live below as plain strings, one small function per section.
+
+The output is an otter-grader 7 *master* notebook: ``otter assign`` turns it
+into a student notebook (sample answers removed, ``grader.check(...)`` cells
+added, tests written to ``tests/task_*.py``). Structure used here:
+
+* a raw ``# ASSIGNMENT CONFIG`` cell (yaml) at the top;
+* every task is a question block ``# BEGIN QUESTION`` (``name: task_1_2``,
+  ``points: 3``) with one exception-based test cell in ``# BEGIN TESTS``.
+  The test cell defines ``test_task_1_2()``, which calls the kit's public
+  check ``transformer_lm.checks.run_check("1.2")``; otter keeps only that
+  function. The cell's second statement, ``report(test_task_1_2)``, runs it
+  in the master without raising (``report`` is defined in a ``# BEGIN
+  IGNORE`` block, so it exists only in the master);
+* every inline question Qn is a manual question (``manual: true``) with a
+  prompt block (the answer cell the student edits) and a solution block
+  (our sample answer, deleted by otter assign from the student notebook).
+
+Answer-cell convention (read by the answer extractor): each inline question
+Qn ("Q1".."Q5") has exactly one student answer cell in the student notebook,
+a markdown cell with ``metadata["kit"] == {"question": "Qn"}``, cell id
+``answer-qn`` and a source whose first line is ``**Answer Qn:**``; the
+student writes below that line. The master also holds the sample answer, a
+markdown cell with ``metadata["kit"] == {"question": "Qn", "sample": True}``,
+id ``sample-qn`` and the same first line. Students may change cell ids, so
+the extractor should match on the metadata first and fall back to the
+heading line.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "assignment" / "attention.ipynb"
+
+TASK_POINTS = {"1.1": 1, "1.2": 3, "2.1": 3, "2.2": 1, "2.3": 2}
+QUESTION_POINTS = 0  # inline questions: feedback only; change here if graded
+
+CONFIG = """\
+# ASSIGNMENT CONFIG
+name: attention
+files:
+  - ../transformer_lm
+tests:
+  files: true
+  ok_format: false
+init_cell: true
+check_all_cell: false
+export_cell: false
+generate: false
+run_tests: false
+"""
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python",
+              "name": "python3"}
+
+
+# -- cell helpers ----------------------------------------------------------
+
+def _text(source: str) -> str:
+    """Dedent a triple-quoted cell and drop surrounding blank lines."""
+    return textwrap.dedent(source).strip("\n")
+
+
+def md(source: str, cell_id: str | None = None,
+       kit: dict | None = None) -> nbformat.NotebookNode:
+    """A markdown cell; ``kit`` goes to ``metadata["kit"]``."""
+    cell = nbformat.v4.new_markdown_cell(_text(source))
+    cell.id = cell_id
+    if kit is not None:
+        cell.metadata["kit"] = kit
+    return cell
+
+
+def code(source: str, cell_id: str | None = None) -> nbformat.NotebookNode:
+    """A code cell without outputs."""
+    cell = nbformat.v4.new_code_cell(_text(source))
+    cell.id = cell_id
+    return cell
+
+
+def raw(source: str) -> nbformat.NotebookNode:
+    """A raw cell (otter-assign directives)."""
+    cell = nbformat.v4.new_raw_cell(_text(source))
+    cell.id = None
+    return cell
+
+
+def task(task_id: str, statement: str) -> list[nbformat.NotebookNode]:
+    """An autograded task: statement, then a test cell calling run_check."""
+    name = "task_" + task_id.replace(".", "_")
+    test = f'''\
+        def test_{name}():
+            from transformer_lm.checks import run_check
+            run_check("{task_id}")
+
+
+        report(test_{name})
+        '''
+    return [
+        raw(f"# BEGIN QUESTION\nname: {name}\npoints: {TASK_POINTS[task_id]}"),
+        md(statement),
+        raw("# BEGIN TESTS"),
+        code(test, cell_id=f"check-{name.replace('_', '-')}"),
+        raw("# END TESTS"),
+        raw("# END QUESTION"),
+    ]
+
+
+def inline_question(qid: str, prompt: str,
+                    sample: str) -> list[nbformat.NotebookNode]:
+    """A manual question: prompt, the student's answer cell, our sample."""
+    heading = f"**Answer {qid}:**"
+    slug = qid.lower()
+    return [
+        raw(f"# BEGIN QUESTION\nname: {slug}\nmanual: true\n"
+            f"points: {QUESTION_POINTS}"),
+        md(prompt),
+        raw("# BEGIN PROMPT"),
+        md(f"{heading}\n\n_Type your answer here, replacing this text._",
+           cell_id=f"answer-{slug}", kit={"question": qid}),
+        raw("# END PROMPT"),
+        raw("# BEGIN SOLUTION"),
+        md(f"{heading}\n\n{_text(sample)}", cell_id=f"sample-{slug}",
+           kit={"question": qid, "sample": True}),
+        raw("# END SOLUTION"),
+        raw("# END QUESTION"),
+        md("---"),  # otter locks the cell after a manual question
+    ]
+
+
+# -- sections --------------------------------------------------------------
+
+def intro() -> list[nbformat.NotebookNode]:
+    """Title, task table, setup and helper cells."""
+    return [
+        md("""
+        # Attention from scratch
+
+        In this homework you implement the layer at the heart of every
+        transformer: scaled dot-product self-attention (Part 1) and its
+        multi-head version with causal masking and dropout (Part 2).
+
+        You write code in `transformer_lm/modeling_attention.py`, only
+        between the `# YOUR CODE STARTS HERE` and `# YOUR CODE ENDS HERE`
+        markers. This notebook explains the ideas, checks each task right
+        after you finish it, and asks five short questions (Q1-Q5): write
+        your answers in the cells that start with **Answer Qn:**.
+
+        | Task | What you write | Points |
+        |------|----------------|--------|
+        | 1.1 | the query, key and value projections of `SelfAttention` | 1 |
+        | 1.2 | `SelfAttention.forward` | 3 (+1 bonus) |
+        | 2.1 | multi-head split and attention scores | 3 |
+        | 2.2 | the causal mask | 1 |
+        | 2.3 | probabilities, dropout, merging the heads | 2 |
+
+        The checks here use the public test values only. The final grade
+        also runs hidden cases (a single token, one head, long sequences,
+        dropout in training mode), so a passing check is necessary, not
+        sufficient.
+        """),
+        code("""
+        %load_ext autoreload
+        %autoreload 2
+        %matplotlib inline
+
+        import math
+        import re
+
+        import matplotlib.pyplot as plt
+        import torch
+
+        from transformer_lm import modeling_attention
+
+        torch.manual_seed(0)
+        """),
+        md("""
+        `autoreload` re-imports `modeling_attention` whenever you save the
+        file, so you never need to restart the kernel after an edit. The
+        next cell defines a helper for the plots: it shows a plot once the
+        code it needs is written, and a reminder before.
+        """),
+        code("""
+        def if_implemented(task, plot):
+            \"\"\"Call ``plot()``; if it needs unwritten code, say which.\"\"\"
+            try:
+                plot()
+            except NotImplementedError as missing:
+                found = re.search(r"Task \\d\\.\\d", str(missing))
+                needed = found.group(0) if found else f"Task {task}"
+                print(f"Finish {needed} to see this plot.")
+        # BEGIN IGNORE
+
+
+        def report(check):
+            \"\"\"Master only: run a check, print its message if it fails.\"\"\"
+            try:
+                check()
+            except AssertionError as failure:
+                print(f"FAILED: {failure}")
+        # END IGNORE
+        """),
+    ]
+
+
+def grading_rules() -> list[nbformat.NotebookNode]:
+    """Shape-comment rule, dimension vocabulary, PEP 8."""
+    return [md("""
+        ## Shape comments and style (read before you start)
+
+        Every line you write that produces a tensor carries a comment with
+        the tensor's shape in square brackets, either trailing the line or
+        on a comment line right after the statement (handy for long ones):
+
+        ```python
+        scores = q @ k.transpose(1, 2)  # [bs, seq, seq]
+        probs = torch.softmax(
+            scores / math.sqrt(hidden), dim=-1
+        )
+        # [bs, seq, seq]
+        ```
+
+        Name the dimensions with this vocabulary (any name of a row works):
+
+        | dimension | names |
+        |-----------|-------|
+        | batch size | `batch_size`, `bs`, `batch`, `b` |
+        | sequence length | `seq_len`, `seq`, `T`, `num_tokens` |
+        | input size | `input_size`, `d_in` |
+        | hidden size | `hidden`, `hidden_size`, `d_model`, `d_out` |
+        | number of heads | `num_heads`, `heads`, `nh`, `n_heads` |
+        | size of one head | `head_size`, `head`, `head_dim`, `hs`, `d_head` |
+
+        Merged axes are products: `[bs * num_heads, seq, seq]`. A comment
+        may show a chain, `# [bs, seq, hidden] @ [bs, hidden, seq] -> [bs,
+        seq, seq]`; only the last shape counts.
+
+        Deductions, per task: **-1** if its code has any PEP 8 violation
+        (as reported by `pycodestyle`), **-1** if any of its shape
+        comments is missing or wrong. `make check` reports both.
+        """)]
+
+
+def part1() -> list[nbformat.NotebookNode]:
+    """Scaled dot-product attention, Tasks 1.1 and 1.2."""
+    return [
+        md(r"""
+        ## Part 1: scaled dot-product self-attention
+
+        ### Why attention?
+
+        A recurrent network squeezes everything it has read into one state
+        vector; a convolution sees a fixed window. Attention lets every
+        position look at every other position directly and decide, from
+        their content, how much to read from each: the routing is computed
+        from the data instead of being fixed by the architecture. Any two
+        tokens are one step apart, and all positions are computed in
+        parallel.
+
+        ### Queries, keys and values
+
+        For one sequence $X \in \mathbb{R}^{T \times d_{in}}$ of $T$ input
+        vectors, three learned linear maps give
+
+        $$Q = XW_Q + b_Q, \qquad K = XW_K + b_K, \qquad V = XW_V + b_V,
+        \qquad Q, K, V \in \mathbb{R}^{T \times h}.$$
+
+        The query $q_i$ says what position $i$ is looking for, the key
+        $k_j$ what position $j$ offers, and the value $v_j$ what it hands
+        over when chosen. Scores are dot products, a softmax over each row
+        turns them into weights, and the output is the weighted average of
+        the values:
+
+        $$\operatorname{Attention}(Q, K, V) =
+        \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{h}}\right) V,
+        \qquad P_{ij} = \frac{\exp(q_i \cdot k_j / \sqrt{h})}
+        {\sum_{t=1}^{T} \exp(q_i \cdot k_t / \sqrt{h})}.$$
+
+        Row $i$ of $P \in \mathbb{R}^{T \times T}$ is a probability
+        distribution over positions: where position $i$ reads from.
+
+        ### Why divide by $\sqrt{h}$?
+
+        If the entries of $q$ and $k$ are independent with mean 0 and
+        variance 1, then
+
+        $$\operatorname{Var}(q \cdot k) = \sum_{m=1}^{h}
+        \operatorname{Var}(q_m k_m) = h,$$
+
+        so a typical score grows like $\sqrt{h}$. The softmax is not
+        scale-invariant: multiplying all scores by a large factor pushes it
+        towards a one-hot vector on the largest score. A saturated softmax
+        has an almost zero Jacobian,
+        $\partial p_i / \partial s_j = p_i(\delta_{ij} - p_j) \approx 0$,
+        so hardly any gradient reaches the queries and keys and learning
+        stalls. Dividing by $\sqrt{h}$ brings the variance of the scores
+        back to 1 whatever the width of the layer. You will measure this
+        after Task 1.2.
+        """),
+        *task("1.1", """
+        ### Task 1.1 (1 point)
+
+        In `SelfAttention.__init__`, create the projections `self.q`,
+        `self.k` and `self.v`, each an `nn.Linear` from `input_size` to
+        `hidden` with a bias. Keep these names: the checks load frozen
+        weights into them by name. Run the cell below to check.
+        """),
+        *task("1.2", """
+        ### Task 1.2 (3 points, +1 bonus)
+
+        Implement `SelfAttention.forward(x)` for `x` of shape
+        `[batch_size, seq_len, input_size]`: project `x` to queries, keys
+        and values, compute the scaled scores
+        `[batch_size, seq_len, seq_len]`, take the softmax over the *key*
+        axis (the last one, so each query's weights sum to one) and return
+        the weighted sum of the values, `[batch_size, seq_len, hidden]`.
+
+        `k.transpose(1, 2)` transposes each matrix of a batch, and `@`
+        multiplies batches of matrices. **Bonus point:** a forward of at
+        most three statements, still PEP 8 clean and shape-commented.
+        """),
+    ]
+
+
+def scaling_questions() -> list[nbformat.NotebookNode]:
+    """The softmax-sharpness experiment with Q1 and Q2."""
+    return [
+        md(r"""
+        ### How sharp is the softmax? An experiment
+
+        The next cell draws queries and keys with unit-variance entries for
+        growing hidden sizes $h$ and measures, averaged over queries, two
+        things about the attention distribution over 16 keys: its entropy
+        (in nats; a uniform distribution has $\ln 16 \approx 2.77$) and its
+        largest probability. It does so with and without the
+        $1/\sqrt{h}$ scaling.
+        """),
+        code("""
+        def softmax_sharpness(hidden, scale, num_keys=16, num_queries=256):
+            \"\"\"Mean entropy and mean max probability of the attention.\"\"\"
+            q = torch.randn(num_queries, hidden)
+            k = torch.randn(num_keys, hidden)
+            scores = q @ k.T
+            if scale:
+                scores = scores / math.sqrt(hidden)
+            probs = scores.softmax(dim=-1)
+            entropy = -(probs * probs.clamp_min(1e-12).log()).sum(dim=-1)
+            return entropy.mean().item(), probs.max(dim=-1).values.mean().item()
+
+
+        hiddens = [2, 8, 32, 128, 512, 2048]
+        fig, (ax_entropy, ax_max) = plt.subplots(1, 2, figsize=(11, 3.5))
+        for scale in (False, True):
+            stats = [softmax_sharpness(h, scale) for h in hiddens]
+            label = "scores / sqrt(h)" if scale else "unscaled scores"
+            ax_entropy.plot(hiddens, [s[0] for s in stats], "o-", label=label)
+            ax_max.plot(hiddens, [s[1] for s in stats], "o-", label=label)
+        ax_entropy.axhline(math.log(16), color="gray", linestyle=":",
+                           label="uniform")
+        ax_entropy.set(xscale="log", xlabel="hidden size h",
+                       ylabel="entropy (nats)", title="entropy of a row")
+        ax_max.set(xscale="log", xlabel="hidden size h",
+                   ylabel="max probability", title="largest weight of a row")
+        ax_entropy.legend()
+        ax_max.legend()
+        plt.tight_layout()
+        plt.show()
+        """),
+        *inline_question("Q1", """
+        **Q1.** Look at the unscaled curves. What happens to the attention
+        distribution as the hidden size grows, why, and why is that a
+        problem for training?
+        """, r"""
+        Without scaling the softmax sharpens as $h$ grows: the entropy
+        falls towards 0 and the largest weight climbs towards 1, so each
+        query attends to essentially one key. The scores $q \cdot k$ are
+        sums of $h$ unit-variance products, so their standard deviation is
+        $\sqrt{h}$ and the gaps between scores grow with the width; the
+        softmax turns large gaps into a near one-hot vector. A saturated
+        softmax has a near-zero Jacobian, so the gradient to the queries
+        and keys vanishes and the attention pattern barely learns; the
+        model is also stuck with a hard, random choice at initialisation.
+        """),
+        *inline_question("Q2", r"""
+        **Q2.** What does dividing the scores by $\sqrt{h}$ do to the
+        curves? Why $\sqrt{h}$, and not $h$?
+        """, r"""
+        The scaled curves are flat: entropy and largest weight no longer
+        depend on $h$ and stay in the soft, trainable regime (at
+        initialisation the weights are spread over several keys). Dividing
+        by $\sqrt{h}$ makes $\operatorname{Var}(q \cdot k / \sqrt{h}) = 1$
+        for every $h$, i.e. it removes exactly the growth of the standard
+        deviation. Dividing by $h$ would over-correct: the variance would be
+        $1/h$, the scores would shrink to 0 as $h$ grows and the softmax
+        would tend to the uniform distribution, so attention could not
+        focus.
+        """),
+    ]
+
+
+def multi_head_notes() -> list[nbformat.NotebookNode]:
+    """Heads, splitting and merging, masking, dropout, layout."""
+    return [
+        md(r"""
+        ## Part 2: multi-head self-attention
+
+        One head gives one distribution per position, so it can look for
+        one kind of thing at a time. Multi-head attention runs $n_h$
+        attentions in parallel on smaller subspaces. With
+        $\text{hidden} = n_h \cdot d_{head}$ and $Q_j, K_j, V_j$ the $j$-th
+        block of $d_{head}$ columns of $Q, K, V$:
+
+        $$\text{head}_j = \operatorname{softmax}\!\left(
+        \frac{Q_j K_j^\top}{\sqrt{d_{head}}} + M\right) V_j, \qquad
+        \operatorname{MHSA}(X) = [\text{head}_1, \dots, \text{head}_{n_h}]
+        \, W_{mix} + b_{mix},$$
+
+        where $M$ is the causal mask (below, or $0$). The projections are
+        the same three `nn.Linear(input_size, hidden)` as before, only
+        split afterwards, so many heads cost about as much as one wide
+        head, but each head can specialise (one follows the previous token,
+        another matches a subject with its verb). The `mix` layer combines
+        what the heads found.
+
+        ### Splitting and merging heads
+
+        `self.q(x)` has shape `[bs, seq, hidden]`. Split the last axis with
+        `.view(bs, seq, num_heads, head_size)`, then `.transpose(1, 2)` to
+        get `[bs, num_heads, seq, head_size]`: the heads now sit next to
+        the batch axis and `@` batches over both. Merging reverses this:
+        `.transpose(1, 2)` back to `[bs, seq, num_heads, head_size]`, then
+        `.reshape(bs, seq, hidden)` (after a transpose the memory is no
+        longer contiguous, so `.view` would refuse).
+
+        Why not skip the transpose and `reshape(bs, num_heads, seq,
+        head_size)` directly? The shape is right, but `reshape` never moves
+        data: it re-reads the same memory in row-major order, so the head
+        axis is cut out of the *sequence*. In the demo every entry's tens
+        digit is its position.
+        """),
+        code("""
+        bs, seq, num_heads, head_size = 1, 3, 2, 2
+        hidden = num_heads * head_size
+        x = 10 * torch.arange(seq)[:, None] + torch.arange(hidden)
+        x = x.unsqueeze(0)  # [bs, seq, hidden], x[0, t, d] = 10 * t + d
+        right = x.view(bs, seq, num_heads, head_size).transpose(1, 2)
+        wrong = x.reshape(bs, num_heads, seq, head_size)
+        print("x[0], one row per position:", x[0], sep="\\n")
+        print("head 0 with view + transpose: row t is position t",
+              right[0, 0], sep="\\n")
+        print("head 0 with reshape only: positions 0 and 1 mixed up",
+              wrong[0, 0], sep="\\n")
+        """),
+        md(r"""
+        ### Causal masking
+
+        A language model predicts token $t+1$ from tokens $1..t$. If
+        position $t$ could attend to later positions, training would
+        reward copying the answer, and the model would fail at generation
+        time, when the future does not exist yet. The causal mask adds
+        $-\infty$ to every score of a future key before the softmax:
+
+        $$M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i
+        \end{cases}$$
+
+        Since $e^{-\infty} = 0$, each row renormalises over the positions
+        it may see. The diagonal stays unmasked: a position attends to
+        itself, so even the first row has something to attend to (a fully
+        masked row would be $0/0$ = `nan`). Mask the *scores*, not the
+        probabilities: zeroing probabilities after the softmax leaves rows
+        that no longer sum to one. `torch.triu(..., diagonal=1)` and
+        `masked_fill` are useful; create the mask on `x.device`.
+
+        ### Dropout on the attention weights
+
+        In training mode `self.dropout` zeroes each attention probability
+        with probability $p$ and scales the survivors by $1/(1-p)$, so the
+        expected value is unchanged. This keeps the model from relying on
+        one attended position (the original Transformer regularised the
+        same way). Rows no longer sum to exactly one in training mode;
+        that is expected. In `model.eval()` dropout is the identity, so
+        call `.eval()` before evaluating or plotting. The `probs` you
+        return are the ones after dropout.
+
+        ### The layout of the returned probabilities
+
+        `forward(x, return_attention=True)` returns `(att, probs)` with
+        `probs` of shape `[bs * num_heads, seq, seq]`, the heads of one
+        batch element next to each other: `probs[b * num_heads + j]` is
+        head `j` of batch element `b`. That is exactly
+        `.reshape(bs * num_heads, seq, seq)` of a
+        `[bs, num_heads, seq, seq]` tensor.
+        """),
+    ]
+
+
+def part2_tasks() -> list[nbformat.NotebookNode]:
+    """Tasks 2.1-2.3 with Q3 and Q4."""
+    return [
+        *task("2.1", """
+        ### Task 2.1 (3 points)
+
+        In `MultiHeadSelfAttention.forward`, project `x` to queries, keys
+        and values, split each into `num_heads` heads of `head_size` and
+        compute the scaled scores of every head,
+        `[bs, num_heads, seq, seq]`. `self.head_size` and `self.scale` are
+        ready for you. The check runs the whole forward on a non-causal
+        case, so it passes once Task 2.3 is done too.
+        """),
+        *inline_question("Q3", r"""
+        **Q3.** `SelfAttention` divides the scores by
+        $\sqrt{\text{hidden}}$, `MultiHeadSelfAttention` by
+        $\sqrt{\text{head\_size}}$. Is that the same rule? What would go
+        wrong if every head divided by $\sqrt{\text{hidden}}$?
+        """, r"""
+        It is the same rule: divide by the square root of the length of
+        the dot product. A head's score sums over its own `head_size`
+        coordinates, so its variance is `head_size`, not `hidden`; with one
+        head the two coincide. Dividing each head by
+        $\sqrt{\text{hidden}}$ would shrink its scores by an extra factor
+        $\sqrt{\text{num\_heads}}$, so every head's softmax would be flatter
+        than intended (closer to uniform) and more so the more heads there
+        are; the result would still be a valid attention, just a
+        systematically blurred one.
+        """),
+        *task("2.2", """
+        ### Task 2.2 (1 point)
+
+        When `self.causal` is true, hide strictly future positions from
+        every query: fill their scores with `-inf` before the softmax.
+        """),
+        *task("2.3", """
+        ### Task 2.3 (2 points)
+
+        Turn the scores into probabilities (softmax over the keys), apply
+        `self.dropout`, take the weighted sum of the values, merge the
+        heads back to `[bs, seq, hidden]` and apply `self.mix`. Leave
+        `probs` as `[bs * num_heads, seq, seq]`.
+        """),
+        *inline_question("Q4", """
+        **Q4.** How many non-linear operations does
+        `SelfAttention.forward` have, and how many does
+        `MultiHeadSelfAttention.forward` (in eval mode)? Which steps are
+        linear? What does that suggest about the layer that follows
+        attention in a transformer block?
+        """, r"""
+        One kind: the softmax. The projections, the scaling, the `mix`
+        layer and the merging of heads are linear (affine) maps. Multi-head
+        attention still has a single softmax stage; it computes `num_heads`
+        softmaxes side by side, one per head, but they are not stacked.
+        Masking adds a fixed pattern of $-\infty$ and dropout is the
+        identity in eval mode, so neither adds a non-linearity. (Strictly,
+        $QK^\top$ multiplies two functions of $x$ and $PV$ does too, so the
+        output is not linear in $x$, but there is no element-wise
+        non-linearity such as ReLU.) Attention mainly mixes information
+        across positions; that is why each transformer block follows it
+        with a position-wise feed-forward network with a non-linear
+        activation.
+        """),
+    ]
+
+
+def heatmaps() -> list[nbformat.NotebookNode]:
+    """Attention heatmaps of the student's module, with Q5."""
+    return [
+        md("""
+        ## Looking at attention
+
+        Below, your `MultiHeadSelfAttention` (random weights, eval mode)
+        reads three short sentences through a fixed random embedding, and
+        we plot head 0 of `probs`, with and without the causal mask. Row
+        $i$ is query position $i$; column $j$ is how much it reads from
+        position $j$. The layer is untrained, so look at the structure the
+        mask imposes, not at which words attend to which.
+        """),
+        code("""
+        sentences = ["the cat sat on the mat",
+                     "a dog chased the cat",
+                     "attention is all we need"]
+        vocab = sorted({word for s in sentences for word in s.split()})
+        torch.manual_seed(0)
+        embedding = torch.nn.Embedding(len(vocab), 8)
+
+
+        def attention_maps(causal):
+            \"\"\"Head 0 of the student's probabilities for each sentence.\"\"\"
+            torch.manual_seed(1)
+            layer = modeling_attention.MultiHeadSelfAttention(
+                8, 8, num_heads=2, causal=causal).eval()
+            maps = []
+            with torch.no_grad():
+                for sentence in sentences:
+                    ids = torch.tensor([vocab.index(w) for w in sentence.split()])
+                    x = embedding(ids).unsqueeze(0)  # [1, seq, 8]
+                    _, probs = layer(x, return_attention=True)
+                    maps.append(probs[0])  # [seq, seq]: batch 0, head 0
+            return maps
+
+
+        def plot_attention(causal):
+            \"\"\"One heatmap per sentence.\"\"\"
+            fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+            for ax, sentence, probs in zip(axes, sentences,
+                                           attention_maps(causal)):
+                words = sentence.split()
+                image = ax.imshow(probs, vmin=0, vmax=1, cmap="viridis")
+                ax.set_xticks(range(len(words)), words, rotation=45)
+                ax.set_yticks(range(len(words)), words)
+                ax.set(xlabel="key (attended to)", ylabel="query")
+            fig.colorbar(image, ax=list(axes), shrink=0.8)
+            fig.suptitle("causal" if causal else "no mask")
+            plt.show()
+        """),
+        code("""
+        if_implemented("2.3", lambda: plot_attention(causal=False))
+        """),
+        code("""
+        if_implemented("2.2", lambda: plot_attention(causal=True))
+        """),
+        *inline_question("Q5", """
+        **Q5.** Compare the two sets of heatmaps. What does the causal mask
+        do to the pattern? Explain the first row of each causal map, and
+        why no row ever ends up empty.
+        """, """
+        Without the mask every row spreads its weight over all words,
+        future ones included. With the mask everything above the diagonal
+        is exactly zero: a word only reads from itself and earlier words,
+        and each row still sums to one over the allowed positions, so
+        early rows are more concentrated (row $i$ shares its weight among
+        $i + 1$ words). The first row puts all its weight on the first word
+        (probability 1), because that is the only position it may see.
+        No row is empty because the diagonal is never masked: every
+        position may attend to itself, which also avoids a softmax over
+        only $-\\infty$ (0/0 = `nan`).
+        """),
+    ]
+
+
+def submission() -> list[nbformat.NotebookNode]:
+    """How to run the local checks and submit."""
+    return [md("""
+        ## Checking and submitting
+
+        * `make check` grades your `transformer_lm/modeling_attention.py`
+          on the public cases the way the final grader does, including the
+          PEP 8 and shape-comment rules and the bonus statement count, and
+          explains common mistakes it recognises. Run it from the folder
+          that contains the `Makefile`.
+        * `make submission` packages your code and this notebook, with
+          your answers to Q1-Q5, into the file to upload. Save the
+          notebook first.
+
+        Your answers are read from the cells that start with
+        **Answer Qn:**; keep that first line and write below it.
+        """)]
+
+
+# -- assembly --------------------------------------------------------------
+
+def _assign_ids(cells: list[nbformat.NotebookNode]) -> None:
+    """Give cells without an explicit id a stable positional one."""
+    for index, cell in enumerate(cells):
+        if cell.id is None:
+            cell.id = f"cell-{index:03d}"
+    ids = [cell.id for cell in cells]
+    if len(set(ids)) != len(ids):
+        raise ValueError("duplicate cell ids in the notebook")
+
+
+def build() -> nbformat.NotebookNode:
+    """The master notebook, validated."""
+    cells = [raw(CONFIG), *intro(), *grading_rules(), *part1(),
+             *scaling_questions(), *multi_head_notes(), *part2_tasks(),
+             *heatmaps(), *submission()]
+    _assign_ids(cells)
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": KERNELSPEC,
+        "language_info": {"name": "python"},
+    })
+    nbformat.validate(nb)
+    return nb
+
+
+def render() -> str:
+    """The notebook file's exact text."""
+    return nbformat.writes(build()) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the notebook, or with --check compare it to the file."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the file is not what build() gives")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = args.out.read_text() if args.out.exists() else ""
+        if current != text:
+            print(f"{args.out} is stale: run `python -m kit.notebook`")
+            return 1
+        print(f"{args.out} is up to date")
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

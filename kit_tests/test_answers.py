@@ -1,0 +1,90 @@
+"""Inline answers: collection from notebooks and the per-question pages."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.answers import (QUESTIONS, AnswersError, collect_answers,
+                                write_question_pages)
+
+
+def _answer_cell(question: str, text: str, *, meta: bool = True,
+                 prefix: bool = True) -> nbformat.NotebookNode:
+    source = (f"**Answer {question}:** " if prefix else "") + text
+    cell = nbformat.v4.new_markdown_cell(source)
+    if meta:
+        cell.metadata["kit"] = {"question": question}
+    return cell
+
+
+def _write(path: Path, cells: list) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Attention"),
+                nbformat.v4.new_code_cell("x = 1")] + cells
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_collects_each_question_and_strips_prefix(tmp_path):
+    path = _write(tmp_path / "a.ipynb", [
+        _answer_cell("Q1", "Scaling keeps the softmax from saturating."),
+        _answer_cell("Q2", "Because **heads** see subspaces.\n\nTwo paras."),
+        _answer_cell("Q3", "_Type your answer here, replacing this text._"),
+        _answer_cell("Q4", ""),
+    ])
+    answers = collect_answers(path)
+    assert list(answers) == list(QUESTIONS)
+    assert answers["Q1"] == "Scaling keeps the softmax from saturating."
+    assert answers["Q2"] == "Because **heads** see subspaces.\n\nTwo paras."
+    # untouched placeholder, empty cell and missing cell: all unanswered
+    assert answers["Q3"] == answers["Q4"] == answers["Q5"] == ""
+
+
+def test_either_mark_is_enough_and_split_answers_join(tmp_path):
+    path = _write(tmp_path / "a.ipynb", [
+        _answer_cell("Q1", "metadata only", prefix=False),
+        _answer_cell("Q2", "prefix only", meta=False),
+        _answer_cell("Q5", "first part"),
+        nbformat.v4.new_markdown_cell("unrelated text"),
+        _answer_cell("Q5", "second part", prefix=False),
+    ])
+    answers = collect_answers(path)
+    assert answers["Q1"] == "metadata only"
+    assert answers["Q2"] == "prefix only"
+    assert answers["Q5"] == "first part\n\nsecond part"
+
+
+def test_unmarked_cells_are_not_answers(tmp_path):
+    path = _write(tmp_path / "a.ipynb", [
+        nbformat.v4.new_markdown_cell("Q1: what is attention? Answer Q1 in "
+                                      "the cell below."),
+    ])
+    assert collect_answers(path) == {q: "" for q in QUESTIONS}
+
+
+def test_missing_and_broken_notebooks_raise_answers_error(tmp_path):
+    with pytest.raises(AnswersError, match="not found"):
+        collect_answers(tmp_path / "absent.ipynb")
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json")
+    with pytest.raises(AnswersError, match="not a readable notebook"):
+        collect_answers(broken)
+
+
+def test_question_pages_list_every_submission(tmp_path):
+    pages = write_question_pages(tmp_path, {
+        "bob": {"Q1": "## my heading\nline two", "Q2": ""},
+        "alice": {"Q1": "softmax saturates", "Q2": "heads"},
+    })
+    assert [p.name for p in pages] == [f"{q}.md" for q in QUESTIONS]
+    q1 = (tmp_path / "answers" / "Q1.md").read_text()
+    assert "2 of 2 submissions answered." in q1
+    # sorted by submission, answers quoted so their headings stay inside
+    assert q1.index("## alice") < q1.index("## bob")
+    assert "> ## my heading\n> line two" in q1
+    q2 = (tmp_path / "answers" / "Q2.md").read_text()
+    assert "1 of 2 submissions answered." in q2
+    assert "_(no answer)_" in q2.split("## bob")[1]
+    assert "_(no answer)_" in (tmp_path / "answers" / "Q5.md").read_text()

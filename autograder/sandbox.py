@@ -1,0 +1,710 @@
+"""Run probes on untrusted student code in an isolated, limited worker.
+
+The grading parent never executes student code. A warm fork server (the
+``multiprocessing`` 'forkserver', preloaded with torch and the worker) forks
+one worker process per submission, so torch's import is paid once. The
+worker, before it runs any student code:
+
+- starts a new session (the parent kills its whole process group),
+- sets resource limits (address space, processes, file size, CPU, cores),
+- reads stdin from /dev/null, writes stdout/stderr to a pipe the parent
+  drains and truncates, works in a fresh temporary directory with a
+  scrubbed environment,
+- when started as root, drops to an unprivileged user
+  (``$AUTOGRADER_WORKER_USER``, default ``autograder-worker``, else
+  ``nobody``).
+
+Results stream back one probe at a time as length-prefixed messages: a JSON
+header plus safetensors bytes. The parent never unpickles or evaluates
+anything the worker sends; it caps and validates every message. It enforces
+each probe's timeout, and on a timeout, crash or memory failure kills the
+worker, reports that probe and starts a fresh worker for the rest.
+"""
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import multiprocessing
+import multiprocessing.forkserver
+import multiprocessing.popen_forkserver
+import multiprocessing.util
+import os
+import pickle
+import pwd
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from multiprocessing import forkserver, spawn
+from multiprocessing.context import ForkServerProcess
+from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, NOT_RUN,
+                                 OK, TIMEOUT, Probe, ProbeResult)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_LENGTH = struct.Struct(">Q")        # frame: 8-byte length, then payload
+_HEADER_LENGTH = struct.Struct(">I")  # payload: header length, JSON, tensors
+_STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
+_EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
+_FILE_LIMIT = 64 * 1024 * 1024
+_KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
+DEFAULT_USER = "autograder-worker"
+
+
+# --------------------------------------------------------------------------
+# Wire format (both directions)
+
+def encode_probes(probes: list[Probe]) -> bytes:
+    """Probes as bytes for the worker: plain fields pickled, tensors as
+    safetensors. (Pickling tensors directly would route them through
+    torch's shared-memory reductions, giving the worker write access to the
+    parent's tensors.)"""
+    tensors: dict[str, torch.Tensor] = {}
+    metas = []
+    for i, probe in enumerate(probes):
+        meta = {f.name: getattr(probe, f.name) for f in fields(Probe)}
+        for key, value in probe.state.items():
+            tensors[f"{i}/state/{key}"] = value
+        for j, value in enumerate(probe.args):
+            tensors[f"{i}/arg/{j}"] = value
+        kwargs = {}
+        for key, value in probe.kwargs.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{i}/kw/{key}"] = value
+            else:
+                kwargs[key] = value
+        meta.update(state=list(probe.state), args=len(probe.args),
+                    kwargs=kwargs, tensor_kwargs=[
+                        k for k, v in probe.kwargs.items()
+                        if isinstance(v, torch.Tensor)])
+        metas.append(meta)
+    blob = st_save({k: v.detach().cpu().contiguous().clone()
+                    for k, v in tensors.items()})
+    return pickle.dumps((metas, blob))
+
+
+def decode_probes(data: bytes) -> list[Probe]:
+    """Inverse of ``encode_probes`` (runs in the worker; the data comes
+    from the trusted parent)."""
+    metas, blob = pickle.loads(data)
+    tensors = st_load(blob)
+    probes = []
+    for i, meta in enumerate(metas):
+        meta = dict(meta)
+        meta["state"] = {k: tensors[f"{i}/state/{k}"] for k in meta["state"]}
+        meta["args"] = [tensors[f"{i}/arg/{j}"] for j in range(meta["args"])]
+        for key in meta.pop("tensor_kwargs"):
+            meta["kwargs"][key] = tensors[f"{i}/kw/{key}"]
+        probes.append(Probe(**meta))
+    return probes
+
+
+def encode_message(header: dict[str, Any],
+                   tensors: list[torch.Tensor] = ()) -> bytes:
+    """One frame: length, header length, JSON header, safetensors bytes."""
+    head = json.dumps(header).encode()
+    body = st_save({str(i): t for i, t in enumerate(tensors)}) \
+        if tensors else b""
+    payload = _HEADER_LENGTH.pack(len(head)) + head + body
+    return _LENGTH.pack(len(payload)) + payload
+
+
+class BadMessage(Exception):
+    """The worker sent something that is not a valid message."""
+
+
+def decode_payload(payload: bytes) -> tuple[dict[str, Any],
+                                            list[torch.Tensor]]:
+    """Header and tensors of one frame's payload; raises BadMessage."""
+    try:
+        (size,) = _HEADER_LENGTH.unpack_from(payload)
+        header = json.loads(payload[4:4 + size].decode())
+        body = payload[4 + size:]
+        if not isinstance(header, dict):
+            raise BadMessage("header is not an object")
+        n = header.get("n_outputs", 0)
+        if not isinstance(n, int) or n < 0:
+            raise BadMessage("bad n_outputs")
+        tensors = st_load(body) if body else {}
+        if set(tensors) != {str(i) for i in range(n)}:
+            raise BadMessage("tensor keys do not match n_outputs")
+        outputs = [tensors[str(i)] for i in range(n)]
+        if any(t.dtype != torch.float32 for t in outputs):
+            raise BadMessage("outputs must be float32")
+        return header, outputs
+    except BadMessage:
+        raise
+    except Exception as exc:   # noqa: BLE001 - any decoding failure
+        raise BadMessage(f"{type(exc).__name__}: {exc}") from None
+
+
+def result_to_message(result: ProbeResult) -> bytes:
+    """A worker-side ProbeResult as one frame."""
+    header = {"kind": "result", "id": result.id, "status": result.status,
+              "message": result.message, "output_kind": result.output_kind,
+              "attributes": result.attributes,
+              "shapes": {str(k): v for k, v in result.shapes.items()},
+              "stdout": result.stdout, "seconds": result.seconds,
+              "phase": result.phase, "exception": result.exception,
+              "line": result.line, "n_outputs": len(result.outputs)}
+    return encode_message(header, result.outputs)
+
+
+def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
+                       expected_id: str) -> ProbeResult:
+    """Validate a result header from the worker; raises BadMessage."""
+    def want(key: str, kinds: Any, default: Any = "") -> Any:
+        value = header.get(key, default)
+        if not isinstance(value, kinds) or isinstance(value, bool) and \
+                kinds in (int, float, (int, float)):
+            raise BadMessage(f"field {key!r} has the wrong type")
+        return value
+
+    if header.get("id") != expected_id:
+        raise BadMessage(f"expected the result of probe {expected_id!r}")
+    status = want("status", str)
+    if status not in _STATUSES:
+        raise BadMessage(f"unknown status {status!r}")
+    line = header.get("line")
+    if line is not None and (not isinstance(line, int)
+                             or isinstance(line, bool)):
+        raise BadMessage("field 'line' has the wrong type")
+    return ProbeResult(
+        id=expected_id, status=status, message=want("message", str),
+        outputs=outputs if status == OK else [],
+        output_kind=want("output_kind", str),
+        attributes=want("attributes", dict, {}),
+        shapes=_valid_shapes(want("shapes", dict, {})),
+        stdout=want("stdout", str),
+        seconds=float(want("seconds", (int, float), 0.0)),
+        phase=want("phase", str), exception=want("exception", str),
+        line=line)
+
+
+def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:
+    shapes = {}
+    for key, entries in raw.items():
+        ok = key.isdigit() and isinstance(entries, list) and all(
+            isinstance(entry, list) and all(
+                isinstance(shape, list) and all(
+                    isinstance(d, int) and not isinstance(d, bool)
+                    for d in shape) for shape in entry) for entry in entries)
+        if not ok:
+            raise BadMessage("malformed shapes")
+        shapes[int(key)] = entries
+    return shapes
+
+
+# --------------------------------------------------------------------------
+# The worker process
+
+@dataclass
+class WorkerSettings:
+    """What the parent decided about the worker's environment."""
+
+    memory_mb: int
+    output_limit: int
+    cpu_seconds: int
+    workdir: str
+    uid: int | None = None    # drop to this uid/gid when not None
+    gid: int | None = None
+
+
+class _CappedStream(io.TextIOBase):
+    """sys.stdout/sys.stderr replacement: keeps the first ``limit``
+    characters of a probe's output and counts the rest (a submission that
+    prints 100 MB costs only its own formatting time)."""
+
+    def __init__(self, limit: int, fileno: int):
+        super().__init__()
+        self.limit, self._fileno = limit, fileno
+        self.parts: list[str] = []
+        self.kept = self.dropped = 0
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def fileno(self) -> int:
+        return self._fileno
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def take(self) -> str:
+        """The output so far (with a truncation note) and a fresh start."""
+        text = "".join(self.parts)
+        if self.dropped:
+            text += f"\n[... {self.dropped} more characters of output cut]"
+        self.parts, self.kept, self.dropped = [], 0, 0
+        return text
+
+
+def _count_processes(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += os.stat(f"/proc/{entry}").st_uid == uid
+            except OSError:
+                pass
+    return count
+
+
+def _vm_size_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _set_limits(settings: WorkerSettings) -> None:
+    memory = _vm_size_bytes() + settings.memory_mb * 1024 * 1024
+    uid = settings.uid if settings.uid is not None else os.getuid()
+    nproc = _count_processes(uid) + _EXTRA_PROCESSES
+    limits = {resource.RLIMIT_AS: memory, resource.RLIMIT_NPROC: nproc,
+              resource.RLIMIT_FSIZE: _FILE_LIMIT, resource.RLIMIT_CORE: 0,
+              resource.RLIMIT_CPU: settings.cpu_seconds}
+    for which, value in limits.items():
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        hard_value = value + 5 if which == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            hard_value = min(hard_value, hard)
+        resource.setrlimit(which, (value, hard_value))
+    # Over the file-size limit, writes fail (EFBIG) instead of killing us.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def _drop_privileges(settings: WorkerSettings) -> None:
+    if settings.uid is None:
+        return
+    os.setgroups([])
+    os.setgid(settings.gid)
+    os.setuid(settings.uid)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise RuntimeError("privilege drop failed")
+    try:   # no setuid binaries can give privileges back
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _isolate(settings: WorkerSettings, output_fd: int) -> None:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.chdir(settings.workdir)
+    home = settings.workdir
+    os.environ.clear()   # secrets in the grader's environment stay there
+    os.environ.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=home,
+                      TMPDIR=home, LANG="C.UTF-8", OMP_NUM_THREADS="1")
+    tempfile.tempdir = home
+    # Forking from this process later is safe only if no parallel torch op
+    # has started an OpenMP pool; one thread also keeps memory modest.
+    torch.set_num_threads(1)
+    _set_limits(settings)
+    _drop_privileges(settings)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _worker_main(source: str, filename: str, encoded: bytes,
+                 results: Any, output: Any, settings: WorkerSettings) -> None:
+    """Entry point of the worker process (runs in the forked child)."""
+    from autograder.worker import execute_probes
+
+    result_fd = results.fileno()
+    _isolate(settings, output.fileno())
+    probes = decode_probes(encoded)
+    stream = _CappedStream(settings.output_limit, 1)
+    sys.stdout = sys.stderr = stream
+    me = os.getpid()
+
+    def send(data: bytes) -> None:
+        if os.getpid() != me:    # a process the submission forked
+            os._exit(0)
+        _write_all(result_fd, data)
+
+    def ready() -> None:
+        send(encode_message({"kind": "ready"}))
+
+    for result in execute_probes(source, filename, probes, on_import=ready):
+        result.stdout = stream.take()
+        send(result_to_message(result))
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------
+# The parent side
+
+class _Popen(multiprocessing.popen_forkserver.Popen):
+    """The forkserver Popen without re-running the parent's ``__main__``
+    in the worker: multiprocessing would re-execute the grader's main
+    script (e.g. ``python grade.py``, ``python -m kit.bench``) in every
+    child, which is slow, and breaks scripts without a main guard.
+    (Mirrors ``popen_forkserver.Popen._launch`` of CPython 3.8-3.12.)"""
+
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_path", None)
+        prep_data.pop("init_main_from_name", None)
+        buf = io.BytesIO()
+        multiprocessing.context.set_spawning_popen(self)
+        try:
+            multiprocessing.reduction.dump(prep_data, buf)
+            multiprocessing.reduction.dump(process_obj, buf)
+        finally:
+            multiprocessing.context.set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        _parent_w = os.dup(w)
+        self.finalizer = multiprocessing.util.Finalize(
+            self, multiprocessing.util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _WorkerProcess(ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> _Popen:
+        return _Popen(process_obj)
+
+
+class _OutputDrain(threading.Thread):
+    """Reads a worker's fd-level output: keeps ``limit`` bytes, discards
+    (but drains) the rest so the worker never blocks on a full pipe."""
+
+    def __init__(self, fd: int, limit: int):
+        super().__init__(daemon=True)
+        self.fd, self.limit = fd, limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 65536):
+                room = self.limit - len(self.kept)
+                self.kept += chunk[:max(room, 0)]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+
+    def text(self) -> str:
+        text = self.kept.decode(errors="replace")
+        if self.dropped:
+            text += f"\n[... {self.dropped} more bytes of output cut]"
+        return text
+
+
+class _Failure(Exception):
+    """The worker failed while ``probe`` was pending."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class _Attempt:
+    """One worker process answering a run of probes."""
+
+    def __init__(self, sandbox: Sandbox, source: str, filename: str,
+                 probes: list[Probe], settings: WorkerSettings):
+        self.probes = probes
+        self.imported = False
+        self.killed = False
+        ctx = sandbox.context
+        results_r, results_w = ctx.Pipe(duplex=False)
+        output_r, output_w = ctx.Pipe(duplex=False)
+        self.process = _WorkerProcess(
+            target=_worker_main, name="autograder-worker", daemon=True,
+            args=(source, filename, encode_probes(probes), results_w,
+                  output_w, settings))
+        with sandbox.start_lock:
+            self.process.start()
+        results_w.close()
+        output_w.close()
+        self.fd = os.dup(results_r.fileno())
+        results_r.close()
+        self.drain = _OutputDrain(os.dup(output_r.fileno()),
+                                  settings.output_limit)
+        output_r.close()
+        self.drain.start()
+        self.buffer = bytearray()
+
+    def results(self):
+        """Yield ProbeResults in order; raise _Failure when the worker
+        fails, for the next pending probe."""
+        deadline = time.monotonic() + self.probes[0].timeout
+        index = 0
+        while index < len(self.probes):
+            probe = self.probes[index]
+            header, outputs = self._next_message(deadline, probe)
+            if header.get("kind") == "ready" and not self.imported:
+                self.imported = True
+            elif header.get("kind") == "result":
+                try:
+                    result = result_from_header(header, outputs, probe.id)
+                except BadMessage as exc:
+                    raise _Failure(CRASH, f"the worker sent a malformed "
+                                   f"result for probe {probe.id} ({exc})")
+                if result.status != IMPORT_ERROR and \
+                        result.phase != "import":
+                    self.imported = True
+                yield result
+                index += 1
+            else:
+                raise _Failure(CRASH, "the worker sent an unexpected "
+                               f"message before probe {probe.id}")
+            if index < len(self.probes):
+                deadline = time.monotonic() + self.probes[index].timeout
+
+    def _next_message(self, deadline: float, probe: Probe):
+        while True:
+            if len(self.buffer) >= _LENGTH.size:
+                (size,) = _LENGTH.unpack_from(self.buffer)
+                if size > MAX_MESSAGE_BYTES:
+                    raise _Failure(CRASH, f"the worker sent an oversized "
+                                   f"message ({size} bytes) during probe "
+                                   f"{probe.id}")
+                end = _LENGTH.size + size
+                if len(self.buffer) >= end:
+                    payload = bytes(self.buffer[_LENGTH.size:end])
+                    del self.buffer[:end]
+                    try:
+                        return decode_payload(payload)
+                    except BadMessage as exc:
+                        raise _Failure(CRASH, f"the worker sent a malformed "
+                                       f"message during probe {probe.id} "
+                                       f"({exc})") from None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Failure(TIMEOUT, self._timeout_message(probe))
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                raise self._death(probe)
+            self.buffer += chunk
+
+    def _during(self, probe: Probe) -> str:
+        return f"probe {probe.id}" if self.imported else "import"
+
+    def _timeout_message(self, probe: Probe) -> str:
+        return (f"time limit of {probe.timeout:g} s exceeded during "
+                f"{self._during(probe)} (an infinite loop?)")
+
+    def _death(self, probe: Probe) -> _Failure:
+        """Classify why the worker closed its result pipe."""
+        self.process.join(_KILL_GRACE)
+        code = self.process.exitcode
+        during = self._during(probe)
+        if code is None:
+            self.kill()
+            return _Failure(CRASH, f"the worker closed its result pipe "
+                            f"during {during}")
+        if code >= 0:
+            return _Failure(CRASH, f"the submission exited (code {code}) "
+                            f"during {during}")
+        sig = -code
+        if sig == signal.SIGKILL:
+            return _Failure(MEMORY, f"the worker was killed (SIGKILL) "
+                            f"during {during}, most likely out of memory")
+        if sig == signal.SIGXCPU:
+            return _Failure(TIMEOUT, f"CPU time limit exceeded during "
+                            f"{during}")
+        return _Failure(CRASH, f"the worker died from signal "
+                        f"{signal.Signals(sig).name} during {during}")
+
+    def kill(self) -> None:
+        """Kill the worker and everything in its process group."""
+        self.killed = True
+        pid = self.process.pid
+        if pid is not None:
+            for kill in (lambda: os.killpg(pid, signal.SIGKILL),
+                         lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def close(self) -> str:
+        """Kill leftovers, reap the worker; return its fd-level output."""
+        self.kill()
+        self.process.join(_KILL_GRACE)
+        os.close(self.fd)
+        # A process that escaped the group may hold the pipe open.
+        self.drain.join(1.0)
+        try:
+            self.process.close()
+        except ValueError:
+            pass
+        return self.drain.text()
+
+
+def _resolve_user() -> tuple[int, int] | None:
+    """(uid, gid) to drop to, or None when not running as root."""
+    if os.geteuid() != 0:
+        return None
+    name = os.environ.get("AUTOGRADER_WORKER_USER", DEFAULT_USER)
+    for candidate in (name, "nobody"):
+        try:
+            entry = pwd.getpwnam(candidate)
+            return entry.pw_uid, entry.pw_gid
+        except KeyError:
+            continue
+    raise RuntimeError(f"no user {name!r} or 'nobody' to run workers as")
+
+
+class Sandbox:
+    """The warm fork server and the defaults for running submissions.
+
+    Use as a context manager for batch grading; threads may call ``run``
+    concurrently (one worker process per call).
+    """
+
+    def __init__(self, *, memory_mb: int = 1024, output_limit: int = 20_000,
+                 preload: bool = True):
+        self.memory_mb, self.output_limit = memory_mb, output_limit
+        self.context = multiprocessing.get_context("forkserver")
+        self.start_lock = threading.Lock()
+        self.user = _resolve_user()
+        if preload:
+            self.context.set_forkserver_preload(
+                ["torch", "autograder.worker", "autograder.sandbox"])
+        multiprocessing.forkserver.ensure_running()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the fork server (a later ``run`` would restart it)."""
+        server = multiprocessing.forkserver._forkserver
+        stop = getattr(server, "_stop", None)
+        if stop is not None:
+            stop()
+
+    def run(self, source: str, filename: str, probes: list[Probe], *,
+            memory_mb: int | None = None,
+            output_limit: int | None = None) -> list[ProbeResult]:
+        """One result per probe, in order; never raises because of what
+        the submission does."""
+        settings = self._settings(probes, memory_mb, output_limit)
+        try:
+            return self._run(source, filename, list(probes), settings)
+        finally:
+            shutil.rmtree(settings.workdir, ignore_errors=True)
+
+    def _settings(self, probes: list[Probe], memory_mb: int | None,
+                  output_limit: int | None) -> WorkerSettings:
+        workdir = tempfile.mkdtemp(prefix="autograder-worker-")
+        uid = gid = None
+        if self.user is not None:
+            uid, gid = self.user
+            os.chown(workdir, uid, gid)
+        return WorkerSettings(
+            memory_mb=memory_mb or self.memory_mb,
+            output_limit=output_limit or self.output_limit,
+            cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
+            workdir=workdir, uid=uid, gid=gid)
+
+    def _run(self, source: str, filename: str, probes: list[Probe],
+             settings: WorkerSettings) -> list[ProbeResult]:
+        done: list[ProbeResult] = []
+        while len(done) < len(probes):
+            attempt = _Attempt(self, source, filename, probes[len(done):],
+                               settings)
+            failure = None
+            try:
+                for result in attempt.results():
+                    done.append(result)
+                    if result.status == MEMORY:
+                        break      # a fresh worker for the rest
+            except _Failure as exc:
+                failure = exc
+            finally:
+                output = attempt.close()
+            if failure is not None:
+                # Before the import finished, every later probe would fail
+                # the same way: no restart. Otherwise only this probe.
+                rest = probes[len(done):]
+                hit = rest[:1] if attempt.imported else rest
+                done.extend(ProbeResult(
+                    p.id, failure.status, failure.message,
+                    phase="" if attempt.imported else "import")
+                    for p in hit)
+                done[-len(hit)].stdout = _cap_text(output,
+                                                   settings.output_limit)
+            elif output and done:
+                done[-1].stdout = _cap_text(done[-1].stdout + output,
+                                            settings.output_limit)
+        return done
+
+
+def _cap_text(text: str, limit: int) -> str:
+    if len(text) <= limit + 100:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+_default: Sandbox | None = None
+_default_lock = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """The module-level Sandbox, created on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Sandbox()
+        return _default
+
+
+def run_probes(source: str, filename: str, probes: list[Probe], *,
+               memory_mb: int = 1024,
+               output_limit: int = 20_000) -> list[ProbeResult]:
+    """Run ``probes`` on the submission ``source`` in an isolated worker.
+
+    Returns one ProbeResult per probe, in order, always: student behaviour
+    (exceptions, exits, signals, hangs, memory hogs, floods of output,
+    malformed messages) becomes a status, never an exception here.
+    """
+    return default_sandbox().run(source, filename, probes,
+                                 memory_mb=memory_mb,
+                                 output_limit=output_limit)

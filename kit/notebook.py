@@ -182,7 +182,7 @@ def intro() -> list[nbformat.NotebookNode]:
 
         from transformer_lm import modeling_attention
 
-        torch.manual_seed(0)
+        _ = torch.manual_seed(0)
         """),
         md("""
         `autoreload` re-imports `modeling_attention` whenever you save the
@@ -203,7 +203,7 @@ def intro() -> list[nbformat.NotebookNode]:
 
 
         def report(check):
-            \"\"\"Master only: run a check, print its message if it fails.\"\"\"
+            \"\"\"Master only: run a check; print why if it fails.\"\"\"
             try:
                 check()
             except AssertionError as failure:
@@ -355,7 +355,8 @@ def scaling_questions() -> list[nbformat.NotebookNode]:
                 scores = scores / math.sqrt(hidden)
             probs = scores.softmax(dim=-1)
             entropy = -(probs * probs.clamp_min(1e-12).log()).sum(dim=-1)
-            return entropy.mean().item(), probs.max(dim=-1).values.mean().item()
+            largest = probs.max(dim=-1).values
+            return entropy.mean().item(), largest.mean().item()
 
 
         hiddens = [2, 8, 32, 128, 512, 2048]
@@ -456,9 +457,9 @@ def multi_head_notes() -> list[nbformat.NotebookNode]:
         right = x.view(bs, seq, num_heads, head_size).transpose(1, 2)
         wrong = x.reshape(bs, num_heads, seq, head_size)
         print("x[0], one row per position:", x[0], sep="\\n")
-        print("head 0 with view + transpose: row t is position t",
+        print("\\nhead 0 with view + transpose: row t is position t",
               right[0, 0], sep="\\n")
-        print("head 0 with reshape only: positions 0 and 1 mixed up",
+        print("\\nhead 0 with reshape only: positions 0 and 1 mixed up",
               wrong[0, 0], sep="\\n")
         """),
         md(r"""
@@ -593,14 +594,15 @@ def heatmaps() -> list[nbformat.NotebookNode]:
 
 
         def attention_maps(causal):
-            \"\"\"Head 0 of the student's probabilities for each sentence.\"\"\"
+            \"\"\"Head 0 of your layer's probabilities, per sentence.\"\"\"
             torch.manual_seed(1)
             layer = modeling_attention.MultiHeadSelfAttention(
                 8, 8, num_heads=2, causal=causal).eval()
             maps = []
             with torch.no_grad():
                 for sentence in sentences:
-                    ids = torch.tensor([vocab.index(w) for w in sentence.split()])
+                    words = sentence.split()
+                    ids = torch.tensor([vocab.index(w) for w in words])
                     x = embedding(ids).unsqueeze(0)  # [1, seq, 8]
                     _, probs = layer(x, return_attention=True)
                     maps.append(probs[0])  # [seq, seq]: batch 0, head 0
@@ -609,14 +611,16 @@ def heatmaps() -> list[nbformat.NotebookNode]:
 
         def plot_attention(causal):
             \"\"\"One heatmap per sentence.\"\"\"
-            fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+            fig, axes = plt.subplots(1, 3, figsize=(14, 4.2),
+                                     layout="constrained")
             for ax, sentence, probs in zip(axes, sentences,
                                            attention_maps(causal)):
                 words = sentence.split()
                 image = ax.imshow(probs, vmin=0, vmax=1, cmap="viridis")
                 ax.set_xticks(range(len(words)), words, rotation=45)
                 ax.set_yticks(range(len(words)), words)
-                ax.set(xlabel="key (attended to)", ylabel="query")
+                ax.set_xlabel("key (attended to)")
+            axes[0].set_ylabel("query")
             fig.colorbar(image, ax=list(axes), shrink=0.8)
             fig.suptitle("causal" if causal else "no mask")
             plt.show()

@@ -1,0 +1,234 @@
+"""The assignment notebook: build, otter assign, and real-kernel runs.
+
+The notebook runs in a real ``python3`` Jupyter kernel (nbclient) inside a
+temporary workspace holding ``transformer_lm/`` (the repo's package with
+``modeling_attention.py`` swapped for the reference or the skeleton) and
+the public test values, so nothing in the checkout is touched.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbclient import NotebookClient
+
+from kit import notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
+TASKS = tuple(notebook.TASK_POINTS)
+QUESTIONS = ("Q1", "Q2", "Q3", "Q4", "Q5")
+START, END = "# YOUR CODE STARTS HERE", "# YOUR CODE ENDS HERE"
+
+
+# -- helpers ---------------------------------------------------------------
+
+def _derived_skeleton() -> str:
+    """The reference with every student region replaced by a raise."""
+    lines, out, task, skipping = REFERENCE.read_text().splitlines(), [], "", 0
+    for line in lines:
+        header = re.search(r"#\s*Task (\d\.\d)", line)
+        task = header.group(1) if header else task
+        if line.strip() == START:
+            indent = line[:len(line) - len(line.lstrip())]
+            out += [line, f'{indent}raise NotImplementedError('
+                          f'"Task {task} not implemented yet")']
+            skipping = 1
+        elif line.strip() == END:
+            out.append(line)
+            skipping = 0
+        elif not skipping:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _skeleton_source() -> str:
+    """The committed student skeleton, or one derived from the reference
+    while the skeleton generator has not produced it yet."""
+    if SKELETON.exists() and "NotImplementedError" in SKELETON.read_text():
+        return SKELETON.read_text()
+    return _derived_skeleton()
+
+
+def _workspace(directory: Path, implementation: str) -> Path:
+    """``transformer_lm/`` with ``implementation`` and the public values."""
+    package = directory / "transformer_lm"
+    package.mkdir(parents=True)
+    for source in (ROOT / "transformer_lm").glob("*.py"):
+        shutil.copy(source, package)
+    (package / "modeling_attention.py").write_text(implementation)
+    values = directory / "test_values"
+    values.mkdir()
+    for name in ("manifest.json", "public.safetensors"):
+        shutil.copy(ROOT / "test_values" / name, values)
+    return directory
+
+
+def _execute(path: Path, monkeypatch) -> nbformat.NotebookNode:
+    """Run the notebook at ``path`` top to bottom in its own folder."""
+    monkeypatch.setenv("PYTHONPATH", str(path.parent))
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nb = nbformat.read(str(path), as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}
+                   ).execute()
+    return nb
+
+
+def _output_text(cell: nbformat.NotebookNode) -> str:
+    """Everything a code cell showed, as text."""
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        data = output.get("data", {})
+        parts += [data.get("text/plain", ""), data.get("text/html", "")]
+        if output.get("output_type") == "error":
+            parts.append(f"{output['ename']}: {output['evalue']}")
+    return "\n".join(parts)
+
+
+def _errors(nb: nbformat.NotebookNode) -> list[str]:
+    return [_output_text(c) for c in nb.cells if c.cell_type == "code"
+            and any(o.get("output_type") == "error" for o in c.outputs)]
+
+
+def _cell(nb: nbformat.NotebookNode, cell_id: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+def _check_id(task_id: str) -> str:
+    return "check-task-" + task_id.replace(".", "-")
+
+
+def _plot_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [c for c in nb.cells if c.cell_type == "code"
+            and "if_implemented(" in c.source and "def " not in c.source]
+
+
+@pytest.fixture(scope="module")
+def assigned(tmp_path_factory) -> Path:
+    """``otter assign`` of the committed master into a temporary folder."""
+    out = tmp_path_factory.mktemp("dist") / "attention"
+    result = subprocess.run(
+        [sys.executable, "-m", "otter", "assign",
+         str(notebook.OUT), str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+# -- the built notebook ----------------------------------------------------
+
+def test_committed_notebook_matches_the_builder():
+    assert notebook.OUT.read_text() == notebook.render(), (
+        "assignment/attention.ipynb is stale: run `python -m kit.notebook`")
+
+
+def test_master_structure():
+    nb = notebook.build()
+    nbformat.validate(nb)
+    config = nb.cells[0]
+    assert config.cell_type == "raw"
+    assert config.source.startswith("# ASSIGNMENT CONFIG")
+    settings = yaml.safe_load(config.source)
+    assert "../transformer_lm" in settings["files"]
+    assert settings["tests"] == {"files": True, "ok_format": False}
+    questions = [yaml.safe_load(c.source) for c in nb.cells
+                 if c.cell_type == "raw"
+                 and c.source.startswith("# BEGIN QUESTION")]
+    points = {q["name"]: q["points"] for q in questions}
+    assert points == {"task_1_1": 1, "task_1_2": 3, "task_2_1": 3,
+                      "task_2_2": 1, "task_2_3": 2, "q1": 0, "q2": 0,
+                      "q3": 0, "q4": 0, "q5": 0}
+    assert all(q.get("manual") for q in questions if q["name"][0] == "q")
+    for task_id in TASKS:
+        source = _cell(nb, _check_id(task_id)).source
+        assert f'run_check("{task_id}")' in source
+    for qid in QUESTIONS:
+        for prefix, meta in (("answer", {"question": qid}),
+                             ("sample", {"question": qid, "sample": True})):
+            cell = _cell(nb, f"{prefix}-{qid.lower()}")
+            assert cell.cell_type == "markdown"
+            assert cell.metadata["kit"] == meta
+            assert cell.source.splitlines()[0] == f"**Answer {qid}:**"
+
+
+# -- otter assign ----------------------------------------------------------
+
+def test_otter_assign_student_notebook(assigned):
+    from autograder.answers import collect_answers
+
+    student = assigned / "student" / "attention.ipynb"
+    nb = nbformat.read(str(student), as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    for task_id in TASKS:
+        name = "task_" + task_id.replace(".", "_")
+        assert f'grader.check("{name}")' in text
+        assert (assigned / "student" / "tests" / f"{name}.py").is_file()
+        test_file = (assigned / "student" / "tests" / f"{name}.py")
+        assert f"run_check('{task_id}')" in test_file.read_text()
+    for marker in ("# BEGIN SOLUTION", "# END SOLUTION", "# BEGIN QUESTION",
+                   "# BEGIN TESTS", "# BEGIN IGNORE", "def report",
+                   "report(test_"):
+        assert marker not in text
+    master = notebook.build()
+    for qid in QUESTIONS:
+        sample = _cell(master, f"sample-{qid.lower()}").source
+        assert sample.splitlines()[2] not in text
+        answers = [c for c in nb.cells
+                   if c.metadata.get("kit", {}).get("question") == qid]
+        assert len(answers) == 1 and "sample" not in answers[0].metadata.kit
+        assert answers[0].source.startswith(f"**Answer {qid}:**")
+    assert collect_answers(student) == {q: "" for q in QUESTIONS}
+    assert (assigned / "student" / "transformer_lm").is_dir()
+    assert not (assigned / "student" / "test_values" /
+                "hidden.safetensors").exists()
+
+
+# -- real-kernel runs ------------------------------------------------------
+
+def test_master_runs_against_the_reference(tmp_path, monkeypatch):
+    work = _workspace(tmp_path, REFERENCE.read_text())
+    shutil.copy(notebook.OUT, work)
+    nb = _execute(work / notebook.OUT.name, monkeypatch)
+    assert _errors(nb) == []
+    for task_id in TASKS:
+        shown = _output_text(_cell(nb, _check_id(task_id)))
+        assert f"Task {task_id}" in shown and "FAILED" not in shown, shown
+    for cell in _plot_cells(nb):
+        assert any("image/png" in o.get("data", {}) for o in cell.outputs)
+        assert "Finish Task" not in _output_text(cell)
+
+
+def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
+    work = _workspace(tmp_path, _skeleton_source())
+    shutil.copy(notebook.OUT, work)
+    nb = _execute(work / notebook.OUT.name, monkeypatch)
+    assert _errors(nb) == []
+    for task_id in TASKS:
+        shown = _output_text(_cell(nb, _check_id(task_id)))
+        assert "FAILED" in shown and "not implemented yet" in shown, shown
+    for cell in _plot_cells(nb):
+        assert "Finish Task 2." in _output_text(cell)
+
+
+def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
+                                                    monkeypatch):
+    work = _workspace(tmp_path, _skeleton_source())
+    shutil.copy(assigned / "student" / "attention.ipynb", work)
+    shutil.copytree(assigned / "student" / "tests", work / "tests")
+    nb = _execute(work / "attention.ipynb", monkeypatch)
+    assert _errors(nb) == []
+    checks = [c for c in nb.cells if c.source.startswith("grader.check(")]
+    assert len(checks) == len(TASKS)
+    for cell in checks:
+        assert "not implemented yet" in _output_text(cell)
+    for cell in _plot_cells(nb):
+        assert "Finish Task 2." in _output_text(cell)

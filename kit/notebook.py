@@ -611,10 +611,10 @@ def heatmaps() -> list[nbformat.NotebookNode]:
 
         def plot_attention(causal):
             \"\"\"One heatmap per sentence.\"\"\"
+            maps = attention_maps(causal)  # before any figure exists
             fig, axes = plt.subplots(1, 3, figsize=(14, 4.2),
                                      layout="constrained")
-            for ax, sentence, probs in zip(axes, sentences,
-                                           attention_maps(causal)):
+            for ax, sentence, probs in zip(axes, sentences, maps):
                 words = sentence.split()
                 image = ax.imshow(probs, vmin=0, vmax=1, cmap="viridis")
                 ax.set_xticks(range(len(words)), words, rotation=45)

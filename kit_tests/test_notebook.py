@@ -217,6 +217,8 @@ def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
         assert "FAILED" in shown and "not implemented yet" in shown, shown
     for cell in _plot_cells(nb):
         assert "Finish Task 2." in _output_text(cell)
+        assert not any("image/png" in o.get("data", {})
+                       for o in cell.outputs)
 
 
 def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
@@ -232,3 +234,5 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
         assert "not implemented yet" in _output_text(cell)
     for cell in _plot_cells(nb):
         assert "Finish Task 2." in _output_text(cell)
+        assert not any("image/png" in o.get("data", {})
+                       for o in cell.outputs)

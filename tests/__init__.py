@@ -1,0 +1,1 @@
+"""Tests of your attention implementation (run `pytest tests`)."""

@@ -1,0 +1,99 @@
+"""The public frozen test values, for the tests and for your own checks.
+
+``SelfAttentionTestValues`` and ``MultiHeadAttentionTestValues`` hold the
+course-sized cases under the course's attribute names, for example::
+
+    from transformer_lm.test_values import SelfAttentionTestValues as V
+    attention = SelfAttention(input_size=7, hidden=9)
+    attention.q.weight.data = V.q_weight  # and so on for every weight
+    print((attention(V.x) - V.output).abs().max())
+
+``load_public_cases()`` returns every public case. The values are read with
+safetensors, which never executes code, and checked against the sha256 in
+``test_values/manifest.json``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from safetensors.torch import load_file
+
+VALUES_DIR = Path(__file__).resolve().parents[1] / "test_values"
+PUBLIC_FILE = "public.safetensors"
+
+
+class PublicCase(NamedTuple):
+    """One public case: its name, its manifest record and its tensors,
+    keyed ``"x"``, ``"q.weight"``, ..., ``"output"`` (and ``"attention"``
+    for multi-head cases)."""
+
+    name: str
+    record: dict[str, Any]
+    tensors: dict[str, torch.Tensor]
+
+
+def load_public_cases(directory: Path = VALUES_DIR) -> list[PublicCase]:
+    """Every public case, in manifest order.
+
+    Raises RuntimeError if the values file does not match the manifest.
+    """
+    manifest = json.loads((directory / "manifest.json").read_text())
+    info = manifest["files"][PUBLIC_FILE]
+    path = directory / PUBLIC_FILE
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != info["sha256"]:
+        raise RuntimeError(f"{path} does not match its sha256 in "
+                           f"manifest.json: the file is damaged or stale")
+    tensors = load_file(str(path))
+    cases = []
+    for name in info["cases"]:
+        prefix = f"{name}/"
+        cases.append(PublicCase(
+            name, manifest["cases"][name],
+            {key[len(prefix):]: value for key, value in tensors.items()
+             if key.startswith(prefix)}))
+    return cases
+
+
+_CASES = {case.name: case.tensors for case in load_public_cases()}
+_SA = _CASES["sa_course"]
+_MH = _CASES["mhsa_course"]
+# mhsa_course_causal shares x and the weights; only the mask differs.
+_MH_CAUSAL = _CASES["mhsa_course_causal"]
+
+
+class SelfAttentionTestValues:
+    """SelfAttention(input_size=7, hidden=9) on x of shape [3, 5, 7]."""
+
+    x = _SA["x"]  # [3, 5, 7]
+    q_weight = _SA["q.weight"]  # [9, 7]
+    q_bias = _SA["q.bias"]  # [9]
+    k_weight = _SA["k.weight"]  # [9, 7]
+    k_bias = _SA["k.bias"]  # [9]
+    v_weight = _SA["v.weight"]  # [9, 7]
+    v_bias = _SA["v.bias"]  # [9]
+    output = _SA["output"]  # [3, 5, 9]
+
+
+class MultiHeadAttentionTestValues:
+    """MultiHeadSelfAttention(input_size=7, hidden=9, num_heads=3) on x of
+    shape [3, 5, 7]; ``output`` with causal=False, ``output_causal`` with
+    causal=True. Unlike the 2022 course values, every bias has shape [9]."""
+
+    x = _MH["x"]  # [3, 5, 7]
+    q_weight = _MH["q.weight"]  # [9, 7]
+    q_bias = _MH["q.bias"]  # [9]
+    k_weight = _MH["k.weight"]  # [9, 7]
+    k_bias = _MH["k.bias"]  # [9]
+    v_weight = _MH["v.weight"]  # [9, 7]
+    v_bias = _MH["v.bias"]  # [9]
+    mix_weight = _MH["mix.weight"]  # [9, 9]
+    mix_bias = _MH["mix.bias"]  # [9]
+    output = _MH["output"]  # [3, 5, 9]
+    output_causal = _MH_CAUSAL["output"]  # [3, 5, 9]
+    attention = _MH["attention"]  # [3 * 3, 5, 5], probabilities
+    attention_causal = _MH_CAUSAL["attention"]  # [3 * 3, 5, 5]

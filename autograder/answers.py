@@ -36,6 +36,8 @@ class AnswersError(RuntimeError):
 
 def _cell_question(cell: nbformat.NotebookNode) -> str | None:
     meta = cell.get("metadata", {}).get("kit", {})
+    if isinstance(meta, dict) and meta.get("sample"):
+        return None  # the staff sample answer (master notebook only)
     if isinstance(meta, dict) and str(meta.get("question", "")) in QUESTIONS:
         return str(meta["question"])
     match = _PREFIX.match(cell.get("source", ""))

@@ -56,8 +56,10 @@ def test_either_mark_is_enough_and_split_answers_join(tmp_path):
     assert answers["Q5"] == "first part\n\nsecond part"
 
 
-def test_unmarked_cells_are_not_answers(tmp_path):
-    path = _write(tmp_path / "a.ipynb", [
+def test_unmarked_and_sample_cells_are_not_answers(tmp_path):
+    sample = _answer_cell("Q3", "staff sample answer")
+    sample.metadata["kit"]["sample"] = True
+    path = _write(tmp_path / "a.ipynb", [sample,
         nbformat.v4.new_markdown_cell("Q1: what is attention? Answer Q1 in "
                                       "the cell below."),
     ])

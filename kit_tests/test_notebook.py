@@ -131,6 +131,14 @@ def test_committed_notebook_matches_the_builder():
         "assignment/attention.ipynb is stale: run `python -m kit.notebook`")
 
 
+def test_cli_check_flags_a_stale_file(tmp_path, capsys):
+    stale = tmp_path / "attention.ipynb"
+    assert notebook.main(["--out", str(stale), "--check"]) == 1
+    assert notebook.main(["--out", str(stale)]) == 0
+    assert notebook.main(["--out", str(stale), "--check"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
 def test_master_structure():
     nb = notebook.build()
     nbformat.validate(nb)

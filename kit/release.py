@@ -1,0 +1,234 @@
+"""Build the student release: ``dist/student/`` and ``dist/student.zip``.
+
+``python -m kit.release [--out dist]`` (``make release``) assembles
+
+    transformer_lm/      the generated skeleton, __init__.py, test_values.py, ...
+    assignment/          the student notebook from `otter assign`, its tests/
+    test_values/         public.safetensors and a public-only manifest.json
+    tests/               the student tests
+    autograder/          the checker (`python -m autograder check`), no
+                         Gradescope parts
+    Makefile README.md requirements.txt make_submission.py   (kit/student/)
+
+then refuses to report success unless (a) the leak scanner
+(``kit/leaks.py``) finds nothing in the folder and in the zip and (b) the
+release's own grader, run inside the release, gives its skeleton 0 on every
+code item and the reference full marks on the public cases.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+MASTER = ROOT / "assignment" / "attention.ipynb"
+STUDENT_FILES = ROOT / "kit" / "student"
+# Grader parts that only the Gradescope zip needs.
+GRADESCOPE_ONLY = {"gradescope", "gradescope.py"}
+SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: reproducible zips
+
+
+class ReleaseError(RuntimeError):
+    """The release is unsafe or broken; the message says what and where."""
+
+
+def _python_env(root: Path) -> dict[str, str]:
+    """Environment that makes ``root`` the only project on the path."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("AUTOGRADER_VALUES", "ATTENTION_IMPL",
+                        "AUTOGRADER_ROOT")}
+    env["PYTHONPATH"] = str(root)
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def otter_assign(python: str, out: Path) -> Path:
+    """Run ``otter assign`` on the master notebook into ``out``; return the
+    student folder (notebook plus otter's ``tests/``)."""
+    done = subprocess.run(
+        [python, "-m", "otter", "assign", str(MASTER), str(out)],
+        cwd=MASTER.parent, env=_python_env(ROOT), capture_output=True,
+        text=True)
+    student = out / "student"
+    if done.returncode != 0 or not (student / MASTER.name).exists():
+        raise ReleaseError(f"otter assign failed:\n{done.stdout}\n"
+                           f"{done.stderr}")
+    return student
+
+
+def _public_manifest(values: Path) -> dict:
+    """The manifest restricted to the public cases (hidden names, sizes
+    and the hidden file's sha never ship)."""
+    manifest = json.loads((values / "manifest.json").read_text())
+    manifest["files"] = {k: v for k, v in manifest["files"].items()
+                         if k == "public.safetensors"}
+    manifest["cases"] = {k: v for k, v in manifest["cases"].items()
+                         if v["set"] == "public"}
+    return manifest
+
+
+def assemble(dest: Path, python: str = sys.executable) -> None:
+    """Write the release tree into the (new) directory ``dest``."""
+    from kit.skeleton import generate_skeleton
+    dest.mkdir(parents=True)
+    # transformer_lm: everything shipped as is, the skeleton regenerated
+    # from the reference so a stale committed copy cannot slip through.
+    shutil.copytree(ROOT / "transformer_lm", dest / "transformer_lm",
+                    ignore=SKIP)
+    (dest / "transformer_lm" / "modeling_attention.py").write_text(
+        generate_skeleton(REFERENCE.read_text()))
+    with tempfile.TemporaryDirectory() as tmp:
+        student = otter_assign(python, Path(tmp) / "otter")
+        (dest / "assignment").mkdir()
+        shutil.copy2(student / MASTER.name, dest / "assignment")
+        # otter's own copy of transformer_lm would shadow the real one
+        shutil.copytree(student / "tests", dest / "assignment" / "tests",
+                        ignore=SKIP)
+    values = dest / "test_values"
+    values.mkdir()
+    shutil.copy2(ROOT / "test_values" / "public.safetensors", values)
+    (values / "public.safetensors").chmod(0o644)
+    (values / "manifest.json").write_text(
+        json.dumps(_public_manifest(ROOT / "test_values"), indent=2,
+                   sort_keys=True) + "\n")
+    shutil.copytree(ROOT / "tests", dest / "tests", ignore=SKIP)
+    shutil.copytree(ROOT / "autograder", dest / "autograder",
+                    ignore=shutil.ignore_patterns(
+                        "__pycache__", "*.pyc", *GRADESCOPE_ONLY))
+    for path in sorted(STUDENT_FILES.iterdir()):
+        if path.is_file():
+            shutil.copy2(path, dest / path.name)
+
+
+def write_zip(src: Path, out: Path) -> Path:
+    """Zip the files of ``src`` at the archive's root, deterministically."""
+    tmp = out.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in src.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(path.relative_to(src).as_posix(),
+                                   ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            info.external_attr = (0o100000 | mode) << 16
+            archive.writestr(info, path.read_bytes())
+    tmp.replace(out)
+    return out
+
+
+def scan(release: Path, archive: Path) -> None:
+    """ReleaseError naming every leak in the folder or the zip."""
+    from kit.leaks import Secrets, scan_tree
+    secrets = Secrets.load()
+    leaks = scan_tree(release, secrets) + scan_tree(archive, secrets)
+    if leaks:
+        listing = "\n".join(f"  {leak}" for leak in leaks[:50])
+        more = f"\n  ... and {len(leaks) - 50} more" if len(leaks) > 50 \
+            else ""
+        raise ReleaseError(f"the release leaks {len(leaks)} thing(s):\n"
+                           f"{listing}{more}")
+
+
+def self_grade(release: Path, python: str = sys.executable) -> dict:
+    """Grade the release's skeleton and the reference with the release's
+    own grader (public values only). ReleaseError unless the skeleton
+    scores 0 on every item and the reference gets full marks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = Path(tmp) / "subs"
+        (subs / "skeleton").mkdir(parents=True)
+        (subs / "reference").mkdir()
+        shutil.copy2(release / "transformer_lm" / "modeling_attention.py",
+                     subs / "skeleton" / "modeling_attention.py")
+        shutil.copy2(REFERENCE, subs / "reference" / "modeling_attention.py")
+        out = Path(tmp) / "grades"
+        done = subprocess.run(
+            [python, "-m", "autograder", "grade", "--out", str(out),
+             str(subs / "skeleton"), str(subs / "reference")],
+            cwd=release, env=_python_env(release), capture_output=True,
+            text=True, timeout=600)
+        results = {}
+        for name in ("skeleton", "reference"):
+            path = out / name / "results.json"
+            if not path.exists():
+                raise ReleaseError(
+                    f"the release's grader wrote no {name}/results.json "
+                    f"(exit {done.returncode}):\n{done.stdout[-2000:]}\n"
+                    f"{done.stderr[-3000:]}")
+            results[name] = json.loads(path.read_text())
+    problems = []
+    for test in results["skeleton"]["tests"]:
+        if test.get("score", 0) != 0 and test.get("max_score", 0) > 0:
+            problems.append(f"skeleton scores {test['score']} on "
+                            f"{test['name']}")
+    ref = results["reference"]
+    full = sum(t.get("max_score", 0) for t in ref["tests"])
+    if ref["score"] < full or full == 0:
+        lost = [t["name"] for t in ref["tests"]
+                if t.get("score", 0) < t.get("max_score", 0)]
+        problems.append(f"reference scores {ref['score']} of {full} "
+                        f"(lost: {', '.join(lost)})")
+    if problems:
+        raise ReleaseError("the release's grader is inconsistent:\n  "
+                           + "\n  ".join(problems))
+    return {"skeleton": results["skeleton"]["score"],
+            "reference": ref["score"], "max": full}
+
+
+def build(out: Path = ROOT / "dist", python: str = sys.executable,
+          verify: bool = True) -> tuple[Path, Path]:
+    """Build ``out/student`` and ``out/student.zip``; verify them unless
+    ``verify`` is False. Returns (folder, zip)."""
+    out.mkdir(parents=True, exist_ok=True)
+    release, archive = out / "student", out / "student.zip"
+    shutil.rmtree(release, ignore_errors=True)
+    archive.unlink(missing_ok=True)
+    staging = out / "student.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    assemble(staging, python)
+    staging.rename(release)
+    write_zip(release, archive)
+    if verify:
+        try:
+            scan(release, archive)
+            self_grade(release, python)
+        except ReleaseError:
+            # never leave a leaking or broken release where it could ship
+            archive.unlink(missing_ok=True)
+            shutil.rmtree(release, ignore_errors=True)
+            raise
+    return release, archive
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build and verify the release; exit 1 with the reason if unsafe."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip the leak scan and the self-grading")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    try:
+        release, archive = build(args.out, verify=not args.no_verify)
+    except ReleaseError as exc:
+        print(f"release FAILED: {exc}", file=sys.stderr)
+        return 1
+    files = sum(1 for p in release.rglob("*") if p.is_file())
+    print(f"wrote {release} ({files} files) and {archive} "
+          f"({archive.stat().st_size // 1024} KB) in "
+          f"{time.monotonic() - start:.0f} s"
+          + ("" if args.no_verify else
+             ": no leaks; skeleton 0, reference full marks"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

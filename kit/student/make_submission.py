@@ -1,0 +1,107 @@
+"""Build submission.zip: your module and your notebook, ready to upload.
+
+Run ``make submission`` (or ``python make_submission.py``). It refuses, and
+says why, when a file is missing, the notebook is not valid JSON or your
+module does not import (checked in a separate Python process, exactly as
+the grader will import it). Unanswered inline questions only give a warning.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+MODULE = "transformer_lm/modeling_attention.py"
+NOTEBOOK = "assignment/attention.ipynb"
+OUT = ROOT / "submission.zip"
+IMPORT_TIMEOUT = 120  # seconds; importing torch alone can take a while
+
+
+class SubmissionError(Exception):
+    """A reason not to build the zip, worded for the student."""
+
+
+def check_files(root: Path) -> None:
+    """Both files exist; the notebook parses as JSON."""
+    for rel in (MODULE, NOTEBOOK):
+        if not (root / rel).is_file():
+            raise SubmissionError(f"{rel} is missing: restore it (it came "
+                                  f"with the homework) and run again.")
+    try:
+        json.loads((root / NOTEBOOK).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SubmissionError(f"{NOTEBOOK} is not a valid notebook ({exc}). "
+                              f"Save it from Jupyter and run again.")
+
+
+def check_import(root: Path) -> None:
+    """Import the module in a fresh interpreter, as the grader does."""
+    code = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location("
+            "'modeling_attention', sys.argv[1])\n"
+            "module = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(module)\n"
+            "for name in ('SelfAttention', 'MultiHeadSelfAttention'):\n"
+            "    getattr(module, name)\n")
+    env = dict(os.environ, PYTHONPATH=str(root))
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(root / MODULE)],
+                              cwd=root, env=env, capture_output=True,
+                              text=True, timeout=IMPORT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise SubmissionError(f"importing {MODULE} took more than "
+                              f"{IMPORT_TIMEOUT} s: remove code that runs "
+                              f"at import time (outside the classes).")
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+        raise SubmissionError(f"{MODULE} does not import, so the grader "
+                              f"could not run it:\n\n{tail}\n\nFix the "
+                              f"error (`make check` shows more) and run "
+                              f"again.")
+
+
+def unanswered(root: Path) -> list[str]:
+    """Inline questions whose answer cell is still empty."""
+    try:
+        from autograder.answers import collect_answers
+        answers = collect_answers(root / NOTEBOOK)
+    except Exception:  # noqa: BLE001 - a warning only, never a blocker
+        return []
+    return [q for q, text in answers.items() if not text]
+
+
+def build(root: Path = ROOT, out: Path = OUT) -> Path:
+    """Check the files and write ``out``; SubmissionError if not fit."""
+    check_files(root)
+    check_import(root)
+    tmp = out.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for rel in (MODULE, NOTEBOOK):
+            archive.write(root / rel, rel)
+    tmp.replace(out)
+    return out
+
+
+def main() -> int:
+    """Build the zip and say what to do with it."""
+    try:
+        out = build()
+    except SubmissionError as exc:
+        print(f"NOT built: {exc}", file=sys.stderr)
+        return 1
+    missing = unanswered(ROOT)
+    if missing:
+        print(f"warning: no answer yet to {', '.join(missing)} in {NOTEBOOK} "
+              f"(save the notebook if you did answer).")
+    size = out.stat().st_size / 1024
+    print(f"wrote {out.name} ({size:.0f} KB) with {MODULE} and {NOTEBOOK}.\n"
+          f"Upload {out.name} to Gradescope.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

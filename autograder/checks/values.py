@@ -1,0 +1,417 @@
+"""Value checks: compare what the student's modules return with the frozen
+values, and explain the differences.
+
+Each class is a check kind registered by name for ``rubric.toml``. ``plan``
+lists the probes an item needs; ``evaluate`` judges their results (in the
+grading parent, against tensors that never reach the worker).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from autograder import probes as P
+from autograder.compare import close, compare, fmt_shape, match_mistake
+from autograder.protocol import Probe, ProbeResult
+from autograder.rubric import Check, Outcome, Task, register
+
+PASS, FAIL = "✔", "✘"
+
+
+@dataclass
+class Context:
+    """What every check may consult besides its probes' results."""
+
+    mistake_messages: dict[str, str]     # catalogue id -> explanation
+    mistake_atol: float = 1e-5
+    source: str = ""
+    public_only: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    """One case's result within an item."""
+
+    ok: bool
+    message: str = ""            # full, student-facing
+    short: str = ""              # a few words, no values (hidden cases)
+    mistake: str | None = None
+    not_implemented: bool = False
+
+
+Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
+
+
+# --------------------------------------------------------------------------
+# Shared machinery
+
+def _hint(ctx: Context, mistake: str | None) -> str:
+    if mistake is None:
+        return ""
+    return f" This looks like a common mistake: {ctx.mistake_messages.get(mistake, mistake)}"
+
+
+def _failed_probe(results: list[ProbeResult],
+                  probes: list[Probe]) -> Verdict | None:
+    for result, probe in zip(results, probes):
+        if not result.ok:
+            return Verdict(False, P.failure_text(result, probe),
+                           P.short_failure(result),
+                           not_implemented=P.is_not_implemented(result))
+    return None
+
+
+def _case_label(case: Any) -> str:
+    return f"`{case.name}` ({case.description})"
+
+
+def aggregate(check: Check, cases: list, verdicts: list[Verdict],
+              ctx: Context) -> Outcome:
+    """All-or-nothing over the cases: points only if every case passes.
+
+    Public cases are described in full; a hidden case only by its
+    description and a few words, its details go to ``hidden_lines``.
+    Identical failures (an unfinished skeleton, an import error) are said
+    once.
+    """
+    passed = all(v.ok for v in verdicts)
+    outcome = Outcome(check.points if passed else 0.0, passed)
+    outcome.mistakes = sorted({v.mistake for v in verdicts if v.mistake})
+    outcome.not_implemented = any(v.not_implemented for v in verdicts)
+    failures = [(c, v) for c, v in zip(cases, verdicts) if not v.ok]
+    messages = {v.message for _, v in failures}
+    if failures and len(failures) == len(cases) and len(messages) == 1:
+        outcome.lines.append(f"{FAIL} all {len(cases)} cases: "
+                             f"{failures[0][1].message}")
+        return outcome
+    hidden_ok = hidden_total = 0
+    for case, verdict in zip(cases, verdicts):
+        if case.set == "hidden":
+            hidden_total += 1
+            hidden_ok += verdict.ok
+            if not verdict.ok:
+                hint = (f"; {ctx.mistake_messages[verdict.mistake]}"
+                        if verdict.mistake in ctx.mistake_messages else "")
+                outcome.lines.append(
+                    f"{FAIL} a hidden case ({case.description}) failed: "
+                    f"{verdict.short}{hint}")
+                outcome.hidden_lines.append(
+                    f"{FAIL} hidden case {_case_label(case)}: "
+                    f"{verdict.message}")
+            continue
+        if verdict.ok:
+            outcome.lines.append(f"{PASS} public case {_case_label(case)}")
+        else:
+            outcome.lines.append(f"{FAIL} public case {_case_label(case)}: "
+                                 f"{verdict.message}")
+    if hidden_total:
+        outcome.lines.append(f"{PASS if hidden_ok == hidden_total else FAIL}"
+                             f" hidden cases: {hidden_ok} of {hidden_total} "
+                             f"passed")
+    return outcome
+
+
+class CaseCheck:
+    """An item judged case by case, all-or-nothing."""
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """The probes one case needs (shared by id with other items)."""
+        raise NotImplementedError
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """The verdict on one case from its probes' results."""
+        raise NotImplementedError
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Every probe of every selected case."""
+        return [p for case in cases for p in self.case_probes(check, case)]
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Judge each case, then aggregate."""
+        verdicts = []
+        for case in cases:
+            probes = self.case_probes(check, case)
+            got = [results[p.id] for p in probes]
+            failed = _failed_probe(got, probes)
+            verdicts.append(failed or self.judge(check, case, got, probes,
+                                                 ctx))
+        return aggregate(check, cases, verdicts, ctx)
+
+
+def _outputs(result: ProbeResult, probe: Probe, count: int | None
+             ) -> tuple[list[torch.Tensor] | None, str]:
+    """The returned tensors if they have the expected form: a single tensor
+    (``count`` None) or a tuple of ``count`` tensors."""
+    call = P.call_text(probe)
+    if count is None:
+        if result.output_kind != "tensor":
+            return None, (f"{call} returned a tuple of "
+                          f"{len(result.outputs)} tensors, expected a single "
+                          f"tensor")
+        return result.outputs, ""
+    if result.output_kind != "tuple" or len(result.outputs) != count:
+        what = ("a single tensor" if result.output_kind == "tensor" else
+                f"{len(result.outputs)} tensors")
+        return None, f"{call} returned {what}, expected a tuple of {count} " \
+                     f"tensors (att, probs)"
+    return result.outputs, ""
+
+
+def _diagnose(got: torch.Tensor, expected: torch.Tensor,
+              mistakes: dict[str, torch.Tensor], ctx: Context, check: Check,
+              what: str) -> Verdict:
+    """Compare, and on a mismatch name the catalogue mistake it equals.
+
+    Mistakes indistinguishable from the right answer on this tensor (e.g.
+    "no mix" for the probabilities) are never suggested.
+    """
+    result = compare(got, expected, atol=check.atol, rtol=check.rtol,
+                     what=what)
+    if result.ok:
+        return Verdict(True)
+    order = [m for m in ctx.mistake_messages
+             if m in mistakes and not close(mistakes[m], expected,
+                                            ctx.mistake_atol, equal_nan=True)]
+    mistake = match_mistake(got, mistakes, order, ctx.mistake_atol)
+    short = {"shape": "wrong shape", "nan": "NaN or infinite values",
+             "values": "wrong values"}[result.kind]
+    message = result.message
+    if mistake is None and result.kind == "values" and \
+            close(got, expected, ctx.mistake_atol):
+        message += (f" (within {ctx.mistake_atol:g} but not {check.atol:g}"
+                    f": a numerical precision problem, e.g. float16 or a "
+                    f"different formula?)")
+    return Verdict(False, message + _hint(ctx, mistake), short, mistake)
+
+
+def _mistake_tensors(case: Any, name: str) -> dict[str, torch.Tensor]:
+    return {mid: tensors[name] for mid, tensors in case.mistakes.items()
+            if name in tensors}
+
+
+# --------------------------------------------------------------------------
+# Kinds
+
+@register("item", "linear_attributes", required=("attributes", "init"),
+          params={"attributes": list, "init": dict, "in_features": str,
+                  "out_features": str})
+class LinearAttributes:
+    """Attributes that must be nn.Linear(in, out) with bias (inspected
+    after construction, no forward call)."""
+
+    def _probe(self, check: Check, task: Task) -> Probe:
+        return P.inspect_probe(task.cls, check.params["init"], check.timeout)
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """One inspect probe."""
+        return [self._probe(check, task)]
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Every listed attribute a Linear of the right sizes with bias."""
+        probe = self._probe(check, task)
+        result = results[probe.id]
+        if not result.ok:
+            return Outcome(0.0, False, [f"{FAIL} {P.failure_text(result, probe)}"],
+                           not_implemented=P.is_not_implemented(result))
+        init = check.params["init"]
+        want_in = init[check.params.get("in_features", "input_size")]
+        want_out = init[check.params.get("out_features", "hidden")]
+        lines, passed = [], True
+        made = f"{task.cls}({', '.join(f'{k}={v}' for k, v in init.items())})"
+        for name in check.params["attributes"]:
+            found = result.attributes.get(name)
+            if found is None:
+                problem = f"{made} has no attribute `{name}`"
+            elif "in_features" not in found:
+                problem = (f"`self.{name}` is a {found.get('type')}, expected"
+                           f" nn.Linear({want_in}, {want_out})")
+            elif (found["in_features"], found["out_features"]) != \
+                    (want_in, want_out):
+                problem = (f"`self.{name}` is nn.Linear("
+                           f"{found['in_features']}, {found['out_features']})"
+                           f" in {made}, expected nn.Linear({want_in}, "
+                           f"{want_out}) (input_size -> hidden)")
+            elif not found.get("bias"):
+                problem = (f"`self.{name}` has no bias: keep nn.Linear's "
+                           f"default bias=True")
+            else:
+                lines.append(f"{PASS} `self.{name}` is nn.Linear({want_in}, "
+                             f"{want_out}) with bias")
+                continue
+            passed = False
+            lines.append(f"{FAIL} {problem}")
+        return Outcome(check.points if passed else 0.0, passed, lines)
+
+
+@register("item", "module_output", uses_cases=True,
+          params={"return_attention": bool, "also_plain_call": bool})
+class ModuleOutput(CaseCheck):
+    """forward's output (item 0 with return_attention) vs ``output``."""
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """The call (with return_attention if asked), and the plain call."""
+        train = check.run_mode == "train"
+        found = []
+        if check.params.get("return_attention"):
+            found.append(P.case_probe(case, train=train, timeout=check.timeout,
+                                      kwargs={"return_attention": True}))
+        if not found or check.params.get("also_plain_call"):
+            found.append(P.case_probe(case, train=train,
+                                      timeout=check.timeout))
+        return found
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """Compare each call's output with the frozen output."""
+        expected = case.tensors["output"]
+        mistakes = _mistake_tensors(case, "output")
+        for result, probe in zip(results, probes):
+            tuple_call = bool(probe.kwargs.get("return_attention"))
+            outputs, problem = _outputs(result, probe, 2 if tuple_call
+                                        else None)
+            if outputs is None:
+                return Verdict(False, problem, "wrong return value")
+            verdict = _diagnose(outputs[0], expected, mistakes, ctx, check,
+                                f"the output of {P.call_text(probe)}")
+            if not verdict.ok:
+                return verdict
+        return Verdict(True)
+
+
+@register("item", "attention_probs", uses_cases=True)
+class AttentionProbs(CaseCheck):
+    """The probabilities of ``forward(x, return_attention=True)``: shape
+    exactly [b*h, s, s] and values equal to ``attention``."""
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """One call with return_attention=True."""
+        return [P.case_probe(case, train=check.run_mode == "train",
+                             timeout=check.timeout,
+                             kwargs={"return_attention": True})]
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """Compare, with a structural diagnosis of a [b, h, s, s] answer."""
+        outputs, problem = _outputs(results[0], probes[0], 2)
+        if outputs is None:
+            return Verdict(False, problem, "wrong return value")
+        got, expected = outputs[1], case.tensors["attention"]
+        mistakes = _mistake_tensors(case, "attention")
+        what = "the probabilities"
+        if tuple(got.shape) != tuple(expected.shape) and \
+                got.numel() == expected.numel():
+            flat = got.reshape(expected.shape)
+            verdict = _diagnose(flat, expected, mistakes, ctx, check, what)
+            shape = (f"probabilities not flattened: they have shape "
+                     f"{fmt_shape(got.shape)}, expected "
+                     f"{fmt_shape(expected.shape)} = [batch_size * "
+                     f"num_heads, seq_len, seq_len] (reshape them, keeping "
+                     f"the heads of one batch element next to each other)")
+            if verdict.ok:
+                return Verdict(False, shape + "; after that reshape the "
+                               "values are right.", "not flattened to "
+                               "[b*h, s, s]")
+            return Verdict(False, f"{shape}; even after that reshape, "
+                           f"{verdict.message}", "wrong shape and values",
+                           verdict.mistake)
+        return _diagnose(got, expected, mistakes, ctx, check, what)
+
+
+@register("item", "dropout_train", uses_cases=True,
+          params={"relative_tolerance": float, "att_atol": float})
+class DropoutTrain(CaseCheck):
+    """Dropout on the attention probabilities, checked without assuming an
+    order of random draws: every returned probability is 0 or its eval
+    value / (1 - p), some are dropped and some kept, and ``att`` follows
+    from the returned probabilities through ``value_mix``."""
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """One seeded train-mode call with return_attention=True."""
+        return [P.case_probe(case, train=True, timeout=check.timeout,
+                             kwargs={"return_attention": True})]
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """Apply the three conditions; explain the first that fails."""
+        outputs, problem = _outputs(results[0], probes[0], 2)
+        if outputs is None:
+            return Verdict(False, problem, "wrong return value")
+        att, probs = outputs
+        clean = case.tensors["attention"].double()
+        b, s, _ = case.tensors["x"].shape
+        h = case.init["num_heads"]
+        p = float(case.init["dropout"])
+        if tuple(probs.shape) in ((b, h, s, s),):
+            probs = probs.reshape(clean.shape)   # 2.1 already says so
+        if tuple(probs.shape) != tuple(clean.shape):
+            return Verdict(False, f"in train mode the probabilities have "
+                           f"shape {fmt_shape(probs.shape)}, expected "
+                           f"{fmt_shape(clean.shape)}", "wrong shape")
+        got = probs.double()
+        if not torch.isfinite(got).all():
+            return Verdict(False, "in train mode the probabilities contain "
+                           "NaN or infinite values", "NaN values")
+        rel = check.params.get("relative_tolerance", 1e-5)
+        scaled = clean / (1 - p)
+        zero = got == 0
+        kept = (got - scaled).abs() <= rel * scaled.abs() + 1e-7
+        expected_att = torch.einsum(
+            "bhst,bhtd->bsd", got.view(b, h, s, s),
+            case.tensors["value_mix"].double()) + \
+            case.weights["mix.bias"].double()
+        follows = close(att, expected_att, check.params.get("att_atol", 1e-5))
+        eval_att = close(att, case.tensors["output"], 1e-5)
+        if not bool((zero | kept).all()):
+            if close(got, clean, 1e-5):
+                where = ("and att is not the eval output either: dropout "
+                         "seems applied elsewhere (e.g. to the output) "
+                         "instead of the probabilities" if not eval_att else
+                         "and att equals the eval output: dropout is not "
+                         "applied at all in train mode")
+                return Verdict(False, f"probabilities not dropped out: in "
+                               f"train mode (dropout {p:g}) the returned "
+                               f"probabilities equal the eval ones, {where}."
+                               f" Apply self.dropout to the softmax "
+                               f"probabilities.", "probabilities not dropped "
+                               "out")
+            unscaled = (got - clean).abs() <= rel * clean.abs() + 1e-7
+            if bool((zero | unscaled).all()):
+                return Verdict(False, f"probabilities are dropped but the "
+                               f"kept ones are not scaled by 1/(1 - p) = "
+                               f"{1 / (1 - p):.4g}: use self.dropout "
+                               f"(nn.Dropout scales them for you)",
+                               "kept probabilities not rescaled")
+            bad = ~(zero | kept)
+            first = int(bad.flatten().nonzero()[0])
+            return Verdict(False, f"in train mode {int(bad.sum())} of "
+                           f"{bad.numel()} probabilities are neither 0 nor "
+                           f"their eval value / (1 - p), e.g. index "
+                           f"{first} (flattened): expected 0 or "
+                           f"{float(scaled.flatten()[first]):.6g}, got "
+                           f"{float(got.flatten()[first]):.6g}",
+                           "wrong train-mode probabilities")
+        dropped = int((zero & (scaled > 0)).sum())
+        if dropped == 0 or int((got > 0).sum()) == 0:
+            return Verdict(False, f"in train mode (dropout {p:g}) "
+                           f"{'no' if dropped == 0 else 'every'} probability"
+                           f" was dropped: apply self.dropout to the "
+                           f"attention probabilities", "dropout not applied")
+        if not follows:
+            how = ("att equals the eval output, so att was computed from the"
+                   " probabilities before dropout" if eval_att else
+                   "dropout applied after (or before) the weighted sum, or "
+                   "the returned probabilities are not the ones used")
+            return Verdict(False, f"att doesn't follow from the returned "
+                           f"probabilities: {how}. Use the dropped-out "
+                           f"probabilities for the weighted sum of the "
+                           f"values and return those same probabilities.",
+                           "att does not follow from the probabilities")
+        return Verdict(True)

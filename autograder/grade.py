@@ -1,0 +1,362 @@
+"""Grade one submission against the rubric.
+
+Plans every probe the rubric's checks need (deduplicated), runs them in the
+sandbox in one go, evaluates each check in this (trusted) process, and
+applies the task rules: items add up, deductions take points away down to
+a floor of 0, bonuses come on top when the items they require passed.
+
+Static check kinds (PEP 8, shape comments, statement count) live here; the
+value kinds in autograder/checks/values.py.
+"""
+from __future__ import annotations
+
+import time
+import tomllib
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from autograder import probes as P
+from autograder.checks.values import FAIL, PASS, Context
+from autograder.protocol import NOT_RUN, Probe, ProbeResult
+from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
+                               kind, register, select_cases)
+
+MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
+STDOUT_SHOWN = 2000        # characters of the student's printing we quote
+
+Runner = Callable[[str, str, list[Probe]], list[ProbeResult]]
+
+
+# --------------------------------------------------------------------------
+# Results
+
+@dataclass
+class CheckResult:
+    """A check's outcome and the points it finally counts for (a deduction
+    counts negative, limited by the task's floor)."""
+
+    check: Check
+    outcome: Outcome
+    applied: float = 0.0
+
+
+@dataclass
+class TaskResult:
+    """One task's checks and score (floor 0, bonus on top)."""
+
+    task: Task
+    items: list[CheckResult]
+    deductions: list[CheckResult]
+    bonuses: list[CheckResult]
+
+    @property
+    def score(self) -> float:
+        return sum(c.applied for c in (*self.items, *self.deductions,
+                                       *self.bonuses))
+
+    @property
+    def not_implemented(self) -> bool:
+        return all(c.outcome.not_implemented and not c.outcome.passed
+                   for c in self.items)
+
+
+@dataclass
+class GradeResult:
+    """Everything reports need about one graded submission."""
+
+    name: str
+    filename: str
+    tasks: list[TaskResult] = field(default_factory=list)
+    max_score: float = 10.0
+    max_bonus: float = 0.0
+    public_only: bool = False
+    error: str = ""           # student-facing reason the code wasn't graded
+    internal_error: str = ""  # grader failure (traceback for staff)
+    stdout: str = ""          # what the student's code printed (capped)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(t.score for t in self.tasks)
+
+    def mistakes(self) -> list[str]:
+        """Catalogue ids recognised anywhere, for reports and tests."""
+        return sorted({m for t in self.tasks
+                       for c in (*t.items, *t.deductions)
+                       for m in c.outcome.mistakes})
+
+
+# --------------------------------------------------------------------------
+# Static check kinds
+
+@register("deduction", "pycodestyle")
+class Pycodestyle:
+    """Any pycodestyle violation inside the task's class."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Static: no probe."""
+        return []
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Triggered (points to deduct) if the class has a violation."""
+        from autograder.checks.style import style_issues
+        issues = style_issues(ctx.source, task.cls)
+        if not issues:
+            return Outcome(0.0, True, [f"{PASS} no pycodestyle violation in "
+                                       f"{task.cls}"])
+        lines = [f"{FAIL} {len(issues)} pycodestyle violation"
+                 f"{'s' * (len(issues) > 1)} in {task.cls}:"]
+        lines += [f"  - {issue.message}" for issue in issues[:20]]
+        if len(issues) > 20:
+            lines.append(f"  - ... and {len(issues) - 20} more")
+        return Outcome(check.points, False, lines)
+
+
+@register("deduction", "shape_comments", required=("init", "input"),
+          params={"init": dict, "input": list, "vary_init": dict,
+                  "vary_kwargs": dict, "vary_train": list})
+class ShapeComments:
+    """Every tensor-producing student statement of the class carries a
+    shape comment that matches the shapes a traced run observed."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Traced calls with fresh weights and all-distinct sizes."""
+        params = check.params
+        return P.trace_probes(task.cls, params["init"], params["input"],
+                              vary_init=params.get("vary_init"),
+                              vary_kwargs=params.get("vary_kwargs"),
+                              vary_train=params.get("vary_train"),
+                              timeout=check.timeout)
+
+    @staticmethod
+    def dims(check: Check) -> dict[str, int]:
+        """The traced sizes by canonical name."""
+        init = check.params["init"]
+        shape = check.params["input"]
+        dims = {"batch_size": shape[0], "seq_len": shape[1],
+                **{k: v for k, v in init.items()
+                   if isinstance(v, int) and not isinstance(v, bool)}}
+        if "num_heads" in dims and "hidden" in dims:
+            dims["head_size"] = dims["hidden"] // dims["num_heads"]
+        return dims
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Triggered if any statement's comment is missing or wrong."""
+        from autograder.checks.shape_comments import check_shape_comments
+        observed: dict[int, list[list[list[int]]]] = {}
+        ran = 0
+        for probe in self.plan(check, task, cases, ctx):
+            result = results[probe.id]
+            ran += result.ok
+            for line, runs in result.shapes.items():
+                seen = observed.setdefault(int(line), [])
+                seen.extend(r for r in runs if r not in seen)
+        issues = [i for i in check_shape_comments(ctx.source, observed,
+                                                  self.dims(check))
+                  if i.cls == task.cls]
+        note = [] if ran else [
+            "  (your code did not run, so only the presence of comments "
+            "was checked)"]
+        if not issues:
+            return Outcome(0.0, True, [f"{PASS} shape comments in "
+                                       f"{task.cls} are present and right"]
+                           + note)
+        lines = [f"{FAIL} shape comments in {task.cls}:"]
+        lines += [f"  - {issue.message}" for issue in issues]
+        return Outcome(check.points, False, lines + note)
+
+
+@register("bonus", "statement_count", required=("method", "max_statements"),
+          params={"method": str, "max_statements": int})
+class StatementCount:
+    """At most N statements in a method (docstring aside)."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Static: no probe."""
+        return []
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Earned when the count is small enough (``requires`` is applied
+        by the caller)."""
+        from autograder.checks.statements import count_statements
+        method = check.params["method"]
+        limit = check.params["max_statements"]
+        count = count_statements(ctx.source, task.cls, method)
+        where = f"{task.cls}.{method}"
+        if count is None:
+            return Outcome(0.0, False, [f"{FAIL} {where} not found"])
+        if count <= limit:
+            return Outcome(check.points, True, [
+                f"{PASS} {where} has {count} statement"
+                f"{'s' * (count != 1)} (at most {limit})"])
+        return Outcome(0.0, False, [f"{FAIL} {where} has {count} "
+                                    f"statements; the bonus needs at most "
+                                    f"{limit}"])
+
+
+# --------------------------------------------------------------------------
+# Orchestration
+
+def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
+    """Catalogue id -> student-facing explanation, in file order (the
+    order in which a wrong answer is matched)."""
+    data = tomllib.loads(path.read_text())
+    return {mid: entry["message"] for mid, entry in data.items()}
+
+
+def _cases_for(check: Check, cases: list, public_only: bool) -> list:
+    if not check.cases:
+        return []
+    chosen = select_cases(check.cases, cases)
+    if not chosen and not public_only:
+        raise RubricError(f"{check.section} {check.id!r} selects no test "
+                          f"case with {check.cases}")
+    return chosen
+
+
+def plan_probes(rubric: Rubric, cases: list, ctx: Context,
+                timeout: float | None = None) -> list[Probe]:
+    """Every probe the rubric needs, once each, in rubric order. Raises
+    RubricError if an item selects no case (unless public-only)."""
+    planned: dict[str, Probe] = {}
+    for task in rubric.tasks:
+        for check in (*task.items, *task.deductions, *task.bonuses):
+            chosen = _cases_for(check, cases, ctx.public_only)
+            if check.cases and not chosen:
+                continue
+            for probe in kind(check).impl.plan(check, task, chosen, ctx):
+                if timeout is not None:
+                    probe = replace(probe, timeout=timeout)
+                planned.setdefault(probe.id, probe)
+    return list(planned.values())
+
+
+def _evaluate(check: Check, task: Task, cases: list,
+              results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+    chosen = _cases_for(check, cases, ctx.public_only)
+    if check.cases and not chosen:
+        return Outcome(0.0, False, ["no public case for this check: it is "
+                                    "graded on the hidden cases when you "
+                                    "submit"])
+    try:
+        return kind(check).impl.evaluate(check, task, chosen, results, ctx)
+    except Exception:   # noqa: BLE001 - one broken check must not sink all
+        return Outcome(0.0, False, [
+            "the grader could not evaluate this check (a bug in the "
+            "grader, not in your code; staff have the details)"],
+            hidden_lines=[traceback.format_exc()])
+
+
+def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
+                ctx: Context) -> TaskResult:
+    items = [CheckResult(c, _evaluate(c, task, cases, results, ctx))
+             for c in task.items]
+    for item in items:
+        item.applied = item.outcome.points
+    earned = sum(i.applied for i in items)
+    deductions = []
+    for check in task.deductions:
+        result = CheckResult(check, _evaluate(check, task, cases, results,
+                                              ctx))
+        # Floor 0: a deduction takes at most what is left of the task.
+        taken = min(result.outcome.points, earned)
+        result.applied = -taken if taken else 0.0
+        earned += result.applied
+        if result.outcome.points and result.applied > -result.outcome.points:
+            result.outcome.lines.append(
+                f"  (-{result.outcome.points:g} limited to "
+                f"{result.applied:g}: a task's score never goes below 0)")
+        deductions.append(result)
+    passed = {i.check.id for i in items if i.outcome.passed}
+    bonuses = []
+    for check in task.bonuses:
+        missing = [r for r in check.requires if r not in passed]
+        if missing:
+            outcome = Outcome(0.0, False, [
+                f"{FAIL} needs {', '.join(missing)} to pass first"])
+        else:
+            outcome = _evaluate(check, task, cases, results, ctx)
+        bonuses.append(CheckResult(check, outcome, outcome.points))
+    return TaskResult(task, items, deductions, bonuses)
+
+
+def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
+                 runner: Runner, *, name: str = "submission",
+                 public_only: bool = False, timeout: float | None = None,
+                 mistake_messages: dict[str, str] | None = None
+                 ) -> GradeResult:
+    """Grade ``source`` (the text of modeling_attention.py). Never raises
+    because of the submission; an internal failure is recorded in
+    ``internal_error`` with score 0. ``timeout`` overrides every probe's
+    time limit (tests use short ones for hostile code)."""
+    start = time.perf_counter()
+    grade = GradeResult(name, filename, max_score=rubric.max_score,
+                        max_bonus=rubric.max_bonus, public_only=public_only)
+    try:
+        ctx = Context(mistake_messages or load_mistake_messages(),
+                      rubric.mistake_atol, source, public_only)
+        probes = plan_probes(rubric, cases, ctx, timeout)
+        results = dict.fromkeys(p.id for p in probes)
+        if probes:
+            for probe, result in zip(probes, runner(source, filename,
+                                                    probes)):
+                results[probe.id] = result
+        for probe in probes:
+            if results[probe.id] is None:
+                results[probe.id] = ProbeResult(probe.id, NOT_RUN,
+                                                "no result from the sandbox")
+        grade.stdout = _printed(probes, results)
+        grade.tasks = [_score_task(t, cases, results, ctx)
+                       for t in rubric.tasks]
+    except RubricError:
+        raise
+    except Exception:   # noqa: BLE001 - results.json must still be written
+        grade.tasks = []
+        grade.internal_error = traceback.format_exc()
+    grade.seconds = time.perf_counter() - start
+    return grade
+
+
+def _printed(probes: list[Probe], results: dict[str, ProbeResult]) -> str:
+    text = "".join(results[p.id].stdout for p in probes
+                   if results[p.id] is not None)
+    if len(text) > STDOUT_SHOWN:
+        text = text[:STDOUT_SHOWN] + \
+            f"\n[... {len(text) - STDOUT_SHOWN} more characters not shown]"
+    return text
+
+
+def failed_grade(name: str, filename: str, rubric: Rubric | None, *,
+                 error: str = "", internal_error: str = "") -> GradeResult:
+    """A zero grade for a submission that could not be graded at all."""
+    return GradeResult(name, filename,
+                       max_score=rubric.max_score if rubric else 10.0,
+                       max_bonus=rubric.max_bonus if rubric else 0.0,
+                       error=error, internal_error=internal_error)
+
+
+def sandbox_runner(sandbox: Any = None, **limits: Any) -> Runner:
+    """A Runner on ``sandbox`` (a autograder.sandbox.Sandbox), or on the
+    module's default sandbox."""
+    def run(source: str, filename: str,
+            probes: list[Probe]) -> list[ProbeResult]:
+        if sandbox is None:
+            from autograder.sandbox import run_probes
+            return run_probes(source, filename, probes, **limits)
+        return sandbox.run(source, filename, probes, **limits)
+    return run
+
+
+__all__ = ["CheckResult", "GradeResult", "Runner", "TaskResult",
+           "failed_grade", "grade_source", "load_mistake_messages",
+           "plan_probes", "sandbox_runner"]
+

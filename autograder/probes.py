@@ -1,0 +1,132 @@
+"""Build the probes a check needs, and put a failed probe into words.
+
+Probe ids are deterministic in what the probe does, so checks that need the
+same call (2.1 and 2.3a both call ``forward(x, return_attention=True)`` in
+eval mode) share one run.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, NOT_RUN,
+                                 TIMEOUT, Probe, ProbeResult)
+
+TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
+
+
+def case_probe(case: Any, *, train: bool = False,
+               kwargs: dict[str, Any] | None = None,
+               timeout: float = 10.0) -> Probe:
+    """``cls(**case.init)`` with the case's weights, called on its ``x``.
+
+    A train-mode probe is seeded with the case's seed (the checks never
+    assume the order of random draws; the seed only makes reruns equal).
+    """
+    kwargs = dict(kwargs or {})
+    mode = "train" if train else "eval"
+    call = ",".join(f"{k}={v}" for k, v in sorted(kwargs.items())) or "x"
+    return Probe(id=f"{case.name}:{mode}:{call}", cls=case.cls,
+                 init=dict(case.init), state=case.weights,
+                 args=[case.tensors["x"]], kwargs=kwargs, train=train,
+                 seed=case.seed if train else None, timeout=timeout)
+
+
+def inspect_probe(cls: str, init: dict[str, Any],
+                  timeout: float = 10.0) -> Probe:
+    """Construct ``cls(**init)`` and report its attributes, no call."""
+    args = ",".join(f"{k}={v}" for k, v in sorted(init.items()))
+    return Probe(id=f"inspect:{cls}({args})", cls=cls, init=dict(init),
+                 call=False, inspect=True, timeout=timeout)
+
+
+def trace_probes(cls: str, init: dict[str, Any], input_shape: list[int], *,
+                 vary_init: dict[str, list] | None = None,
+                 vary_kwargs: dict[str, list] | None = None,
+                 vary_train: list[bool] | None = None,
+                 timeout: float = 10.0) -> list[Probe]:
+    """Shape-tracing probes over every combination of the variations, with
+    fresh random weights and a random ``x`` of ``input_shape``."""
+    vary_init, vary_kwargs = vary_init or {}, vary_kwargs or {}
+    generator = torch.Generator().manual_seed(TRACE_SEED)
+    x = torch.randn(*input_shape, generator=generator)
+    init_keys, kw_keys = sorted(vary_init), sorted(vary_kwargs)
+    probes = []
+    for init_values in itertools.product(*(vary_init[k] for k in init_keys)):
+        for kw_values in itertools.product(*(vary_kwargs[k]
+                                             for k in kw_keys)):
+            for train in (vary_train or [False]):
+                full_init = {**init, **dict(zip(init_keys, init_values))}
+                kwargs = dict(zip(kw_keys, kw_values))
+                label = ",".join(f"{k}={v}" for k, v in sorted(
+                    {**full_init, **kwargs}.items()))
+                probes.append(Probe(
+                    id=f"trace:{cls}:{'train' if train else 'eval'}:{label}",
+                    cls=cls, init=full_init, args=[x], kwargs=kwargs,
+                    train=train, seed=TRACE_SEED if train else None,
+                    trace_shapes=True, timeout=timeout))
+    return probes
+
+
+def call_text(probe: Probe) -> str:
+    """How the probe called the student's code, e.g. ``forward(x,
+    return_attention=True)`` in train mode."""
+    if not probe.call:
+        return f"{probe.cls}(...)"
+    args = ["x", *(f"{k}={v}" for k, v in probe.kwargs.items())]
+    mode = " in train mode" if probe.train else ""
+    return f"forward({', '.join(args)}){mode}"
+
+
+def failure_text(result: ProbeResult, probe: Probe) -> str:
+    """A student-facing sentence for a probe that did not end "ok"."""
+    message = result.message.strip() or "(no message)"
+    if result.exception == "NotImplementedError" or \
+            "not implemented yet" in message:
+        return message
+    if result.status == IMPORT_ERROR:
+        return f"the module failed to import: {message}"
+    if result.status == TIMEOUT:
+        return (f"{call_text(probe)} did not finish within "
+                f"{probe.timeout:g} s (an infinite loop?): {message}")
+    if result.status == MEMORY:
+        return f"{call_text(probe)} used too much memory: {message}"
+    if result.status == CRASH:
+        return f"the worker running your code stopped: {message}"
+    if result.status == NOT_RUN:
+        return f"not run: {message}"
+    if result.status == ERROR:
+        where = {"init": f"constructing {probe.cls}({_init_text(probe)})",
+                 "load": "loading the test weights into "
+                         f"{probe.cls}",
+                 "call": call_text(probe),
+                 "output": f"the value returned by {call_text(probe)}",
+                 "import": "importing the module"}.get(result.phase,
+                                                       call_text(probe))
+        return f"{where} failed: {message}"
+    return f"{result.status}: {message}"
+
+
+def short_failure(result: ProbeResult) -> str:
+    """A few words for a hidden case: what went wrong, no values."""
+    if result.exception == "NotImplementedError":
+        return "not implemented yet"
+    return {IMPORT_ERROR: "the module failed to import",
+            TIMEOUT: "timed out",
+            MEMORY: "used too much memory",
+            CRASH: "the worker stopped (exit or crash)",
+            NOT_RUN: "not run"}.get(
+        result.status,
+        f"raised {result.exception}" if result.exception else "failed")
+
+
+def is_not_implemented(result: ProbeResult) -> bool:
+    """Whether the probe hit the skeleton's NotImplementedError."""
+    return result.exception == "NotImplementedError" or \
+        "not implemented yet" in result.message
+
+
+def _init_text(probe: Probe) -> str:
+    return ", ".join(f"{k}={v}" for k, v in probe.init.items())

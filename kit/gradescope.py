@@ -1,0 +1,147 @@
+"""Build the Gradescope autograder: ``dist/autograder.zip``.
+
+``python -m kit.gradescope [--out dist]`` (``make autograder``). Layout of
+the zip, as Gradescope's specification asks (it is unzipped into
+``/autograder/source``):
+
+    setup.sh            image build: CPU torch, the worker user, locks source/
+    run_autograder      per submission: grades /autograder/submission
+    requirements.txt    grading's packages besides torch
+    autograder/         the grader package (rubric, mistakes, sandbox, ...)
+    test_values/        manifest.json, public.safetensors, hidden.safetensors
+
+Never the reference or the kit: the grader needs only numbers. Before it
+reports success it checks the zip: scripts executable at the root, the
+values' sha256 as the manifest says, no solution line (``kit/leaks.py``),
+and every third-party module the grader imports pinned in
+requirements.txt (torch aside).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import shutil
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from kit.release import SKIP, write_zip
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "autograder" / "gradescope"
+ENTRY_FILES = ("setup.sh", "run_autograder", "requirements.txt")
+VALUE_FILES = ("manifest.json", "public.safetensors", "hidden.safetensors")
+# Import name -> distribution name, where they differ.
+DISTRIBUTIONS = {"torch": "torch"}
+
+
+class AutograderZipError(RuntimeError):
+    """The autograder zip would not work on Gradescope; says why."""
+
+
+def assemble(dest: Path) -> None:
+    """Write the autograder tree into the (new) directory ``dest``."""
+    dest.mkdir(parents=True)
+    for name in ENTRY_FILES:
+        shutil.copy2(SCRIPTS / name, dest / name)
+    shutil.copytree(ROOT / "autograder", dest / "autograder",
+                    ignore=shutil.ignore_patterns(
+                        "__pycache__", "*.pyc", "gradescope"))
+    (dest / "test_values").mkdir()
+    for name in VALUE_FILES:
+        shutil.copy2(ROOT / "test_values" / name, dest / "test_values")
+
+
+def third_party_imports(package: Path) -> set[str]:
+    """Top-level modules imported by ``package`` outside the stdlib."""
+    found = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            found |= {n.split(".")[0] for n in names}
+    return {n for n in found if n and n not in sys.stdlib_module_names
+            and n != package.name}
+
+
+def verify(tree: Path, archive: Path) -> None:
+    """AutograderZipError unless the zip is fit for Gradescope."""
+    problems = []
+    with zipfile.ZipFile(archive) as zf:
+        names = set(zf.namelist())
+        for script in ("setup.sh", "run_autograder"):
+            info = zf.getinfo(script) if script in names else None
+            if info is None or not (info.external_attr >> 16) & 0o100:
+                problems.append(f"{script} missing or not executable at "
+                                f"the zip root")
+    manifest = json.loads((tree / "test_values" / "manifest.json")
+                          .read_text())
+    for name, info in manifest["files"].items():
+        data = (tree / "test_values" / name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != info["sha256"]:
+            problems.append(f"test_values/{name} does not match manifest")
+    pinned = {line.split("==")[0].strip().lower() for line in
+              (tree / "requirements.txt").read_text().splitlines()
+              if "==" in line and not line.lstrip().startswith("#")}
+    for module in sorted(third_party_imports(tree / "autograder")):
+        dist = DISTRIBUTIONS.get(module, module)
+        if dist != "torch" and dist.lower() not in pinned:
+            problems.append(f"the grader imports {module!r} but "
+                            f"requirements.txt does not pin it")
+    from kit.leaks import Secrets, scan_text
+    secrets = Secrets.load()
+    secrets.case_names, secrets.sha256s = [], set()  # these belong here
+    secrets.windows = {}
+    for path in sorted(tree.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".toml", ".sh", ".txt",
+                                               ".json", ""):
+            for leak in scan_text(path.relative_to(tree).as_posix(),
+                                  path.read_text(errors="replace"), secrets):
+                problems.append(str(leak))
+    if problems:
+        raise AutograderZipError("autograder.zip is not fit:\n  "
+                                 + "\n  ".join(problems))
+
+
+def build(out: Path = ROOT / "dist") -> Path:
+    """Build and verify ``out/autograder.zip``; return its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    tree, archive = out / "autograder", out / "autograder.zip"
+    shutil.rmtree(tree, ignore_errors=True)
+    archive.unlink(missing_ok=True)
+    assemble(tree)
+    write_zip(tree, archive)
+    try:
+        verify(tree, archive)
+    except AutograderZipError:
+        archive.unlink(missing_ok=True)
+        raise
+    return archive
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the zip; exit 1 with the reason if it is not fit."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    try:
+        archive = build(args.out)
+    except AutograderZipError as exc:
+        print(f"autograder FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {archive} ({archive.stat().st_size // 1024} KB) in "
+          f"{time.monotonic() - start:.0f} s: upload it as the Gradescope "
+          f"autograder (base image Ubuntu 22.04 or 24.04)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

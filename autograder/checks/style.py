@@ -1,0 +1,96 @@
+"""PEP 8 violations (pycodestyle, default configuration) per class."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import pycodestyle
+
+MAX_LINE_LENGTH = 79
+# Codes about the file as a whole (its last line): no class is to blame.
+FILE_LEVEL_CODES = frozenset({"W391", "W292"})
+
+
+@dataclass(frozen=True)
+class StyleIssue:
+    """One pycodestyle violation."""
+
+    line: int
+    column: int      # 1-based, as pycodestyle prints it
+    code: str        # "E501"
+    text: str        # "line too long (84 > 79 characters)"
+
+    @property
+    def message(self) -> str:
+        """``line 42:80 E501 line too long (84 > 79 characters)``."""
+        return f"line {self.line}:{self.column} {self.code} {self.text}"
+
+
+class _Collect(pycodestyle.BaseReport):
+    """A report that keeps the violations instead of printing them."""
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.found: list[StyleIssue] = []
+
+    def error(self, line_number, offset, text, check):  # noqa: D102
+        code = super().error(line_number, offset, text, check)
+        if code:
+            self.found.append(StyleIssue(line_number, offset + 1, code,
+                                         text[5:]))
+        return code
+
+
+def _options():
+    # Pin every option a user or project config file could change, so the
+    # result depends on the source alone.
+    guide = pycodestyle.StyleGuide(
+        quiet=True, max_line_length=MAX_LINE_LENGTH, max_doc_length=None,
+        hang_closing=False, indent_size=4, select=(),
+        ignore=tuple(pycodestyle.DEFAULT_IGNORE.split(",")))
+    return guide.options
+
+
+def all_style_issues(source: str) -> list[StyleIssue]:
+    """Every pycodestyle violation of ``source``, in line order."""
+    options = _options()
+    report = _Collect(options)
+    lines = source.splitlines(keepends=True)
+    checker = pycodestyle.Checker(lines=lines, options=options,
+                                  report=report)
+    checker.check_all()
+    return sorted(report.found, key=lambda i: (i.line, i.column, i.code))
+
+
+def _class_spans(tree: ast.AST, cls: str) -> list[tuple[int, int]]:
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            first = min([node.lineno] +
+                        [d.lineno for d in node.decorator_list])
+            spans.append((first, node.end_lineno))
+    return spans
+
+
+def style_issues(source: str, cls: str) -> list[StyleIssue]:
+    """The violations on lines of class ``cls`` (decorators to last line).
+
+    ``cls=""`` gives the violations outside every class, including the
+    file-level ones (W391, W292), which are never attributed to a class.
+    Returns [] if the source does not parse: the grader reports syntax
+    errors elsewhere.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    issues = all_style_issues(source)
+    if not cls:
+        spans = [span for node in ast.walk(tree)
+                 if isinstance(node, ast.ClassDef)
+                 for span in _class_spans(tree, node.name)]
+        return [i for i in issues if i.code in FILE_LEVEL_CODES or
+                not any(a <= i.line <= b for a, b in spans)]
+    spans = _class_spans(tree, cls)
+    return [i for i in issues if i.code not in FILE_LEVEL_CODES and
+            any(a <= i.line <= b for a, b in spans)]

@@ -1,0 +1,572 @@
+"""Shape-comment check: many correct student styles pass, mistakes don't.
+
+Shapes are observed by a tiny in-test tracer (the worker's own tracer is
+exercised by the integration test at the end, when it is available).
+"""
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder.checks.shape_comments import (ShapeIssue,
+                                              check_shape_comments,
+                                              parse_comment, statement_text)
+from autograder.regions import find_regions, student_statements
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
+             ).read_text()
+DIMS = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12,
+        "num_heads": 3, "head_size": 4}
+
+
+# --------------------------------------------------------------------------
+# A tiny tracer: instrument the student statements, run both classes.
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.shapes: dict[int, list[list[list[int]]]] = {}
+
+    def bound(self, line: int, *values: object) -> None:
+        shapes = [list(v.shape) for v in values
+                  if isinstance(v, torch.Tensor)]
+        seen = self.shapes.setdefault(line, []) if shapes else []
+        if shapes and shapes not in seen:
+            seen.append(shapes)
+
+    def returned(self, line: int, value: object) -> object:
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        self.bound(line, *items)
+        return value
+
+
+def _loads(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, (ast.Name, ast.Attribute)):
+        copy = ast.parse(ast.unparse(target), mode="eval").body
+        return [copy]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [v for elt in target.elts for v in _loads(elt)]
+    return []
+
+
+class _Instrument(ast.NodeTransformer):
+    def __init__(self, wanted: set[int]):
+        self.wanted = wanted
+
+    def _call(self, method: str, line: int, args: list[ast.expr]):
+        func = ast.Attribute(ast.Name("rec_shapes_", ast.Load()), method,
+                             ast.Load())
+        return ast.Call(func, [ast.Constant(line), *args], [])
+
+    def _bind(self, node):
+        if id(node) not in self.wanted:
+            return self.generic_visit(node)
+        targets = node.targets if isinstance(node, ast.Assign) \
+            else [node.target]
+        values = [v for t in targets for v in _loads(t)]
+        record = ast.Expr(self._call("bound", node.lineno, values))
+        return [node, ast.copy_location(record, node)]
+
+    visit_Assign = visit_AugAssign = visit_AnnAssign = _bind
+
+    def visit_Return(self, node):
+        if id(node) in self.wanted and node.value is not None:
+            node.value = self._call("returned", node.lineno, [node.value])
+        return node
+
+
+def trace(source: str, causal: tuple[bool, ...] = (False, True)
+          ) -> dict[int, list[list[list[int]]]]:
+    """Shapes bound by the student statements of ``source`` when both
+    classes run on the DIMS sizes (merged over the calls)."""
+    tree = ast.parse(source)
+    wanted = {id(n) for _, n in
+              student_statements(tree, find_regions(source, tree))}
+    tree = ast.fix_missing_locations(_Instrument(wanted).visit(tree))
+    recorder = _Recorder()
+    namespace = {"rec_shapes_": recorder, "__name__": "student"}
+    exec(compile(tree, "<student>", "exec"), namespace)
+    torch.manual_seed(0)
+    x = torch.randn(DIMS["batch_size"], DIMS["seq_len"], DIMS["input_size"])
+    namespace["SelfAttention"](DIMS["input_size"], DIMS["hidden"])(x)
+    for flag in causal:
+        module = namespace["MultiHeadSelfAttention"](
+            DIMS["input_size"], DIMS["hidden"], DIMS["num_heads"],
+            causal=flag)
+        module.eval()
+        module(x, return_attention=True)
+    return recorder.shapes
+
+
+def with_regions(source: str, bodies: dict[str, str]) -> str:
+    """``source`` with the student regions of the given tasks replaced by
+    ``bodies`` (dedented, re-indented like the region's marker)."""
+    lines = source.splitlines()
+    regions = [r for r in find_regions(source) if r.task in bodies]
+    assert {r.task for r in regions} == set(bodies), "unknown task"
+    for region in sorted(regions, key=lambda r: -r.start):
+        marker = lines[region.start - 2]
+        indent = marker[:len(marker) - len(marker.lstrip())]
+        body = textwrap.indent(textwrap.dedent(bodies[region.task]).strip(
+            "\n"), indent).splitlines()
+        lines[region.start - 1:region.end] = body
+    return "\n".join(lines) + "\n"
+
+
+def issues_of(source: str, **kwargs) -> list[ShapeIssue]:
+    """Trace ``source`` and check its comments with the DIMS sizes."""
+    return check_shape_comments(source, trace(source, **kwargs), DIMS)
+
+
+def line_of(source: str, text: str) -> int:
+    """1-based number of the only line containing ``text``."""
+    found = [i for i, line in enumerate(source.splitlines(), 1)
+             if text in line]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+# --------------------------------------------------------------------------
+# The reference and correct student styles earn full marks
+
+def test_reference_has_no_issues():
+    observed = trace(REFERENCE)
+    assert observed, "the tracer saw nothing"
+    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+
+
+def test_reference_by_hand_observed_shapes():
+    # The reference's shapes written out, independent of any tracer.
+    line = {text: line_of(REFERENCE, text) for text in (
+        "q, k, v = self.q(x)", "probs = torch.softmax(", "return probs @ v",
+        "q = self.q(x).view", "k = self.k(x).view", "v = self.v(x).view",
+        "scores = q @ k", "future = torch.ones", "scores = scores.masked",
+        "probs = self.dropout", "att = probs @ v", "att = att.transpose",
+        "att = self.mix(att)", "probs = probs.reshape")}
+    bsh, heads = [2, 5, 12], [2, 3, 5, 4]
+    observed = {
+        line["q, k, v = self.q(x)"]: [[bsh, bsh, bsh]],
+        line["probs = torch.softmax("]: [[[2, 5, 5]]],
+        line["return probs @ v"]: [[bsh]],
+        line["q = self.q(x).view"]: [[heads]],
+        line["k = self.k(x).view"]: [[heads]],
+        line["v = self.v(x).view"]: [[heads]],
+        line["scores = q @ k"]: [[[2, 3, 5, 5]]],
+        line["future = torch.ones"]: [[[5, 5]]],
+        line["scores = scores.masked"]: [[[2, 3, 5, 5]]],
+        line["probs = self.dropout"]: [[[2, 3, 5, 5]]],
+        line["att = probs @ v"]: [[heads]],
+        line["att = att.transpose"]: [[bsh]],
+        line["att = self.mix(att)"]: [[bsh]],
+        line["probs = probs.reshape"]: [[[6, 5, 5]]],
+    }
+    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+    assert observed == trace(REFERENCE)
+
+
+SA_STYLES = {
+    "einsum and synonyms": """
+        q = self.q(x)  # [bs, seq, hidden]
+        k = self.k(x)  # (batch, seq_len, hidden_size)
+        v = self.v(x)  # shape: bs x seq x hidden
+        scores = torch.einsum("bsh,bth->bst", q, k)  # [b, s, t]
+        scores = scores / k.shape[-1] ** 0.5  # [B, T, T]
+        probs = scores.softmax(dim=-1)  # shape [batch_size, L, L]
+        out = torch.einsum("bst,bth->bsh", probs, v)
+        # [bs, seq, seq] @ [bs, seq, hidden] -> [batch, seq_len, d_model]
+        return out  # [bs, seq, hidden]
+    """,
+    "comments above": """
+        # [bs, seq, hidden] each
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        # scaled scores: [bs, seq, seq]
+        scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+        # B x T x T
+        probs = torch.softmax(scores, dim=-1)
+        # B x T x C
+        return probs @ v
+    """,
+    "one claim per tensor": """
+        q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, h], [bs, \
+seq, h], [bs, seq, h]
+        w = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)  # [n, t, t]
+        return w @ v  # -> [bs, seq, hidden]
+    """,
+    "chain, arrows and numbers": """
+        q = self.q(x)  # [bs, seq, in] -> [bs, seq, hidden]
+        k = self.k(x)  # [bs, seq, input_size] => [bs, seq, hidden]
+        v = self.v(x)  # [bs, seq, in_features] → [bs, seq, hidden]
+        att = torch.softmax(q @ k.transpose(1, 2) * q.shape[-1] ** -0.5,
+                            dim=-1)  # [bs, seq, hidden] @ [bs, hidden,
+        # seq] -> [bs, seq, seq]
+        return att @ v  # torch.Size([bs, seq, hidden])
+    """,
+}
+
+
+@pytest.mark.parametrize("body", SA_STYLES.values(), ids=SA_STYLES.keys())
+def test_self_attention_styles_pass(body):
+    assert issues_of(with_regions(REFERENCE, {"1.2": body})) == []
+
+
+MH_LOOP = {
+    "2.1": """
+        q = self.q(x)  # [bs, seq, hidden]
+        k = self.k(x)  # [bs, seq, hidden]
+        v = self.v(x)  # [bs, seq, hidden]
+        hs = self.head_size
+        per_head = []
+        for i in range(self.num_heads):
+            qi = q[:, :, i * hs:(i + 1) * hs]  # [bs, seq, head_size]
+            ki = k[:, :, i * hs:(i + 1) * hs]  # [bs, seq, head_size]
+            per_head.append(qi @ ki.transpose(1, 2) / self.scale)
+        scores = torch.stack(per_head, dim=1)  # [bs, heads, seq, seq]
+    """,
+    "2.3": """
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        # [bs, num_heads, seq, seq]
+        heads = []
+        for i in range(self.num_heads):
+            vi = v[..., i * self.head_size:(i + 1) * self.head_size]
+            # [bs, seq, d_head]
+            heads.append(probs[:, i] @ vi)
+        att = torch.cat(heads, dim=-1)  # [bs, seq, heads * head_size]
+        att = self.mix(att)  # [bs, seq, hidden]
+        probs = probs.flatten(0, 1)  # [bs*num_heads, seq, seq]
+    """,
+}
+
+MH_FOLDED = {
+    "2.1": """
+        def split(t):
+            # [bs, seq, hidden] -> [bs * nh, seq, hs]
+            return t.view(bs, seq, self.num_heads, -1).transpose(
+                1, 2).reshape(bs * self.num_heads, seq, -1)
+        q = split(self.q(x))  # [bs*nh, seq, hs]
+        k = split(self.k(x))  # [bs*nh, seq, hs]
+        v = split(self.v(x))  # [bs*nh, seq, hs]
+        scores = torch.bmm(q, k.transpose(1, 2)) / self.scale
+        # [bs * num_heads,
+        #  seq_len, seq_len]
+    """,
+    "2.2": """
+        scores = scores.masked_fill(
+            torch.ones(seq, seq).triu(1).bool(), float("-inf"))
+        # [batch_size * num_heads, seq_len, seq_len]
+    """,
+    "2.3": """
+        probs = self.dropout(torch.softmax(scores, -1))  # [bs*h, t, t]
+        att = torch.bmm(probs, v)  # [bs*nh, seq, head_dim]
+        att = att.view(bs, self.num_heads, seq, -1).transpose(1, 2)
+        # [bs, seq, nh, hs]
+        att = self.mix(att.reshape(bs, seq, -1))  # [bs, seq, nh*hs]
+    """,
+}
+
+MH_EINSUM = {
+    "2.1": """
+        q, k, v = (
+            t.view(bs, seq, self.num_heads, self.head_size)
+            for t in (self.q(x), self.k(x), self.v(x))
+        )  # q, k, v: [b, s, h, d]
+        scores = torch.einsum("bshd,bthd->bhst", q, k) / self.scale
+        # [b, h, s, t] (scaled)
+    """,
+    "2.2": """
+        keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool))  # [T, T]
+        scores = scores.masked_fill(~keep, float("-inf"))  # [B, H, T, T]
+    """,
+    "2.3": """
+        probs = self.dropout(scores.softmax(-1))  # [b, h, s, t]
+        att = torch.einsum("bhst,bthd->bshd", probs, v)  # [b, s, h, d]
+        att = self.mix(att.flatten(2))  # [b, s, h*d]
+        probs = probs.reshape(-1, seq, seq)  # [b*h, s, s]
+    """,
+}
+
+MH_GROWING = {
+    "2.3": """
+        probs = self.dropout(scores.softmax(-1))  # [bs, nh, seq, seq]
+        per_head = probs @ v  # [bs, nh, seq, hs]
+        att = per_head[:, 0]  # [bs, seq, hs]
+        for i in range(1, self.num_heads):
+            att = torch.cat([att, per_head[:, i]], -1)
+            # [bs, seq, (i + 1) * hs]
+        att = self.mix(att)  # [bs, seq, hidden]
+        probs = probs.reshape(bs * self.num_heads, seq, seq)
+        # [bs*nh, seq, seq]
+    """,
+}
+
+MH_STYLES = {"loop over heads": MH_LOOP, "[bs*heads, seq, head]": MH_FOLDED,
+             "einsum": MH_EINSUM, "growing torch.cat": MH_GROWING}
+
+
+@pytest.mark.parametrize("bodies", MH_STYLES.values(), ids=MH_STYLES.keys())
+def test_multi_head_styles_pass(bodies):
+    assert issues_of(with_regions(REFERENCE, bodies)) == []
+
+
+COMMENTS = {
+    "[batch_size, seq_len, seq_len]": "[batch_size, seq_len, seq_len]",
+    "shape [bs, seq, seq]": "[bs, seq, seq]",
+    "(bs, seq, seq)": "[bs, seq, seq]",
+    "shape: bs x seq x seq": "[bs, seq, seq]",
+    "scores: B × T × T": "[B, T, T]",
+    "[bs, seq, hidden] @ [bs, hidden, seq] -> [bs, seq, seq]":
+        "[bs, seq, seq]",
+    "[bs, seq, seq] (softmax over the last dim)": "[bs, seq, seq]",
+    "[bs, seq len, seq len]": "[bs, seq_len, seq_len]",
+    "[bs, seq-len, seq-len]": "[bs, seq_len, seq_len]",
+    "[b t t]": "[b, t, t]",
+    "torch.Size([2, 5, 5])": "[2, 5, 5]",
+    "2x5x5": "[2, 5, 5]",
+    "`[self.batch_size, L, L]`": "[self.batch_size, L, L]",
+}
+
+
+@pytest.mark.parametrize("comment", COMMENTS)
+def test_comment_forms(comment):
+    parsed = parse_comment(comment)
+    assert [c.text for c in parsed.claims] == [COMMENTS[comment]]
+    source = REFERENCE.replace("        )  # [bs, seq, seq]",
+                               f"        )  # {comment}")
+    assert issues_of(source) == []
+
+
+@pytest.mark.parametrize("comment", [
+    "attention probabilities", "softmax() over the keys", "see (1) and (2)",
+    "(q, k and v)", "",
+])
+def test_prose_is_not_a_claim(comment):
+    assert parse_comment(comment).claims == []
+    assert parse_comment(comment).unreadable is None
+
+
+@pytest.mark.parametrize("comment", [
+    "[bs, seq, hidden] each", "[bs, seq, hidden] (each)",
+    "q, k, v: [bs, seq, hidden]",
+    "[bs, seq, hidden], [bs, seq, hidden], [bs, seq, hidden]",
+    "q: (bs, seq, hidden), k: (bs, seq, hidden), v: (bs, seq, hidden)",
+])
+def test_tuple_claims_pass(comment):
+    source = REFERENCE.replace("self.v(x)  # [bs, seq, hidden]",
+                               f"self.v(x)  # {comment}")
+    assert issues_of(source) == []
+
+
+def test_ambiguous_names_accepted_under_any_reading():
+    # "h" is hidden here and num_heads below; "d" is hidden or head_size.
+    source = with_regions(REFERENCE, {
+        "1.2": """
+            q, k, v = self.q(x), self.k(x), self.v(x)  # [b, n, h]
+            probs = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)
+            # [n, t, t]
+            return probs @ v  # [b, t, d]
+        """,
+        "2.3": """
+            probs = self.dropout(scores.softmax(dim=-1))  # [b, h, t, t]
+            att = probs @ v  # [b, h, t, d]
+            att = self.mix(att.transpose(1, 2).reshape(bs, seq, -1))
+            # [b, t, C]
+            probs = probs.reshape(bs * self.num_heads, seq, seq)
+            # [b*h, t, t]
+        """})
+    assert issues_of(source) == []
+
+
+def test_never_ran_region_needs_only_some_comment():
+    # Task 2.2 is not traced (causal=False only): any comment will do...
+    source = with_regions(REFERENCE, {"2.2": """
+        future = torch.ones(seq, seq, device=x.device).triu(1).bool()
+        scores = scores.masked_fill(future, float("-inf"))  # masked
+    """})
+    assert issues_of(source, causal=(False,)) == []
+    # ... but a name that held a tensor elsewhere needs one.
+    bare = with_regions(REFERENCE, {"2.2": """
+        future = torch.ones(seq, seq, device=x.device).triu(1).bool()
+        scores = scores.masked_fill(future, float("-inf"))
+    """})
+    line = line_of(bare, "scores = scores.masked_fill")
+    issues = issues_of(bare, causal=(False,))
+    assert [(i.line, i.kind, i.task) for i in issues] == \
+        [(line, "missing", "2.2")]
+    assert "did not run" in issues[0].message
+
+
+def test_non_tensor_statements_need_nothing():
+    source = with_regions(REFERENCE, {"1.2": """
+        scale = x.shape[-1]
+        parts = []
+        q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, hidden]
+        parts.append(q)
+        scale = q.shape[-1] ** 0.5
+        probs = torch.softmax(q @ k.mT / scale, -1)  # [bs, seq, seq]
+        return probs @ v  # [bs, seq, hidden]
+    """})
+    assert issues_of(source) == []
+
+
+# --------------------------------------------------------------------------
+# Mistakes lose points, with a message naming the line and the reason
+
+def test_missing_comment():
+    source = REFERENCE.replace("        )  # [bs, seq, seq]", "        )")
+    line = line_of(source, "probs = torch.softmax(")
+    assert issues_of(source) == [ShapeIssue(
+        line, "1.2", "SelfAttention", "missing",
+        f"line {line}: `probs = ...` binds a tensor but has no shape comment"
+        " (write e.g. `# [batch_size, seq_len, seq_len]`)")]
+
+
+def test_missing_comment_example_uses_products():
+    source = REFERENCE.replace("        # [bs * num_heads, seq, seq]\n", "")
+    line = line_of(source, "probs = probs.reshape")
+    issues = issues_of(source)
+    assert [(i.line, i.kind, i.cls) for i in issues] == \
+        [(line, "missing", "MultiHeadSelfAttention")]
+    assert "`# [batch_size * num_heads, seq_len, seq_len]`" in \
+        issues[0].message
+
+
+def test_wrong_claim_message():
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # [bs, seq, seq]")
+    line = line_of(source, "return probs @ v")
+    assert issues_of(source) == [ShapeIssue(
+        line, "1.2", "SelfAttention", "wrong",
+        f"line {line}: comment claims [bs, seq, seq] = [2, 5, 5] but the "
+        "tensor is [2, 5, 12]")]
+
+
+@pytest.mark.parametrize("old, new", [
+    ("att = self.mix(att)  # [bs, seq, hidden]",
+     "att = self.mix(att)  # [bs, seq, input_size]"),
+    ("att = probs @ v  # [bs, heads, seq, head_size]",
+     "att = probs @ v  # [bs, seq, heads, head_size]"),
+    ("att = probs @ v  # [bs, heads, seq, head_size]",
+     "att = probs @ v  # [bs, heads, seq]"),
+    ("        # [bs * num_heads, seq, seq]",
+     "        # [bs, num_heads, seq, seq]"),
+    ("self.v(x)  # [bs, seq, hidden]", "self.v(x)  # [bs, seq, seq]"),
+    ("# [bs, seq, hidden]\n        probs = torch",
+     "# [bs, seq, hidden], [bs, seq, seq]\n        probs = torch"),
+])
+def test_wrong_claims(old, new):
+    assert old in REFERENCE
+    source = REFERENCE.replace(old, new)
+    issues = issues_of(source)
+    assert [i.kind for i in issues] == ["wrong"]
+    assert issues[0].message.startswith(f"line {issues[0].line}: comment "
+                                        "claims")
+
+
+def test_wrong_tuple_message():
+    source = REFERENCE.replace("self.v(x)  # [bs, seq, hidden]",
+                               "self.v(x)  # [bs, seq, seq]")
+    line = line_of(source, "q, k, v = self.q(x)")
+    assert issues_of(source)[0].message == (
+        f"line {line}: comment claims [bs, seq, seq] = [2, 5, 5] but the "
+        "tensors are [2, 5, 12], [2, 5, 12], [2, 5, 12]")
+
+
+@pytest.mark.parametrize("comment, token", [
+    ("[bs, sq, hidden]", "sq"), ("shape: bs x seq x hiden", "hiden"),
+    ("[bs, seq, hidden_units]", "hidden_units"), ("[..., seq, hidden]", "..."),
+    ("[bs; seq; hidden]", ";"),
+])
+def test_unreadable(comment, token):
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               f"return probs @ v  # {comment}")
+    line = line_of(source, "return probs @ v")
+    issues = issues_of(source)
+    assert [(i.line, i.kind) for i in issues] == [(line, "unreadable")]
+    assert f"`{token}" in issues[0].message
+    assert "batch_size (bs" in issues[0].message
+
+
+def test_unrelated_comment_is_missing_not_wrong():
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # weighted sum")
+    assert [i.kind for i in issues_of(source)] == ["missing"]
+
+
+def test_dims_per_class_and_task_filter():
+    source = REFERENCE
+    observed = trace(source)
+    other = dict(DIMS, hidden=9)
+    issues = check_shape_comments(source, observed, DIMS,
+                                  dims_by_class={"SelfAttention": other})
+    assert {i.cls for i in issues} == {"SelfAttention"}
+    assert all(i.kind == "wrong" for i in issues)
+    assert check_shape_comments(source, observed, DIMS, tasks={"2.1"},
+                                dims_by_class={"SelfAttention": other}) == []
+
+
+def test_unparsable_source_and_string_keys():
+    assert check_shape_comments("def f(:\n", {}, DIMS) == []
+    observed = {str(k): v for k, v in trace(REFERENCE).items()}
+    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+
+
+def test_statement_text():
+    tree = ast.parse(REFERENCE)
+    found = dict((n.lineno, n) for _, n in
+                 student_statements(tree, find_regions(REFERENCE, tree)))
+    assert statement_text(REFERENCE, found[line_of(
+        REFERENCE, "probs = torch.softmax(")]) == "probs = ..."
+    assert statement_text(REFERENCE, found[line_of(
+        REFERENCE, "return probs @ v")]) == "return probs @ v"
+    assert statement_text(REFERENCE, found[line_of(
+        REFERENCE, "q, k, v = self.q(x)")]) == "q, k, v = ..."
+
+
+def test_regions_after_unclosed_start_marker():
+    source = textwrap.dedent("""\
+        def f(x):
+            # Task 1
+            # YOUR CODE STARTS HERE
+            a = x
+            # Task 2
+            # YOUR CODE STARTS HERE
+            b = x
+            # YOUR CODE ENDS HERE
+            return b
+        """)
+    regions = find_regions(source)
+    assert [(r.task, r.start, r.end) for r in regions] == \
+        [("1", 4, 5), ("2", 7, 7)]
+
+
+# --------------------------------------------------------------------------
+# Integration with the worker's tracer, when it is available
+
+def test_reference_with_worker_tracer():
+    worker = pytest.importorskip("autograder.worker")
+    protocol = pytest.importorskip("autograder.protocol")
+    if not hasattr(worker, "execute_probes"):
+        pytest.skip("autograder.worker.execute_probes not available")
+    torch.manual_seed(0)
+    x = torch.randn(DIMS["batch_size"], DIMS["seq_len"], DIMS["input_size"])
+    probes = [protocol.Probe("sa", "SelfAttention",
+                             {"input_size": 7, "hidden": 12}, args=[x],
+                             trace_shapes=True)]
+    for causal in (False, True):
+        probes.append(protocol.Probe(
+            f"mh{causal}", "MultiHeadSelfAttention",
+            {"input_size": 7, "hidden": 12, "num_heads": 3,
+             "causal": causal}, args=[x],
+            kwargs={"return_attention": True}, trace_shapes=True))
+    observed: dict[int, list[list[list[int]]]] = {}
+    for result in worker.execute_probes(REFERENCE, "modeling_attention.py",
+                                        probes):
+        assert result.ok, result.message
+        for line, runs in result.shapes.items():
+            seen = observed.setdefault(int(line), [])
+            seen.extend(r for r in runs if r not in seen)
+    assert observed == trace(REFERENCE)
+    assert check_shape_comments(REFERENCE, observed, DIMS) == []

@@ -1,0 +1,95 @@
+"""pycodestyle violations are attributed to the class they occur in."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autograder.checks.style import StyleIssue, style_issues
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
+             ).read_text()
+CLASSES = ("SelfAttention", "MultiHeadSelfAttention")
+
+
+def line_of(source: str, text: str) -> int:
+    """1-based number of the only line containing ``text``."""
+    found = [i for i, line in enumerate(source.splitlines(), 1)
+             if text in line]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+@pytest.mark.parametrize("cls", CLASSES + ("",))
+def test_reference_is_clean(cls):
+    assert style_issues(REFERENCE, cls) == []
+
+
+# (class, the reference text, its replacement, expected code)
+INJECTED = [
+    ("SelfAttention", "q, k, v = self.q(x), self.k(x), self.v(x)",
+     "q,k, v = self.q(x), self.k(x), self.v(x)", "E231"),
+    ("SelfAttention", "return probs @ v  # [bs, seq, hidden]",
+     "return probs @ v # [bs, seq, hidden]", "E261"),
+    ("MultiHeadSelfAttention", "att = self.mix(att)  # [bs, seq, hidden]",
+     "att = self.mix(att)  # [bs, seq, hidden]" + " " * 40 + "x", "E501"),
+    ("MultiHeadSelfAttention", "split = (bs, seq,",
+     "split = ( bs, seq,", "E201"),
+    ("MultiHeadSelfAttention", "self.causal = causal",
+     "self.causal=causal", "E225"),
+]
+
+
+@pytest.mark.parametrize("cls, old, new, code", INJECTED)
+def test_injected_violation_goes_to_its_class_only(cls, old, new, code):
+    assert old in REFERENCE
+    source = REFERENCE.replace(old, new)
+    line = line_of(source, new)
+    found = style_issues(source, cls)
+    assert [(i.line, i.code) for i in found] == [(line, code)]
+    for other in CLASSES + ("",):
+        if other != cls:
+            assert style_issues(source, other) == []
+
+
+def test_message_format():
+    old = "att = self.mix(att)  # [bs, seq, hidden]"
+    new = old + " " * (84 - 8 - len(old) - 1) + "x"   # 84 with indent
+    source = REFERENCE.replace(old, new)
+    line = line_of(source, "att = self.mix(att)")
+    (issue,) = style_issues(source, "MultiHeadSelfAttention")
+    assert issue == StyleIssue(line, 80, "E501",
+                               "line too long (84 > 79 characters)")
+    assert issue.message == \
+        f"line {line}:80 E501 line too long (84 > 79 characters)"
+
+
+def test_decorator_lines_belong_to_the_class():
+    source = REFERENCE.replace("class SelfAttention(nn.Module):",
+                               "@staticmethod( )\nclass SelfAttention("
+                               "nn.Module):")
+    found = style_issues(source, "SelfAttention")
+    assert [(i.line, i.code) for i in found] == \
+        [(line_of(source, "@staticmethod( )"), "E201")]
+    assert style_issues(source, "") == []
+
+
+@pytest.mark.parametrize("ending, code", [("\n\n", "W391"), ("", "W292")])
+def test_file_level_issues_belong_to_no_class(ending, code):
+    source = REFERENCE.rstrip("\n") + ending
+    for cls in CLASSES:
+        assert style_issues(source, cls) == []
+    assert [i.code for i in style_issues(source, "")] == [code]
+
+
+def test_module_level_issue_outside_classes():
+    source = REFERENCE.replace("import torch.nn as nn",
+                               "import torch.nn as nn;")
+    assert [i.code for i in style_issues(source, "")] == ["E703"]
+    for cls in CLASSES:
+        assert style_issues(source, cls) == []
+
+
+def test_unparsable_source_gives_nothing():
+    assert style_issues("class A:\n    def f(:\n", "A") == []

@@ -65,8 +65,11 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
             end = j  # 1-based line before END (or last line)
             if j == len(lines) or lines[j].strip() == START_MARKER:
                 end = _function_end(tree, i + 1) or len(lines)
-            regions.append(Region(start, end, task, cls, func))
-            i = j
+            regions.append(Region(start, min(end, j), task, cls, func))
+            # Resume after END; without one, rescan the lines up to the
+            # next START so that START and its task header are seen.
+            if j < len(lines) and lines[j].strip() == END_MARKER:
+                i = j
         i += 1
     return regions
 

@@ -44,5 +44,14 @@ grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades
 bench: install ## seconds per submission: warm forked workers vs fresh interpreters
 	$(PY) -m kit.bench
 
+release: install ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
+	$(PY) -m kit.release
+
+autograder: install ## build dist/autograder.zip for Gradescope
+	$(PY) -m kit.gradescope
+
+demo: install ## build both, grade examples/ (+ reference, skeleton), print a score table
+	$(PY) -m kit.demo
+
 clean: ## remove build outputs (keeps .venv)
 	rm -rf dist build grades .pytest_cache

@@ -7,8 +7,9 @@ worker, before it runs any student code:
 
 - starts a new session (the parent kills its whole process group),
 - sets resource limits (address space, processes, file size, CPU, cores),
-- reads stdin from /dev/null, writes stdout/stderr to a pipe the parent
-  drains and truncates, works in a fresh temporary directory with a
+- reads stdin from /dev/null, writes stdout/stderr to a file in a fresh
+  temporary working directory (read back and truncated after every probe,
+  so a flood of output costs neither the parent nor the pipe), and sees a
   scrubbed environment,
 - when started as root, drops to an unprivileged user
   (``$AUTOGRADER_WORKER_USER``, default ``autograder-worker``, else
@@ -36,6 +37,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import struct
 import sys
 import tempfile
@@ -254,9 +256,7 @@ class _CappedStream(io.TextIOBase):
 
     def take(self) -> str:
         """The output so far (with a truncation note) and a fresh start."""
-        text = "".join(self.parts)
-        if self.dropped:
-            text += f"\n[... {self.dropped} more characters of output cut]"
+        text = _with_note("".join(self.parts), self.dropped, "characters")
         self.parts, self.kept, self.dropped = [], 0, 0
         return text
 
@@ -297,6 +297,9 @@ def _set_limits(settings: WorkerSettings) -> None:
         resource.setrlimit(which, (value, hard_value))
     # Over the file-size limit, writes fail (EFBIG) instead of killing us.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    # Processes the submission forks are reaped at once: no zombies
+    # holding RLIMIT_NPROC slots of the worker user.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 
 
 def _drop_privileges(settings: WorkerSettings) -> None:
@@ -313,13 +316,62 @@ def _drop_privileges(settings: WorkerSettings) -> None:
         pass
 
 
-def _isolate(settings: WorkerSettings, output_fd: int) -> None:
+OUTPUT_FILE = ".autograder-output"
+
+
+class _FdOutput:
+    """fd-level stdout/stderr (C code, os.write, subprocesses) go to a
+    file; after each probe the worker reads what is new and empties it."""
+
+    def __init__(self, path: str, limit: int):
+        self.limit = limit
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        writer = os.open(path, flags, 0o600)
+        self.reader = os.open(path, os.O_RDONLY)
+        os.dup2(writer, 1)
+        os.dup2(writer, 2)
+        self.reader_truncate = writer   # kept: fd 1 may get closed
+
+    def take(self) -> str:
+        """What was written since the last call (truncated), then empty."""
+        try:
+            size = os.fstat(self.reader).st_size
+            data = os.pread(self.reader, self.limit, 0) if size else b""
+            os.ftruncate(self.reader_truncate, 0)
+        except OSError:   # the submission closed or replaced its fds
+            return ""
+        return _with_note(data.decode(errors="replace"), size - len(data),
+                          "bytes")
+
+
+def _with_note(text: str, dropped: int, unit: str) -> str:
+    if dropped > 0:
+        text += f"\n[... {dropped} more {unit} of output cut]"
+    return text
+
+
+def _close_fds(keep: set[int]) -> None:
+    """Close every fd but ``keep``: the fork server hands its children the
+    write end of its liveness pipe and the resource tracker's pipe, and
+    student code writing there could stop the server or make the (root)
+    tracker unlink shared memory."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass   # the fd of the listdir itself
+
+
+def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    os.dup2(output_fd, 1)
-    os.dup2(output_fd, 2)
+    output = _FdOutput(os.path.join(settings.workdir, OUTPUT_FILE),
+                       settings.output_limit)
+    _close_fds({0, 1, 2, result_fd, output.reader, output.reader_truncate})
     os.chdir(settings.workdir)
     home = settings.workdir
     os.environ.clear()   # secrets in the grader's environment stay there
@@ -331,6 +383,7 @@ def _isolate(settings: WorkerSettings, output_fd: int) -> None:
     torch.set_num_threads(1)
     _set_limits(settings)
     _drop_privileges(settings)
+    return output
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -340,12 +393,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _worker_main(source: str, filename: str, encoded: bytes,
-                 results: Any, output: Any, settings: WorkerSettings) -> None:
+                 results: Any, settings: WorkerSettings) -> None:
     """Entry point of the worker process (runs in the forked child)."""
     from autograder.worker import execute_probes
 
     result_fd = results.fileno()
-    _isolate(settings, output.fileno())
+    output = _isolate(settings, result_fd)
     probes = decode_probes(encoded)
     stream = _CappedStream(settings.output_limit, 1)
     sys.stdout = sys.stderr = stream
@@ -360,7 +413,7 @@ def _worker_main(source: str, filename: str, encoded: bytes,
         send(encode_message({"kind": "ready"}))
 
     for result in execute_probes(source, filename, probes, on_import=ready):
-        result.stdout = stream.take()
+        result.stdout = stream.take() + output.take()
         send(result_to_message(result))
     os._exit(0)
 
@@ -401,32 +454,21 @@ class _WorkerProcess(ForkServerProcess):
         return _Popen(process_obj)
 
 
-class _OutputDrain(threading.Thread):
-    """Reads a worker's fd-level output: keeps ``limit`` bytes, discards
-    (but drains) the rest so the worker never blocks on a full pipe."""
-
-    def __init__(self, fd: int, limit: int):
-        super().__init__(daemon=True)
-        self.fd, self.limit = fd, limit
-        self.kept = bytearray()
-        self.dropped = 0
-
-    def run(self) -> None:
-        try:
-            while chunk := os.read(self.fd, 65536):
-                room = self.limit - len(self.kept)
-                self.kept += chunk[:max(room, 0)]
-                self.dropped += max(0, len(chunk) - max(room, 0))
-        except OSError:
-            pass
-        finally:
-            os.close(self.fd)
-
-    def text(self) -> str:
-        text = self.kept.decode(errors="replace")
-        if self.dropped:
-            text += f"\n[... {self.dropped} more bytes of output cut]"
-        return text
+def _read_leftover(path: str, limit: int) -> str:
+    try:
+        # O_NOFOLLOW: the submission may have replaced the file by a link.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, limit, 0)
+    finally:
+        os.close(fd)
+    return _with_note(data.decode(errors="replace"), size - len(data),
+                      "bytes")
 
 
 class _Failure(Exception):
@@ -446,22 +488,16 @@ class _Attempt:
         self.imported = False
         self.killed = False
         ctx = sandbox.context
+        self.workdir, self.limit = settings.workdir, settings.output_limit
         results_r, results_w = ctx.Pipe(duplex=False)
-        output_r, output_w = ctx.Pipe(duplex=False)
         self.process = _WorkerProcess(
             target=_worker_main, name="autograder-worker", daemon=True,
             args=(source, filename, encode_probes(probes), results_w,
-                  output_w, settings))
-        with sandbox.start_lock:
-            self.process.start()
+                  settings))
+        sandbox.start(self.process)
         results_w.close()
-        output_w.close()
         self.fd = os.dup(results_r.fileno())
         results_r.close()
-        self.drain = _OutputDrain(os.dup(output_r.fileno()),
-                                  settings.output_limit)
-        output_r.close()
-        self.drain.start()
         self.buffer = bytearray()
 
     def results(self):
@@ -562,17 +598,17 @@ class _Attempt:
                     pass
 
     def close(self) -> str:
-        """Kill leftovers, reap the worker; return its fd-level output."""
+        """Kill leftovers, reap the worker; return the fd-level output it
+        wrote after its last result (e.g. before it crashed)."""
         self.kill()
         self.process.join(_KILL_GRACE)
         os.close(self.fd)
-        # A process that escaped the group may hold the pipe open.
-        self.drain.join(1.0)
         try:
             self.process.close()
         except ValueError:
             pass
-        return self.drain.text()
+        return _read_leftover(os.path.join(self.workdir, OUTPUT_FILE),
+                              self.limit)
 
 
 def _resolve_user() -> tuple[int, int] | None:
@@ -619,6 +655,17 @@ class Sandbox:
         stop = getattr(server, "_stop", None)
         if stop is not None:
             stop()
+
+    def start(self, process: multiprocessing.Process) -> None:
+        """Start a worker; if the fork server died (it is a process like
+        any other), start a new one and retry once."""
+        with self.start_lock:
+            try:
+                process.start()
+            except OSError:
+                self.close()
+                forkserver.ensure_running()
+                process.start()
 
     def run(self, source: str, filename: str, probes: list[Probe], *,
             memory_mb: int | None = None,
@@ -671,9 +718,6 @@ class Sandbox:
                     for p in hit)
                 done[-len(hit)].stdout = _cap_text(output,
                                                    settings.output_limit)
-            elif output and done:
-                done[-1].stdout = _cap_text(done[-1].stdout + output,
-                                            settings.output_limit)
         return done
 
 

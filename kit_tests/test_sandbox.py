@@ -1,0 +1,359 @@
+"""The sandbox (autograder/sandbox.py): isolation, limits and recovery,
+exercised with the hostile submissions in kit_tests/submissions_hostile/.
+
+Expected values are computed here, in the trusted test process, from the
+reference solution; the sandbox only ever sees probes.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder import sandbox as sb
+from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
+                                 TIMEOUT, Probe)
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = Path(__file__).resolve().parent / "submissions_hostile"
+REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
+             ).read_text()
+SA_INIT = {"input_size": 7, "hidden": 9}
+MH_INIT = {"input_size": 7, "hidden": 9, "num_heads": 3, "causal": True,
+           "dropout": 0.0}
+TIMEOUT_S = 2.0
+is_root = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not is_root,
+                                reason="privilege drop needs root")
+
+
+def _state(init: dict, multi: bool, seed: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    i, h = init["input_size"], init["hidden"]
+    state = {}
+    for name in ("q", "k", "v"):
+        state[f"{name}.weight"] = torch.randn(h, i, generator=gen)
+        state[f"{name}.bias"] = torch.randn(h, generator=gen)
+    if multi:
+        state["mix.weight"] = torch.randn(h, h, generator=gen)
+        state["mix.bias"] = torch.randn(h, generator=gen)
+    return state
+
+
+def _x(seed: int) -> torch.Tensor:
+    return torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(seed))
+
+
+def sa(pid: str = "sa", seed: int = 1, **kw) -> Probe:
+    kw.setdefault("timeout", TIMEOUT_S)
+    return Probe(pid, "SelfAttention", SA_INIT,
+                 state=_state(SA_INIT, False, seed), args=[_x(seed)], **kw)
+
+
+def mh(pid: str = "mh", seed: int = 2, **kw) -> Probe:
+    kw.setdefault("timeout", TIMEOUT_S)
+    kw.setdefault("kwargs", {"return_attention": True})
+    return Probe(pid, "MultiHeadSelfAttention", MH_INIT,
+                 state=_state(MH_INIT, True, seed), args=[_x(seed)], **kw)
+
+
+def expected(probe: Probe) -> list[torch.Tensor]:
+    """The reference's outputs for ``probe``, computed in this process."""
+    namespace: dict = {}
+    exec(compile(REFERENCE, "reference", "exec"), namespace)
+    module = namespace[probe.cls](**probe.init)
+    module.load_state_dict(probe.state)
+    module.eval()
+    with torch.no_grad():
+        out = module(*probe.args, **probe.kwargs)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def assert_correct(result, probe: Probe) -> None:
+    assert result.status == OK, result.message
+    want = expected(probe)
+    assert len(result.outputs) == len(want)
+    for got, ref in zip(result.outputs, want):
+        assert torch.allclose(got, ref, atol=1e-5)   # the parent's torch
+
+
+def hostile(name: str) -> str:
+    return (HOSTILE / name).read_text()
+
+
+@pytest.fixture(scope="module")
+def worker_user():
+    """Make sure the unprivileged worker user exists (root only)."""
+    if is_root:
+        try:
+            pwd.getpwnam(sb.DEFAULT_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home",
+                            "--shell", "/usr/sbin/nologin", sb.DEFAULT_USER],
+                           check=False, capture_output=True)
+    return sb._resolve_user()
+
+
+@pytest.fixture(scope="module")
+def sandbox(worker_user):
+    with sb.Sandbox() as box:
+        yield box
+
+
+def run(sandbox, source: str, probes: list[Probe], **kw):
+    results = sandbox.run(source, "/submission/modeling_attention.py",
+                          probes, **kw)
+    assert [r.id for r in results] == [p.id for p in probes]
+    return results
+
+
+# ---------------------------------------------------------------- basics
+
+def test_reference_passes_with_shapes_and_attributes(sandbox):
+    probes = [sa(trace_shapes=True), mh(inspect=True), mh("mh2", seed=5)]
+    results = run(sandbox, REFERENCE, probes)
+    for result, probe in zip(results, probes):
+        assert_correct(result, probe)
+    assert results[0].shapes and results[0].output_kind == "tensor"
+    assert results[1].attributes["mix"]["type"] == "Linear"
+    assert results[1].output_kind == "tuple"
+
+
+def test_compact_correct_submission_matches_reference(sandbox):
+    probes = [sa(), mh()]
+    for result, probe in zip(run(sandbox, hostile("correct_compact.py"),
+                                 probes), probes):
+        assert_correct(result, probe)
+
+
+def test_run_probes_module_function(worker_user):
+    [result] = sb.run_probes(REFERENCE, "m.py", [sa()])
+    assert_correct(result, sa())
+
+
+def test_twenty_submissions_in_a_row_and_in_threads(sandbox):
+    probes = [sa(), mh()]
+    for _ in range(20):
+        assert all(r.ok for r in run(sandbox, REFERENCE, probes))
+    with ThreadPoolExecutor(4) as pool:
+        batches = list(pool.map(lambda _: run(sandbox, REFERENCE, probes),
+                                range(12)))
+    assert all(r.ok for batch in batches for r in batch)
+
+
+def test_not_implemented_message_is_verbatim(sandbox):
+    source = REFERENCE.replace(
+        "        bs, seq, _ = x.shape",
+        '        raise NotImplementedError("Task 2.1 not implemented yet: '
+        'see above")')
+    [result] = run(sandbox, source, [mh()])
+    assert result.status == ERROR
+    assert result.message == "Task 2.1 not implemented yet: see above"
+    assert result.exception == "NotImplementedError"
+
+
+# ---------------------------------------------------------------- hostile
+
+def test_infinite_loop_times_out_and_later_probes_run(sandbox):
+    probes = [mh("mh1"), sa(), mh("mh2", seed=3)]
+    first, loop, last = run(sandbox, hostile("infinite_loop_sa.py"), probes)
+    assert loop.status == TIMEOUT and "probe sa" in loop.message
+    assert_correct(first, probes[0])
+    assert_correct(last, probes[2])
+
+
+def test_infinite_loop_at_import_times_out_every_probe(sandbox):
+    source = REFERENCE + "\nwhile True:\n    pass\n"
+    results = run(sandbox, source, [sa(timeout=1.0), mh(timeout=1.0)])
+    assert [r.status for r in results] == [TIMEOUT, TIMEOUT]
+    assert "during import" in results[0].message
+
+
+def test_sys_exit_at_import(sandbox):
+    results = run(sandbox, hostile("exit_at_import.py"), [sa(), mh()])
+    assert [r.status for r in results] == [CRASH, CRASH]
+    assert all("the submission exited (code 0) during import" in r.message
+               for r in results)
+
+
+def test_sys_exit_in_forward(sandbox):
+    probes = [mh(), sa()]
+    crash, fine = run(sandbox, hostile("exit_in_forward.py"), probes)
+    assert crash.status == CRASH
+    assert "the submission exited (code 0) during probe mh" in crash.message
+    assert_correct(fine, probes[1])
+
+
+def test_os_exit_in_forward_restarts_worker(sandbox):
+    probes = [sa(), mh(), sa("sa2", seed=4)]
+    crash, fine, again = run(sandbox, hostile("os_exit_in_forward.py"),
+                             probes)
+    assert crash.status == CRASH
+    assert "the submission exited (code 3) during probe sa" in crash.message
+    assert_correct(fine, probes[1])
+    assert again.status == CRASH
+
+
+def test_memory_hog_is_stopped(sandbox):
+    probes = [sa(timeout=10.0), mh()]
+    hog, fine = run(sandbox, hostile("memory_hog.py"), probes, memory_mb=512)
+    assert hog.status == MEMORY, hog.message
+    assert_correct(fine, probes[1])
+
+
+def test_fifty_megabytes_of_output_are_truncated(sandbox):
+    probes = [sa(timeout=10.0), mh()]
+    flood, fine = run(sandbox, hostile("prints_50mb.py"), probes,
+                      output_limit=1000)
+    assert_correct(flood, probes[0])
+    assert len(flood.stdout) < 3000
+    assert "more characters of output cut" in flood.stdout
+    assert "more bytes of output cut" in flood.stdout
+    assert_correct(fine, probes[1])
+
+
+def test_patched_torch_does_not_matter(sandbox):
+    probes = [sa(), mh()]
+    results = run(sandbox, hostile("patches_torch.py"), probes)
+    for result, probe in zip(results, probes):
+        assert_correct(result, probe)
+    assert not torch.allclose(torch.zeros(1), torch.ones(1))
+    assert not torch.equal(torch.zeros(1), torch.ones(1))
+
+
+def test_raise_in_init(sandbox):
+    probes = [sa(), mh()]
+    bad, fine = run(sandbox, hostile("raises_in_init.py"), probes)
+    assert bad.status == ERROR and bad.phase == "init"
+    assert bad.message.startswith("ValueError: no weights for you")
+    assert "line 13, in __init__: raise ValueError" in bad.message
+    assert_correct(fine, probes[1])
+
+
+def test_syntax_error_is_import_error_with_line(sandbox):
+    results = run(sandbox, hostile("syntax_error.py"), [sa(), mh()])
+    assert [r.status for r in results] == [IMPORT_ERROR, IMPORT_ERROR]
+    assert "SyntaxError" in results[0].message
+    assert "(line 37)" in results[0].message
+
+
+def test_fork_bomb_is_limited_and_cleaned_up(sandbox, worker_user):
+    probes = [sa(timeout=5.0), mh()]
+    bomb, fine = run(sandbox, hostile("fork_bomb.py"), probes)
+    assert bomb.status in (OK, ERROR, CRASH, TIMEOUT), bomb.message
+    assert_correct(fine, probes[1])
+    if worker_user is not None:
+        # SIGKILL is asynchronous and orphans are reaped by PID 1: wait
+        # (boundedly) for the group to go.
+        for _ in range(200):
+            if sb._count_processes(worker_user[0]) == 0:
+                break
+            time.sleep(0.05)
+        assert sb._count_processes(worker_user[0]) == 0
+
+
+def test_files_written_stay_in_a_temporary_directory(sandbox, tmp_path,
+                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    probes = [sa(), mh()]
+    results = run(sandbox, hostile("writes_files.py"), probes)
+    for result, probe in zip(results, probes):
+        assert_correct(result, probe)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_environment_is_scrubbed(sandbox, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_TEST_SECRET", "hunter2")
+    [result] = run(sandbox, hostile("steals_secrets.py"), [sa()])
+    assert result.status == ERROR
+    assert "env=<no env>" in result.message
+    assert "hunter2" not in result.message
+
+
+@needs_root
+def test_worker_cannot_read_root_only_file(sandbox, tmp_path, monkeypatch):
+    hidden = tmp_path / "hidden.safetensors"
+    hidden.write_text("the hidden values")
+    hidden.chmod(0o600)
+    # The submission finds the path through its own probe kwargs? No: it
+    # is told through the env, which the worker scrubs, so inject it.
+    source = hostile("steals_secrets.py").replace(
+        '"AUTOGRADER_TEST_SECRET_FILE", "/etc/shadow"',
+        f'"AUTOGRADER_TEST_SECRET_FILE", {str(hidden)!r}')
+    [result] = run(sandbox, source, [sa()])
+    assert "file=<unreadable: PermissionError>" in result.message
+    assert "the hidden values" not in result.message
+
+
+@needs_root
+def test_worker_runs_unprivileged(sandbox):
+    source = REFERENCE + (
+        "\nimport os\nraise RuntimeError("
+        "f'ids {os.getuid()} {os.geteuid()} {os.getgid()} "
+        "{os.getgroups()}')\n")
+    [result] = run(sandbox, source, [sa()])
+    uid, gid = sandbox.user
+    assert uid != 0
+    assert f"ids {uid} {uid} {gid} []" in result.message
+
+
+def test_forged_oversized_message_is_a_crash(sandbox):
+    source = REFERENCE.replace("        bs, seq, _ = x.shape", (
+        "        import os, struct\n"
+        "        for fd in range(3, 64):\n"
+        "            try:\n"
+        "                os.write(fd, struct.pack('>Q', 1 << 40))\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "        bs, seq, _ = x.shape"))
+    probes = [mh(), sa()]
+    forged, fine = run(sandbox, source, probes)
+    assert forged.status == CRASH and "oversized" in forged.message
+    assert_correct(fine, probes[1])
+    # Only the result pipe was reachable: the fork server still works.
+    assert all(r.ok for r in run(sandbox, REFERENCE, probes))
+
+
+# ---------------------------------------------------------------- wire
+
+def test_result_validation_rejects_bad_headers():
+    good = {"kind": "result", "id": "p", "status": OK, "n_outputs": 0}
+    assert sb.result_from_header(good, [], "p").status == OK
+    for bad in ({**good, "id": "q"}, {**good, "status": "great"},
+                {**good, "message": 3}, {**good, "shapes": {"x": []}},
+                {**good, "shapes": {"3": [[[1.5]]]}}, {**good, "line": "7"}):
+        with pytest.raises(sb.BadMessage):
+            sb.result_from_header(bad, [], "p")
+
+
+def test_payload_decoding_rejects_garbage():
+    frame = sb.encode_message({"kind": "result", "n_outputs": 1},
+                              [torch.ones(2)])
+    header, outputs = sb.decode_payload(frame[8:])
+    assert torch.equal(outputs[0], torch.ones(2))
+    for payload in (b"", b"\x00\x00\x00\x05{{{{{",
+                    frame[8:-3],
+                    sb.encode_message({"n_outputs": 2}, [torch.ones(2)])[8:],
+                    sb.encode_message({"n_outputs": 1},
+                                      [torch.ones(2, dtype=torch.int64)])[8:]):
+        with pytest.raises(sb.BadMessage):
+            sb.decode_payload(payload)
+
+
+def test_probe_encoding_round_trip_leaves_parent_tensors_alone():
+    probe = mh(inspect=True, kwargs={"return_attention": True,
+                                     "mask": torch.ones(3)})
+    probe.seed = 7
+    [back] = sb.decode_probes(sb.encode_probes([probe]))
+    assert back.id == probe.id and back.seed == 7 and back.inspect
+    assert torch.equal(back.args[0], probe.args[0])
+    assert torch.equal(back.kwargs["mask"], torch.ones(3))
+    assert back.kwargs["return_attention"] is True
+    assert set(back.state) == set(probe.state)
+    assert not probe.args[0].is_shared()

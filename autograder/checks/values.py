@@ -84,8 +84,9 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
     failures = [(c, v) for c, v in zip(cases, verdicts) if not v.ok]
     messages = {v.message for _, v in failures}
     if failures and len(failures) == len(cases) and len(messages) == 1:
-        outcome.lines.append(f"{FAIL} all {len(cases)} cases: "
-                             f"{failures[0][1].message}")
+        which = (f"all {len(cases)} cases" if len(cases) > 1 else
+                 "the only case")
+        outcome.lines.append(f"{FAIL} {which}: {failures[0][1].message}")
         return outcome
     hidden_ok = hidden_total = 0
     for case, verdict in zip(cases, verdicts):

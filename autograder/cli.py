@@ -1,0 +1,381 @@
+"""Command line of the grader: ``python -m autograder grade|check|gradescope``.
+
+Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
+configuration errors (a path that does not exist, missing test values, an
+invalid rubric).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from autograder import report
+from autograder.grade import (GradeResult, Runner, failed_grade,
+                              grade_source, load_mistake_messages,
+                              sandbox_runner)
+from autograder.rubric import DEFAULT_RUBRIC, Rubric, RubricError, load_rubric
+from autograder.submission import (Submission, UsageError, check_path,
+                                   resolve, submission_name, unique_names)
+from autograder.values import ValuesError, load_cases
+
+USAGE_ERROR = 2
+ROOT_ENV = "AUTOGRADER_ROOT"
+DEFAULT_ROOT = "/autograder"
+DEFAULT_CHECK_FILE = Path("transformer_lm") / "modeling_attention.py"
+
+DESCRIPTION = """\
+Autograder of the attention homework (SelfAttention, MultiHeadSelfAttention).
+
+  grade       grade submissions (staff): results.json + feedback.md each,
+              grades.csv and a summary table
+  check       preview of your grade on the public test cases (students)
+  gradescope  grade $AUTOGRADER_ROOT/submission into
+              $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
+
+Points, tolerances and test cases per item are in autograder/rubric.toml.
+Exit status: 0 when grading ran (whatever the scores), 2 for a usage or
+configuration error (bad path, missing test values, invalid rubric).
+"""
+
+GRADE_HELP = """\
+Grade each PATH as one submission. A PATH is a .py file, a directory (that
+holds exactly one modeling_attention.py; transformer_lm/ is preferred), or a
+.zip of either. To grade every entry of a folder of submissions pass
+FOLDER/* (or `make grade SUBMISSIONS=FOLDER`).
+
+Writes OUT/grades.csv (submission, score, max_score, one column per task)
+and, per submission, OUT/<name>/results.json (Gradescope format) and
+OUT/<name>/feedback.md. A submission whose code cannot be found (no
+modeling_attention.py in its folder or zip, an unsafe zip) gets 0 with the
+reason; it does not stop the batch. Submission names come from the file,
+folder or zip name (repeats get -2, -3, ...).
+"""
+
+
+# --------------------------------------------------------------------------
+# Shared helpers
+
+class ConfigError(Exception):
+    """Usage or configuration problem: exit status 2."""
+
+
+def _load_config(rubric_path: Path | None, values: Path | None,
+                 sets: tuple[str, ...]) -> tuple[Rubric, list]:
+    try:
+        rubric = load_rubric(rubric_path)
+        cases = load_cases(values, sets=sets)
+        load_mistake_messages()
+    except (RubricError, ValuesError) as exc:
+        raise ConfigError(str(exc)) from None
+    if not cases:
+        raise ConfigError("no test cases found: run `make test-values`")
+    return rubric, cases
+
+
+def _grade_one(sub: Submission, rubric: Rubric, cases: list, runner: Runner,
+               *, public_only: bool = False,
+               timeout: float | None = None) -> GradeResult:
+    """Grade a resolved submission; never raises."""
+    if sub.error or sub.source is None:
+        return failed_grade(sub.name, sub.filename or str(sub.path), rubric,
+                            error=sub.error or "no source to grade")
+    try:
+        return grade_source(sub.source, sub.filename, rubric, cases, runner,
+                            name=sub.name, public_only=public_only,
+                            timeout=timeout)
+    except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
+        return failed_grade(sub.name, sub.filename, rubric,
+                            internal_error=traceback.format_exc())
+
+
+def _write_outputs(grade: GradeResult, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        report.write_results(grade, folder / "results.json")
+        (folder / "feedback.md").write_text(report.feedback_markdown(grade))
+    except Exception:   # noqa: BLE001 - fall back to a minimal valid file
+        fallback = failed_grade(grade.name, grade.filename, None,
+                                internal_error=traceback.format_exc())
+        report.write_results(fallback, folder / "results.json")
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when it is a terminal."""
+
+    def __init__(self, total: int, stream: Any = None):
+        self.total, self.done = total, 0
+        self.stream = stream or sys.stderr
+        self.enabled = total > 1 and self.stream.isatty()
+        self.lock = threading.Lock()
+
+    def step(self, label: str) -> None:
+        """Count one finished submission."""
+        with self.lock:
+            self.done += 1
+            if not self.enabled:
+                return
+            width = 30
+            filled = width * self.done // self.total
+            bar = "#" * filled + "-" * (width - filled)
+            self.stream.write(f"\r[{bar}] {self.done}/{self.total} "
+                              f"{label[:30]:<30}")
+            if self.done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+
+
+def _sandbox_context():
+    """A warm Sandbox for a batch (closed afterwards). Imported late: the
+    check and gradescope paths and --help need not start it."""
+    from autograder.sandbox import Sandbox
+    return Sandbox()
+
+
+def _collect_answers(subs: list[Submission], out: Path) -> str:
+    """Hook for the notebooks' inline answers (autograder/answers.py):
+    pages per question under ``out/answers``. Optional: any failure is
+    reported and grading results stand."""
+    try:
+        from autograder import answers
+    except ImportError:
+        return ""
+    by_submission: dict[str, dict[str, str]] = {}
+    for sub in subs:
+        if not sub.notebooks:
+            continue
+        try:
+            by_submission[sub.name] = answers.collect_answers(sub.notebooks[0])
+        except Exception as exc:   # noqa: BLE001 - answers are optional
+            by_submission[sub.name] = {"Q1": f"(could not read the notebook:"
+                                       f" {exc})"}
+    if not by_submission:
+        return ""
+    try:
+        answers.write_question_pages(out, by_submission)
+    except Exception as exc:   # noqa: BLE001
+        return f"inline answers: could not write the pages ({exc})"
+    return f"inline answers: {out / 'answers'}/Q*.md"
+
+
+# --------------------------------------------------------------------------
+# Commands
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    """Grade every PATH into --out."""
+    paths = [Path(p) for p in args.paths
+             if not Path(p).name.startswith(".")]
+    for path in paths:
+        check_path(path)
+    if not paths:
+        raise ConfigError("no submission to grade")
+    sets = ("public",) if args.public_only else ("public", "hidden")
+    rubric, cases = _load_config(args.rubric, args.values, sets)
+    if not args.public_only and not any(c.set == "hidden" for c in cases):
+        raise ConfigError("test_values/hidden.safetensors is missing: the "
+                          "hidden cases cannot be graded (pass "
+                          "--public-only to grade on the public cases)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = unique_names([submission_name(p) for p in paths])
+    task_ids = [t.id for t in rubric.tasks]
+    progress = Progress(len(paths))
+    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
+    subs: list[Submission] = []
+    try:
+        with _sandbox_context() as sandbox:
+            runner = sandbox_runner(sandbox)
+
+            def work(pair: tuple[Path, str]) -> GradeResult:
+                path, name = pair
+                sub = resolve(path, workdir, name)
+                subs.append(sub)
+                grade = _grade_one(sub, rubric, cases, runner,
+                                   public_only=args.public_only,
+                                   timeout=args.timeout)
+                _write_outputs(grade, out / name)
+                progress.step(name)
+                return grade
+
+            with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+                grades = list(pool.map(work, zip(paths, names)))
+        report.write_grades_csv(grades, task_ids, out / "grades.csv")
+        note = _collect_answers(sorted(subs, key=lambda s: s.name), out)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(report.summary_table(grades, task_ids))
+    print(f"\n{len(grades)} graded into {out}/ (grades.csv, "
+          f"<submission>/results.json, <submission>/feedback.md)")
+    if note:
+        print(note)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Preview on the public cases, printed for the student."""
+    path = Path(args.file or DEFAULT_CHECK_FILE)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (run from the homework "
+                          f"folder, or give the file: `python -m autograder"
+                          f" check path/to/modeling_attention.py`)")
+    rubric, cases = _load_config(args.rubric, args.values, ("public",))
+    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
+    try:
+        sub = resolve(path, workdir)
+        sub.filename = str(path)
+        grade = _grade_one(sub, rubric, cases, sandbox_runner(),
+                           public_only=True, timeout=args.timeout)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(report.check_text(grade))
+    return 0
+
+
+def grade_gradescope(submission_dir: Path, results_path: Path, *,
+                     rubric_path: Path | None = None,
+                     values: Path | None = None) -> dict[str, Any]:
+    """Grade whatever is under ``submission_dir`` (a folder with
+    modeling_attention.py, or a zip of it) into ``results_path``. Always
+    writes a valid results.json, even if the grader itself fails."""
+    grade: GradeResult | None = None
+    rubric = None
+    try:
+        rubric, cases = _load_config(rubric_path, values,
+                                     ("public", "hidden"))
+        with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+            sub = resolve(Path(submission_dir), Path(tmp), "submission")
+            if sub.error:
+                sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
+            grade = _grade_one(sub, rubric, cases, sandbox_runner())
+            _attach_answers(grade, sub)
+    except Exception:   # noqa: BLE001 - results.json must be written
+        grade = failed_grade("submission", str(submission_dir), rubric,
+                             internal_error=traceback.format_exc())
+    try:
+        return report.write_results(grade, Path(results_path))
+    except Exception:   # noqa: BLE001 - last resort: a minimal valid file
+        data = {"score": 0.0, "output": report.APOLOGY,
+                "output_format": "md", "tests": []}
+        report.write_json(data, Path(results_path))
+        return data
+
+
+def _nested_zip(folder: Path, workdir: Path) -> Submission | None:
+    """Students sometimes upload submission.zip inside a folder."""
+    if not folder.is_dir():
+        return None
+    for archive in sorted(folder.rglob("*.zip")):
+        sub = resolve(archive, workdir, "submission")
+        if not sub.error:
+            return sub
+    return None
+
+
+def _attach_answers(grade: GradeResult, sub: Submission) -> None:
+    """Note in the feedback whether the notebook's answers were found
+    (they are graded by hand; see autograder/answers.py)."""
+    if not sub.notebooks:
+        return
+    try:
+        from autograder.answers import collect_answers
+        found = collect_answers(sub.notebooks[0])
+    except Exception:   # noqa: BLE001 - optional
+        return
+    missing = [q for q, text in found.items() if not text.strip()]
+    if missing:
+        grade.notes.append("Inline answers not found for "
+                           + ", ".join(missing) + " (graded by hand).")
+
+
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    """Gradescope entry point."""
+    root = Path(args.root or os.environ.get(ROOT_ENV, DEFAULT_ROOT))
+    results = root / "results" / "results.json"
+    data = grade_gradescope(root / "submission", results,
+                            rubric_path=args.rubric, values=args.values)
+    print(f"score {data['score']}: wrote {results}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# Parser
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``python -m autograder``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder", description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--rubric", type=Path, default=None,
+                         help=f"rubric file (default {DEFAULT_RUBRIC.name} "
+                              f"next to the grader)")
+        sub.add_argument("--values", type=Path, default=None,
+                         help="folder of the frozen test values (default "
+                              "$AUTOGRADER_VALUES or test_values/)")
+
+    grade = commands.add_parser(
+        "grade", help="grade submissions (staff)", description=GRADE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    grade.add_argument("paths", nargs="+", metavar="PATH",
+                       help=".py file, folder or .zip of one submission")
+    grade.add_argument("--out", default="grades", metavar="DIR",
+                       help="output folder (default: grades)")
+    grade.add_argument("--jobs", type=int, default=min(4, os.cpu_count()
+                                                       or 1), metavar="N",
+                       help="submissions graded in parallel (default: "
+                            "%(default)s)")
+    grade.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="override every probe's time limit (seconds)")
+    grade.add_argument("--public-only", action="store_true",
+                       help="grade on the public cases only (no hidden "
+                            "values available)")
+    common(grade)
+    grade.set_defaults(run=cmd_grade)
+
+    check = commands.add_parser(
+        "check", help="preview your grade on the public cases (students)",
+        description="Run the grader's checks on the PUBLIC test cases and "
+                    "print what passes, what fails and why, with the "
+                    "PEP 8 and shape-comment deductions. Hidden cases are "
+                    "graded when you submit.")
+    check.add_argument("file", nargs="?", metavar="FILE",
+                       help=f"your module (default: {DEFAULT_CHECK_FILE})")
+    check.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help=argparse.SUPPRESS)
+    common(check)
+    check.set_defaults(run=cmd_check)
+
+    gradescope = commands.add_parser(
+        "gradescope", help="grade on Gradescope (used by run_autograder)",
+        description=f"Grade ${ROOT_ENV}/submission (default {DEFAULT_ROOT})"
+                    f" and write ${ROOT_ENV}/results/results.json. Always "
+                    f"writes a valid results.json.")
+    gradescope.add_argument("--root", default=None,
+                            help=f"instead of ${ROOT_ENV}")
+    common(gradescope)
+    gradescope.set_defaults(run=cmd_gradescope)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ConfigError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+

@@ -1,0 +1,266 @@
+"""Turn GradeResults into Gradescope's results.json, feedback.md, the
+terminal preview of ``check``, grades.csv and the batch summary."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from autograder.grade import CheckResult, GradeResult, TaskResult
+
+APOLOGY = ("Sorry: the autograder itself failed while grading your "
+           "submission. This is not your fault and this score of 0 is not "
+           "your grade: the course staff have been given the details and "
+           "will regrade it.")
+HIDDEN_NOTE = ("Hidden cases are graded on submission; their details are "
+               "shown once grades are published.")
+
+
+def _pts(value: float) -> str:
+    return f"{value:g}"
+
+
+def _total_text(grade: GradeResult) -> str:
+    bonus = sum(b.applied for t in grade.tasks for b in t.bonuses)
+    text = f"{_pts(grade.score)} / {_pts(grade.max_score)}"
+    if bonus:
+        text += f" (including a +{_pts(bonus)} bonus)"
+    return text
+
+
+def _item_status(result: CheckResult) -> str:
+    return "passed" if result.outcome.passed else "failed"
+
+
+def _task_points(task: TaskResult) -> str:
+    bonus = sum(b.applied for b in task.bonuses)
+    text = f"{_pts(task.score - bonus)} / {_pts(task.task.max_points)}"
+    return text + (f" (+{_pts(bonus)} bonus)" if bonus else "")
+
+
+# --------------------------------------------------------------------------
+# results.json
+
+def results_json(grade: GradeResult) -> dict[str, Any]:
+    """Gradescope's results format. The score equals the sum of the test
+    scores: items, deductions (negative, after the floor) and bonuses;
+    the items' max_score add up to the rubric's max score."""
+    tests: list[dict[str, Any]] = []
+    if grade.internal_error or grade.error or not grade.tasks:
+        message = grade.error or APOLOGY
+        if grade.internal_error and not grade.error:
+            message += "\n\nFor staff:\n```\n" + grade.internal_error[-3000:] \
+                + "\n```"
+        tests.append({"name": "Grading", "score": 0.0,
+                      "max_score": grade.max_score, "status": "failed",
+                      "output": message, "output_format": "md",
+                      "visibility": "visible"})
+        return _top(grade, tests, message)
+    hidden: list[str] = []
+    for task in grade.tasks:
+        for result in task.items:
+            tests.append(_test(task, result, result.check.points))
+            hidden += _hidden(result)
+        for result in task.deductions:
+            tests.append(_test(task, result, 0.0, prefix="Deduction"))
+            hidden += _hidden(result)
+        for result in task.bonuses:
+            tests.append(_test(task, result, 0.0, prefix="Bonus"))
+    if hidden:
+        tests.append({
+            "name": "Hidden cases: details (0 points)", "score": 0.0,
+            "max_score": 0.0, "status": "failed",
+            "output": "\n\n".join(hidden), "output_format": "md",
+            "visibility": "after_published"})
+    return _top(grade, tests, overview(grade))
+
+
+def _top(grade: GradeResult, tests: list[dict[str, Any]],
+         output: str) -> dict[str, Any]:
+    return {
+        "score": round(sum(t["score"] for t in tests), 6),
+        "output": output,
+        "output_format": "md",
+        "stdout_visibility": "hidden",
+        "execution_time": round(grade.seconds, 2),
+        "tests": tests,
+        "extra_data": {
+            "submission": grade.name,
+            "tasks": {t.task.id: t.score for t in grade.tasks},
+            "mistakes": grade.mistakes(),
+            "public_only": grade.public_only,
+            "internal_error": bool(grade.internal_error),
+        },
+    }
+
+
+def _test(task: TaskResult, result: CheckResult, max_score: float,
+          prefix: str = "") -> dict[str, Any]:
+    check = result.check
+    name = f"{check.id} {check.title}"
+    if prefix:
+        name = f"{prefix} ({task.task.title}): {check.title}"
+    else:
+        name = f"{task.task.title} / {name}"
+    lines = list(result.outcome.lines)
+    if prefix == "Deduction" and result.applied:
+        lines.insert(0, f"**{_pts(result.applied)} point**")
+    return {"name": name, "number": check.id, "score": result.applied,
+            "max_score": max_score, "status": _item_status(result),
+            "output": "\n".join(lines), "output_format": "md",
+            "visibility": "visible", "tags": [task.task.id]}
+
+
+def _hidden(result: CheckResult) -> list[str]:
+    if not result.outcome.hidden_lines:
+        return []
+    return [f"**{result.check.id} {result.check.title}**\n"
+            + "\n".join(result.outcome.hidden_lines)]
+
+
+def overview(grade: GradeResult) -> str:
+    """The top of the student's results: total, per task, what printed."""
+    lines = [f"**Score: {_total_text(grade)}**", ""]
+    for task in grade.tasks:
+        lines.append(f"- {task.task.title}: {_task_points(task)}")
+    if grade.public_only:
+        lines += ["", f"These are the **public cases only**. {HIDDEN_NOTE}"]
+    if grade.notes:
+        lines += [""] + [f"Note: {note}" for note in grade.notes]
+    mistakes = grade.mistakes()
+    if mistakes:
+        lines += ["", "Recognised common mistakes: "
+                  + ", ".join(f"`{m}`" for m in mistakes)]
+    if grade.stdout.strip():
+        lines += ["", "Your code printed (shown for debugging; printing "
+                  "is not needed):", "```", grade.stdout.rstrip(), "```"]
+    return "\n".join(lines)
+
+
+def write_results(grade: GradeResult, path: Path) -> dict[str, Any]:
+    """Write results.json atomically and return its content."""
+    data = results_json(grade)
+    write_json(data, path)
+    return data
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    """Write JSON via a temporary file, so a crash never leaves half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------
+# feedback.md and the terminal preview
+
+def feedback_markdown(grade: GradeResult, *, hidden_details: bool = True
+                      ) -> str:
+    """A readable report: per task its points, every check with its
+    verdict and explanation, deductions with their line messages."""
+    out = [f"# Feedback: {grade.name}", "", f"File: `{grade.filename}`", ""]
+    if grade.error or grade.internal_error or not grade.tasks:
+        out.append(f"**Score: 0 / {_pts(grade.max_score)}**\n")
+        out.append(grade.error or APOLOGY)
+        if grade.internal_error:
+            out += ["", "For staff:", "```", grade.internal_error.rstrip(),
+                    "```"]
+        return "\n".join(out) + "\n"
+    out += [overview(grade), ""]
+    for task in grade.tasks:
+        out += [f"## {task.task.title}: {_task_points(task)}", ""]
+        if task.not_implemented:
+            out += ["_Not implemented yet._", ""]
+        for result in task.items:
+            mark = "✔" if result.outcome.passed else "✘"
+            out.append(f"### {mark} {result.check.id} {result.check.title} "
+                       f"({_pts(result.applied)} / "
+                       f"{_pts(result.check.points)})")
+            out += [""] + result.outcome.lines + [""]
+        for label, results in (("Deductions", task.deductions),
+                               ("Bonus", task.bonuses)):
+            if not results:
+                continue
+            out += [f"### {label}", ""]
+            for result in results:
+                out.append(f"- **{result.check.title}**: "
+                           f"{_pts(result.applied)}")
+                out += ["  " + line for line in result.outcome.lines]
+            out.append("")
+    hidden = [h for t in grade.tasks for r in t.items for h in _hidden(r)]
+    if hidden_details and hidden:
+        out += ["## Hidden cases: details (staff; students see these once "
+                "grades are published)", ""] + hidden
+    return "\n".join(out).rstrip() + "\n"
+
+
+def check_text(grade: GradeResult) -> str:
+    """The terminal preview of ``python -m autograder check``."""
+    if grade.error or grade.internal_error or not grade.tasks:
+        return feedback_markdown(grade)
+    out = []
+    for task in grade.tasks:
+        out += [f"{task.task.title}: {_task_points(task)}"]
+        for result in (*task.items, *task.deductions, *task.bonuses):
+            mark = "ok  " if result.outcome.passed else "FAIL"
+            section = {"item": "", "deduction": "deduction: ",
+                       "bonus": "bonus: "}[result.check.section]
+            out.append(f"  [{mark}] {result.check.id} {section}"
+                       f"{result.check.title} ({_pts(result.applied)})")
+            out += ["         " + line for line in result.outcome.lines
+                    if not result.outcome.passed
+                    or result.check.section == "item"]
+        out.append("")
+    if grade.stdout.strip():
+        out += ["Your code printed:", grade.stdout.rstrip(), ""]
+    bonus = sum(b.applied for t in grade.tasks for b in t.bonuses)
+    out.append(f"Score on the public cases: {_pts(grade.score - bonus)} / "
+               f"{_pts(grade.max_score)} (+{_pts(bonus)} bonus)")
+    out.append(HIDDEN_NOTE)
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------
+# Batch outputs
+
+def csv_columns(task_ids: list[str]) -> list[str]:
+    """grades.csv's header: submission, score, max_score, task ids."""
+    return ["submission", "score", "max_score", *task_ids]
+
+
+def write_grades_csv(grades: list[GradeResult], task_ids: list[str],
+                     path: Path) -> None:
+    """One row per submission; a task column holds the task's points
+    (its bonus included, so the task columns add up to the score)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(csv_columns(task_ids))
+        for grade in grades:
+            by_task = {t.task.id: t.score for t in grade.tasks}
+            writer.writerow([grade.name, _pts(grade.score),
+                             _pts(grade.max_score),
+                             *(_pts(by_task.get(t, 0.0)) for t in task_ids)])
+
+
+def summary_table(grades: list[GradeResult], task_ids: list[str]) -> str:
+    """A fixed-width table of every submission's scores and notes."""
+    header = ["submission", "score", *task_ids, "notes"]
+    rows = []
+    for grade in grades:
+        by_task = {t.task.id: t.score for t in grade.tasks}
+        note = ("GRADER ERROR" if grade.internal_error else
+                grade.error[:60] if grade.error else
+                ", ".join(grade.mistakes())[:60])
+        rows.append([grade.name, f"{_pts(grade.score)}/"
+                     f"{_pts(grade.max_score)}",
+                     *(_pts(by_task.get(t, 0.0)) for t in task_ids), note])
+    widths = [max(len(str(r[i])) for r in [header, *rows])
+              for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+             for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -293,11 +293,13 @@ def scan_bytes(path: str, data: bytes, secrets: Secrets) -> list[Leak]:
     elif text is not None and "\0" not in text:
         leaks += scan_text(path, text, secrets)
     else:
-        for key, chunk in secrets.byte_chunks:
-            offset = data.find(chunk)
-            if offset >= 0:
-                leaks.append(Leak(path, 0, "hidden values",
-                                  f"raw bytes of {key} at offset {offset}"))
+        hits = [(key, data.find(chunk)) for key, chunk in secrets.byte_chunks]
+        hits = [(key, offset) for key, offset in hits if offset >= 0]
+        if hits:  # one finding per file: the first tensor found, and a count
+            tensors = len({key for key, _ in hits})
+            leaks.append(Leak(path, 0, "hidden values",
+                              f"raw bytes of {hits[0][0]} at offset "
+                              f"{hits[0][1]} ({tensors} hidden tensors)"))
         low = data.lower()
         for sha in secrets.sha256s:
             if sha.encode() in low:

@@ -6,13 +6,14 @@ exercised by the integration test at the end, when it is available).
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
-from autograder.checks.shape_comments import (ShapeIssue,
+from autograder.checks.shape_comments import (VOCABULARY, ShapeIssue,
                                               check_shape_comments,
                                               parse_comment, statement_text)
 from autograder.regions import find_regions, student_statements
@@ -79,6 +80,7 @@ class _Instrument(ast.NodeTransformer):
         return node
 
 
+@functools.lru_cache(maxsize=None)
 def trace(source: str, causal: tuple[bool, ...] = (False, True)
           ) -> dict[int, list[list[list[int]]]]:
     """Shapes bound by the student statements of ``source`` when both
@@ -411,6 +413,99 @@ def test_non_tensor_statements_need_nothing():
     assert issues_of(source) == []
 
 
+def test_nanogpt_style_passes():
+    source = with_regions(REFERENCE, {
+        "2.1": """
+            B, T, C = x.size()
+            q = self.q(x).view(B, T, self.num_heads, self.head_size)
+            q = q.transpose(1, 2)  # (B, nh, T, hs)
+            k = self.k(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+            # (B, T, C) -> (B, T, nh, hs) -> (B, nh, T, hs)
+            v = self.v(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+            # (B, nh, T, hs)
+            scores = (q @ k.transpose(-2, -1)) * (1 / self.scale)
+            # (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+        """})
+    # "B, T, C = x.size()" binds ints; q on its first line is
+    # [B, T, nh, hs] and its comment is the chain of the second q.
+    line = line_of(source, "q = self.q(x).view")
+    assert [(i.line, i.kind) for i in issues_of(source)] == \
+        [(line, "missing")]
+
+
+def test_scalar_tensors_need_no_comment():
+    source = with_regions(REFERENCE, {"1.2": """
+        scale = torch.tensor(float(self.q.out_features)).sqrt()
+        q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, hidden]
+        probs = torch.softmax(q @ k.mT / scale, -1)  # [bs, seq, seq]
+        return probs @ v  # [bs, seq, hidden]
+    """})
+    assert issues_of(source) == []
+
+
+def test_claims_may_describe_non_tensor_targets_too():
+    source = with_regions(REFERENCE, {"1.2": """
+        q, n = self.q(x), x.shape[1]  # [bs, seq, hidden], seq_len (int)
+        k, v = self.k(x), self.v(x)  # [bs, seq, hidden]
+        probs = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)
+        # [bs, seq, seq]
+        return probs @ v  # [bs, seq, hidden]
+    """})
+    assert issues_of(source) == []
+
+
+def test_growing_tensor_with_loop_variable_name():
+    source = with_regions(REFERENCE, MH_GROWING).replace(
+        "# [bs, seq, (i + 1) * hs]", "# [bs, seq, k * hs] for k heads")
+    assert issues_of(source) == []
+    # The dimensions that do not vary are still checked.
+    wrong = with_regions(REFERENCE, MH_GROWING).replace(
+        "# [bs, seq, (i + 1) * hs]", "# [seq, bs, (i + 1) * hs]")
+    assert [i.kind for i in issues_of(wrong)] == ["wrong"]
+
+
+def test_never_ran_lines_are_never_wrong():
+    source = REFERENCE.replace("        # [seq, seq]\n",
+                               "        # [bs, hidden, hidden, 1]\n")
+    assert issues_of(source, causal=(False,)) == []
+    assert [i.kind for i in issues_of(source)] == ["wrong"]
+
+
+def _reference_statements() -> list[tuple[int, str]]:
+    """(line, shape comment) of every commented reference statement."""
+    observed = trace(REFERENCE)
+    lines = REFERENCE.splitlines()
+    tree = ast.parse(REFERENCE)
+    found = []
+    for _, node in student_statements(tree, find_regions(REFERENCE, tree)):
+        if node.lineno not in observed:
+            continue
+        for n in (node.end_lineno, node.end_lineno + 1):
+            text = lines[n - 1]
+            if "# [" in text:
+                found.append((n, text[text.index("# ["):]))
+                break
+    return found
+
+
+@pytest.mark.parametrize("line, comment", _reference_statements())
+def test_each_reference_comment_is_checked(line, comment):
+    lines = REFERENCE.splitlines()
+    old = lines[line - 1]
+    # A wrong claim: the dimensions reversed, plus one.
+    wrong = "# [" + ", ".join(["1"] + comment[3:-1].split(", ")[::-1]) + "]"
+    lines[line - 1] = old.replace(comment, wrong)
+    issues = issues_of("\n".join(lines) + "\n")
+    assert [i.kind for i in issues] == ["wrong"]
+    assert issues[0].line <= line
+    # No comment at all.
+    lines[line - 1] = old.replace(comment, "").rstrip()
+    if not lines[line - 1].strip():
+        del lines[line - 1]
+    issues = issues_of("\n".join(lines) + "\n")
+    assert [i.kind for i in issues] == ["missing"]
+
+
 # --------------------------------------------------------------------------
 # Mistakes lose points, with a message naming the line and the reason
 
@@ -570,3 +665,11 @@ def test_reference_with_worker_tracer():
             seen.extend(r for r in runs if r not in seen)
     assert observed == trace(REFERENCE)
     assert check_shape_comments(REFERENCE, observed, DIMS) == []
+
+
+def test_docs_list_the_whole_vocabulary():
+    doc = (ROOT / "docs/shape-comments.md").read_text()
+    for canon, names in VOCABULARY.items():
+        row = next(line for line in doc.splitlines()
+                   if line.startswith(f"| `{canon}`"))
+        assert row.split("|")[2].strip() == ", ".join(names)

@@ -39,7 +39,7 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
     "input_size": ("input_size", "input", "in", "d_in", "din", "input_dim",
                    "d_input", "in_features", "in_dim", "in_size", "i", "emb",
                    "d_emb", "embed_dim", "emb_dim", "embedding_dim", "e",
-                   "c"),
+                   "c", "d", "dim"),
     "hidden": ("hidden", "hidden_size", "hidden_dim", "h", "d_model",
                "dmodel", "d", "d_out", "dout", "dim", "hid", "d_hidden",
                "d_hid", "out", "out_features", "output_size", "output_dim",
@@ -499,13 +499,14 @@ def _assign(claims: list[_Claim], shapes: list[list[int]],
 
 def _matches(parsed: _Parsed, runs: list[list[list[int]]],
              dims: dict[str, int]) -> bool:
-    """Any execution described by the claims (shapes can legitimately
-    vary between executions, e.g. a tensor grown by ``torch.cat`` in a
-    loop)."""
+    """Whether the claims describe some execution, or every execution
+    when the sizes that vary between them (a tensor grown by ``torch.cat``
+    in a loop) are left unchecked."""
     if parsed.unreadable is not None:
         # Shapes that vary between executions may need a loop variable
         # (``[bs, seq, (i + 1) * head_size]``): not the student's fault.
-        return len(runs) > 1 and parsed.unreadable.isidentifier()
+        return _varying(runs) is not None and \
+            parsed.unreadable.isidentifier()
     if any(_assign(parsed.claims, shapes, dims) for shapes in runs):
         return True
     free = _varying(runs)
@@ -589,8 +590,8 @@ class _Candidates:
     own: str
     after: str
     before: str
-    after_shared: bool
-    before_shared: bool
+    after_shared: ast.stmt | None    # the statement the block touches
+    before_shared: ast.stmt | None
 
     def acceptable(self) -> list[str]:
         """Every text that may hold the statement's shape."""
@@ -599,32 +600,36 @@ class _Candidates:
             texts.append(f"{self.own} {self.after}")   # wrapped groups
         return [t for t in texts if t]
 
-    def reportable(self) -> list[str]:
-        """The texts to quote in an issue, most likely owner first."""
+    def reportable(self, belongs) -> list[str]:
+        """The texts to quote in an issue, most likely owner first; a
+        shared block for which ``belongs(text, neighbour)`` is left out."""
         texts = [self.own]
-        if self.after:
+        if self.after and not (self.after_shared and
+                               belongs(self.after, self.after_shared)):
             texts.append(f"{self.own} {self.after}".strip())
         order = [(self.after, self.after_shared),
                  (self.before, self.before_shared)]
         texts += [t for t, shared in order if not shared]
-        texts += [t for t, shared in order if shared]
+        texts += [t for t, shared in order
+                  if shared and not belongs(t, shared)]
         return [t for t in texts if t]
 
 
 def _candidates(node: ast.stmt, region: Region, lines: _Lines,
-                starts: set[int], ends: set[int]) -> _Candidates:
+                starts: dict[int, ast.stmt],
+                ends: dict[int, ast.stmt]) -> _Candidates:
     own = " ".join(lines.comment[n] for n in _span(node)
                    if n in lines.comment)
     after, n = [], node.end_lineno + 1
     while n <= region.end and n in lines.only:
         after.append(lines.comment[n])
         n += 1
-    after_shared = n <= region.end and n in starts
+    after_shared = starts.get(n) if n <= region.end else None
     before, n = [], node.lineno - 1
     while n >= region.start and n in lines.only:
         before.insert(0, lines.comment[n])
         n -= 1
-    before_shared = n >= region.start and n in ends
+    before_shared = ends.get(n) if n >= region.start else None
     return _Candidates(own, " ".join(after), " ".join(before),
                        after_shared, before_shared)
 
@@ -782,11 +787,12 @@ def check_shape_comments(
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]
     lines = _scan(source)
-    starts = {n.lineno for _, n in statements}
-    ends = {n.end_lineno for _, n in statements}
+    starts = {n.lineno: n for _, n in statements}
+    ends = {n.end_lineno: n for _, n in statements}
 
     def runs_of(node: ast.stmt) -> list[list[list[int]]]:
-        runs = [[s for s in run if s is not None]
+        # 0-dim tensors (a scale factor) have no shape worth a comment.
+        runs = [[list(s) for s in run if s]
                 for run in observed.get(node.lineno, [])]
         return [run for run in runs if run]
 
@@ -828,7 +834,14 @@ def check_shape_comments(
         parsed = [parse_comment(t) for t in cands.acceptable()]
         if any(_matches(p, runs, dims_here) for p in parsed):
             continue
-        report = next((p for p in map(parse_comment, cands.reportable())
+
+        def belongs(text: str, neighbour: ast.stmt) -> bool:
+            # A shared comment that fits the neighbour is the neighbour's.
+            return _matches(parse_comment(text), runs_of(neighbour),
+                            dims_here)
+
+        report = next((p for p in map(parse_comment,
+                                      cands.reportable(belongs))
                        if p.says_something), None)
         if report is None:
             issue("missing",

@@ -19,12 +19,15 @@ from typing import Any, Callable
 
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.protocol import NOT_RUN, Probe, ProbeResult
+from autograder.protocol import MEMORY, NOT_RUN, TIMEOUT, Probe, ProbeResult
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, register, select_cases)
 
 MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
 STDOUT_SHOWN = 2000        # characters of the student's printing we quote
+
+# Statuses after which the rest of a check's probes are not worth running.
+_STOPPING = (TIMEOUT, MEMORY)
 
 Runner = Callable[[str, str, list[Probe]], list[ProbeResult]]
 
@@ -223,21 +226,75 @@ def _cases_for(check: Check, cases: list, public_only: bool) -> list:
     return chosen
 
 
-def plan_probes(rubric: Rubric, cases: list, ctx: Context,
-                timeout: float | None = None) -> list[Probe]:
-    """Every probe the rubric needs, once each, in rubric order. Raises
-    RubricError if an item selects no case (unless public-only)."""
-    planned: dict[str, Probe] = {}
+def plan_checks(rubric: Rubric, cases: list, ctx: Context,
+                timeout: float | None = None
+                ) -> list[tuple[Check, list[Probe]]]:
+    """Each check with the probes it needs (ids shared between checks).
+    Raises RubricError if a check selects no case (unless public-only)."""
+    planned = []
     for task in rubric.tasks:
         for check in (*task.items, *task.deductions, *task.bonuses):
             chosen = _cases_for(check, cases, ctx.public_only)
             if check.cases and not chosen:
                 continue
-            for probe in kind(check).impl.plan(check, task, chosen, ctx):
-                if timeout is not None:
-                    probe = replace(probe, timeout=timeout)
-                planned.setdefault(probe.id, probe)
-    return list(planned.values())
+            found = kind(check).impl.plan(check, task, chosen, ctx)
+            if timeout is not None:
+                found = [replace(p, timeout=timeout) for p in found]
+            planned.append((check, found))
+    return planned
+
+
+def plan_probes(rubric: Rubric, cases: list, ctx: Context,
+                timeout: float | None = None) -> list[Probe]:
+    """Every probe the rubric needs, once each, in rubric order."""
+    return _unique(p for _, found in plan_checks(rubric, cases, ctx, timeout)
+                   for p in found)
+
+
+def _unique(probes) -> list[Probe]:
+    seen: dict[str, Probe] = {}
+    for probe in probes:
+        seen.setdefault(probe.id, probe)
+    return list(seen.values())
+
+
+def run_phased(planned: list[tuple[Check, list[Probe]]], source: str,
+               filename: str, runner: Runner) -> dict[str, ProbeResult]:
+    """Run the probes in two sandbox calls so that hostile code costs one
+    time limit per check, not one per case.
+
+    Phase 1 runs each check's first probe. A check whose first probe hit
+    the time or memory limit is all-or-nothing lost already: its other
+    probes are skipped (unless another check needs them). If the module
+    failed to import, every probe shares that failure. Phase 2 runs the
+    rest.
+    """
+    def run(batch: list[Probe]) -> None:
+        if batch:
+            for probe, result in zip(batch, runner(source, filename, batch)):
+                results[probe.id] = result
+
+    results: dict[str, ProbeResult] = {}
+    run(_unique(found[0] for _, found in planned if found))
+    first = list(results.values())
+    if first and all(not r.ok and r.phase == "import" for r in first):
+        for _, found in planned:
+            for probe in found:
+                results.setdefault(probe.id, replace(first[0], id=probe.id,
+                                                     stdout=""))
+        return results
+    blocked = {check.id: results[found[0].id] for check, found in planned
+               if found and results[found[0].id].status in _STOPPING}
+    run(_unique(p for check, found in planned if check.id not in blocked
+                for p in found if p.id not in results))
+    for check, found in planned:
+        canary = blocked.get(check.id)
+        for probe in found:
+            if probe.id not in results and canary is not None:
+                results[probe.id] = ProbeResult(
+                    probe.id, NOT_RUN, f"skipped: an earlier call of this "
+                    f"check failed ({P.short_failure(canary)})")
+    return results
 
 
 def _evaluate(check: Check, task: Task, cases: list,
@@ -304,14 +361,11 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
     try:
         ctx = Context(mistake_messages or load_mistake_messages(),
                       rubric.mistake_atol, source, public_only)
-        probes = plan_probes(rubric, cases, ctx, timeout)
-        results = dict.fromkeys(p.id for p in probes)
-        if probes:
-            for probe, result in zip(probes, runner(source, filename,
-                                                    probes)):
-                results[probe.id] = result
+        planned = plan_checks(rubric, cases, ctx, timeout)
+        probes = _unique(p for _, found in planned for p in found)
+        results = run_phased(planned, source, filename, runner)
         for probe in probes:
-            if results[probe.id] is None:
+            if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
                                                 "no result from the sandbox")
         grade.stdout = _printed(probes, results)
@@ -358,5 +412,4 @@ def sandbox_runner(sandbox: Any = None, **limits: Any) -> Runner:
 
 __all__ = ["CheckResult", "GradeResult", "Runner", "TaskResult",
            "failed_grade", "grade_source", "load_mistake_messages",
-           "plan_probes", "sandbox_runner"]
-
+           "plan_checks", "plan_probes", "run_phased", "sandbox_runner"]

@@ -300,8 +300,8 @@ def _number(value: Any, where: str, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RubricError(f"{where} must be a number, got {value!r}")
     if value < 0 or (positive and value == 0):
-        raise RubricError(f"{where} must be {'positive' if positive else '>= 0'}"
-                          f", got {value!r}")
+        bound = "positive" if positive else ">= 0"
+        raise RubricError(f"{where} must be {bound}, got {value!r}")
     return float(value)
 
 

@@ -51,7 +51,8 @@ Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
 def _hint(ctx: Context, mistake: str | None) -> str:
     if mistake is None:
         return ""
-    return f" This looks like a common mistake: {ctx.mistake_messages.get(mistake, mistake)}"
+    explanation = ctx.mistake_messages.get(mistake, mistake)
+    return f" This looks like a common mistake: {explanation}"
 
 
 def _failed_probe(results: list[ProbeResult],
@@ -220,7 +221,8 @@ class LinearAttributes:
         probe = self._probe(check, task)
         result = results[probe.id]
         if not result.ok:
-            return Outcome(0.0, False, [f"{FAIL} {P.failure_text(result, probe)}"],
+            return Outcome(0.0, False,
+                           [f"{FAIL} {P.failure_text(result, probe)}"],
                            not_implemented=P.is_not_implemented(result))
         init = check.params["init"]
         want_in = init[check.params.get("in_features", "input_size")]

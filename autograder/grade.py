@@ -110,9 +110,9 @@ class Pycodestyle:
         from autograder.checks.style import style_issues
         issues = style_issues(ctx.source, task.cls)
         if not issues:
-            return Outcome(0.0, True, [f"{PASS} no pycodestyle violation in "
+            return Outcome(0.0, True, [f"- {PASS} no pycodestyle violation in "
                                        f"{task.cls}"])
-        lines = [f"{FAIL} {len(issues)} pycodestyle violation"
+        lines = [f"- {FAIL} {len(issues)} pycodestyle violation"
                  f"{'s' * (len(issues) > 1)} in {task.cls}:"]
         lines += [f"  - {issue.message}" for issue in issues[:20]]
         if len(issues) > 20:
@@ -165,13 +165,13 @@ class ShapeComments:
                                                   self.dims(check))
                   if i.cls == task.cls]
         note = [] if ran else [
-            "  (your code did not run, so only the presence of comments "
+            "- (your code did not run, so only the presence of comments "
             "was checked)"]
         if not issues:
-            return Outcome(0.0, True, [f"{PASS} shape comments in "
+            return Outcome(0.0, True, [f"- {PASS} shape comments in "
                                        f"{task.cls} are present and right"]
                            + note)
-        lines = [f"{FAIL} shape comments in {task.cls}:"]
+        lines = [f"- {FAIL} shape comments in {task.cls}:"]
         lines += [f"  - {issue.message}" for issue in issues]
         return Outcome(check.points, False, lines + note)
 
@@ -196,12 +196,12 @@ class StatementCount:
         count = count_statements(ctx.source, task.cls, method)
         where = f"{task.cls}.{method}"
         if count is None:
-            return Outcome(0.0, False, [f"{FAIL} {where} not found"])
+            return Outcome(0.0, False, [f"- {FAIL} {where} not found"])
         if count <= limit:
             return Outcome(check.points, True, [
-                f"{PASS} {where} has {count} statement"
+                f"- {PASS} {where} has {count} statement"
                 f"{'s' * (count != 1)} (at most {limit})"])
-        return Outcome(0.0, False, [f"{FAIL} {where} has {count} "
+        return Outcome(0.0, False, [f"- {FAIL} {where} has {count} "
                                     f"statements; the bonus needs at most "
                                     f"{limit}"])
 
@@ -301,14 +301,14 @@ def _evaluate(check: Check, task: Task, cases: list,
               results: dict[str, ProbeResult], ctx: Context) -> Outcome:
     chosen = _cases_for(check, cases, ctx.public_only)
     if check.cases and not chosen:
-        return Outcome(0.0, False, ["no public case for this check: it is "
+        return Outcome(0.0, False, ["- no public case for this check: it is "
                                     "graded on the hidden cases when you "
                                     "submit"])
     try:
         return kind(check).impl.evaluate(check, task, chosen, results, ctx)
     except Exception:   # noqa: BLE001 - one broken check must not sink all
         return Outcome(0.0, False, [
-            "the grader could not evaluate this check (a bug in the "
+            "- the grader could not evaluate this check (a bug in the "
             "grader, not in your code; staff have the details)"],
             hidden_lines=[traceback.format_exc()])
 
@@ -330,7 +330,7 @@ def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
         earned += result.applied
         if result.outcome.points and result.applied > -result.outcome.points:
             result.outcome.lines.append(
-                f"  (-{result.outcome.points:g} limited to "
+                f"- (-{result.outcome.points:g} limited to "
                 f"{result.applied:g}: a task's score never goes below 0)")
         deductions.append(result)
     passed = {i.check.id for i in items if i.outcome.passed}
@@ -339,7 +339,7 @@ def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
         missing = [r for r in check.requires if r not in passed]
         if missing:
             outcome = Outcome(0.0, False, [
-                f"{FAIL} needs {', '.join(missing)} to pass first"])
+                f"- {FAIL} needs {', '.join(missing)} to pass first"])
         else:
             outcome = _evaluate(check, task, cases, results, ctx)
         bonuses.append(CheckResult(check, outcome, outcome.points))

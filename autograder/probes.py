@@ -89,8 +89,7 @@ def failure_text(result: ProbeResult, probe: Probe) -> str:
     if result.status == IMPORT_ERROR:
         return f"the module failed to import: {message}"
     if result.status == TIMEOUT:
-        return (f"{call_text(probe)} did not finish within "
-                f"{probe.timeout:g} s (an infinite loop?): {message}")
+        return f"{call_text(probe)} did not finish: {message}"
     if result.status == MEMORY:
         return f"{call_text(probe)} used too much memory: {message}"
     if result.status == CRASH:
@@ -117,7 +116,7 @@ def short_failure(result: ProbeResult) -> str:
             TIMEOUT: "timed out",
             MEMORY: "used too much memory",
             CRASH: "the worker stopped (exit or crash)",
-            NOT_RUN: "not run"}.get(
+            NOT_RUN: result.message or "not run"}.get(
         result.status,
         f"raised {result.exception}" if result.exception else "failed")
 

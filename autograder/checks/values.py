@@ -51,8 +51,7 @@ Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
 def _hint(ctx: Context, mistake: str | None) -> str:
     if mistake is None:
         return ""
-    explanation = ctx.mistake_messages.get(mistake, mistake)
-    return f" This looks like a common mistake: {explanation}"
+    return f" (looks like the common mistake `{mistake}`, see below)"
 
 
 def _failed_probe(results: list[ProbeResult],
@@ -73,47 +72,60 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
               ctx: Context) -> Outcome:
     """All-or-nothing over the cases: points only if every case passes.
 
-    Public cases are described in full; a hidden case only by its
-    description and a few words, its details go to ``hidden_lines``.
-    Identical failures (an unfinished skeleton, an import error) are said
-    once.
+    Public cases are described in full; hidden cases only by their
+    description and a few words (grouped), their details go to
+    ``hidden_lines``. Identical failures (an unfinished skeleton, an
+    import error) are said once; each recognised mistake is explained once.
     """
     passed = all(v.ok for v in verdicts)
     outcome = Outcome(check.points if passed else 0.0, passed)
-    outcome.mistakes = sorted({v.mistake for v in verdicts if v.mistake})
+    outcome.mistakes = list(dict.fromkeys(v.mistake for v in verdicts
+                                          if v.mistake))
     outcome.not_implemented = any(v.not_implemented for v in verdicts)
     failures = [(c, v) for c, v in zip(cases, verdicts) if not v.ok]
-    messages = {v.message for _, v in failures}
-    if failures and len(failures) == len(cases) and len(messages) == 1:
+    if failures and len(failures) == len(cases) and \
+            len({v.message for _, v in failures}) == 1:
         which = (f"all {len(cases)} cases" if len(cases) > 1 else
                  "the only case")
-        outcome.lines.append(f"{FAIL} {which}: {failures[0][1].message}")
-        return outcome
+        outcome.lines.append(f"- {FAIL} {which}: {failures[0][1].message}")
+    else:
+        _case_lines(outcome, cases, verdicts)
+    for mistake in outcome.mistakes:
+        outcome.lines.append(f"- Common mistake `{mistake}`: "
+                             f"{ctx.mistake_messages.get(mistake, '')}")
+    return outcome
+
+
+def _case_lines(outcome: Outcome, cases: list,
+                verdicts: list[Verdict]) -> None:
+    hidden_failed: dict[tuple[str, str], list[str]] = {}
     hidden_ok = hidden_total = 0
     for case, verdict in zip(cases, verdicts):
-        if case.set == "hidden":
-            hidden_total += 1
-            hidden_ok += verdict.ok
-            if not verdict.ok:
-                hint = (f"; {ctx.mistake_messages[verdict.mistake]}"
-                        if verdict.mistake in ctx.mistake_messages else "")
-                outcome.lines.append(
-                    f"{FAIL} a hidden case ({case.description}) failed: "
-                    f"{verdict.short}{hint}")
-                outcome.hidden_lines.append(
-                    f"{FAIL} hidden case {_case_label(case)}: "
-                    f"{verdict.message}")
+        if case.set != "hidden":
+            outcome.lines.append(
+                f"- {PASS} public case {_case_label(case)}" if verdict.ok
+                else f"- {FAIL} public case {_case_label(case)}: "
+                     f"{verdict.message}")
             continue
-        if verdict.ok:
-            outcome.lines.append(f"{PASS} public case {_case_label(case)}")
-        else:
-            outcome.lines.append(f"{FAIL} public case {_case_label(case)}: "
-                                 f"{verdict.message}")
+        hidden_total += 1
+        hidden_ok += verdict.ok
+        if not verdict.ok:
+            short = verdict.short + (f" (looks like `{verdict.mistake}`)"
+                                     if verdict.mistake else "")
+            hidden_failed.setdefault((short, ""), []).append(
+                case.description)
+            outcome.hidden_lines.append(
+                f"- {FAIL} hidden case {_case_label(case)}: "
+                f"{verdict.message}")
+    for (short, _), descriptions in hidden_failed.items():
+        many = len(descriptions) > 1
+        outcome.lines.append(
+            f"- {FAIL} {len(descriptions) if many else 'a'} hidden "
+            f"case{'s' * many} ({'; '.join(descriptions)}) failed: {short}")
     if hidden_total:
-        outcome.lines.append(f"{PASS if hidden_ok == hidden_total else FAIL}"
-                             f" hidden cases: {hidden_ok} of {hidden_total} "
-                             f"passed")
-    return outcome
+        mark = PASS if hidden_ok == hidden_total else FAIL
+        outcome.lines.append(f"- {mark} hidden cases: {hidden_ok} of "
+                             f"{hidden_total} passed")
 
 
 class CaseCheck:
@@ -222,7 +234,7 @@ class LinearAttributes:
         result = results[probe.id]
         if not result.ok:
             return Outcome(0.0, False,
-                           [f"{FAIL} {P.failure_text(result, probe)}"],
+                           [f"- {FAIL} {P.failure_text(result, probe)}"],
                            not_implemented=P.is_not_implemented(result))
         init = check.params["init"]
         want_in = init[check.params.get("in_features", "input_size")]
@@ -246,11 +258,11 @@ class LinearAttributes:
                 problem = (f"`self.{name}` has no bias: keep nn.Linear's "
                            f"default bias=True")
             else:
-                lines.append(f"{PASS} `self.{name}` is nn.Linear({want_in}, "
+                lines.append(f"- {PASS} `self.{name}` is nn.Linear({want_in}, "
                              f"{want_out}) with bias")
                 continue
             passed = False
-            lines.append(f"{FAIL} {problem}")
+            lines.append(f"- {FAIL} {problem}")
         return Outcome(check.points if passed else 0.0, passed, lines)
 
 
@@ -283,7 +295,9 @@ class ModuleOutput(CaseCheck):
             if outputs is None:
                 return Verdict(False, problem, "wrong return value")
             verdict = _diagnose(outputs[0], expected, mistakes, ctx, check,
-                                f"the output of {P.call_text(probe)}")
+                                f"`att` from {P.call_text(probe)}"
+                                if tuple_call or "num_heads" in case.init
+                                else f"the output of {P.call_text(probe)}")
             if not verdict.ok:
                 return verdict
         return Verdict(True)
@@ -308,7 +322,7 @@ class AttentionProbs(CaseCheck):
             return Verdict(False, problem, "wrong return value")
         got, expected = outputs[1], case.tensors["attention"]
         mistakes = _mistake_tensors(case, "attention")
-        what = "the probabilities"
+        what = "`probs`"
         if tuple(got.shape) != tuple(expected.shape) and \
                 got.numel() == expected.numel():
             flat = got.reshape(expected.shape)

@@ -1,0 +1,162 @@
+"""Seconds per submission: warm forked sandbox workers vs fresh interpreters.
+
+``make bench`` (``python -m kit.bench [--n 100] [--jobs 2]``) writes ``--n``
+submissions (copies of the reference and of the example variants) to a
+temporary directory and grades them all with the real pipeline
+(``autograder.grade.grade_source``: the rubric's full probe set on the
+frozen cases) and the real sandbox. As a baseline it grades the first
+``--baseline`` of them with a fresh ``python -c`` interpreter per submission
+that imports torch and runs the same probes (no isolation at all, so the
+baseline is if anything flattered), and extrapolates. Prints both and the
+speedup; the target is a figure to compare with, not an assertion.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from autograder import grade as G
+from autograder.checks.values import Context
+from autograder.protocol import CRASH, Probe, ProbeResult
+from autograder.rubric import load_rubric
+from autograder.sandbox import (BadMessage, Sandbox, decode_payload,
+                                encode_probes, result_from_header)
+from autograder.values import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
+TARGET_SECONDS = 0.25   # per submission, 2 cores
+
+_FRESH_SCRIPT = """
+import sys
+from autograder.sandbox import decode_probes, result_to_message
+from autograder.worker import execute_probes
+source = open(sys.argv[1]).read()
+probes = decode_probes(open(sys.argv[2], "rb").read())
+out = sys.stdout.buffer
+for result in execute_probes(source, sys.argv[1], probes):
+    out.write(result_to_message(result))
+"""
+
+
+def write_submissions(directory: Path, n: int) -> list[Path]:
+    """``n`` submission files: the reference and the example variants
+    (those that parse), round robin."""
+    sources = [REFERENCE] + sorted((ROOT / "examples").glob("*.py"))
+    paths = []
+    for i in range(n):
+        source = sources[i % len(sources)]
+        path = directory / f"s{i:03d}" / "modeling_attention.py"
+        path.parent.mkdir()
+        path.write_text(source.read_text())
+        paths.append(path)
+    return paths
+
+
+def fresh_interpreter_runner(workdir: Path) -> G.Runner:
+    """A Runner that starts a new interpreter per submission."""
+    def run(source: str, filename: str,
+            probes: list[Probe]) -> list[ProbeResult]:
+        with tempfile.NamedTemporaryFile(dir=workdir, suffix=".probes",
+                                         delete=False) as f:
+            f.write(encode_probes(probes))
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", _FRESH_SCRIPT,
+                               filename, f.name], capture_output=True,
+                              env=env, check=False)
+        os.unlink(f.name)
+        return _parse_frames(done.stdout, probes)
+    return run
+
+
+def _parse_frames(data: bytes, probes: list[Probe]) -> list[ProbeResult]:
+    results, offset = [], 0
+    for probe in probes:
+        try:
+            size = int.from_bytes(data[offset:offset + 8], "big")
+            header, outputs = decode_payload(data[offset + 8:
+                                                  offset + 8 + size])
+            results.append(result_from_header(header, outputs, probe.id))
+            offset += 8 + size
+        except BadMessage:
+            results.append(ProbeResult(probe.id, CRASH, "no result"))
+    return results
+
+
+def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
+              rubric, cases) -> tuple[float, list[float]]:
+    """Seconds for grading every path with ``jobs`` threads, and scores."""
+    messages = G.load_mistake_messages()
+
+    def one(path: Path) -> float:
+        grade = G.grade_source(path.read_text(), str(path), rubric, cases,
+                               runner, name=path.parent.name,
+                               mistake_messages=messages)
+        return grade.score
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        scores = list(pool.map(one, paths))
+    return time.perf_counter() - start, scores
+
+
+def count_probes(rubric, cases) -> int:
+    """How many probes a grading run sends per submission."""
+    source = REFERENCE.read_text()
+    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol, source,
+                  False)
+    return len(G.plan_probes(rubric, cases, ctx))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100,
+                        help="submissions graded with the sandbox")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="submissions graded concurrently")
+    parser.add_argument("--baseline", type=int, default=10,
+                        help="submissions graded with fresh interpreters")
+    args = parser.parse_args(argv)
+    # The parent's comparisons are on tiny tensors: intra-op threads only
+    # compete with the workers and the other grading threads.
+    torch.set_num_threads(1)
+    rubric, cases = load_rubric(), load_cases()
+    print(f"{count_probes(rubric, cases)} probes per submission, "
+          f"{len(cases)} cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        paths = write_submissions(Path(tmp), max(args.n, args.baseline))
+        start = time.perf_counter()
+        with Sandbox() as sandbox:
+            runner = G.sandbox_runner(sandbox)
+            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
+            warmup = time.perf_counter() - start
+            warm, scores = grade_all(paths[:args.n], runner, args.jobs,
+                                     rubric, cases)
+        fresh, fresh_scores = grade_all(
+            paths[:args.baseline], fresh_interpreter_runner(Path(tmp)),
+            args.jobs, rubric, cases)
+    if fresh_scores != scores[:len(fresh_scores)]:
+        print("warning: the two runners gave different scores")
+    per_warm, per_fresh = warm / args.n, fresh / args.baseline
+    print(f"fork server start (torch import, once): {warmup:.2f} s")
+    print(f"warm sandbox:      {per_warm:.3f} s/submission "
+          f"({args.n} submissions in {warm:.1f} s)")
+    print(f"fresh interpreter: {per_fresh:.3f} s/submission "
+          f"({args.baseline} in {fresh:.1f} s; {args.n} would take "
+          f"~{per_fresh * args.n:.0f} s)")
+    print(f"speedup: {per_fresh / per_warm:.1f}x")
+    print(f"target: <= {TARGET_SECONDS} s/submission on 2 cores "
+          f"({'met' if per_warm <= TARGET_SECONDS else 'NOT met'} here)")
+
+
+if __name__ == "__main__":
+    main()

@@ -54,11 +54,16 @@ def stage_submissions(student: Path, dest: Path) -> list[Path]:
 
 
 def feedback_line(result: dict) -> str:
-    """One line: the first lost item's message, else 'all checks pass'."""
+    """One line: the first lost item's recognised mistake or first failed
+    check, else 'all checks pass'."""
     for test in result.get("tests", []):
         if test.get("score", 0) < test.get("max_score", 0):
-            text = " ".join(str(test.get("output", "")).split())
-            return f"{test['name']}: {text}"
+            lines = str(test.get("output", "")).splitlines()
+            # a recognised mistake's explanation beats the raw difference
+            failed = [ln for ln in lines if "Common mistake" in ln] or \
+                [ln for ln in lines if "✘" in ln] or lines or [""]
+            text = " ".join(failed[0].replace("✘", "").split()).lstrip("- ")
+            return f"{test.get('number', test['name'])}: {text}"
     if not result.get("tests"):
         return " ".join(str(result.get("output", "")).split())
     return "all checks pass"
@@ -76,7 +81,9 @@ def run_gradescope(archive: Path, submission: Path) -> dict:
         runner = root / "run_autograder"
         shutil.copy2(root / "source" / "run_autograder", runner)
         runner.chmod(0o755)
-        shutil.copy2(submission, root / "submission" / submission.name)
+        # Gradescope keeps the uploaded file's name: the student's module
+        shutil.copy2(submission,
+                     root / "submission" / "modeling_attention.py")
         env = dict(os.environ, AUTOGRADER_ROOT=str(root),
                    AUTOGRADER_PYTHON=sys.executable)
         subprocess.run([str(runner)], cwd=root, env=env, capture_output=True,
@@ -118,7 +125,7 @@ def main() -> int:
     for name, score, top, line in rows:
         shown = f"{score:g}/{top:g}" if isinstance(score, (int, float)) \
             else "-"
-        print(f"{name:<{width}}  {shown:>5}  {line[:100]}")
+        print(f"{name:<{width}}  {shown:>5}  {line[:110]}")
     t0 = time.monotonic()
     gs = run_gradescope(archive, BUILD / "submissions" / "reference.py")
     print(f"\nGradescope run_autograder on reference.py: score "

@@ -117,3 +117,19 @@ def write_question_pages(out_dir: Path | str,
         page.write_text("\n".join(lines))
         pages.append(page)
     return pages
+
+
+def answers_markdown(answers: dict[str, str] | None,
+                     error: str = "") -> str:
+    """A feedback.md section echoing the student's answers (graded by TAs),
+    or the reason they could not be read. Never affects the score."""
+    lines = ["## Inline answers (graded by hand)", ""]
+    if error or answers is None:
+        lines.append(f"Could not read your answers: {error or 'no notebook'}."
+                     f" This does not change your code score.")
+        return "\n".join(lines) + "\n"
+    for question in QUESTIONS:
+        text = answers.get(question, "").strip()
+        lines += [f"**{question}**", "",
+                  _quote(text) if text else "_(no answer)_", ""]
+    return "\n".join(lines)

@@ -90,3 +90,13 @@ def test_question_pages_list_every_submission(tmp_path):
     assert "1 of 2 submissions answered." in q2
     assert "_(no answer)_" in q2.split("## bob")[1]
     assert "_(no answer)_" in (tmp_path / "answers" / "Q5.md").read_text()
+
+
+def test_answers_markdown_echoes_answers_or_the_error():
+    from autograder.answers import answers_markdown
+    text = answers_markdown({"Q1": "a\nb", "Q3": ""})
+    assert "**Q1**\n\n> a\n> b" in text
+    assert text.count("_(no answer)_") == 4
+    failed = answers_markdown(None, error="attention.ipynb is not readable")
+    assert "attention.ipynb is not readable" in failed
+    assert "does not change your code score" in failed

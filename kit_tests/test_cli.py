@@ -1,0 +1,147 @@
+"""The command line contract: names, outputs, exit statuses."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "kit_tests" / "submissions"
+VALUES = ROOT / "test_values"
+
+
+def run(*args: str, env: dict[str, str] | None = None,
+        cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "autograder", *args],
+                          capture_output=True, text=True, env=full_env,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One batch: a .py, a folder, a zip, a repeated name, an empty zip."""
+    src = tmp_path_factory.mktemp("subs")
+    shutil.copy(CORPUS / "reference.py", src / "alice.py")
+    folder = src / "bob" / "transformer_lm"
+    folder.mkdir(parents=True)
+    shutil.copy(CORPUS / "no_mix.py", folder / "modeling_attention.py")
+    with zipfile.ZipFile(src / "carol.zip", "w") as zf:
+        zf.write(CORPUS / "skeleton.py",
+                 "transformer_lm/modeling_attention.py")
+    (src / "again").mkdir()
+    shutil.copy(CORPUS / "syntax_error.py", src / "again" / "alice.py")
+    with zipfile.ZipFile(src / "empty.zip", "w") as zf:
+        zf.writestr("README.txt", "oops")
+    out = tmp_path_factory.mktemp("out")
+    done = run("grade", "--out", str(out), str(src / "alice.py"),
+               str(src / "bob"), str(src / "carol.zip"),
+               str(src / "again" / "alice.py"), str(src / "empty.zip"))
+    return out, done
+
+
+def test_grade_exits_zero_and_writes_csv(batch):
+    out, done = batch
+    assert done.returncode == 0, done.stderr
+    with open(out / "grades.csv") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["submission", "score", "max_score", "self_attention",
+                       "multi_head_self_attention"]
+    scores = {r[0]: r[1:] for r in rows[1:]}
+    assert scores == {"alice": ["11", "10", "5", "6"],
+                      "bob": ["9", "10", "5", "4"],
+                      "carol": ["0", "10", "0", "0"],
+                      "alice-2": ["0", "10", "0", "0"],
+                      "empty": ["0", "10", "0", "0"]}
+    assert "alice-2" in done.stdout and "submission" in done.stdout
+
+
+def test_grade_writes_results_and_feedback(batch):
+    out, _ = batch
+    for name in ("alice", "bob", "carol", "alice-2", "empty"):
+        data = json.loads((out / name / "results.json").read_text())
+        assert data["output_format"] == "md" and data["tests"]
+        assert (out / name / "feedback.md").read_text().startswith("# ")
+    assert "no_mix" in (out / "bob" / "feedback.md").read_text()
+    assert "not implemented yet" in (out / "carol" / "feedback.md").read_text()
+    empty = json.loads((out / "empty" / "results.json").read_text())
+    assert "no modeling_attention.py" in empty["tests"][0]["output"]
+
+
+def test_usage_errors_exit_two(tmp_path):
+    done = run("grade", "--out", str(tmp_path), str(tmp_path / "nope.py"))
+    assert done.returncode == 2 and "no such file" in done.stderr
+    bad = tmp_path / "rubric.toml"
+    bad.write_text("[[task]]\nid = 'x'\n")
+    done = run("grade", "--rubric", str(bad), "--out", str(tmp_path),
+               str(CORPUS / "reference.py"))
+    assert done.returncode == 2 and "missing key" in done.stderr
+    assert run().returncode == 2
+
+
+def test_help():
+    done = run("--help")
+    assert done.returncode == 0
+    for command in ("grade", "check", "gradescope"):
+        assert command in done.stdout
+    assert "rubric.toml" in run("grade", "--help").stdout
+
+
+@pytest.fixture
+def public_only_values(tmp_path) -> Path:
+    """A student release: manifest and public values, no hidden file."""
+    folder = tmp_path / "values"
+    folder.mkdir()
+    for name in ("manifest.json", "public.safetensors"):
+        shutil.copy(VALUES / name, folder / name)
+    return folder
+
+
+def test_check_on_public_cases_only(public_only_values, tmp_path):
+    package = tmp_path / "transformer_lm"
+    package.mkdir()
+    shutil.copy(CORPUS / "mask_diagonal.py",
+                package / "modeling_attention.py")
+    done = run("check", env={"AUTOGRADER_VALUES": str(public_only_values)},
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Score on the public cases: 8 / 10 (+1 bonus)" in done.stdout
+    assert "mask_diagonal" in done.stdout
+    assert "graded on submission" in done.stdout
+    assert "hidden case" not in done.stdout
+
+
+def test_check_missing_file_exits_two(tmp_path):
+    done = run("check", str(tmp_path / "missing.py"))
+    assert done.returncode == 2
+
+
+def test_gradescope_writes_results(tmp_path):
+    root = tmp_path / "autograder"
+    (root / "submission" / "transformer_lm").mkdir(parents=True)
+    shutil.copy(CORPUS / "reference.py",
+                root / "submission" / "transformer_lm" /
+                "modeling_attention.py")
+    done = run("gradescope", env={"AUTOGRADER_ROOT": str(root)})
+    assert done.returncode == 0, done.stderr
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert data["score"] == 11
+
+
+def test_gradescope_writes_results_even_when_the_grader_breaks(tmp_path):
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    shutil.copy(CORPUS / "reference.py",
+                root / "submission" / "modeling_attention.py")
+    done = run("gradescope", env={"AUTOGRADER_ROOT": str(root),
+                                  "AUTOGRADER_VALUES": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert data["score"] == 0 and "not your fault" in data["output"]

@@ -61,7 +61,7 @@ VOCABULARY_HINT = (
     "write shapes like `# [batch_size, seq_len, hidden]` with the names "
     "batch_size (bs, batch), seq_len (seq), input_size (input), hidden, "
     "num_heads (heads), head_size (head_dim), integers, and products such "
-    "as `bs * num_heads` (see docs/shape-comments.md for all synonyms)")
+    "as `bs * num_heads` (the notebook lists more synonyms)")
 
 START = "# YOUR CODE STARTS HERE"
 END = "# YOUR CODE ENDS HERE"

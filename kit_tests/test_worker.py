@@ -213,7 +213,8 @@ def _reference_forward_statements() -> dict[int, ast.stmt]:
     tree = ast.parse(REFERENCE)
     found = regions.student_statements(tree, regions.find_regions(REFERENCE))
     return {node.lineno: node for region, node in found
-            if region.function == "forward"}
+            if region.function == "forward"
+            and region.cls in ("SelfAttention", "MultiHeadSelfAttention")}
 
 
 def test_every_reference_statement_gets_shapes():
@@ -284,4 +285,7 @@ def test_recorder_name_does_not_collide_or_mangle():
     found = regions.student_statements(tree_src,
                                        regions.find_regions(REFERENCE))
     # Every assignment and return in a region (tensor or not) is wrapped.
-    assert len(calls) == len(found)
+    assert len(calls) == sum(
+        isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        or isinstance(node, ast.Return) and node.value is not None
+        for _, node in found)

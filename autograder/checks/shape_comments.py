@@ -20,6 +20,7 @@ import tokenize
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import product
+from typing import Collection
 
 from autograder.regions import Region, find_regions, student_statements
 
@@ -78,13 +79,30 @@ class ShapeIssue:
     message: str     # "line 57: ..." (student-facing)
 
 
-def meanings(name: str) -> frozenset[str]:
-    """The canonical dimensions a written name may stand for (may be
-    empty). ``self.`` is ignored and case does not matter."""
+def meanings(name: str, extra: Collection[str] = ()) -> frozenset[str]:
+    """The dimensions a written name may stand for (may be empty): its
+    canonical meanings, plus the name itself if it is one of ``extra``
+    (the grader's own size names). ``self.`` and case are ignored."""
     name = name.lower()
     if name.startswith("self."):
         name = name[5:]
-    return _MEANINGS.get(name, frozenset())
+    found = _MEANINGS.get(name, frozenset())
+    return found | {name} if name in extra else found
+
+
+def normalise_dims(dims: dict[str, int]) -> dict[str, int]:
+    """``dims`` with lower-case keys, plus the canonical sizes that a
+    non-canonical key stands for unambiguously (``d_out`` -> hidden) and
+    ``head_size`` from hidden and num_heads when missing."""
+    out = {k.lower(): v for k, v in dims.items()}
+    for key, size in list(out.items()):
+        canon = _MEANINGS.get(key, frozenset())
+        if key not in CANONICAL and len(canon) == 1:
+            out.setdefault(next(iter(canon)), size)
+    if "head_size" not in out and out.get("num_heads") and \
+            out.get("hidden", 0) % out["num_heads"] == 0:
+        out["head_size"] = out["hidden"] // out["num_heads"]
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -133,7 +151,7 @@ class _Dim:
         if not self.op:
             if self.value is not None:
                 return {Fraction(self.value)}
-            return {Fraction(dims[c]) for c in meanings(self.name)
+            return {Fraction(dims[c]) for c in meanings(self.name, dims)
                     if c in dims}
         out = set()
         for a, b in product(self.left.values(dims), self.right.values(dims)):
@@ -301,15 +319,15 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _known(dim: _Dim) -> bool:
+def _known(dim: _Dim, extra: Collection[str]) -> bool:
     names = dim.names()
-    return bool(names) and all(meanings(n) for n in names)
+    return bool(names) and all(meanings(n, extra) for n in names)
 
 
-def _unknown(dims: list[_Dim]) -> str | None:
+def _unknown(dims: list[_Dim], extra: Collection[str]) -> str | None:
     for dim in dims:
         for name in dim.names():
-            if not meanings(name):
+            if not meanings(name, extra):
                 return name
     return None
 
@@ -364,8 +382,8 @@ class _Parsed:
         return bool(self.claims) or self.unreadable is not None
 
 
-def _parse_group(opener: str, content: str) -> tuple[_Claim | None,
-                                                     str | None]:
+def _parse_group(opener: str, content: str, extra: Collection[str]
+                 ) -> tuple[_Claim | None, str | None]:
     """(claim, None), (None, culprit) or (None, None) for prose."""
     tokens = _tokens(content)
     if not tokens:
@@ -386,9 +404,9 @@ def _parse_group(opener: str, content: str) -> tuple[_Claim | None,
         # Parentheses are shapes only when clearly so: two or more dims
         # (or "(seq,)") with at least one known name; else prose.
         if not (len(dims) >= 2 or tokens[-1][1] == ",") or \
-                not any(_known(d) for d in dims):
+                not any(_known(d, extra) for d in dims):
             return None, None
-    culprit = _unknown(dims)
+    culprit = _unknown(dims, extra)
     if culprit is not None:
         return None, culprit
     return _Claim(tuple(dims)), None
@@ -407,7 +425,8 @@ def _top_level(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def _parse_bare(text: str) -> tuple[_Claim | None, str | None]:
+def _parse_bare(text: str, extra: Collection[str]
+                ) -> tuple[_Claim | None, str | None]:
     """A shape written without brackets: ``bs x seq x hidden`` (products
     only, at least one known name) or ``bs, seq, hidden`` (all names
     known). The first such run in the text counts."""
@@ -427,18 +446,18 @@ def _parse_bare(text: str) -> tuple[_Claim | None, str | None]:
             if len(dims) < 2 or (commas and seps != {","}) or \
                     (not commas and not seps & {"x", "X", "×"}):
                 continue
-            if commas and all(_known(d) for d in dims):
+            if commas and all(_known(d, extra) for d in dims):
                 return _Claim(tuple(dims)), None
-            if not commas and (any(_known(d) for d in dims) or
+            if not commas and (any(_known(d, extra) for d in dims) or
                                not any(d.names() for d in dims)):
-                culprit = _unknown(dims)
+                culprit = _unknown(dims, extra)
                 if culprit is None:
                     return _Claim(tuple(dims)), None
                 return None, culprit
     return None, None
 
 
-def parse_comment(text: str) -> _Parsed:
+def parse_comment(text: str, extra: Collection[str] = ()) -> _Parsed:
     """Read the shape claims of a comment (``#`` already stripped).
 
     In a chain (``[a] @ [b] -> [c]``) the part after the last arrow is the
@@ -452,12 +471,12 @@ def parse_comment(text: str) -> _Parsed:
         parsed.unclosed = parsed.unclosed or unclosed
         claims, culprit = [], None
         for opener, content in groups:
-            claim, bad = _parse_group(opener, content)
+            claim, bad = _parse_group(opener, content, extra)
             if claim is not None:
                 claims.append(claim)
             culprit = culprit or bad
         if not claims and culprit is None and not unclosed:
-            claim, culprit = _parse_bare(segment)
+            claim, culprit = _parse_bare(segment, extra)
             claims = [claim] if claim else []
         if claims or culprit:
             parsed.claims, parsed.unreadable = claims, culprit
@@ -806,7 +825,8 @@ def check_shape_comments(
 
     issues = []
     for region, node in statements:
-        dims_here = (dims_by_class or {}).get(region.cls, dims)
+        dims_here = normalise_dims((dims_by_class or {}).get(region.cls,
+                                                             dims))
         cands = _candidates(node, region, lines, starts, ends)
         runs = runs_of(node)
         text = statement_text(source, node)
@@ -831,17 +851,18 @@ def check_shape_comments(
             continue
         if _only_subscripts(node):
             continue
-        parsed = [parse_comment(t) for t in cands.acceptable()]
+        parsed = [parse_comment(t, dims_here) for t in cands.acceptable()]
         if any(_matches(p, runs, dims_here) for p in parsed):
             continue
 
         def belongs(text: str, neighbour: ast.stmt) -> bool:
             # A shared comment that fits the neighbour is the neighbour's.
-            return _matches(parse_comment(text), runs_of(neighbour),
+            return _matches(parse_comment(text, dims_here),
+                            runs_of(neighbour),
                             dims_here)
 
-        report = next((p for p in map(parse_comment,
-                                      cands.reportable(belongs))
+        report = next((p for p in (parse_comment(t, dims_here)
+                                   for t in cands.reportable(belongs))
                        if p.says_something), None)
         if report is None:
             issue("missing",

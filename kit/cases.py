@@ -23,11 +23,34 @@ class Case:
     seed: int = 0
     mode: str = "eval"       # "train": dropout case (outputs are eval values)
     description: str = ""
+    # Part 3 only (recorded in the manifest when not the default):
+    inputs: str = "randn"    # "randn", "book" (the book's six tokens) or
+    #                          "identity" (x[i] = the identity, seq = d_in)
+    weights: str = "init"    # "init": as seeded; "dropout_probe": values
+    #                          that copy the attention weights out (see
+    #                          PART3 below); "concat:<case>": the fused
+    #                          weights of that wrapper case's heads
+    #                          concatenated, out_proj the identity
 
     @property
     def task(self) -> str:
-        return {"SelfAttention": "self_attention",
-                "MultiHeadSelfAttention": "multi_head_self_attention"}[self.cls]
+        return TASKS[self.cls]
+
+    @property
+    def input_size(self) -> int:
+        """The last dimension of ``x``."""
+        if self.cls == "gpt2_small_attention":
+            return 768
+        return self.init.get("input_size", self.init.get("d_in"))
+
+
+# class (or factory function) -> rubric task id
+TASKS = {"SelfAttention": "self_attention",
+         "MultiHeadSelfAttention": "multi_head_self_attention",
+         "CausalAttention": "causal_attention",
+         "MultiHeadAttentionWrapper": "multi_head_wrapper",
+         "MultiHeadAttention": "multi_head_attention",
+         "gpt2_small_attention": "gpt2_small_attention"}
 
 
 def _sa(name, set_, input_size, hidden, batch, seq, seed, description):
@@ -84,3 +107,105 @@ CASES: list[Case] = [
     _mh("mhsa_dropout_causal", "hidden", 8, 12, 3, True, 2, 16, 207,
         "dropout 0.3 in train mode, causal", dropout=0.3, mode="train"),
 ]
+
+
+# --------------------------------------------------------------------------
+# Part 3 (the book's chapter 3). Init arguments by keyword, as the book's
+# constructors take them. The book's example (seed 123, the six-token input
+# "Your journey starts with one step" stacked twice) is public; the hidden
+# cases probe one token, sequences shorter than the context (the mask must
+# be cut to num_tokens), qkv_bias on and off and more heads.
+#
+# Special cases:
+# - weights="dropout_probe", inputs="identity", mode="train": x[i] is the
+#   identity (seq = d_in) and every head's values are [I; I] (no qkv bias;
+#   for the fused module d_out = num_heads * 2 * d_in and out_proj is the
+#   identity), so each head's output is [A | A] with A its attention
+#   weights. In train mode, dropout applied to the weights gives two equal
+#   halves, each entry 0 or attention / (1 - p); dropout applied to the
+#   output drops the halves independently. ``output`` is the eval output,
+#   ``attention`` the eval weights.
+# - weights="concat:<wrapper case>": a fused module whose W_query/W_key/
+#   W_value are the wrapper case's heads stacked (head i = rows i*d .. ),
+#   out_proj the identity with bias 0: its output equals the wrapper's.
+# - gpt2_small_attention: no weights (2.36M parameters are not frozen);
+#   ``x`` [2, 5, 768], ``num_parameters`` and ``<param>.shape`` per
+#   parameter.
+
+
+def _p3(name, set_, cls, init, batch, seq, seed, description, mode="eval",
+        inputs="randn", weights="init"):
+    return Case(name, set_, cls, init, batch, seq, seed, mode, description,
+                inputs, weights)
+
+
+def _ca(d_in, d_out, context, dropout=0.0, qkv_bias=False):
+    return {"d_in": d_in, "d_out": d_out, "context_length": context,
+            "dropout": dropout, "qkv_bias": qkv_bias}
+
+
+def _heads(d_in, d_out, context, heads, dropout=0.0, qkv_bias=False):
+    return {"d_in": d_in, "d_out": d_out, "context_length": context,
+            "dropout": dropout, "num_heads": heads, "qkv_bias": qkv_bias}
+
+
+CA, MHW, MHA = ("CausalAttention", "MultiHeadAttentionWrapper",
+                "MultiHeadAttention")
+PART3: list[Case] = [
+    _p3("ca_book", "public", CA, _ca(3, 2, 6), 2, 6, 123,
+        "the book's example: six tokens, d_in 3, d_out 2", inputs="book"),
+    _p3("ca_dropout_probe_public", "public", CA, _ca(6, 12, 8, 0.5), 2, 6,
+        301, "dropout 0.5 on the weights, x = I, values [I; I]",
+        mode="train", inputs="identity", weights="dropout_probe"),
+    _p3("mhw_book", "public", MHW, _heads(3, 2, 6, 2), 2, 6, 123,
+        "the book's example: two heads of d_out 2", inputs="book"),
+    _p3("mha_book", "public", MHA, _heads(3, 2, 6, 2), 2, 6, 123,
+        "the book's example: d_out 2, two heads of head_dim 1",
+        inputs="book"),
+    _p3("mha_equiv_book", "public", MHA, _heads(3, 4, 6, 2), 2, 6, 123,
+        "the heads of mhw_book fused, out_proj the identity",
+        inputs="book", weights="concat:mhw_book"),
+    _p3("mha_dropout_probe_public", "public", MHA,
+        _heads(4, 16, 8, 2, 0.5), 2, 4, 302,
+        "dropout 0.5 on the weights, x = I, every head's values [I; I]",
+        mode="train", inputs="identity", weights="dropout_probe"),
+    _p3("gpt2_small", "public", "gpt2_small_attention", {}, 2, 5, 303,
+        "GPT-2 small: 768 dims, 12 heads, context 1024, dropout 0.1, "
+        "qkv bias"),
+
+    _p3("ca_single_token", "hidden", CA, _ca(4, 3, 5), 1, 1, 311,
+        "batch 1, one token"),
+    _p3("ca_short", "hidden", CA, _ca(8, 4, 16), 3, 10, 312,
+        "10 tokens of a context of 16, no bias"),
+    _p3("ca_bias_long", "hidden", CA, _ca(6, 5, 40, qkv_bias=True), 2, 33,
+        313, "33 tokens of a context of 40, qkv bias"),
+    _p3("ca_dropout_probe", "hidden", CA, _ca(10, 20, 12, 0.3), 2, 10, 314,
+        "dropout 0.3 on the weights, x = I, values [I; I]", mode="train",
+        inputs="identity", weights="dropout_probe"),
+    _p3("mhw_single_token", "hidden", MHW, _heads(5, 3, 4, 2), 1, 1, 321,
+        "batch 1, one token"),
+    _p3("mhw_one_head", "hidden", MHW, _heads(6, 4, 9, 1), 2, 7, 322,
+        "one head"),
+    _p3("mhw_bias_heads", "hidden", MHW,
+        _heads(6, 4, 24, 4, qkv_bias=True), 2, 17, 323,
+        "four heads, qkv bias, 17 tokens of 24"),
+    _p3("mha_single_token", "hidden", MHA, _heads(5, 4, 6, 2), 1, 1, 331,
+        "batch 1, one token"),
+    _p3("mha_one_head", "hidden", MHA, _heads(7, 6, 10, 1), 2, 6, 332,
+        "one head"),
+    _p3("mha_head_dim_1", "hidden", MHA, _heads(6, 4, 8, 4), 2, 5, 333,
+        "head_dim 1"),
+    _p3("mha_bias_long", "hidden", MHA,
+        _heads(12, 24, 64, 6, qkv_bias=True), 2, 40, 334,
+        "six heads, qkv bias, 40 tokens of 64"),
+    _p3("mha_large", "hidden", MHA, _heads(32, 64, 32, 8), 3, 19, 335,
+        "larger sizes, 19 tokens of 32"),
+    _p3("mha_equiv_bias", "hidden", MHA,
+        _heads(6, 16, 24, 4, qkv_bias=True), 2, 17, 323,
+        "the heads of mhw_bias_heads fused, out_proj the identity",
+        weights="concat:mhw_bias_heads"),
+    _p3("mha_dropout_probe", "hidden", MHA, _heads(5, 30, 6, 3, 0.3),
+        2, 5, 336, "dropout 0.3 on the weights, x = I, every head's values "
+        "[I; I]", mode="train", inputs="identity", weights="dropout_probe"),
+]
+CASES += PART3

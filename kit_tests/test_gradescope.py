@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,12 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from autograder.rubric import load_rubric
 from kit import gradescope
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+RUBRIC = load_rubric()
+FULL = RUBRIC.max_score + RUBRIC.max_bonus   # 10 + 1 bonus today
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +113,11 @@ def test_reference_gets_full_marks(archive, tmp_path):
     shutil.copy2(REFERENCE, root / "submission" / "modeling_attention.py")
     results = _run(root)
     _validate(results)
-    assert results["score"] == 11  # 10 points + 1 bonus
+    assert results["score"] == FULL == 11  # 10 points + 1 bonus
     assert all(t["status"] == "passed" for t in results["tests"])
-    assert "hidden cases: 3 of 3 passed" in json.dumps(results["tests"])
+    counts = re.findall(r"hidden cases: (\d+) of (\d+) passed",
+                        json.dumps(results["tests"]))
+    assert counts and all(a == b for a, b in counts)
 
 
 def test_hidden_case_details_wait_for_publication(archive, tmp_path):
@@ -120,7 +126,9 @@ def test_hidden_case_details_wait_for_publication(archive, tmp_path):
                  root / "submission" / "modeling_attention.py")
     results = _run(root)
     _validate(results)
-    assert results["score"] == 7  # 1.2 and its bonus lost on a hidden case
+    lost = sum(c.points for c in RUBRIC.checks() if c.id in ("1.2",
+                                                             "1.bonus"))
+    assert results["score"] == FULL - lost  # 1.2 fails on a hidden case
     visible = [t for t in results["tests"] if t["visibility"] == "visible"]
     later = [t for t in results["tests"]
              if t["visibility"] == "after_published"]
@@ -187,4 +195,4 @@ def test_setup_locks_source_from_the_worker_user(archive, tmp_path):
     # grading still works as root with the source locked
     shutil.copy2(REFERENCE, root / "submission" / "modeling_attention.py")
     results = _run(root)
-    assert results["score"] == 11
+    assert results["score"] == FULL

@@ -141,6 +141,50 @@ def test_missing_mask_fails_the_causal_tests_only(tmp_path: Path):
     assert any("test_changing_a_future_token" in t for t in failed)
 
 
+def test_part3_dropout_on_the_output_fails_the_dropout_tests(tmp_path):
+    source = REFERENCE.read_text()
+    old = ("        attn_weights = self.dropout(attn_weights)\n"
+           "        # [b, num_tokens, num_tokens]\n"
+           "        context_vec = attn_weights @ values")
+    assert source.count(old) == 1
+    path = tmp_path / "dropout_on_output.py"
+    path.write_text(source.replace(old, (
+        "        context_vec = self.dropout(attn_weights @ values)")))
+    run = run_student_tests(path, tmp_path)
+    assert run.named("failure") == [
+        "tests.test_part3::test_dropout_is_applied_to_the_attention_weights"
+        "[ca_dropout_probe_public]"], run.output
+    assert "the two halves of each head's output in train mode" in \
+        run.output
+    assert "Task 3.1" in run.output
+
+
+def test_part3_uncut_mask_fails_the_mask_test(tmp_path: Path):
+    uncut = broken_reference(
+        tmp_path, "self.mask.bool()[:num_tokens, :num_tokens]",
+        "self.mask.bool()")
+    run = run_student_tests(uncut, tmp_path)
+    failed = run.named("failure")
+    # The book's six tokens fill the context of 6: only shorter inputs
+    # show the uncut mask.
+    assert "tests.test_part3::test_mask_is_cut_to_the_number_of_tokens" \
+        "[CausalAttention]" in failed, run.output
+    assert all("test_part3" in t for t in failed)
+    assert not any("test_output_matches_frozen_values" in t for t in failed)
+
+
+def test_part3_scaling_by_d_in_fails_the_values(tmp_path: Path):
+    d_in = broken_reference(tmp_path, "attn_scores / keys.shape[-1] ** 0.5",
+                            "attn_scores / x.shape[-1] ** 0.5")
+    run = run_student_tests(d_in, tmp_path)
+    failed = run.named("failure")
+    assert "tests.test_part3::test_output_matches_frozen_values[ca_book]" \
+        in failed and "Task 3.1: CausalAttention output (case ca_book): " \
+        "wrong values" in run.output
+    assert not any("test_multi_head" in t or "test_self" in t
+                   for t in failed)
+
+
 # The comparison function itself, in-process.
 
 def test_assert_close_accepts_tiny_differences():
@@ -200,6 +244,18 @@ def test_course_style_values_are_the_course_sized_public_cases():
     for key in ("x", "q.weight", "k.bias", "mix.weight"):
         assert torch.equal(cases["mhsa_course"][key],
                            cases["mhsa_course_causal"][key])
+
+
+def test_book_example_values_are_the_public_book_cases():
+    cases = {case.name: case.tensors for case in load_cases(sets=("public",))}
+    book = test_values.BookExampleTestValues
+    assert torch.equal(book.batch, cases["ca_book"]["x"])
+    assert torch.equal(book.batch, torch.stack((book.inputs, book.inputs)))
+    assert torch.equal(book.causal_attention, cases["ca_book"]["output"])
+    assert torch.equal(book.wrapper, cases["mhw_book"]["output"])
+    assert torch.equal(book.multi_head_attention,
+                       cases["mha_book"]["output"])
+    assert book.gpt2_small_num_parameters == 2_362_368
 
 
 def test_load_public_cases_gives_every_public_case():

@@ -148,3 +148,61 @@ def run_multi_head(module: nn.Module, x: torch.Tensor,
                     f"return the tuple (att, probs), got "
                     f"{type(result).__name__}", pytrace=False)
     return result
+
+
+# --------------------------------------------------------------------------
+# Part 3: the book's modules, built from keyword arguments such as a case's
+# ``record["init"]``: d_in, d_out, context_length, dropout, (num_heads,)
+# qkv_bias.
+
+PART3_TASKS = {"CausalAttention": "3.1", "MultiHeadAttentionWrapper": "3.2",
+               "MultiHeadAttention": "3.3"}
+
+
+def new_part3(cls: str, **init) -> nn.Module:
+    """``cls(**init)`` of your implementation in eval mode, with its own
+    initial weights. Exceptions other than NotImplementedError (a
+    ValueError, say) propagate."""
+    impl = load_implementation()
+    with running(PART3_TASKS[cls]):
+        return getattr(impl, cls)(**init).eval()
+
+
+def make_part3(cls: str, values: Mapping[str, torch.Tensor],
+               init: Mapping) -> nn.Module:
+    """Your ``cls(**init)`` (eval mode) with the frozen weights of
+    ``values`` (keys such as ``"heads.0.W_key.weight"``)."""
+    module = new_part3(cls, **init)
+    load_weights(module, values, task=PART3_TASKS[cls])
+    return module
+
+
+def make_causal_attention(values: Mapping[str, torch.Tensor],
+                          init: Mapping) -> nn.Module:
+    """Your CausalAttention(**init) with the frozen weights."""
+    return make_part3("CausalAttention", values, init)
+
+
+def make_wrapper(values: Mapping[str, torch.Tensor],
+                 init: Mapping) -> nn.Module:
+    """Your MultiHeadAttentionWrapper(**init) with the frozen weights."""
+    return make_part3("MultiHeadAttentionWrapper", values, init)
+
+
+def make_multi_head_attention(values: Mapping[str, torch.Tensor],
+                              init: Mapping) -> nn.Module:
+    """Your MultiHeadAttention(**init) with the frozen weights."""
+    return make_part3("MultiHeadAttention", values, init)
+
+
+def run_part3(module: nn.Module, x: torch.Tensor, task: str):
+    """``module(x)`` without gradients; an unfinished task fails the test."""
+    with running(task), torch.no_grad():
+        return module(x)
+
+
+def gpt2_small_attention() -> nn.Module:
+    """Your ``gpt2_small_attention()``."""
+    impl = load_implementation()
+    with running("3.4"):
+        return impl.gpt2_small_attention()

@@ -8,6 +8,11 @@ course-sized cases under the course's attribute names, for example::
     attention.q.weight.data = V.q_weight  # and so on for every weight
     print((attention(V.x) - V.output).abs().max())
 
+``BookExampleTestValues`` holds Part 3's example from the book: the six
+tokens of "Your journey starts with one step" (3-d embeddings, stacked into
+a batch of two) and the outputs of the modules built after
+``torch.manual_seed(123)``.
+
 ``load_public_cases()`` returns every public case. The values are read with
 safetensors, which never executes code, and checked against the sha256 in
 ``test_values/manifest.json``.
@@ -97,3 +102,20 @@ class MultiHeadAttentionTestValues:
     output_causal = _MH_CAUSAL["output"]  # [3, 5, 9]
     attention = _MH["attention"]  # [3 * 3, 5, 5], probabilities
     attention_causal = _MH_CAUSAL["attention"]  # [3 * 3, 5, 5]
+
+
+_CA_BOOK = _CASES["ca_book"]
+
+
+class BookExampleTestValues:
+    """Part 3: the book's example, modules built after
+    ``torch.manual_seed(123)`` with d_in=3, d_out=2, context_length=6,
+    dropout=0.0 (num_heads=2 for the two multi-head modules)."""
+
+    inputs = _CA_BOOK["x"][0]  # [6, 3]: "Your journey starts with one step"
+    batch = _CA_BOOK["x"]  # [2, 6, 3]: torch.stack((inputs, inputs))
+    causal_attention = _CA_BOOK["output"]  # [2, 6, 2]
+    wrapper = _CASES["mhw_book"]["output"]  # [2, 6, 2 * 2]
+    multi_head_attention = _CASES["mha_book"]["output"]  # [2, 6, 2]
+    gpt2_small_num_parameters = int(
+        _CASES["gpt2_small"]["num_parameters"])  # 2,362,368

@@ -44,6 +44,9 @@ grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades
 bench: install ## seconds per submission: warm forked workers vs fresh interpreters
 	$(PY) -m kit.bench
 
+bench-attention: install ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
+	$(PY) -m kit.bench_attention $(ARGS)
+
 release: install ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
 	$(PY) -m kit.release
 

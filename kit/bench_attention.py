@@ -41,23 +41,28 @@ def sdpa_forward(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module.out_proj(context.transpose(1, 2).reshape(b, n, -1))
 
 
-def implementations(reference, dim: int, heads: int, tokens: int
+def implementations(reference, dim: int, heads: int, tokens: int,
+                    device: str = "cpu"
                     ) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """name -> forward function, all in eval mode, no dropout."""
+    """name -> forward function, all in eval mode, no dropout, with their
+    parameters on ``device``."""
     wrapper = reference.MultiHeadAttentionWrapper(
         dim, dim // heads, tokens, 0.0, heads, qkv_bias=True).eval()
     fused = reference.MultiHeadAttention(
         dim, dim, tokens, 0.0, heads, qkv_bias=True).eval()
     torch_mha = torch.nn.MultiheadAttention(dim, heads, batch_first=True)
     torch_mha.eval()
-    causal = torch.ones(tokens, tokens, dtype=torch.bool).triu(1)
+    for module in (wrapper, fused, torch_mha):
+        module.to(device)
+    causal = torch.ones(tokens, tokens, dtype=torch.bool,
+                        device=device).triu(1)
     return {
         "wrapper (stacked heads)": wrapper,
         "fused (view/transpose)": fused,
         "fused + scaled_dot_product_attention":
             lambda x: sdpa_forward(fused, x),
         "torch.nn.MultiheadAttention":
-            lambda x: torch_mha(x, x, x, attn_mask=causal.to(x.device),
+            lambda x: torch_mha(x, x, x, attn_mask=causal,
                                 need_weights=False)[0],
     }
 
@@ -85,10 +90,7 @@ def run(size: str, repeats: int, devices: list[str]) -> list[tuple]:
     for device in devices:
         torch.manual_seed(0)
         impls = implementations(reference, cfg["dim"], cfg["heads"],
-                                cfg["tokens"])
-        for fn in impls.values():
-            if isinstance(fn, torch.nn.Module):
-                fn.to(device)
+                                cfg["tokens"], device)
         x = torch.randn(cfg["batch"], cfg["tokens"], cfg["dim"],
                         device=device)
         for name, fn in impls.items():
@@ -121,7 +123,9 @@ def chart(rows: list[tuple], path: Path, title: str) -> None:
     labels = [f"{name} ({device})" for device, name, _ in rows]
     ms = [seconds * 1000 for _, _, seconds in rows]
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.2))
-    ax.barh(labels[::-1], ms[::-1], color="#4c72b0")
+    bars = ax.barh(labels[::-1], ms[::-1], color="#4c72b0")
+    ax.bar_label(bars, [f"{v:,.0f} ms" for v in ms[::-1]], padding=3)
+    ax.set_xlim(0, max(ms) * 1.18)
     ax.set_xlabel("milliseconds per forward pass (lower is better)")
     ax.set_title(title)
     fig.tight_layout()
@@ -139,19 +143,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="a small size for a quick run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chart", type=Path, default=CHART,
-                        help=f"PNG to write (default: {CHART.relative_to(ROOT)})")
+                        help=f"PNG to write (default: "
+                             f"{CHART.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     size = "small" if args.small else "gpt2"
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     cfg = SIZES[size]
     title = (f"batch {cfg['batch']}, {cfg['tokens']} tokens, {cfg['dim']} "
-             f"dims, {cfg['heads']} heads")
-    print(f"Timing attention forward passes: {title} "
-          f"({torch.get_num_threads()} CPU threads)", file=sys.stderr)
+             f"dims, {cfg['heads']} heads, {torch.get_num_threads()} CPU "
+             f"threads")
+    print(f"Timing attention forward passes: {title}", file=sys.stderr)
     rows = run(size, args.repeats, devices)
     print(table(rows))
     chart(rows, args.chart, title)
-    print(f"\nchart written to {args.chart}")
+    print(f"\nchart written to {args.chart}; `python -m kit.notebook` "
+          f"embeds it in the notebook")
     return 0
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.protocol import MEMORY, NOT_RUN, TIMEOUT, Probe, ProbeResult
+from autograder.protocol import NOT_RUN, Probe, ProbeResult
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, register, select_cases)
 
@@ -27,8 +27,6 @@ MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
 STDOUT_SHOWN = 2000        # characters of the student's printing we quote
 
 # Statuses after which the rest of a check's probes are not worth running.
-_STOPPING = (TIMEOUT, MEMORY)
-
 Runner = Callable[[str, str, list[Probe]], list[ProbeResult]]
 
 
@@ -260,41 +258,23 @@ def _unique(probes) -> list[Probe]:
 
 def run_phased(planned: list[tuple[Check, list[Probe]]], source: str,
                filename: str, runner: Runner) -> dict[str, ProbeResult]:
-    """Run the probes in two sandbox calls so that hostile code costs one
-    time limit per check, not one per case.
-
-    Phase 1 runs each check's first probe. A check whose first probe hit
-    the time or memory limit is all-or-nothing lost already: its other
-    probes are skipped (unless another check needs them). If the module
-    failed to import, every probe shares that failure. Phase 2 runs the
-    rest.
+    """Run every planned probe in one sandbox call, each check's first
+    probe first, so that hostile code costs one time limit per check, not
+    one per case: a probe is tagged with the checks it serves, and once a
+    check's probe hits the time or memory limit the sandbox skips the
+    probes no other check still needs (see ``Probe.groups``).
     """
-    def run(batch: list[Probe]) -> None:
-        if batch:
-            for probe, result in zip(batch, runner(source, filename, batch)):
-                results[probe.id] = result
-
-    results: dict[str, ProbeResult] = {}
-    run(_unique(found[0] for _, found in planned if found))
-    first = list(results.values())
-    if first and all(not r.ok and r.phase == "import" for r in first):
-        for _, found in planned:
-            for probe in found:
-                results.setdefault(probe.id, replace(first[0], id=probe.id,
-                                                     stdout=""))
-        return results
-    blocked = {check.id: results[found[0].id] for check, found in planned
-               if found and results[found[0].id].status in _STOPPING}
-    run(_unique(p for check, found in planned if check.id not in blocked
-                for p in found if p.id not in results))
+    groups: dict[str, list[str]] = {}
     for check, found in planned:
-        canary = blocked.get(check.id)
         for probe in found:
-            if probe.id not in results and canary is not None:
-                results[probe.id] = ProbeResult(
-                    probe.id, NOT_RUN, f"skipped: an earlier call of this "
-                    f"check failed ({P.short_failure(canary)})")
-    return results
+            groups.setdefault(probe.id, []).append(check.id)
+    firsts = [found[0] for _, found in planned if found]
+    ordered = [replace(p, groups=tuple(groups[p.id])) for p in
+               _unique([*firsts, *(p for _, f in planned for p in f)])]
+    if not ordered:
+        return {}
+    return {probe.id: result for probe, result in
+            zip(ordered, runner(source, filename, ordered))}
 
 
 def _evaluate(check: Check, task: Task, cases: list,

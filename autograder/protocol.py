@@ -13,11 +13,11 @@ import torch
 
 # Statuses a probe can end in. Only "ok" carries outputs.
 OK = "ok"
-ERROR = "error"              # the student code raised (message says what)
+ERROR = "error"              # the student code raised (message says so)
 TIMEOUT = "timeout"          # wall-clock limit hit; worker killed
 MEMORY = "memory"            # memory limit hit
-CRASH = "crash"              # worker died or exited (sys.exit, os._exit, signal)
-IMPORT_ERROR = "import_error"  # the module failed to import (syntax, exception)
+CRASH = "crash"              # worker died or exited (exit, os._exit, signal)
+IMPORT_ERROR = "import_error"  # the module failed to import
 NOT_RUN = "not_run"          # an earlier failure made this probe impossible
 
 
@@ -25,8 +25,8 @@ NOT_RUN = "not_run"          # an earlier failure made this probe impossible
 class Probe:
     """One call into the student's code.
 
-    The worker builds ``cls(**init)``, copies every tensor of ``state`` into the
-    attribute path it names (``"q.weight"`` -> ``module.q.weight``), sets
+    The worker builds ``cls(**init)``, copies every tensor of ``state`` into
+    the attribute path it names (``"q.weight"`` -> ``module.q.weight``), sets
     train/eval mode, seeds torch with ``seed`` when given, and calls
     ``module(*args, **kwargs)``.
     """
@@ -43,6 +43,11 @@ class Probe:
     inspect: bool = False        # report the module's attributes
     trace_shapes: bool = False   # run instrumented code, report shapes
     timeout: float = 10.0        # seconds of wall clock for this probe
+    # The checks this probe serves. Once a probe hits the time or memory
+    # limit, its checks are lost (all-or-nothing), so the sandbox skips any
+    # later probe all of whose checks are lost: hostile code costs one time
+    # limit per check, not one per case.
+    groups: tuple[str, ...] = ()
 
 
 @dataclass

@@ -26,16 +26,24 @@ class Region:
     function: str  # enclosing function name ("" if none)
 
 
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
 def _enclosing(tree: ast.AST, line: int) -> tuple[str, str]:
+    # Only module-level classes and functions (and methods) hold regions;
+    # looking at those alone keeps this linear in the file's size.
     cls = func = ""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and \
-                node.lineno <= line <= node.end_lineno:
+    for node in getattr(tree, "body", []):
+        if not node.lineno <= line <= node.end_lineno:
+            continue
+        if isinstance(node, ast.ClassDef):
             cls = node.name
-            for item in ast.walk(node):
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                        and item.lineno <= line <= item.end_lineno:
+            for item in node.body:
+                if isinstance(item, _FUNCS) and \
+                        item.lineno <= line <= item.end_lineno:
                     func = item.name
+        elif isinstance(node, _FUNCS):
+            func = node.name
     return cls, func
 
 

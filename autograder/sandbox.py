@@ -693,14 +693,31 @@ class Sandbox:
 
     def _run(self, source: str, filename: str, probes: list[Probe],
              settings: WorkerSettings) -> list[ProbeResult]:
-        done: list[ProbeResult] = []
-        while len(done) < len(probes):
-            attempt = _Attempt(self, source, filename, probes[len(done):],
-                               settings)
+        results: dict[int, ProbeResult] = {}
+        lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
+        pending = list(range(len(probes)))
+        while pending:
+            todo = []
+            for i in pending:
+                groups = probes[i].groups
+                if groups and all(g in lost for g in groups):
+                    why = {TIMEOUT: "timed out", MEMORY: "used too much "
+                           "memory"}[lost[groups[0]].status]
+                    results[i] = ProbeResult(
+                        probes[i].id, NOT_RUN,
+                        f"skipped: an earlier call of this check {why}")
+                else:
+                    todo.append(i)
+            if not todo:
+                break
+            attempt = _Attempt(self, source, filename,
+                               [probes[i] for i in todo], settings)
+            got = 0
             failure = None
             try:
                 for result in attempt.results():
-                    done.append(result)
+                    results[todo[got]] = result
+                    got += 1
                     if result.status == MEMORY:
                         break      # a fresh worker for the rest
             except _Failure as exc:
@@ -710,15 +727,20 @@ class Sandbox:
             if failure is not None:
                 # Before the import finished, every later probe would fail
                 # the same way: no restart. Otherwise only this probe.
-                rest = probes[len(done):]
-                hit = rest[:1] if attempt.imported else rest
-                done.extend(ProbeResult(
-                    p.id, failure.status, failure.message,
-                    phase="" if attempt.imported else "import")
-                    for p in hit)
-                done[-len(hit)].stdout = _cap_text(output,
+                hit = todo[got:got + 1] if attempt.imported else todo[got:]
+                for i in hit:
+                    results[i] = ProbeResult(
+                        probes[i].id, failure.status, failure.message,
+                        phase="" if attempt.imported else "import")
+                results[hit[0]].stdout = _cap_text(output,
                                                    settings.output_limit)
-        return done
+            for i in todo:
+                result = results.get(i)
+                if result is not None and result.status in (TIMEOUT, MEMORY):
+                    for group in probes[i].groups:
+                        lost.setdefault(group, result)
+            pending = [i for i in todo if i not in results]
+        return [results[i] for i in range(len(probes))]
 
 
 def _cap_text(text: str, limit: int) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 import pycodestyle
@@ -53,13 +54,20 @@ def _options():
 
 def all_style_issues(source: str) -> list[StyleIssue]:
     """Every pycodestyle violation of ``source``, in line order."""
+    return list(_pycodestyle(source))
+
+
+@functools.lru_cache(maxsize=8)
+def _pycodestyle(source: str) -> tuple[StyleIssue, ...]:
+    # Cached: the grader asks once per class of the same source.
     options = _options()
     report = _Collect(options)
     lines = source.splitlines(keepends=True)
     checker = pycodestyle.Checker(lines=lines, options=options,
                                   report=report)
     checker.check_all()
-    return sorted(report.found, key=lambda i: (i.line, i.column, i.code))
+    return tuple(sorted(report.found,
+                        key=lambda i: (i.line, i.column, i.code)))
 
 
 def _class_spans(tree: ast.AST, cls: str) -> list[tuple[int, int]]:

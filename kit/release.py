@@ -90,10 +90,17 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         student = otter_assign(python, Path(tmp) / "otter")
         (dest / "assignment").mkdir()
-        shutil.copy2(student / MASTER.name, dest / "assignment")
-        # otter's own copy of transformer_lm would shadow the real one
-        shutil.copytree(student / "tests", dest / "assignment" / "tests",
-                        ignore=SKIP)
+        # everything otter ships (notebook, tests/, support files such as
+        # figures) except its copy of transformer_lm, which would shadow
+        # the real one one level up
+        for path in sorted(student.iterdir()):
+            if path.name == "transformer_lm":
+                continue
+            if path.is_dir():
+                shutil.copytree(path, dest / "assignment" / path.name,
+                                ignore=SKIP)
+            else:
+                shutil.copy2(path, dest / "assignment")
     values = dest / "test_values"
     values.mkdir()
     shutil.copy2(ROOT / "test_values" / "public.safetensors", values)

@@ -24,7 +24,7 @@ from autograder.grade import (GradeResult, Runner, failed_grade,
 from autograder.rubric import DEFAULT_RUBRIC, Rubric, RubricError, load_rubric
 from autograder.submission import (Submission, UsageError, check_path,
                                    resolve, submission_name, unique_names)
-from autograder.values import ValuesError, load_cases
+from autograder.values import ValuesError, load_cases, values_dir
 
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -168,6 +168,18 @@ def _collect_answers(subs: list[Submission], out: Path) -> str:
 # --------------------------------------------------------------------------
 # Commands
 
+def _warn_if_values_exposed(values: Path | None) -> None:
+    # As root the worker drops to an unprivileged user, which protects only
+    # files that user cannot read: say so when the hidden values are open.
+    from autograder.sandbox import exposed_to_others
+    hidden = Path(values or values_dir()) / "hidden.safetensors"
+    if os.geteuid() == 0 and exposed_to_others(hidden):
+        print(f"warning: {hidden} is readable by every user, including the "
+              f"worker user student code runs as; lock it with "
+              f"`chmod -R go-rwx {hidden.parent}` (the Gradescope setup "
+              f"does this)", file=sys.stderr)
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade every PATH into --out."""
     paths = [Path(p) for p in args.paths
@@ -182,6 +194,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "
                           "--public-only to grade on the public cases)")
+    _warn_if_values_exposed(args.values)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = unique_names([submission_name(p) for p in paths])

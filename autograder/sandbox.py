@@ -44,7 +44,9 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
+
 
 import torch
 from safetensors.torch import load as st_load
@@ -747,6 +749,21 @@ def _cap_text(text: str, limit: int) -> str:
     if len(text) <= limit + 100:
         return text
     return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+def exposed_to_others(path: Path) -> bool:
+    """Whether a user with no special rights could read ``path``: the file
+    is world-readable and every folder above it world-searchable. The worker
+    user is such a user, so staff files must not be exposed when grading as
+    root (the Gradescope setup locks them; a checkout usually is not)."""
+    path = Path(path).resolve()
+    try:
+        if not path.stat().st_mode & stat.S_IROTH:
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH
+                   for parent in path.parents)
+    except OSError:
+        return False
 
 
 _default: Sandbox | None = None

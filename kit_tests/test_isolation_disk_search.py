@@ -1,0 +1,102 @@
+"""A submission that hunts the disk for the frozen values and replays them.
+
+Run as root, the grader's worker drops to an unprivileged user; with the
+values locked as the Gradescope setup locks them (root-only directory) the
+attack finds nothing and scores 0 on the value checks. The control run, with
+the same files left world-readable, shows the attack really works when the
+files are exposed, so this test fails if isolation ever stops holding.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder.grade import grade_source, sandbox_runner
+from autograder.rubric import load_rubric
+from autograder.values import DEFAULT_DIR, load_cases
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="privilege drop needs the grader to run as root")
+
+CHEATER = '''\
+"""Looks for frozen test values anywhere under SEARCH and replays them."""
+import os
+
+import torch
+import torch.nn as nn
+from safetensors.torch import load_file
+
+SEARCH = {search!r}
+
+
+def _stolen(x):
+    for folder, _, files in os.walk(SEARCH):
+        for name in files:
+            if not name.endswith(".safetensors"):
+                continue
+            try:
+                tensors = load_file(os.path.join(folder, name))
+            except OSError:
+                continue
+            for key, value in tensors.items():
+                if key.endswith("/x") and value.shape == x.shape and \\
+                        torch.equal(value, x):
+                    return tensors[key[:-1] + "output"]
+    return None
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, input_size, hidden):
+        super().__init__()
+        self.q = nn.Linear(input_size, hidden)
+        self.k = nn.Linear(input_size, hidden)
+        self.v = nn.Linear(input_size, hidden)
+
+    def forward(self, x):
+        found = _stolen(x)
+        if found is None:
+            return torch.zeros(*x.shape[:2], self.q.out_features)
+        return found
+'''
+
+
+@pytest.fixture
+def root():
+    # Not under pytest's tmp_path: its base directory is root-only, which
+    # would hide the files from the worker in the control run too.
+    folder = Path(tempfile.mkdtemp(prefix="autograder-root-"))
+    folder.chmod(0o755)
+    yield folder / "autograder"
+    shutil.rmtree(folder)
+
+
+def _grade_with_values_in(root: Path, mode: int) -> float:
+    """Copy the values under ``root`` with directory mode ``mode`` (files
+    world-readable) and grade the cheater against them; return its 1.2
+    (forward values) points."""
+    values = root / "source" / "test_values"
+    shutil.copytree(DEFAULT_DIR, values)
+    for path in values.iterdir():
+        path.chmod(0o644)
+    for folder in (root, root / "source", values):
+        folder.chmod(mode)
+    rubric, cases = load_rubric(), load_cases(values)
+    source = CHEATER.format(search=str(root))
+    grade = grade_source(source, "modeling_attention.py", rubric, cases,
+                         sandbox_runner(), name="cheater")
+    assert not grade.internal_error, grade.internal_error
+    return next(c.applied for t in grade.tasks for c in t.items
+                if c.check.id == "1.2")
+
+
+def test_locked_values_cannot_be_stolen(root: Path):
+    assert _grade_with_values_in(root, 0o700) == 0
+
+
+def test_control_exposed_values_would_be_stolen(root: Path):
+    # Proves the attack is real: without the lock it earns the points.
+    assert _grade_with_values_in(root, 0o755) == 3

@@ -139,28 +139,34 @@ def _sandbox_context():
     return Sandbox()
 
 
-def _collect_answers(subs: list[Submission], out: Path) -> str:
-    """Hook for the notebooks' inline answers (autograder/answers.py):
-    pages per question under ``out/answers``. Optional: any failure is
-    reported and grading results stand."""
+def _read_answers(grade: GradeResult,
+                  sub: Submission) -> dict[str, str] | None:
+    """Put the notebook's inline answers (Q1-Q5, graded by hand) into the
+    student's feedback and return them for the TAs' pages. A missing or
+    broken notebook is reported there and costs no points."""
+    from autograder import answers
+    if not sub.notebooks:
+        grade.answers = answers.answers_markdown(
+            None, error="no notebook (.ipynb) in the submission")
+        return None
     try:
-        from autograder import answers
-    except ImportError:
-        return ""
-    by_submission: dict[str, dict[str, str]] = {}
-    for sub in subs:
-        if not sub.notebooks:
-            continue
-        try:
-            by_submission[sub.name] = answers.collect_answers(sub.notebooks[0])
-        except Exception as exc:   # noqa: BLE001 - answers are optional
-            by_submission[sub.name] = {"Q1": f"(could not read the notebook:"
-                                       f" {exc})"}
+        found = answers.collect_answers(sub.notebooks[0])
+    except Exception as exc:   # noqa: BLE001 - answers never cost points
+        grade.answers = answers.answers_markdown(None, error=str(exc))
+        return None
+    grade.answers = answers.answers_markdown(found)
+    return found
+
+
+def _write_question_pages(by_submission: dict[str, dict[str, str]],
+                          out: Path) -> str:
+    """One page per question with every student's answer, for TAs."""
     if not by_submission:
         return ""
+    from autograder import answers
     try:
-        answers.write_question_pages(out, by_submission)
-    except Exception as exc:   # noqa: BLE001
+        answers.write_question_pages(out, dict(sorted(by_submission.items())))
+    except OSError as exc:
         return f"inline answers: could not write the pages ({exc})"
     return f"inline answers: {out / 'answers'}/Q*.md"
 
@@ -201,7 +207,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     task_ids = [t.id for t in rubric.tasks]
     progress = Progress(len(paths))
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
-    subs: list[Submission] = []
+    answers_by_name: dict[str, dict[str, str]] = {}
     try:
         with _sandbox_context() as sandbox:
             runner = sandbox_runner(sandbox)
@@ -209,10 +215,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
             def work(pair: tuple[Path, str]) -> GradeResult:
                 path, name = pair
                 sub = resolve(path, workdir, name)
-                subs.append(sub)
                 grade = _grade_one(sub, rubric, cases, runner,
                                    public_only=args.public_only,
                                    timeout=args.timeout)
+                found = _read_answers(grade, sub)
+                if found is not None:
+                    answers_by_name[name] = found
                 _write_outputs(grade, out / name)
                 progress.step(name)
                 return grade
@@ -220,7 +228,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
             with ThreadPoolExecutor(max(1, args.jobs)) as pool:
                 grades = list(pool.map(work, zip(paths, names)))
         report.write_grades_csv(grades, task_ids, out / "grades.csv")
-        note = _collect_answers(sorted(subs, key=lambda s: s.name), out)
+        note = _write_question_pages(answers_by_name, out)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.summary_table(grades, task_ids))
@@ -267,7 +275,7 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
             if sub.error:
                 sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
             grade = _grade_one(sub, rubric, cases, sandbox_runner())
-            _attach_answers(grade, sub)
+            _read_answers(grade, sub)
     except Exception:   # noqa: BLE001 - results.json must be written
         grade = failed_grade("submission", str(submission_dir), rubric,
                              internal_error=traceback.format_exc())
@@ -289,22 +297,6 @@ def _nested_zip(folder: Path, workdir: Path) -> Submission | None:
         if not sub.error:
             return sub
     return None
-
-
-def _attach_answers(grade: GradeResult, sub: Submission) -> None:
-    """Note in the feedback whether the notebook's answers were found
-    (they are graded by hand; see autograder/answers.py)."""
-    if not sub.notebooks:
-        return
-    try:
-        from autograder.answers import collect_answers
-        found = collect_answers(sub.notebooks[0])
-    except Exception:   # noqa: BLE001 - optional
-        return
-    missing = [q for q, text in found.items() if not text.strip()]
-    if missing:
-        grade.notes.append("Inline answers not found for "
-                           + ", ".join(missing) + " (graded by hand).")
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:

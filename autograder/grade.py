@@ -78,6 +78,7 @@ class GradeResult:
     stdout: str = ""          # what the student's code printed (capped)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    answers: str = ""        # inline answers section (markdown), if read
 
     @property
     def score(self) -> float:

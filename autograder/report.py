@@ -136,6 +136,8 @@ def overview(grade: GradeResult) -> str:
     if grade.stdout.strip():
         lines += ["", "Your code printed (shown for debugging; printing "
                   "is not needed):", "```", grade.stdout.rstrip(), "```"]
+    if grade.answers:
+        lines += ["", grade.answers.rstrip()]
     return "\n".join(lines)
 
 

@@ -114,3 +114,19 @@ def test_round_trip_through_the_grader(student, tmp_path):
     page = (out / "answers" / "Q2.md").read_text()
     assert "## alice" in page and "sqrt(head_size)" in page
     assert "_(no answer)_" in (out / "answers" / "Q1.md").read_text()
+    # The student sees their own answers in their feedback too.
+    feedback = (out / "alice" / "feedback.md").read_text()
+    assert "Each head scales by sqrt(head_size)." in feedback
+    assert "Each head scales by sqrt(head_size)." in results["output"]
+
+
+def test_missing_notebook_is_reported_and_costs_nothing(tmp_path):
+    out = tmp_path / "grades"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-m", "autograder", "grade", "--out",
+                    str(out), str(REFERENCE)], cwd=ROOT, env=env,
+                   capture_output=True, text=True, timeout=600, check=True)
+    results = json.loads((out / "modeling_attention" / "results.json")
+                         .read_text())
+    assert results["score"] == 11
+    assert "Could not read your answers: no notebook" in results["output"]

@@ -7,6 +7,7 @@ the public test values, so nothing in the checkout is touched.
 """
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import subprocess
@@ -153,8 +154,9 @@ def test_master_structure():
                  and c.source.startswith("# BEGIN QUESTION")]
     points = {q["name"]: q["points"] for q in questions}
     assert points == {"task_1_1": 1, "task_1_2": 3, "task_2_1": 3,
-                      "task_2_2": 1, "task_2_3": 2, "q1": 0, "q2": 0,
-                      "q3": 0, "q4": 0, "q5": 0}
+                      "task_2_2": 1, "task_2_3": 2, "task_3_1": 2,
+                      "task_3_2": 1, "task_3_3": 2, "task_3_4": 1,
+                      "q1": 0, "q2": 0, "q3": 0, "q4": 0, "q5": 0}
     assert all(q.get("manual") for q in questions if q["name"][0] == "q")
     for task_id in TASKS:
         source = _cell(nb, _check_id(task_id)).source
@@ -166,6 +168,35 @@ def test_master_structure():
             assert cell.cell_type == "markdown"
             assert cell.metadata["kit"] == meta
             assert cell.source.splitlines()[0] == f"**Answer {qid}:**"
+
+
+def test_part3_walks_through_the_book():
+    nb = notebook.build()
+    text = "\n".join(c.source for c in nb.cells)
+    order = ["Your journey starts with one step", "### Task 3.1",
+             "### Task 3.2", "### Task 3.3", "### Task 3.4",
+             "## Is the fused form faster?"]
+    positions = [text.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    # The book's printed values are quoted for the student to compare.
+    for value in ("-0.4519,  0.2216", "0.2575, 0.4028", "2\\,362\\,368"):
+        assert value in text, value
+    # The benchmark is shown, not run: no cell imports it.
+    assert "bench_attention" not in "\n".join(
+        c.source for c in nb.cells if c.cell_type == "code")
+
+
+def test_benchmark_chart_is_embedded_with_an_honest_reading():
+    nb = notebook.build()
+    (cell,) = [c for c in nb.cells
+               if c.source.startswith("## Is the fused form faster?")]
+    png = cell.attachments["bench_attention.png"]["image/png"]
+    assert base64.b64decode(png) == notebook.BENCH_CHART.read_bytes()
+    assert "(attachment:bench_attention.png)" in cell.source
+    text = " ".join(cell.source.split())
+    for claim in ("**not** faster", "[8, 12, 1024, 1024]", "three times",
+                  "memory traffic", "On a GPU"):
+        assert claim in text, claim
 
 
 # -- otter assign ----------------------------------------------------------
@@ -195,6 +226,9 @@ def test_otter_assign_student_notebook(assigned):
         assert len(answers) == 1 and "sample" not in answers[0].metadata.kit
         assert answers[0].source.startswith(f"**Answer {qid}:**")
     assert collect_answers(student) == {q: "" for q in QUESTIONS}
+    chart = [c for c in nb.cells if "attachment:bench_attention.png"
+             in c.source]
+    assert len(chart) == 1 and "bench_attention.png" in chart[0].attachments
     assert (assigned / "student" / "transformer_lm").is_dir()
     assert not (assigned / "student" / "test_values" /
                 "hidden.safetensors").exists()
@@ -213,6 +247,14 @@ def test_master_runs_against_the_reference(tmp_path, monkeypatch):
     for cell in _plot_cells(nb):
         assert any("image/png" in o.get("data", {}) for o in cell.outputs)
         assert "Finish Task" not in _output_text(cell)
+    shown = "\n".join(_output_text(c) for c in nb.cells
+                      if c.cell_type == "code")
+    for printed in ("-0.4519,  0.2216", "-0.5299, -0.1081",
+                    "torch.Size([2, 6, 4])", "2,362,368 parameters, 12 heads "
+                    "of 64"):
+        assert printed in shown, printed
+    difference = re.search(r"largest difference: (\S+)", shown)
+    assert difference and float(difference.group(1)) < 1e-6
 
 
 def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
@@ -224,7 +266,8 @@ def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
         shown = _output_text(_cell(nb, _check_id(task_id)))
         assert "FAILED" in shown and "not implemented yet" in shown, shown
     for cell in _plot_cells(nb):
-        assert "Finish Task 2." in _output_text(cell)
+        assert re.search(r"Finish Task [23]\.\d to see this plot",
+                         _output_text(cell)), _output_text(cell)
         assert not any("image/png" in o.get("data", {})
                        for o in cell.outputs)
 
@@ -241,6 +284,7 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
     for cell in checks:
         assert "not implemented yet" in _output_text(cell)
     for cell in _plot_cells(nb):
-        assert "Finish Task 2." in _output_text(cell)
+        assert re.search(r"Finish Task [23]\.\d to see this plot",
+                         _output_text(cell)), _output_text(cell)
         assert not any("image/png" in o.get("data", {})
                        for o in cell.outputs)

@@ -121,7 +121,8 @@ class Pycodestyle:
 
 @register("deduction", "shape_comments", required=("init", "input"),
           params={"init": dict, "input": list, "vary_init": dict,
-                  "vary_kwargs": dict, "vary_train": list})
+                  "vary_kwargs": dict, "vary_train": list,
+                  "extra_dims": dict})
 class ShapeComments:
     """Every tensor-producing student statement of the class carries a
     shape comment that matches the shapes a traced run observed."""
@@ -146,6 +147,9 @@ class ShapeComments:
                    if isinstance(v, int) and not isinstance(v, bool)}}
         if "num_heads" in dims and "hidden" in dims:
             dims["head_size"] = dims["hidden"] // dims["num_heads"]
+        # Sizes a name stands for that the constructor does not show, e.g.
+        # the wrapper's head size (its d_out).
+        dims.update(check.params.get("extra_dims", {}))
         return dims
 
     def evaluate(self, check: Check, task: Task, cases: list,

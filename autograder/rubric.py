@@ -20,7 +20,8 @@ RUN_MODES = ("eval", "train")
 # Case-filter keys that are not constructor arguments of the case.
 CASE_KEYS = ("task", "set", "mode", "name")
 # Modules that register check kinds; imported before validation.
-KIND_MODULES = ("autograder.checks.values", "autograder.grade")
+KIND_MODULES = ("autograder.checks.values", "autograder.checks.causal",
+                "autograder.grade")
 
 
 class RubricError(ValueError):
@@ -317,15 +318,24 @@ def _string(value: Any, where: str) -> str:
 def select_cases(filters: dict[str, Any], cases: list) -> list:
     """The cases (autograder.values.Case) matching every filter: the keys
     ``task``, ``set``, ``mode`` and ``name`` match the case's fields, any
-    other key a constructor argument in ``case.init``."""
+    other key a constructor argument in ``case.init``; a list value
+    matches any of its items."""
     chosen = []
     for case in cases:
         fields = {"task": case.task, "set": case.set, "mode": case.mode,
                   "name": case.name}
-        if all((fields[k] if k in CASE_KEYS else case.init.get(k, _MISSING))
-               == v for k, v in filters.items()):
+        if all(_matches(fields[k] if k in CASE_KEYS else
+                        case.init.get(k, _MISSING), v)
+               for k, v in filters.items()):
             chosen.append(case)
     return chosen
 
 
 _MISSING = object()
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    # A list in a filter means "any of these" (e.g. several case names).
+    if isinstance(wanted, list):
+        return value in wanted
+    return value == wanted

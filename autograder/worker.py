@@ -13,6 +13,7 @@ or returns, keyed by the statement's first line.
 from __future__ import annotations
 
 import ast
+import inspect
 import linecache
 import secrets
 import sys
@@ -321,6 +322,9 @@ def describe_attributes(module: nn.Module) -> dict[str, Any]:
         found[name] = {"type": "Parameter", "shape": _shape(param)}
     for name, buf in module._buffers.items():
         found[name] = {"type": "Tensor", "shape": _shape(buf)}
+    # Dunder name: cannot collide with an attribute a student defines.
+    found["__parameters__"] = {"type": "int", "value": sum(
+        p.numel() for p in module.parameters())}
     return found
 
 
@@ -372,15 +376,20 @@ def run_probe(module: types.ModuleType, probe: Probe, filename: str,
     phase = "init"
     try:
         cls = getattr(module, probe.cls, None)
-        if not isinstance(cls, type):
-            raise ProbeFailure(ERROR, f"the submission defines no class "
-                               f"{probe.cls}", "init")
+        # A class, or a factory function returning a module (Part 3's
+        # gpt2_small_attention()).
+        if not (isinstance(cls, type) or inspect.isfunction(cls)):
+            raise ProbeFailure(ERROR, f"the submission defines no class or "
+                               f"function {probe.cls}", "init")
         if probe.seed is not None:
             torch.manual_seed(probe.seed)   # weights not in state repeat too
         instance = cls(**probe.init)
         if not isinstance(instance, nn.Module):
-            raise ProbeFailure(ERROR, f"{probe.cls} is not an nn.Module",
-                               "init")
+            got = type(instance).__name__
+            raise ProbeFailure(ERROR, f"{probe.cls}() returned a {got}, "
+                               f"expected an nn.Module" if
+                               inspect.isfunction(cls) else
+                               f"{probe.cls} is not an nn.Module", "init")
         phase = "load"
         load_state(instance, probe.state)
         if probe.inspect:
@@ -394,7 +403,10 @@ def run_probe(module: types.ModuleType, probe: Probe, filename: str,
             kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
             if recorder is not None:
                 recorder.reset()
-            value = instance(*args, **kwargs)
+            # No autograd graph: grading needs values only, and the graph
+            # of a GPT-2-size call would hold hundreds of MB.
+            with torch.no_grad():
+                value = instance(*args, **kwargs)
             phase = "output"
             result.output_kind, result.outputs = collect_outputs(value)
     except ProbeFailure as failure:

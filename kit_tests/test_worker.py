@@ -204,7 +204,28 @@ def test_missing_class():
     source = REFERENCE.replace("class SelfAttention(", "class SelfAtention(")
     [result] = run(source, sa_probe())
     assert result.status == ERROR
-    assert "no class SelfAttention" in result.message
+    assert "no class or function SelfAttention" in result.message
+
+
+def test_factory_function_and_parameter_count():
+    # Part 3's gpt2_small_attention() is a function returning a module.
+    source = REFERENCE + (
+        "\n\ndef tiny_factory():\n"
+        "    return SelfAttention(3, 2)\n")
+    probe = Probe(id="factory", cls="tiny_factory", init={}, call=False,
+                  inspect=True)
+    [result] = run(source, probe)
+    assert result.ok, result.message
+    assert result.attributes["__parameters__"]["value"] == 3 * (3 * 2 + 2)
+
+
+def test_factory_returning_a_non_module_is_an_error():
+    source = REFERENCE + "\n\ndef not_a_module():\n    return 42\n"
+    [result] = run(source, Probe(id="f", cls="not_a_module", init={},
+                                 call=False))
+    assert result.status == ERROR
+    assert "not_a_module() returned a int, expected an nn.Module" \
+        in result.message
 
 
 # ---------------------------------------------------------------- shapes

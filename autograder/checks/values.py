@@ -351,8 +351,11 @@ class DropoutTrain(CaseCheck):
     from the returned probabilities through ``value_mix``."""
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """One seeded train-mode call with return_attention=True."""
+        """One seeded train-mode call with return_attention=True, and the
+        same call in eval mode (shared with 2.1/2.3a)."""
         return [P.case_probe(case, train=True, timeout=check.timeout,
+                             kwargs={"return_attention": True}),
+                P.case_probe(case, timeout=check.timeout,
                              kwargs={"return_attention": True})]
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
@@ -372,6 +375,12 @@ class DropoutTrain(CaseCheck):
             return Verdict(False, f"in train mode the probabilities have "
                            f"shape {fmt_shape(probs.shape)}, expected "
                            f"{fmt_shape(clean.shape)}", "wrong shape")
+        # Judge dropout against the student's own eval probabilities, so a
+        # wrong scale or mask costs 2.1/2.2, not this point too.
+        own, _ = _outputs(results[1], probes[1], 2)
+        if own is not None and own[1].numel() == clean.numel() and \
+                torch.isfinite(own[1]).all():
+            clean = own[1].double().reshape(clean.shape)
         got = probs.double()
         if not torch.isfinite(got).all():
             return Verdict(False, "in train mode the probabilities contain "

@@ -18,7 +18,7 @@ DEFAULT_RUBRIC = Path(__file__).resolve().with_name("rubric.toml")
 SECTIONS = ("item", "deduction", "bonus")
 RUN_MODES = ("eval", "train")
 # Case-filter keys that are not constructor arguments of the case.
-CASE_KEYS = ("task", "set", "mode", "name")
+CASE_KEYS = ("task", "set", "mode", "name", "recipe")
 # Modules that register check kinds; imported before validation.
 KIND_MODULES = ("autograder.checks.values", "autograder.checks.causal",
                 "autograder.grade")
@@ -317,13 +317,14 @@ def _string(value: Any, where: str) -> str:
 
 def select_cases(filters: dict[str, Any], cases: list) -> list:
     """The cases (autograder.values.Case) matching every filter: the keys
-    ``task``, ``set``, ``mode`` and ``name`` match the case's fields, any
+    ``task``, ``set``, ``mode``, ``name`` and ``recipe`` match the case's
+    fields, any
     other key a constructor argument in ``case.init``; a list value
     matches any of its items."""
     chosen = []
     for case in cases:
         fields = {"task": case.task, "set": case.set, "mode": case.mode,
-                  "name": case.name}
+                  "name": case.name, "recipe": case.recipe}
         if all(_matches(fields[k] if k in CASE_KEYS else
                         case.init.get(k, _MISSING), v)
                for k, v in filters.items()):

@@ -35,6 +35,9 @@ class Case:
     seed: int
     description: str
     tensors: dict[str, torch.Tensor] = field(repr=False)
+    # How the weights were made (kit/cases.py): "init" (seeded), or for
+    # Part 3 "dropout_probe" / "concat" (a wrapper's heads fused).
+    recipe: str = "init"
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
@@ -60,7 +63,7 @@ class Case:
         sizes = {"batch_size": batch, "seq_len": seq, **{
             k: v for k, v in self.init.items() if isinstance(v, int)
             and not isinstance(v, bool)}}
-        if "num_heads" in sizes:
+        if "num_heads" in sizes and "hidden" in sizes:
             sizes["head_size"] = sizes["hidden"] // sizes["num_heads"]
         return sizes
 
@@ -106,6 +109,7 @@ def load_cases(directory: Path | None = None,
                 cls=record["class"], init=record["init"],
                 mode=record["mode"], seed=record["seed"],
                 description=record["description"],
+                recipe=record.get("weights", "init").split(":")[0],
                 tensors={k[len(prefix):]: v for k, v in tensors.items()
                          if k.startswith(prefix)}))
     return cases

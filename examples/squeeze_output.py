@@ -142,3 +142,186 @@ class MultiHeadSelfAttention(nn.Module):
         if return_attention:
             return att, probs
         return att
+
+
+# Part 3: from stacked heads to fused heads. Layers are created in the order
+# the docstrings give, so that a fixed seed reproduces the book's numbers.
+
+
+class CausalAttention(nn.Module):
+    """One causal attention head with dropout on the attention weights.
+
+    Args:
+        d_in: size of each input vector.
+        d_out: size of the queries, keys, values and of the output.
+        context_length: longest sequence the causal mask covers.
+        dropout: dropout probability on the attention weights.
+        qkv_bias: whether the projections have a bias.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout,
+                 qkv_bias=False):
+        super().__init__()
+        self.d_out = d_out
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer(
+            "mask",
+            torch.triu(torch.ones(context_length, context_length), diagonal=1)
+        )
+
+    def forward(self, x):
+        """Causal self-attention of ``x`` [b, num_tokens, d_in].
+
+        Returns:
+            Context vectors of shape [b, num_tokens, d_out].
+        """
+        b, num_tokens, d_in = x.shape
+        # Task 3.1 (2 points): compute the queries, keys and values, the
+        # attention scores with the future masked (cut self.mask to
+        # num_tokens), the softmax of the scores scaled by the square root
+        # of the key size, dropout on these weights, and the weighted sum
+        # of the values. Hint: ~8 lines.
+        # YOUR CODE STARTS HERE
+        queries = self.W_query(x)  # [b, num_tokens, d_out]
+        keys = self.W_key(x)  # [b, num_tokens, d_out]
+        values = self.W_value(x)  # [b, num_tokens, d_out]
+        attn_scores = queries @ keys.transpose(1, 2)
+        # [b, num_tokens, num_tokens]
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
+        # [num_tokens, num_tokens]
+        attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)
+        # [b, num_tokens, num_tokens]
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5,
+                                     dim=-1)  # [b, num_tokens, num_tokens]
+        attn_weights = self.dropout(attn_weights)
+        # [b, num_tokens, num_tokens]
+        context_vec = attn_weights @ values  # [b, num_tokens, d_out]
+        return context_vec  # [b, num_tokens, d_out]
+        # YOUR CODE ENDS HERE
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+    """Multi-head attention as a stack of independent causal heads.
+
+    Args:
+        d_in, d_out, context_length, dropout, qkv_bias: as CausalAttention,
+            for every head.
+        num_heads: number of heads; the output has num_heads * d_out
+            features.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads,
+                 qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList([
+            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+            for _ in range(num_heads)
+        ])
+
+    def forward(self, x):
+        """Run every head on ``x`` [b, num_tokens, d_in].
+
+        Returns:
+            The heads' outputs concatenated along the last dimension:
+            [b, num_tokens, num_heads * d_out].
+        """
+        # Task 3.2 (1 point): run every head and concatenate their
+        # outputs. Hint: ~1 line.
+        # YOUR CODE STARTS HERE
+        return torch.cat([head(x) for head in self.heads], dim=-1)
+        # [b, num_tokens, num_heads * d_out]
+        # YOUR CODE ENDS HERE
+
+
+class MultiHeadAttention(nn.Module):
+    """Fused multi-head causal attention: one projection, split by heads.
+
+    Args:
+        d_in: size of each input vector.
+        d_out: output size, split into num_heads heads of d_out // num_heads.
+        context_length: longest sequence the causal mask covers.
+        dropout: dropout probability on the attention weights.
+        num_heads: number of heads; must divide d_out.
+        qkv_bias: whether the query, key and value projections have a bias.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads,
+                 qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads:
+            raise ValueError(
+                f"d_out ({d_out}) must be divisible by num_heads "
+                f"({num_heads})"
+            )
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.context_length = context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer(
+            "mask",
+            torch.triu(torch.ones(context_length, context_length), diagonal=1)
+        )
+
+    def forward(self, x):
+        """Causal multi-head attention of ``x`` [b, num_tokens, d_in].
+
+        Returns:
+            Tensor of shape [b, num_tokens, d_out].
+        """
+        b, num_tokens, d_in = x.shape
+        if num_tokens > self.context_length:
+            raise ValueError(
+                f"input has {num_tokens} tokens but this attention was "
+                f"built for a context of at most {self.context_length}"
+            )
+        # Task 3.3 (2 points): project once, split the projections into
+        # heads with view and transpose, attend causally per head (scale
+        # by sqrt(head_dim), dropout on the weights), merge the heads and
+        # apply out_proj. Hint: ~10 lines.
+        # YOUR CODE STARTS HERE
+        split = (b, num_tokens, self.num_heads, self.head_dim)
+        queries = self.W_query(x).view(split).transpose(1, 2)
+        # [b, num_heads, num_tokens, head_dim]
+        keys = self.W_key(x).view(split).transpose(1, 2)
+        # [b, num_heads, num_tokens, head_dim]
+        values = self.W_value(x).view(split).transpose(1, 2)
+        # [b, num_heads, num_tokens, head_dim]
+        attn_scores = queries @ keys.transpose(2, 3)
+        # [b, num_heads, num_tokens, num_tokens]
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
+        # [num_tokens, num_tokens]
+        attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)
+        # [b, num_heads, num_tokens, num_tokens]
+        attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5,
+                                     dim=-1)
+        # [b, num_heads, num_tokens, num_tokens]
+        attn_weights = self.dropout(attn_weights)
+        # [b, num_heads, num_tokens, num_tokens]
+        context_vec = (attn_weights @ values).transpose(1, 2)
+        # [b, num_tokens, num_heads, head_dim]
+        context_vec = context_vec.reshape(b, num_tokens, self.d_out)
+        # [b, num_tokens, d_out]
+        return self.out_proj(context_vec)  # [b, num_tokens, d_out]
+        # YOUR CODE ENDS HERE
+
+
+def gpt2_small_attention():
+    """The attention layer of the smallest GPT-2 (124M).
+
+    Returns:
+        A MultiHeadAttention with 768 inputs and outputs, 12 heads, a
+        context of 1024 tokens, dropout 0.1 and query/key/value biases.
+    """
+    # Task 3.4 (1 point): return the GPT-2 small attention layer the
+    # docstring describes. Hint: ~1 line.
+    # YOUR CODE STARTS HERE
+    return MultiHeadAttention(768, 768, 1024, 0.1, 12, qkv_bias=True)
+    # YOUR CODE ENDS HERE

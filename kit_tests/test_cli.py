@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.rubric import load_rubric
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "kit_tests" / "submissions"
 VALUES = ROOT / "test_values"
@@ -52,14 +54,18 @@ def test_grade_exits_zero_and_writes_csv(batch):
     assert done.returncode == 0, done.stderr
     with open(out / "grades.csv") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0] == ["submission", "score", "max_score", "self_attention",
-                       "multi_head_self_attention"]
+    rubric = load_rubric()
+    tasks = [t.id for t in rubric.tasks]
+    assert rows[0] == ["submission", "score", "max_score", *tasks]
+    assert tasks[:2] == ["self_attention", "multi_head_self_attention"]
     scores = {r[0]: r[1:] for r in rows[1:]}
-    assert scores == {"alice": ["11", "10", "5", "6"],
-                      "bob": ["9", "10", "5", "4"],
-                      "carol": ["0", "10", "0", "0"],
-                      "alice-2": ["0", "10", "0", "0"],
-                      "empty": ["0", "10", "0", "0"]}
+    top = f"{rubric.max_score:g}"
+    part3 = ["0"] * (len(tasks) - 2)   # the corpus has Parts 1-2 only
+    assert scores == {"alice": ["11", top, "5", "6", *part3],
+                      "bob": ["9", top, "5", "4", *part3],
+                      "carol": ["0", top, "0", "0", *part3],
+                      "alice-2": ["0", top, "0", "0", *part3],
+                      "empty": ["0", top, "0", "0", *part3]}
     assert "alice-2" in done.stdout and "submission" in done.stdout
 
 
@@ -112,7 +118,8 @@ def test_check_on_public_cases_only(public_only_values, tmp_path):
     done = run("check", env={"AUTOGRADER_VALUES": str(public_only_values)},
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "Score on the public cases: 8 / 10 (+1 bonus)" in done.stdout
+    top = f"{load_rubric().max_score:g}"
+    assert f"Score on the public cases: 8 / {top} (+1 bonus)" in done.stdout
     assert "mask_diagonal" in done.stdout
     assert "graded on submission" in done.stdout
     assert "hidden case" not in done.stdout

@@ -28,7 +28,7 @@ REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 RUBRIC = load_rubric()
-FULL = RUBRIC.max_score + RUBRIC.max_bonus   # 10 + 1 bonus today
+FULL = RUBRIC.max_score + RUBRIC.max_bonus   # every point and bonus
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_reference_gets_full_marks(archive, tmp_path):
     shutil.copy2(REFERENCE, root / "submission" / "modeling_attention.py")
     results = _run(root)
     _validate(results)
-    assert results["score"] == FULL == 11  # 10 points + 1 bonus
+    assert results["score"] == FULL
     assert all(t["status"] == "passed" for t in results["tests"])
     counts = re.findall(r"hidden cases: (\d+) of (\d+) passed",
                         json.dumps(results["tests"]))

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from autograder.rubric import load_rubric
 from kit import leaks, release
 from kit.skeleton import generate_skeleton, solution_lines
 
@@ -205,12 +206,14 @@ def test_unzipped_release_make_check(unzipped, tmp_path):
     report = done.stdout + done.stderr
     assert "Traceback" not in report, report
     assert "Task 1.1 not implemented yet" in report, report
-    assert "Score on the public cases: 0 / 10 (+0 bonus)" in report
+    top = f"{load_rubric().max_score:g}"
+    assert f"Score on the public cases: 0 / {top} (+0 bonus)" in report
     ref = tmp_path / "mine.py"
     shutil.copy2(REFERENCE, ref)
     done = _make(unzipped, "check", f"FILE={ref}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Score on the public cases: 10 / 10 (+1 bonus)" in done.stdout
+    assert f"Score on the public cases: {top} / {top} (+1 bonus)" in \
+        done.stdout
 
 
 def test_unzipped_release_pytest(unzipped, tmp_path):

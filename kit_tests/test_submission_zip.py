@@ -17,10 +17,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.rubric import load_rubric
 from kit import release
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+FULL = load_rubric().max_score + load_rubric().max_bonus   # the reference
 MODULE = "transformer_lm/modeling_attention.py"
 NOTEBOOK = "assignment/attention.ipynb"
 
@@ -110,7 +112,7 @@ def test_round_trip_through_the_grader(student, tmp_path):
                     str(out), str(submission)], cwd=ROOT, env=env,
                    capture_output=True, text=True, timeout=600, check=True)
     results = json.loads((out / "alice" / "results.json").read_text())
-    assert results["score"] == 11
+    assert results["score"] == FULL
     page = (out / "answers" / "Q2.md").read_text()
     assert "## alice" in page and "sqrt(head_size)" in page
     assert "_(no answer)_" in (out / "answers" / "Q1.md").read_text()
@@ -128,5 +130,5 @@ def test_missing_notebook_is_reported_and_costs_nothing(tmp_path):
                    capture_output=True, text=True, timeout=600, check=True)
     results = json.loads((out / "modeling_attention" / "results.json")
                          .read_text())
-    assert results["score"] == 11
+    assert results["score"] == FULL
     assert "Could not read your answers: no notebook" in results["output"]

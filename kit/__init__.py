@@ -1,1 +1,1 @@
-"""Staff build tools: skeleton, test values, release, Gradescope zip, benchmarks."""
+"""Staff tools: skeleton, test values, release, Gradescope zip, benchmarks."""

@@ -100,8 +100,8 @@ def verify(tree: Path, archive: Path) -> None:
     secrets.case_names, secrets.sha256s = [], set()  # these belong here
     secrets.windows = {}
     for path in sorted(tree.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".toml", ".sh", ".txt",
-                                               ".json", ""):
+        if path.is_file() and path.suffix in (".py", ".toml", ".sh",
+                                              ".txt", ".json", ""):
             for leak in scan_text(path.relative_to(tree).as_posix(),
                                   path.read_text(errors="replace"), secrets):
                 problems.append(str(leak))

@@ -19,6 +19,18 @@ def _linear(x: torch.Tensor, weights: Weights, name: str) -> torch.Tensor:
     return x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
 
 
+def split_heads(t: torch.Tensor, num_heads: int,
+                split: str = "transpose") -> torch.Tensor:
+    """``[b, n, h * d]`` -> ``[b, h, n, d]``; ``split="no_transpose"`` is
+    the common mistake of a bare reshape, which mixes positions into
+    heads."""
+    b, n, width = t.shape
+    d = width // num_heads
+    if split == "transpose":
+        return t.view(b, n, num_heads, d).transpose(1, 2)
+    return t.reshape(b, num_heads, n, d)
+
+
 def self_attention(x: torch.Tensor, weights: Weights, *,
                    scale: str = "sqrt", softmax_dim: int = -1) -> torch.Tensor:
     """Single-head attention; ``scale`` is "sqrt", "none" or "linear"."""
@@ -46,12 +58,8 @@ def multi_head(x: torch.Tensor, weights: Weights, num_heads: int,
     hidden = weights["q.weight"].shape[0]
     hs = hidden // num_heads
 
-    def heads(t: torch.Tensor) -> torch.Tensor:
-        if split == "transpose":
-            return t.view(bs, seq, num_heads, hs).transpose(1, 2)
-        return t.reshape(bs, num_heads, seq, hs)
-
-    q, k, v = (heads(_linear(x, weights, n)) for n in "qkv")
+    q, k, v = (split_heads(_linear(x, weights, n), num_heads, split)
+               for n in "qkv")
     scores = q @ k.transpose(2, 3)
     scores = scores / {"head": hs ** 0.5, "hidden": hidden ** 0.5,
                        "none": 1.0}[scale]
@@ -181,12 +189,7 @@ def multi_head_attention(x: torch.Tensor, weights: Weights, num_heads: int,
     d_out = weights["W_query.weight"].shape[0]
     hd = d_out // num_heads
 
-    def heads(t: torch.Tensor) -> torch.Tensor:
-        if split == "transpose":
-            return t.view(b, n, num_heads, hd).transpose(1, 2)
-        return t.reshape(b, num_heads, n, hd)
-
-    q, k, v = (heads(_linear_opt(x, weights, name))
+    q, k, v = (split_heads(_linear_opt(x, weights, name), num_heads, split)
                for name in ("W_query", "W_key", "W_value"))
     divisor = {"head": hd ** 0.5, "d_out": d_out ** 0.5, "d_in": d_in ** 0.5,
                "none": 1.0}[scale]

@@ -2,7 +2,7 @@
 
 ``python -m kit.release [--out dist]`` (``make release``) assembles
 
-    transformer_lm/      the generated skeleton, __init__.py, test_values.py, ...
+    transformer_lm/      the generated skeleton, __init__.py, test_values.py
     assignment/          the student notebook from `otter assign`, its tests/
     test_values/         public.safetensors and a public-only manifest.json
     tests/               the student tests

@@ -59,10 +59,9 @@ def test_either_mark_is_enough_and_split_answers_join(tmp_path):
 def test_unmarked_and_sample_cells_are_not_answers(tmp_path):
     sample = _answer_cell("Q3", "staff sample answer")
     sample.metadata["kit"]["sample"] = True
-    path = _write(tmp_path / "a.ipynb", [sample,
-        nbformat.v4.new_markdown_cell("Q1: what is attention? Answer Q1 in "
-                                      "the cell below."),
-    ])
+    prose = nbformat.v4.new_markdown_cell(
+        "Q1: what is attention? Answer Q1 in the cell below.")
+    path = _write(tmp_path / "a.ipynb", [sample, prose])
     assert collect_answers(path) == {q: "" for q in QUESTIONS}
 
 

@@ -124,7 +124,7 @@ def test_built_release_has_no_leaks(built, secrets):
     assert leaks.scan_tree(built[1], secrets) == []
 
 
-# -- the scanner catches planted leaks ------------------------------------------
+# -- the scanner catches planted leaks ---------------------------------
 
 def _hidden_tensor(name_end: str):
     tensors = load_file(str(HIDDEN))
@@ -135,7 +135,7 @@ def _hidden_tensor(name_end: str):
 
 
 def test_scanner_names_file_and_line_of_planted_leaks(built, tmp_path,
-                                                       secrets):
+                                                      secrets):
     tree = tmp_path / "student"
     shutil.copytree(built[0], tree)
     # a solution line the scanner looks for (lines also in given code or
@@ -193,7 +193,7 @@ def test_scanner_ignores_public_values_and_given_code(built, tmp_path,
     assert leaks.scan_tree(path, secrets) == []
 
 
-# -- the release works on its own -------------------------------------------------
+# -- the release works on its own -------------------------------------
 
 def test_verified_build_self_grades(tmp_path):
     student, archive = release.build(tmp_path)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import functools
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,23 +16,9 @@ from autograder.checks.shape_comments import (VOCABULARY, ShapeIssue,
                                               check_shape_comments,
                                               parse_comment, statement_text)
 from autograder.regions import find_regions, student_statements
+from reference_source import FULL_REFERENCE, ROOT, first_two_classes
 
-ROOT = Path(__file__).resolve().parents[1]
-FULL_REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
-                  ).read_text()
-
-
-def _first_two_classes(source: str) -> str:
-    """The reference up to the end of MultiHeadSelfAttention: the tests
-    edit lines of the two homework classes, which later parts may
-    repeat."""
-    end = next(node.end_lineno for node in ast.parse(source).body
-               if isinstance(node, ast.ClassDef) and
-               node.name == "MultiHeadSelfAttention")
-    return "\n".join(source.splitlines()[:end]) + "\n"
-
-
-REFERENCE = _first_two_classes(FULL_REFERENCE)
+REFERENCE = first_two_classes(FULL_REFERENCE)
 DIMS = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12,
         "num_heads": 3, "head_size": 4}
 

@@ -1,29 +1,12 @@
 """pycodestyle violations are attributed to the class they occur in."""
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
 from autograder.checks.style import StyleIssue, style_issues
+from reference_source import FULL_REFERENCE, first_two_classes
 
-ROOT = Path(__file__).resolve().parents[1]
-FULL_REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
-                  ).read_text()
-
-
-def _first_two_classes(source: str) -> str:
-    """The reference up to the end of MultiHeadSelfAttention: the tests
-    edit lines of the two homework classes, which later parts may
-    repeat."""
-    end = next(node.end_lineno for node in ast.parse(source).body
-               if isinstance(node, ast.ClassDef) and
-               node.name == "MultiHeadSelfAttention")
-    return "\n".join(source.splitlines()[:end]) + "\n"
-
-
-REFERENCE = _first_two_classes(FULL_REFERENCE)
+REFERENCE = first_two_classes(FULL_REFERENCE)
 CLASSES = ("SelfAttention", "MultiHeadSelfAttention")
 
 

@@ -133,10 +133,12 @@ class Progress:
 
 
 def _sandbox_context():
-    """A warm Sandbox for a batch (closed afterwards). Imported late: the
-    check and gradescope paths and --help need not start it."""
+    """The command's warm Sandbox (closed afterwards). Its fork server is
+    forked from this process, sharing torch's memory (what keeps grading
+    within Gradescope's 768 MB), so commands create it first: before any
+    test value is loaded and before any torch operation runs here."""
     from autograder.sandbox import Sandbox
-    return Sandbox()
+    return Sandbox(fork_server_from_here=True)
 
 
 def _read_answers(grade: GradeResult,
@@ -194,6 +196,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
         check_path(path)
     if not paths:
         raise ConfigError("no submission to grade")
+    with _sandbox_context() as sandbox:
+        return _grade_paths(args, paths, sandbox)
+
+
+def _grade_paths(args: argparse.Namespace, paths: list[Path],
+                 sandbox: Any) -> int:
     sets = ("public",) if args.public_only else ("public", "hidden")
     rubric, cases = _load_config(args.rubric, args.values, sets)
     if not args.public_only and not any(c.set == "hidden" for c in cases):
@@ -208,25 +216,23 @@ def cmd_grade(args: argparse.Namespace) -> int:
     progress = Progress(len(paths))
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
     answers_by_name: dict[str, dict[str, str]] = {}
+    runner = sandbox_runner(sandbox)
+
+    def work(pair: tuple[Path, str]) -> GradeResult:
+        path, name = pair
+        sub = resolve(path, workdir, name)
+        grade = _grade_one(sub, rubric, cases, runner,
+                           public_only=args.public_only, timeout=args.timeout)
+        found = _read_answers(grade, sub)
+        if found is not None:
+            answers_by_name[name] = found
+        _write_outputs(grade, out / name)
+        progress.step(name)
+        return grade
+
     try:
-        with _sandbox_context() as sandbox:
-            runner = sandbox_runner(sandbox)
-
-            def work(pair: tuple[Path, str]) -> GradeResult:
-                path, name = pair
-                sub = resolve(path, workdir, name)
-                grade = _grade_one(sub, rubric, cases, runner,
-                                   public_only=args.public_only,
-                                   timeout=args.timeout)
-                found = _read_answers(grade, sub)
-                if found is not None:
-                    answers_by_name[name] = found
-                _write_outputs(grade, out / name)
-                progress.step(name)
-                return grade
-
-            with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-                grades = list(pool.map(work, zip(paths, names)))
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            grades = list(pool.map(work, zip(paths, names)))
         report.write_grades_csv(grades, task_ids, out / "grades.csv")
         note = _write_question_pages(answers_by_name, out)
     finally:
@@ -246,13 +252,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `python -m autograder"
                           f" check path/to/modeling_attention.py`)")
-    rubric, cases = _load_config(args.rubric, args.values, ("public",))
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
-        sub = resolve(path, workdir)
-        sub.filename = str(path)
-        grade = _grade_one(sub, rubric, cases, sandbox_runner(),
-                           public_only=True, timeout=args.timeout)
+        with _sandbox_context() as sandbox:
+            rubric, cases = _load_config(args.rubric, args.values,
+                                         ("public",))
+            sub = resolve(path, workdir)
+            sub.filename = str(path)
+            grade = _grade_one(sub, rubric, cases, sandbox_runner(sandbox),
+                               public_only=True, timeout=args.timeout)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.check_text(grade))
@@ -261,7 +269,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def grade_gradescope(submission_dir: Path, results_path: Path, *,
                      rubric_path: Path | None = None,
-                     values: Path | None = None) -> dict[str, Any]:
+                     values: Path | None = None,
+                     sandbox: Any = None) -> dict[str, Any]:
     """Grade whatever is under ``submission_dir`` (a folder with
     modeling_attention.py, or a zip of it) into ``results_path``. Always
     writes a valid results.json, even if the grader itself fails."""
@@ -274,7 +283,7 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:
                 sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
-            grade = _grade_one(sub, rubric, cases, sandbox_runner())
+            grade = _grade_one(sub, rubric, cases, sandbox_runner(sandbox))
             _read_answers(grade, sub)
     except Exception:   # noqa: BLE001 - results.json must be written
         grade = failed_grade("submission", str(submission_dir), rubric,
@@ -303,8 +312,17 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
     """Gradescope entry point."""
     root = Path(args.root or os.environ.get(ROOT_ENV, DEFAULT_ROOT))
     results = root / "results" / "results.json"
-    data = grade_gradescope(root / "submission", results,
-                            rubric_path=args.rubric, values=args.values)
+    try:
+        sandbox = _sandbox_context()
+    except Exception:   # noqa: BLE001 - grade anyway, on the default one
+        sandbox = None
+    try:
+        data = grade_gradescope(root / "submission", results,
+                                rubric_path=args.rubric, values=args.values,
+                                sandbox=sandbox)
+    finally:
+        if sandbox is not None:
+            sandbox.close()
     print(f"score {data['score']}: wrote {results}")
     return 0
 
@@ -375,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    # The parent only compares small tensors; one thread keeps it (and the
+    # fork server forked from it) free of OpenMP thread pools.
+    import torch
+    torch.set_num_threads(1)
     try:
         return args.run(args)
     except (ConfigError, UsageError) as exc:

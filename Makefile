@@ -41,7 +41,7 @@ check: install ## student preview: grade transformer_lm/modeling_attention.py on
 grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades
 	$(PY) -m autograder grade --out $(OUT) $(SUBMISSIONS)/*
 
-bench: install ## seconds per submission: warm forked workers vs fresh interpreters
+bench: install ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.bench
 
 bench-attention: install ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart

@@ -34,6 +34,7 @@ from autograder.values import load_cases
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
 TARGET_SECONDS = 0.25   # per submission, 2 cores
+GRADESCOPE_MB = 768     # the default container's memory
 
 _FRESH_SCRIPT = """
 import sys
@@ -116,6 +117,49 @@ def count_probes(rubric, cases) -> int:
     return len(G.plan_probes(rubric, cases, ctx))
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except OSError:
+                pass
+    return found
+
+
+def _pss_mib(pids: list[int]) -> float:
+    """Physical memory of the processes: their proportional set sizes."""
+    total = 0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in rollup.splitlines()
+                       if line.startswith("Pss:")), 0)
+    return total / 1024
+
+
+def peak_memory_of_grading(submission: Path) -> float:
+    """Peak physical memory (MiB) of the whole process tree of one
+    ``python -m autograder grade`` run, as a Gradescope run would use."""
+    with tempfile.TemporaryDirectory(prefix="bench-mem-") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder", "grade", "--out", out,
+             str(submission)], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env={**os.environ,
+                                            "PYTHONPATH": str(ROOT)})
+        peak = 0.0
+        while proc.poll() is None:
+            peak = max(peak, _pss_mib(_tree(proc.pid)))
+            time.sleep(0.02)
+    return peak
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -156,6 +200,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"speedup: {per_fresh / per_warm:.1f}x")
     print(f"target: <= {TARGET_SECONDS} s/submission on 2 cores "
           f"({'met' if per_warm <= TARGET_SECONDS else 'NOT met'} here)")
+    peak = peak_memory_of_grading(REFERENCE)
+    print(f"peak memory grading the reference (parent, fork server, "
+          f"worker): {peak:.0f} MiB; Gradescope's default container has "
+          f"{GRADESCOPE_MB} MB")
 
 
 if __name__ == "__main__":

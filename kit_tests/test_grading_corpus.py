@@ -35,6 +35,9 @@ EXPECTED = {
     "bmm_flat_heads": (11, 5, 6),
     "comments_placement": (11, 5, 6),
     "functional_dropout": (11, 5, 6),
+    # nanoGPT's names in comments ((B, nh, T, hs), C for hidden), einsum, a
+    # 0-dim scale tensor, tril mask; a whole file (Part 3 too), 8 statements.
+    "nanogpt_style": (16, 4, 6),
     "sa_five_statements": (10, 4, 6),
     "sa_no_scale": (7, 1, 6),
     "sa_scale_not_sqrt": (7, 1, 6),

@@ -160,6 +160,24 @@ def peak_memory_of_grading(submission: Path) -> float:
     return peak
 
 
+def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
+    """CPU seconds of the reference's probes run in-process, in all and
+    per rubric check: where a submission's grading time goes."""
+    from autograder.worker import execute_probes
+    source = REFERENCE.read_text()
+    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol, source,
+                  False)
+    planned = G.plan_checks(rubric, cases, ctx)
+    check_of = {p.id: check.id for check, found in planned for p in found}
+    probes = G.plan_probes(rubric, cases, ctx)
+    list(execute_probes(source, str(REFERENCE), probes))   # warm up
+    by_check: dict[str, float] = {}
+    for result in execute_probes(source, str(REFERENCE), probes):
+        key = check_of.get(result.id, "?")
+        by_check[key] = by_check.get(key, 0.0) + result.seconds
+    return sum(by_check.values()), by_check
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -200,6 +218,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"speedup: {per_fresh / per_warm:.1f}x")
     print(f"target: <= {TARGET_SECONDS} s/submission on 2 cores "
           f"({'met' if per_warm <= TARGET_SECONDS else 'NOT met'} here)")
+    total, by_check = probe_seconds(rubric, cases)
+    heavy = max(by_check, key=by_check.get)
+    print(f"where the time goes: the probes take {total:.2f} s of CPU per "
+          f"submission, {by_check[heavy]:.2f} s of it check {heavy} (its "
+          f"forward at full size), {total - by_check[heavy]:.2f} s all the "
+          f"other checks")
     peak = peak_memory_of_grading(REFERENCE)
     print(f"peak memory grading the reference (parent, fork server, "
           f"worker): {peak:.0f} MiB; Gradescope's default container has "

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1
 export PYTHONPATH := $(CURDIR)
 export MPLBACKEND := Agg
 
-SUBMISSIONS ?= examples
+SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
@@ -38,7 +38,8 @@ test-values: install ## regenerate the frozen test values from the reference
 check: install ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
-grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades
+grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades (default: the examples)
+	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.examples; fi
 	$(PY) -m autograder grade --out $(OUT) $(SUBMISSIONS)/*
 
 bench: install ## seconds per submission (warm workers vs fresh interpreters) and peak memory

@@ -30,6 +30,7 @@ from autograder.rubric import load_rubric
 from autograder.sandbox import (BadMessage, Sandbox, decode_payload,
                                 encode_probes, result_from_header)
 from autograder.values import load_cases
+from kit.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
@@ -49,15 +50,14 @@ for result in execute_probes(source, sys.argv[1], probes):
 
 
 def write_submissions(directory: Path, n: int) -> list[Path]:
-    """``n`` submission files: the reference and the example variants
-    (those that parse), round robin."""
-    sources = [REFERENCE] + sorted((ROOT / "examples").glob("*.py"))
+    """``n`` submission files: the reference and the examples (typical
+    mistakes), round robin."""
+    sources = [REFERENCE.read_text(), *example_sources().values()]
     paths = []
     for i in range(n):
-        source = sources[i % len(sources)]
         path = directory / f"s{i:03d}" / "modeling_attention.py"
         path.parent.mkdir()
-        path.write_text(source.read_text())
+        path.write_text(sources[i % len(sources)])
         paths.append(path)
     return paths
 

@@ -26,19 +26,17 @@ import zipfile
 from pathlib import Path
 
 from kit import gradescope, release
+from kit.examples import build_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "demo"
 
 
 def stage_submissions(student: Path, dest: Path) -> list[Path]:
-    """Copy the examples, reference, skeleton and a zipped reference
+    """Write the examples, reference, skeleton and a zipped reference
     (built by the release's own make_submission.py) into ``dest``."""
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    for path in sorted((ROOT / "examples").iterdir()):
-        if path.is_file() and path.suffix in (".py", ".zip"):
-            shutil.copy2(path, dest / path.name)
+    build_examples(dest)
     shutil.copy2(release.REFERENCE, dest / "reference.py")
     shutil.copy2(student / "transformer_lm" / "modeling_attention.py",
                  dest / "skeleton.py")

@@ -22,6 +22,7 @@ import pytest
 
 from autograder.rubric import load_rubric
 from kit import gradescope
+from kit.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -122,8 +123,8 @@ def test_reference_gets_full_marks(archive, tmp_path):
 
 def test_hidden_case_details_wait_for_publication(archive, tmp_path):
     root = _autograder_dir(archive, tmp_path)
-    shutil.copy2(ROOT / "examples" / "squeeze_output.py",
-                 root / "submission" / "modeling_attention.py")
+    (root / "submission" / "modeling_attention.py").write_text(
+        example_sources()["squeeze_output"])
     results = _run(root)
     _validate(results)
     lost = sum(c.points for c in RUBRIC.checks() if c.id in ("1.2",
@@ -151,11 +152,11 @@ def test_mistake_is_diagnosed(archive, tmp_path):
     root = _autograder_dir(archive, tmp_path)
     # a zip holding the mistake, as a student might upload by hand
     with zipfile.ZipFile(root / "submission" / "work.zip", "w") as zf:
-        zf.write(ROOT / "examples" / "no_scale.py",
-                 "transformer_lm/modeling_attention.py")
+        zf.writestr("transformer_lm/modeling_attention.py",
+                    example_sources()["no_scale"])
     results = _run(root)
     _validate(results)
-    assert 0 < results["score"] < 10
+    assert 0 < results["score"] < FULL
     text = json.dumps(results["tests"])
     assert "sqrt" in text  # the catalogue's explanation of no_scale
 

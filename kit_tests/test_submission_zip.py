@@ -19,6 +19,7 @@ import pytest
 
 from autograder.rubric import load_rubric
 from kit import release
+from kit.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -68,8 +69,7 @@ def test_zip_holds_module_and_notebook(student):
 
 
 def test_refuses_a_module_that_does_not_import(student):
-    (student / MODULE).write_text((ROOT / "examples" / "syntax_error.py")
-                                  .read_text())
+    (student / MODULE).write_text(example_sources()["syntax_error"])
     done = _submission(student)
     assert done.returncode != 0
     assert "NOT built" in done.stderr and "does not import" in done.stderr

@@ -13,8 +13,8 @@ import torch
 
 from autograder import probes as P
 from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
-                                      Verdict, _diagnose, _failed_probe,
-                                      _mistake_tensors, _outputs, aggregate)
+                                      Verdict, _diagnose, _mistake_tensors,
+                                      _outputs, dropout_pattern)
 from autograder.compare import close, fmt_shape
 from autograder.protocol import Probe, ProbeResult
 from autograder.rubric import Check, Outcome, Task, register
@@ -132,26 +132,22 @@ class DropoutOnWeights(CaseCheck):
                            "the attention weights: apply self.dropout to "
                            "the softmax weights, then multiply by the "
                            "values.", "dropout not on the weights")
-        scaled = clean / (1 - p)
-        zero = first == 0
-        kept = (first - scaled).abs() <= rel * scaled.abs() + 1e-7
-        if not bool((zero | kept).all()):
-            unscaled = (first - clean).abs() <= rel * clean.abs() + 1e-7
-            if bool((zero | unscaled).all()):
-                return Verdict(False, f"weights are dropped but the kept "
-                               f"ones are not scaled by 1/(1 - p) = "
-                               f"{1 / (1 - p):.4g}: use self.dropout",
-                               "kept weights not rescaled")
+        kind = dropout_pattern(first, clean, p, rel).kind
+        if kind == "unscaled":
+            return Verdict(False, f"weights are dropped but the kept "
+                           f"ones are not scaled by 1/(1 - p) = "
+                           f"{1 / (1 - p):.4g}: use self.dropout",
+                           "kept weights not rescaled")
+        if kind == "wrong":
             return Verdict(False, "in train mode the attention weights are "
                            "neither 0 nor their eval value / (1 - p): is "
                            "dropout applied before the softmax?",
                            "wrong train-mode weights")
-        if not bool((zero & (scaled > 0)).any()) or not bool(
-                (first > 0).any()):
-            return Verdict(False, f"in train mode (dropout {p:g}) no weight, "
-                           f"or every weight, was dropped: apply "
-                           f"self.dropout to the attention weights",
-                           "dropout not applied")
+        if kind in ("none_dropped", "all_dropped"):
+            which = "no" if kind == "none_dropped" else "every"
+            return Verdict(False, f"in train mode (dropout {p:g}) {which} "
+                           f"weight was dropped: apply self.dropout to the "
+                           f"attention weights", "dropout not applied")
         return Verdict(True)
 
 
@@ -229,6 +225,10 @@ class ConcatenatedHeads(CaseCheck):
     the wrapper's too.
     """
 
+    # Only the wrapper's own call failing fails a case outright; a failing
+    # head only takes away the fallback (see judge).
+    required_probes = 1
+
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
         """The wrapper's call, then each head alone with its weights."""
         found = [P.case_probe(case, timeout=check.timeout)]
@@ -243,19 +243,6 @@ class ConcatenatedHeads(CaseCheck):
                        if k.startswith(prefix)},
                 timeout=check.timeout))
         return found
-
-    def evaluate(self, check: Check, task: Task, cases: list,
-                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
-        """Like every case check, but only the wrapper's own call failing
-        makes a case fail outright (a failing head is judged below)."""
-        verdicts = []
-        for case in cases:
-            probes = self.case_probes(check, case)
-            got = [results[p.id] for p in probes]
-            failed = _failed_probe(got[:1], probes[:1])
-            verdicts.append(failed or self.judge(check, case, got, probes,
-                                                 ctx))
-        return aggregate(check, cases, verdicts, ctx)
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:

@@ -131,6 +131,10 @@ def _case_lines(outcome: Outcome, cases: list,
 class CaseCheck:
     """An item judged case by case, all-or-nothing."""
 
+    # How many of a case's first probes must end "ok" before ``judge`` is
+    # asked (None: all); ``judge`` handles failures of the rest itself.
+    required_probes: int | None = None
+
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
         """The probes one case needs (shared by id with other items)."""
         raise NotImplementedError
@@ -152,7 +156,8 @@ class CaseCheck:
         for case in cases:
             probes = self.case_probes(check, case)
             got = [results[p.id] for p in probes]
-            failed = _failed_probe(got, probes)
+            need = slice(self.required_probes)
+            failed = _failed_probe(got[need], probes[need])
             verdicts.append(failed or self.judge(check, case, got, probes,
                                                  ctx))
         return aggregate(check, cases, verdicts, ctx)
@@ -202,6 +207,40 @@ def _diagnose(got: torch.Tensor, expected: torch.Tensor,
                     f": a numerical precision problem, e.g. float16 or a "
                     f"different formula?)")
     return Verdict(False, message + _hint(ctx, mistake), short, mistake)
+
+
+@dataclass
+class DropoutPattern:
+    """How train-mode values relate to their eval values under dropout p.
+
+    ``kind``: "ok" (each 0 or eval / (1 - p), some dropped, some kept),
+    "unscaled" (dropped, but the kept ones not rescaled), "wrong" (some
+    neither 0 nor eval / (1 - p): ``bad`` marks them), "none_dropped" or
+    "all_dropped".
+    """
+
+    kind: str
+    bad: torch.Tensor
+    scaled: torch.Tensor
+
+
+def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
+                    rel: float) -> DropoutPattern:
+    """Classify ``got`` (train mode) against ``clean`` (eval mode) without
+    assuming an order of random draws."""
+    scaled = clean / (1 - p)
+    zero = got == 0
+    bad = ~(zero | ((got - scaled).abs() <= rel * scaled.abs() + 1e-7))
+    if bool(bad.any()):
+        unscaled = (got - clean).abs() <= rel * clean.abs() + 1e-7
+        kind = "unscaled" if bool((zero | unscaled).all()) else "wrong"
+    elif not bool((zero & (scaled > 0)).any()):
+        kind = "none_dropped"
+    elif not bool((got > 0).any()):
+        kind = "all_dropped"
+    else:
+        kind = "ok"
+    return DropoutPattern(kind, bad, scaled)
 
 
 def _mistake_tensors(case: Any, name: str) -> dict[str, torch.Tensor]:
@@ -385,17 +424,15 @@ class DropoutTrain(CaseCheck):
         if not torch.isfinite(got).all():
             return Verdict(False, "in train mode the probabilities contain "
                            "NaN or infinite values", "NaN values")
-        rel = check.params.get("relative_tolerance", 1e-5)
-        scaled = clean / (1 - p)
-        zero = got == 0
-        kept = (got - scaled).abs() <= rel * scaled.abs() + 1e-7
+        pattern = dropout_pattern(
+            got, clean, p, check.params.get("relative_tolerance", 1e-5))
         expected_att = torch.einsum(
             "bhst,bhtd->bsd", got.view(b, h, s, s),
             case.tensors["value_mix"].double()) + \
             case.weights["mix.bias"].double()
         follows = close(att, expected_att, check.params.get("att_atol", 1e-5))
         eval_att = close(att, case.tensors["output"], 1e-5)
-        if not bool((zero | kept).all()):
+        if pattern.kind in ("unscaled", "wrong"):
             if close(got, clean, 1e-5):
                 where = ("and att is not the eval output either: dropout "
                          "seems applied elsewhere (e.g. to the output) "
@@ -408,26 +445,26 @@ class DropoutTrain(CaseCheck):
                                f" Apply self.dropout to the softmax "
                                f"probabilities.", "probabilities not dropped "
                                "out")
-            unscaled = (got - clean).abs() <= rel * clean.abs() + 1e-7
-            if bool((zero | unscaled).all()):
+            if pattern.kind == "unscaled":
                 return Verdict(False, f"probabilities are dropped but the "
                                f"kept ones are not scaled by 1/(1 - p) = "
                                f"{1 / (1 - p):.4g}: use self.dropout "
                                f"(nn.Dropout scales them for you)",
                                "kept probabilities not rescaled")
-            bad = ~(zero | kept)
+            bad = pattern.bad
             first = int(bad.flatten().nonzero()[0])
             return Verdict(False, f"in train mode {int(bad.sum())} of "
                            f"{bad.numel()} probabilities are neither 0 nor "
                            f"their eval value / (1 - p), e.g. index "
                            f"{first} (flattened): expected 0 or "
-                           f"{float(scaled.flatten()[first]):.6g}, got "
+                           f"{float(pattern.scaled.flatten()[first]):.6g}, "
+                           f"got "
                            f"{float(got.flatten()[first]):.6g}",
                            "wrong train-mode probabilities")
-        dropped = int((zero & (scaled > 0)).sum())
-        if dropped == 0 or int((got > 0).sum()) == 0:
+        if pattern.kind in ("none_dropped", "all_dropped"):
+            none = pattern.kind == "none_dropped"
             return Verdict(False, f"in train mode (dropout {p:g}) "
-                           f"{'no' if dropped == 0 else 'every'} probability"
+                           f"{'no' if none else 'every'} probability"
                            f" was dropped: apply self.dropout to the "
                            f"attention probabilities", "dropout not applied")
         if not follows:

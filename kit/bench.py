@@ -109,12 +109,12 @@ def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
     return time.perf_counter() - start, scores
 
 
-def count_probes(rubric, cases) -> int:
-    """How many probes a grading run sends per submission."""
-    source = REFERENCE.read_text()
-    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol, source,
-                  False)
-    return len(G.plan_probes(rubric, cases, ctx))
+def reference_plan(rubric, cases) -> list:
+    """Each check of a grading run with the probes it sends, planned for
+    the reference."""
+    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol,
+                  REFERENCE.read_text(), False)
+    return G.plan_checks(rubric, cases, ctx)
 
 
 def _tree(pid: int) -> list[int]:
@@ -165,11 +165,9 @@ def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
     per rubric check: where a submission's grading time goes."""
     from autograder.worker import execute_probes
     source = REFERENCE.read_text()
-    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol, source,
-                  False)
-    planned = G.plan_checks(rubric, cases, ctx)
+    planned = reference_plan(rubric, cases)
     check_of = {p.id: check.id for check, found in planned for p in found}
-    probes = G.plan_probes(rubric, cases, ctx)
+    probes = list({p.id: p for _, found in planned for p in found}.values())
     list(execute_probes(source, str(REFERENCE), probes))   # warm up
     by_check: dict[str, float] = {}
     for result in execute_probes(source, str(REFERENCE), probes):
@@ -192,7 +190,9 @@ def main(argv: list[str] | None = None) -> None:
     # compete with the workers and the other grading threads.
     torch.set_num_threads(1)
     rubric, cases = load_rubric(), load_cases()
-    print(f"{count_probes(rubric, cases)} probes per submission, "
+    probes = {p.id for _, found in reference_plan(rubric, cases)
+              for p in found}
+    print(f"{len(probes)} probes per submission, "
           f"{len(cases)} cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         paths = write_submissions(Path(tmp), max(args.n, args.baseline))

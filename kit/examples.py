@@ -23,6 +23,20 @@ class ExampleError(ValueError):
     """An example's edit does not apply to the reference."""
 
 
+def apply_edits(source: str, edits: list, label: str,
+                where: str = REFERENCE.name) -> str:
+    """``source`` with each ``(old, new)`` edit applied; every ``old`` must
+    appear exactly once (else ExampleError naming ``label``)."""
+    for old, new in edits:
+        count = source.count(old)
+        if count != 1:
+            raise ExampleError(
+                f"{label}: {old.strip()!r} appears {count} times in {where} "
+                f"(expected once): update the edit to the reference")
+        source = source.replace(old, new)
+    return source
+
+
 def example_sources(spec: Path = SPEC,
                     reference: Path = REFERENCE) -> dict[str, str]:
     """name -> source of every example, in file order."""
@@ -30,15 +44,8 @@ def example_sources(spec: Path = SPEC,
     base = reference.read_text()
     sources = {}
     for name, example in examples.items():
-        source = base
-        for old, new in example["edits"]:
-            count = source.count(old)
-            if count != 1:
-                raise ExampleError(
-                    f"{spec.name} [{name}]: {old.strip()!r} appears {count} "
-                    f"times in {reference.name} (expected once): update the "
-                    f"edit to the reference")
-            source = source.replace(old, new)
+        source = apply_edits(base, example["edits"], f"{spec.name} [{name}]",
+                             reference.name)
         header = f"# Example submission: {example['description']}.\n"
         sources[name] = header + source
     return sources

@@ -67,14 +67,11 @@ def unique_names(names: list[str]) -> list[str]:
 
 
 def check_path(path: Path) -> None:
-    """Raise UsageError unless ``path`` could be a submission."""
+    """Raise UsageError if ``path`` does not exist (a typo on the command
+    line). Anything that exists is graded: a file of the wrong kind in a
+    folder of submissions gets 0 with the reason, and the batch goes on."""
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
-    if path.is_dir():
-        return
-    if path.suffix.lower() not in (".py", ".zip"):
-        raise UsageError(f"{path}: not a submission (expected a .py file, a "
-                         f"directory or a .zip)")
 
 
 def resolve(path: Path, workdir: Path, name: str | None = None
@@ -91,8 +88,13 @@ def resolve(path: Path, workdir: Path, name: str | None = None
             target = Path(tempfile.mkdtemp(prefix="zip-", dir=workdir))
             safe_extract(path, target)
             _from_directory(sub, target, shown=path.name, lone_py=True)
-        else:
+        elif path.suffix.lower() == ".py":
             _read(sub, path, shown=path.name)
+        else:
+            raise SubmissionError(
+                f"{path.name} is not a submission: hand in "
+                f"modeling_attention.py, the transformer_lm/ folder, or a "
+                f".zip of either")
     except SubmissionError as exc:
         sub.error = str(exc)
     return sub

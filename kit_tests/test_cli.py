@@ -42,10 +42,12 @@ def batch(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     shutil.copy(CORPUS / "syntax_error.py", src / "again" / "alice.py")
     with zipfile.ZipFile(src / "empty.zip", "w") as zf:
         zf.writestr("README.txt", "oops")
+    (src / "dave.txt").write_text("my answers\n")   # not a submission
     out = tmp_path_factory.mktemp("out")
     done = run("grade", "--out", str(out), str(src / "alice.py"),
                str(src / "bob"), str(src / "carol.zip"),
-               str(src / "again" / "alice.py"), str(src / "empty.zip"))
+               str(src / "again" / "alice.py"), str(src / "empty.zip"),
+               str(src / "dave.txt"))
     return out, done
 
 
@@ -65,7 +67,8 @@ def test_grade_exits_zero_and_writes_csv(batch):
                       "bob": ["9", top, "5", "4", *part3],
                       "carol": ["0", top, "0", "0", *part3],
                       "alice-2": ["0", top, "0", "0", *part3],
-                      "empty": ["0", top, "0", "0", *part3]}
+                      "empty": ["0", top, "0", "0", *part3],
+                      "dave.txt": ["0", top, "0", "0", *part3]}
     assert "alice-2" in done.stdout and "submission" in done.stdout
 
 
@@ -77,6 +80,8 @@ def test_grade_writes_results_and_feedback(batch):
         assert (out / name / "feedback.md").read_text().startswith("# ")
     assert "no_mix" in (out / "bob" / "feedback.md").read_text()
     assert "not implemented yet" in (out / "carol" / "feedback.md").read_text()
+    assert "dave.txt is not a submission" in \
+        (out / "dave.txt" / "feedback.md").read_text()
     empty = json.loads((out / "empty" / "results.json").read_text())
     assert "no modeling_attention.py" in empty["tests"][0]["output"]
 

@@ -102,8 +102,15 @@ def test_not_a_zip_and_not_utf8(tmp_path):
 def test_usage_errors(tmp_path):
     with pytest.raises(S.UsageError):
         S.check_path(tmp_path / "missing.py")
-    with pytest.raises(S.UsageError):
-        S.check_path(_write(tmp_path / "notes.txt"))
+
+
+def test_a_file_of_the_wrong_kind_is_graded_not_fatal(tmp_path):
+    # A stray file in a folder of submissions must not stop the batch.
+    notes = _write(tmp_path / "notes.txt")
+    S.check_path(notes)
+    sub = S.resolve(notes, tmp_path)
+    assert sub.source is None
+    assert "notes.txt is not a submission" in sub.error
 
 
 def test_names_are_stems_and_unique():

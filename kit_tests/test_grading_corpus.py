@@ -179,3 +179,23 @@ def test_hidden_details_only_in_hidden_lines(graded):
     assert "40 tokens, causal" in visible         # its description is fine
     assert any("mhsa_long_causal" in line
                for line in item.outcome.hidden_lines)
+
+
+def test_an_item_blocked_by_a_later_task_says_why():
+    # Finished through 2.2, 2.3 still the skeleton's: 2.1's probabilities
+    # come back from forward(), which stops at 2.3. The feedback says so.
+    root = Path(__file__).resolve().parents[1]
+    reference = (root / "solutions/transformer_lm/modeling_attention.py"
+                 ).read_text()
+    skeleton = (root / "transformer_lm/modeling_attention.py").read_text()
+    cut = "        # Task 2.3"
+    source = reference[:reference.index(cut)] + skeleton[skeleton.index(cut):]
+    grade = grade_source(source, "half.py", load_rubric(), load_cases(),
+                         sandbox_runner(), name="half")
+    text = report.feedback_markdown(grade)
+    scores = {t.task.id: t.score for t in grade.tasks}
+    assert scores["self_attention"] == 5
+    assert scores["multi_head_self_attention"] == 0
+    assert "item 2.1 is checked through the call, which also runs Task 2.3" \
+        in text
+    assert "item 2.3a is checked" not in text

@@ -7,6 +7,7 @@ grading parent, against tensors that never reach the worker).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -62,6 +63,20 @@ def _failed_probe(results: list[ProbeResult],
                            P.short_failure(result),
                            not_implemented=P.is_not_implemented(result))
     return None
+
+
+_UNFINISHED = re.compile(r"Task (\d+\.\d+) not implemented yet")
+
+
+def _explain_other_task(verdict: Verdict | None,
+                        check: Check) -> Verdict | None:
+    """A student who finished 2.1 but not 2.3 sees 2.1 fail on "Task 2.3
+    not implemented yet": say why (forward runs every task)."""
+    found = _UNFINISHED.search(verdict.message) if verdict else None
+    if found and not check.id.startswith(found.group(1)):
+        verdict.message += (f" (item {check.id} is checked through the "
+                            f"call, which also runs Task {found.group(1)})")
+    return verdict
 
 
 def _case_label(case: Any) -> str:
@@ -157,7 +172,8 @@ class CaseCheck:
             probes = self.case_probes(check, case)
             got = [results[p.id] for p in probes]
             need = slice(self.required_probes)
-            failed = _failed_probe(got[need], probes[need])
+            failed = _explain_other_task(
+                _failed_probe(got[need], probes[need]), check)
             verdicts.append(failed or self.judge(check, case, got, probes,
                                                  ctx))
         return aggregate(check, cases, verdicts, ctx)

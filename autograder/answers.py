@@ -14,6 +14,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import mdsafe
+
 QUESTIONS: tuple[str, ...] = ("Q1", "Q2", "Q3", "Q4", "Q5")
 
 _PREFIX = re.compile(r"^\s*\*\*\s*Answer\s+(Q\d+)\s*:?\s*\*\*\s*:?", re.I)
@@ -89,10 +91,9 @@ def collect_answers(notebook_path: Path | str) -> dict[str, str]:
 
 
 def _quote(text: str) -> str:
-    # A blockquote keeps the student's markdown rendering while stopping
-    # their own headings from breaking the page's structure.
-    return "\n".join("> " + line if line else ">" for line in
-                     text.splitlines())
+    # Student text is data: an escaped blockquote shows it verbatim, and
+    # nothing in it (headings, </blockquote>, HTML) can leave the quote.
+    return mdsafe.quote(text)
 
 
 def write_question_pages(out_dir: Path | str,
@@ -111,7 +112,7 @@ def write_question_pages(out_dir: Path | str,
                  f"{answered} of {len(names)} submissions answered.", ""]
         for name in names:
             text = answers_by_submission[name].get(question, "").strip()
-            lines += [f"## {name}", "",
+            lines += [f"## {mdsafe.inline(name, 200)}", "",
                       _quote(text) if text else "_(no answer)_", ""]
         page = pages_dir / f"{question}.md"
         page.write_text("\n".join(lines))
@@ -125,7 +126,8 @@ def answers_markdown(answers: dict[str, str] | None,
     or the reason they could not be read. Never affects the score."""
     lines = ["## Inline answers (graded by hand)", ""]
     if error or answers is None:
-        lines.append(f"Could not read your answers: {error or 'no notebook'}."
+        reason = mdsafe.inline(error or "no notebook")
+        lines.append(f"Could not read your answers: {reason}."
                      f" This does not change your code score.")
         return "\n".join(lines) + "\n"
     for question in QUESTIONS:

@@ -76,6 +76,7 @@ class GradeResult:
     error: str = ""           # student-facing reason the code wasn't graded
     internal_error: str = ""  # grader failure (traceback for staff)
     stdout: str = ""          # what the student's code printed (capped)
+    hidden_stdout: str = ""   # printed during hidden cases (after publication)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
@@ -353,7 +354,11 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
                                                 "no result from the sandbox")
-        grade.stdout = _printed(probes, results)
+        hidden = hidden_probe_ids(probes, cases)
+        grade.stdout = _printed([p for p in probes if p.id not in hidden],
+                                results)
+        grade.hidden_stdout = _printed([p for p in probes if p.id in hidden],
+                                       results)
         grade.tasks = [_score_task(t, cases, results, ctx)
                        for t in rubric.tasks]
     except RubricError:
@@ -363,6 +368,24 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
         grade.internal_error = traceback.format_exc()
     grade.seconds = time.perf_counter() - start
     return grade
+
+
+def hidden_probe_ids(probes: list[Probe], cases: list) -> set[str]:
+    """The probes that run a hidden case's inputs (their ids start with the
+    case's name) or build a module of a hidden case's sizes that no public
+    case shares: what they print is a hidden detail."""
+    hidden = {c.name for c in cases if c.set == "hidden"}
+    public_inits = [(c.cls, c.init) for c in cases if c.set != "hidden"]
+    hidden_inits = [(c.cls, c.init) for c in cases if c.set == "hidden"]
+    found = set()
+    for probe in probes:
+        if probe.id.split(":", 1)[0] in hidden:
+            found.add(probe.id)
+        elif probe.id.startswith("inspect:") and \
+                (probe.cls, probe.init) in hidden_inits and \
+                (probe.cls, probe.init) not in public_inits:
+            found.add(probe.id)
+    return found
 
 
 def _printed(probes: list[Probe], results: dict[str, ProbeResult]) -> str:
@@ -396,5 +419,6 @@ def sandbox_runner(sandbox: Any = None, **limits: Any) -> Runner:
 
 
 __all__ = ["CheckResult", "GradeResult", "Runner", "TaskResult",
-           "failed_grade", "grade_source", "load_mistake_messages",
-           "plan_checks", "plan_probes", "run_phased", "sandbox_runner"]
+           "failed_grade", "grade_source", "hidden_probe_ids",
+           "load_mistake_messages", "plan_checks", "plan_probes",
+           "run_phased", "sandbox_runner"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from autograder import mdsafe
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, NOT_RUN,
                                  TIMEOUT, Probe, ProbeResult)
 
@@ -81,8 +82,10 @@ def call_text(probe: Probe) -> str:
 
 
 def failure_text(result: ProbeResult, probe: Probe) -> str:
-    """A student-facing sentence for a probe that did not end "ok"."""
-    message = result.message.strip() or "(no message)"
+    """A student-facing sentence (markdown) for a probe that did not end
+    "ok". The message quotes the submission (its exception's text, its
+    source lines), so it is escaped: student text is data."""
+    message = mdsafe.inline(result.message.strip() or "(no message)")
     if result.exception == "NotImplementedError" or \
             "not implemented yet" in message:
         return message
@@ -118,7 +121,8 @@ def short_failure(result: ProbeResult) -> str:
             CRASH: "the worker stopped (exit or crash)",
             NOT_RUN: result.message or "not run"}.get(
         result.status,
-        f"raised {result.exception}" if result.exception else "failed")
+        f"raised {mdsafe.inline(result.exception, 100)}"
+        if result.exception else "failed")
 
 
 def is_not_implemented(result: ProbeResult) -> bool:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+from autograder import mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
 APOLOGY = ("Sorry: the autograder itself failed while grading your "
@@ -16,6 +18,9 @@ APOLOGY = ("Sorry: the autograder itself failed while grading your "
            "will regrade it.")
 HIDDEN_NOTE = ("Hidden cases are graded on submission; their details are "
                "shown once grades are published.")
+HIDDEN_PRINTED = ("Your code also printed during the hidden cases: shown "
+                  "once grades are published.")
+TRACEBACK_SHOWN = 20000   # characters of a grader traceback (staff)
 
 
 def _pts(value: float) -> str:
@@ -49,10 +54,10 @@ def results_json(grade: GradeResult) -> dict[str, Any]:
     the items' max_score add up to the rubric's max score."""
     tests: list[dict[str, Any]] = []
     if grade.internal_error or grade.error or not grade.tasks:
-        message = grade.error or APOLOGY
+        message = mdsafe.inline(grade.error) if grade.error else APOLOGY
         if grade.internal_error and not grade.error:
-            message += "\n\nFor staff:\n```\n" + grade.internal_error[-3000:] \
-                + "\n```"
+            message += "\n\nFor staff:\n" + mdsafe.code_block(
+                grade.internal_error[-3000:], 3000)
         tests.append({"name": "Grading", "score": 0.0,
                       "max_score": grade.max_score, "status": "failed",
                       "output": message, "output_format": "md",
@@ -68,6 +73,9 @@ def results_json(grade: GradeResult) -> dict[str, Any]:
             hidden += _hidden(result)
         for result in task.bonuses:
             tests.append(_test(task, result, 0.0, prefix="Bonus"))
+    if grade.hidden_stdout.strip():
+        hidden.append(_printed_block(grade.hidden_stdout,
+                                     "during the hidden cases"))
     if hidden:
         tests.append({
             "name": "Hidden cases: details (0 points)", "score": 0.0,
@@ -113,6 +121,12 @@ def _test(task: TaskResult, result: CheckResult, max_score: float,
             "visibility": "visible", "tags": [task.task.id]}
 
 
+def _printed_block(text: str, when: str = "") -> str:
+    when = f" {when}" if when else ""
+    return (f"Your code printed{when} (shown for debugging; printing is not "
+            f"needed):\n" + mdsafe.code_block(text))
+
+
 def _hidden(result: CheckResult) -> list[str]:
     if not result.outcome.hidden_lines:
         return []
@@ -134,8 +148,9 @@ def overview(grade: GradeResult) -> str:
         lines += ["", "Recognised common mistakes: "
                   + ", ".join(f"`{m}`" for m in mistakes)]
     if grade.stdout.strip():
-        lines += ["", "Your code printed (shown for debugging; printing "
-                  "is not needed):", "```", grade.stdout.rstrip(), "```"]
+        lines += ["", _printed_block(grade.stdout)]
+    if grade.hidden_stdout.strip():
+        lines += ["", HIDDEN_PRINTED]
     if grade.answers:
         lines += ["", grade.answers.rstrip()]
     return "\n".join(lines)
@@ -163,13 +178,14 @@ def feedback_markdown(grade: GradeResult, *, hidden_details: bool = True
                       ) -> str:
     """A readable report: per task its points, every check with its
     verdict and explanation, deductions with their line messages."""
-    out = [f"# Feedback: {grade.name}", "", f"File: `{grade.filename}`", ""]
+    out = [f"# Feedback: {mdsafe.inline(grade.name, 200)}", "",
+           f"File: {mdsafe.code_span(grade.filename)}", ""]
     if grade.error or grade.internal_error or not grade.tasks:
         out.append(f"**Score: 0 / {_pts(grade.max_score)}**\n")
-        out.append(grade.error or APOLOGY)
+        out.append(mdsafe.inline(grade.error) if grade.error else APOLOGY)
         if grade.internal_error:
-            out += ["", "For staff:", "```", grade.internal_error.rstrip(),
-                    "```"]
+            out += ["", "For staff:", mdsafe.code_block(
+                grade.internal_error[-TRACEBACK_SHOWN:], TRACEBACK_SHOWN)]
         return "\n".join(out) + "\n"
     out += [overview(grade), ""]
     for task in grade.tasks:
@@ -193,6 +209,9 @@ def feedback_markdown(grade: GradeResult, *, hidden_details: bool = True
                 out += ["  " + line for line in result.outcome.lines]
             out.append("")
     hidden = [h for t in grade.tasks for r in t.items for h in _hidden(r)]
+    if grade.hidden_stdout.strip():
+        hidden.append(_printed_block(grade.hidden_stdout,
+                                     "during the hidden cases"))
     if hidden_details and hidden:
         out += ["## Hidden cases: details (staff; students see these once "
                 "grades are published)", ""] + hidden
@@ -212,17 +231,28 @@ def check_text(grade: GradeResult) -> str:
                        "bonus": "bonus: "}[result.check.section]
             out.append(f"  [{mark}] {result.check.id} {section}"
                        f"{result.check.title} ({_pts(result.applied)})")
-            out += ["         " + line for line in result.outcome.lines
+            out += ["         " + _plain(line)
+                    for line in result.outcome.lines
                     if not result.outcome.passed
                     or result.check.section == "item"]
         out.append("")
     if grade.stdout.strip():
-        out += ["Your code printed:", grade.stdout.rstrip(), ""]
+        out += ["Your code printed:",
+                mdsafe.clean(grade.stdout, mdsafe.OUTPUT_LIMIT).rstrip(), ""]
     bonus = sum(b.applied for t in grade.tasks for b in t.bonuses)
     out.append(f"Score on the public cases: {_pts(grade.score - bonus)} / "
                f"{_pts(grade.max_score)} (+{_pts(bonus)} bonus)")
     out.append(HIDDEN_NOTE)
     return "\n".join(out)
+
+
+def _plain(line: str) -> str:
+    # A terminal shows markdown source: drop the backslashes that escape
+    # quoted student text (mdsafe.inline), keep everything else.
+    return _MD_ESCAPE.sub(r"\1", line)
+
+
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 # --------------------------------------------------------------------------

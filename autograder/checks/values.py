@@ -87,10 +87,10 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
               ctx: Context) -> Outcome:
     """All-or-nothing over the cases: points only if every case passes.
 
-    Public cases are described in full; hidden cases only by their
-    description and a few words (grouped), their details go to
-    ``hidden_lines``. Identical failures (an unfinished skeleton, an
-    import error) are said once; each recognised mistake is explained once.
+    Public cases are described in full; hidden cases only by how many
+    passed, their details go to ``hidden_lines``. Identical failures (an
+    unfinished skeleton, an import error) are said once; each recognised
+    mistake is explained once.
     """
     passed = all(v.ok for v in verdicts)
     outcome = Outcome(check.points if passed else 0.0, passed)
@@ -98,8 +98,12 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
                                           if v.mistake))
     outcome.not_implemented = any(v.not_implemented for v in verdicts)
     failures = [(c, v) for c, v in zip(cases, verdicts) if not v.ok]
+    # Said once only if a public case shows the same failure (or it is the
+    # unfinished skeleton): a hidden case's message waits for publication.
     if failures and len(failures) == len(cases) and \
-            len({v.message for _, v in failures}) == 1:
+            len({v.message for _, v in failures}) == 1 and \
+            (any(c.set != "hidden" for c in cases)
+             or failures[0][1].not_implemented):
         which = (f"all {len(cases)} cases" if len(cases) > 1 else
                  "the only case")
         outcome.lines.append(f"- {FAIL} {which}: {failures[0][1].message}")
@@ -113,7 +117,9 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
 
 def _case_lines(outcome: Outcome, cases: list,
                 verdicts: list[Verdict]) -> None:
-    hidden_failed: dict[tuple[str, str], list[str]] = {}
+    # One policy for hidden cases: before publication a student sees how
+    # many passed; which failed, their descriptions, shapes and messages
+    # go to ``hidden_lines`` (shown once grades are published).
     hidden_ok = hidden_total = 0
     for case, verdict in zip(cases, verdicts):
         if case.set != "hidden":
@@ -125,22 +131,15 @@ def _case_lines(outcome: Outcome, cases: list,
         hidden_total += 1
         hidden_ok += verdict.ok
         if not verdict.ok:
-            short = verdict.short + (f" (looks like `{verdict.mistake}`)"
-                                     if verdict.mistake else "")
-            hidden_failed.setdefault((short, ""), []).append(
-                case.description)
             outcome.hidden_lines.append(
                 f"- {FAIL} hidden case {_case_label(case)}: "
                 f"{verdict.message}")
-    for (short, _), descriptions in hidden_failed.items():
-        many = len(descriptions) > 1
-        outcome.lines.append(
-            f"- {FAIL} {len(descriptions) if many else 'a'} hidden "
-            f"case{'s' * many} ({'; '.join(descriptions)}) failed: {short}")
     if hidden_total:
         mark = PASS if hidden_ok == hidden_total else FAIL
+        later = ("" if hidden_ok == hidden_total else
+                 " (which ones and why is shown once grades are published)")
         outcome.lines.append(f"- {mark} hidden cases: {hidden_ok} of "
-                             f"{hidden_total} passed")
+                             f"{hidden_total} passed{later}")
 
 
 class CaseCheck:

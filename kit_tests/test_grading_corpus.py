@@ -176,7 +176,8 @@ def test_hidden_details_only_in_hidden_lines(graded):
     item = grade.tasks[1].items[1]        # 2.2, causal
     visible = "\n".join(item.outcome.lines)
     assert "mhsa_long_causal" not in visible      # hidden case name
-    assert "40 tokens, causal" in visible         # its description is fine
+    assert "40 tokens, causal" not in visible     # nor its description
+    assert "hidden cases: " in visible            # only how many passed
     assert any("mhsa_long_causal" in line
                for line in item.outcome.hidden_lines)
 

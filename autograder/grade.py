@@ -19,12 +19,14 @@ from typing import Any, Callable
 
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.protocol import NOT_RUN, Probe, ProbeResult
+from autograder.protocol import (CRASH, MEMORY, NOT_RUN, TIMEOUT, Probe,
+                                 ProbeResult)
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, register, select_cases)
 
 MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
 STDOUT_SHOWN = 2000        # characters of the student's printing we quote
+LIMIT_STATUSES = (TIMEOUT, MEMORY, CRASH)
 
 # Statuses after which the rest of a check's probes are not worth running.
 Runner = Callable[[str, str, list[Probe]], list[ProbeResult]]
@@ -77,6 +79,7 @@ class GradeResult:
     internal_error: str = ""  # grader failure (traceback for staff)
     stdout: str = ""          # what the student's code printed (capped)
     hidden_stdout: str = ""   # printed during hidden cases (after publication)
+    limits: dict[str, int] = field(default_factory=dict)  # status -> probes
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
@@ -354,6 +357,11 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
                                                 "no result from the sandbox")
+        # Probes that hit a limit (time, memory, crash), for the class report
+        for result in results.values():
+            if result is not None and result.status in LIMIT_STATUSES:
+                grade.limits[result.status] = \
+                    grade.limits.get(result.status, 0) + 1
         hidden = hidden_probe_ids(probes, cases)
         grade.stdout = _printed([p for p in probes if p.id not in hidden],
                                 results)

@@ -100,6 +100,8 @@ def _top(grade: GradeResult, tests: list[dict[str, Any]],
             "mistakes": grade.mistakes(),
             "public_only": grade.public_only,
             "internal_error": bool(grade.internal_error),
+            "error": bool(grade.error),
+            "limits": dict(grade.limits),
         },
     }
 

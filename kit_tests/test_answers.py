@@ -84,7 +84,7 @@ def test_question_pages_list_every_submission(tmp_path):
     assert "2 of 2 submissions answered." in q1
     # sorted by submission, answers quoted so their headings stay inside
     assert q1.index("## alice") < q1.index("## bob")
-    assert "> ## my heading\n> line two" in q1
+    assert "> \\## my heading  \n> line two" in q1
     q2 = (tmp_path / "answers" / "Q2.md").read_text()
     assert "1 of 2 submissions answered." in q2
     assert "_(no answer)_" in q2.split("## bob")[1]
@@ -94,7 +94,7 @@ def test_question_pages_list_every_submission(tmp_path):
 def test_answers_markdown_echoes_answers_or_the_error():
     from autograder.answers import answers_markdown
     text = answers_markdown({"Q1": "a\nb", "Q3": ""})
-    assert "**Q1**\n\n> a\n> b" in text
+    assert "**Q1**\n\n> a  \n> b" in text
     assert text.count("_(no answer)_") == 4
     failed = answers_markdown(None, error="attention.ipynb is not readable")
     assert "attention.ipynb is not readable" in failed

@@ -37,6 +37,7 @@ Autograder of the attention homework (SelfAttention, MultiHeadSelfAttention).
   grade       grade submissions (staff): results.json + feedback.md each,
               grades.csv and a summary table
   check       preview of your grade on the public test cases (students)
+  report      OUT/report.html: the class report of a graded folder
   gradescope  grade $AUTOGRADER_ROOT/submission into
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
@@ -242,6 +243,30 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
           f"<submission>/results.json, <submission>/feedback.md)")
     if note:
         print(note)
+    print(_class_report(out))
+    return 0
+
+
+def _class_report(out: Path) -> str:
+    """Write OUT/report.html (the staff's view of the batch); a failure
+    there is reported and never costs the grades already written."""
+    from autograder import class_report
+    try:
+        return f"class report: {class_report.write_report(out)}"
+    except Exception as exc:   # noqa: BLE001 - grades are already safe
+        return f"class report: not written ({type(exc).__name__}: {exc})"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """(Re)write OUT/report.html from a graded folder."""
+    out = Path(args.out)
+    if not (out / "grades.csv").is_file() and \
+            not any(out.glob("*/results.json")):
+        raise ConfigError(f"{out}: no grades.csv or */results.json (grade "
+                          f"into it first: python -m autograder grade "
+                          f"--out {out} PATH...)")
+    from autograder import class_report
+    print(f"class report: {class_report.write_report(out)}")
     return 0
 
 
@@ -377,6 +402,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help=argparse.SUPPRESS)
     common(check)
     check.set_defaults(run=cmd_check)
+
+    report_cmd = commands.add_parser(
+        "report", help="write OUT/report.html, the class report (staff)",
+        description="Read a graded folder (grades.csv and each "
+                    "results.json; nothing is re-graded) and write "
+                    "OUT/report.html: score distribution, pass rates, "
+                    "named mistakes, deductions, limits and grader "
+                    "failures, links to feedback and answer pages, a "
+                    "sortable table. `grade` writes it too.")
+    report_cmd.add_argument("out", metavar="OUT", help="a graded folder")
+    report_cmd.set_defaults(run=cmd_report)
 
     gradescope = commands.add_parser(
         "gradescope", help="grade on Gradescope (used by run_autograder)",

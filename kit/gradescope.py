@@ -28,6 +28,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from autograder import STAFF_ONLY
 from kit.release import SKIP, write_zip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def assemble(dest: Path) -> None:
         shutil.copy2(SCRIPTS / name, dest / name)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
-                        "__pycache__", "*.pyc", "gradescope"))
+                        "__pycache__", "*.pyc", "gradescope", *STAFF_ONLY))
     (dest / "test_values").mkdir()
     for name in VALUE_FILES:
         shutil.copy2(ROOT / "test_values" / name, dest / "test_values")

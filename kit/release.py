@@ -28,6 +28,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from autograder import STAFF_ONLY
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 MASTER = ROOT / "assignment" / "attention.ipynb"
@@ -111,7 +113,8 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     shutil.copytree(ROOT / "tests", dest / "tests", ignore=SKIP)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
-                        "__pycache__", "*.pyc", *GRADESCOPE_ONLY))
+                        "__pycache__", "*.pyc", *GRADESCOPE_ONLY,
+                        *STAFF_ONLY))
     for path in sorted(STUDENT_FILES.iterdir()):
         if path.is_file():
             shutil.copy2(path, dest / path.name)

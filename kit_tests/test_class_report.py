@@ -318,3 +318,16 @@ document.body.setAttribute('data-sorted', [].map.call(
     scores = [float(s) for s in re.search(r'data-sorted="([^"]*)"',
                                           dom).group(1).split("|")]
     assert scores == sorted(scores, reverse=True) and len(set(scores)) > 2
+
+
+def test_staff_tools_ship_neither_to_gradescope_nor_to_students(tmp_path):
+    # Their optional libraries are no dependency of the deployed grader:
+    # kit.gradescope.verify would refuse an unpinned import.
+    from autograder import STAFF_ONLY
+    from kit import gradescope
+    gradescope.assemble(tmp_path / "gs")
+    shipped = {p.name for p in (tmp_path / "gs" / "autograder").iterdir()}
+    assert "class_report.py" in STAFF_ONLY and "cli.py" in shipped
+    assert not shipped & set(STAFF_ONLY)
+    assert "markdown_it" not in gradescope.third_party_imports(
+        tmp_path / "gs" / "autograder")

@@ -38,6 +38,7 @@ Autograder of the attention homework (SelfAttention, MultiHeadSelfAttention).
               grades.csv and a summary table
   check       preview of your grade on the public test cases (students)
   report      OUT/report.html: the class report of a graded folder
+  similarity  rank pairs of a graded folder's submissions by similarity
   gradescope  grade $AUTOGRADER_ROOT/submission into
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
@@ -228,6 +229,7 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
         if found is not None:
             answers_by_name[name] = found
         _write_outputs(grade, out / name)
+        _keep_for_staff(sub, found, out / name)
         progress.step(name)
         return grade
 
@@ -247,6 +249,19 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     if written:
         print(written)
     return 0
+
+
+def _keep_for_staff(sub: Submission, found: dict[str, str] | None,
+                    folder: Path) -> None:
+    """Keep the graded source and the inline answers beside the results,
+    for the staff tools that read a graded folder (similarity)."""
+    try:
+        if sub.source is not None:
+            (folder / "source.py").write_text(sub.source)
+        if found is not None:
+            report.write_json(found, folder / "answers.json")
+    except OSError:
+        pass   # a convenience for staff tools: never fails the batch
 
 
 def _class_report(out: Path) -> str:
@@ -272,6 +287,21 @@ def cmd_report(args: argparse.Namespace) -> int:
                           f"--out {out} PATH...)")
     from autograder import class_report
     print(f"class report: {class_report.write_report(out)}")
+    return 0
+
+
+def cmd_similarity(args: argparse.Namespace) -> int:
+    """Print the similarity ranking of a graded folder."""
+    out = Path(args.out)
+    if not any(out.glob("*/source.py")):
+        raise ConfigError(f"{out}: no */source.py (grade into it first: "
+                          f"python -m autograder grade --out {out} PATH...)")
+    from autograder import similarity
+    try:
+        print(similarity.summary(out))
+    except ImportError as exc:
+        raise ConfigError(f"similarity needs the copydetect package "
+                          f"(requirements.txt): {exc}") from None
     return 0
 
 
@@ -418,6 +448,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "sortable table. `grade` writes it too.")
     report_cmd.add_argument("out", metavar="OUT", help="a graded folder")
     report_cmd.set_defaults(run=cmd_report)
+
+    similar = commands.add_parser(
+        "similarity", help="rank pairs of submissions by similarity (staff)",
+        description="Pairwise similarity of a graded folder's TODO regions "
+                    "(skeleton lines, comments, names and whitespace "
+                    "normalised away) and inline answers, ranked against "
+                    "the batch's own distribution; writes side-by-side "
+                    "pages to OUT/similarity/. A lead for a human, not a "
+                    "verdict.")
+    similar.add_argument("out", metavar="OUT", help="a graded folder")
+    similar.set_defaults(run=cmd_similarity)
 
     gradescope = commands.add_parser(
         "gradescope", help="grade on Gradescope (used by run_autograder)",

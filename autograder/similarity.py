@@ -1,0 +1,315 @@
+"""Similarity of what students wrote, ranked against the class's own
+distribution: a lead for a human, never a verdict.
+
+Code: the TODO regions of each graded ``source.py`` (kept by ``grade``),
+without the skeleton's given lines and comments, fingerprinted with
+copydetect (MOSS-style winnowing over pygments tokens, names replaced by
+placeholders, whitespace ignored); the skeleton's own fingerprints are
+boilerplate. Inline answers: word 3-gram shingles (lowercased, punctuation
+dropped), Jaccard per question, averaged over the questions both answered.
+
+Correct solutions of a short homework converge, so a raw score means
+little: each pair is placed against every other pair of the same batch
+(robust z: distance from the median in units of the scaled median
+absolute deviation, and its percentile). ``python -m autograder
+similarity OUT`` prints the ranking and writes side-by-side pages under
+``OUT/similarity/``; the class report has the same section.
+"""
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+import statistics
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from autograder.regions import END_MARKER, START_MARKER, find_regions
+
+SKELETON = Path(__file__).resolve().parents[1] / "transformer_lm" / \
+    "modeling_attention.py"
+NOISE, GUARANTEE = 20, 26        # copydetect's k-gram and winnow guarantee
+SHINGLE = 3                      # words per answer shingle
+MIN_WORDS = 6                    # shorter answers are not compared
+TOP = 15                         # pairs shown
+LEAD_Z = 2.0                     # robust z from which a pair is a lead
+DISCLAIMER = ("Similarity is a lead for a human, not a verdict: correct "
+              "solutions of a short homework look alike, and students may "
+              "share a study group's understanding. Read the side-by-side "
+              "view, and the submissions, before concluding anything.")
+
+
+@dataclass
+class Pair:
+    """Two submissions and how alike they are."""
+
+    a: str
+    b: str
+    score: float              # 0..1
+    z: float = 0.0            # robust z against every pair of the batch
+    percentile: float = 0.0   # share of the batch's pairs scoring lower
+    detail: Any = None        # copydetect slices (code) or per question
+
+
+# --------------------------------------------------------------------------
+# What a student wrote
+
+def _given_lines(skeleton: str) -> set[str]:
+    lines = skeleton.splitlines()
+    try:
+        regions = find_regions(skeleton)
+    except SyntaxError:
+        return set()
+    return {lines[i].strip() for r in regions
+            for i in range(r.start - 1, min(r.end, len(lines)))}
+
+
+def student_code(source: str, skeleton: str) -> str:
+    """The code of ``source``'s TODO regions without the skeleton's given
+    lines, comments and blank lines. Without readable regions (markers
+    removed, a syntax error), every line the skeleton does not have."""
+    lines = source.splitlines()
+    given = _given_lines(skeleton)
+    try:
+        regions = find_regions(source)
+    except SyntaxError:
+        regions = []
+    if regions:
+        chosen = [lines[i] for r in regions
+                  for i in range(r.start - 1, min(r.end, len(lines)))]
+    else:
+        given |= {line.strip() for line in skeleton.splitlines()}
+        chosen = lines
+    kept = []
+    for line in chosen:
+        text = line.strip()
+        if not text or text.startswith("#") or text in given or \
+                text in (START_MARKER, END_MARKER):
+            continue
+        kept.append(line)
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+def _fingerprint(code: str, boilerplate: Any = None) -> Any:
+    from copydetect import CodeFingerprint
+    return CodeFingerprint("submission.py", NOISE, GUARANTEE - NOISE + 1,
+                           boilerplate=boilerplate, language="python",
+                           fp=io.StringIO(code))
+
+
+def code_pairs(codes: dict[str, str], skeleton: str) -> list[Pair]:
+    """Every pair of submissions with enough code of their own, scored by
+    copydetect (the mean of both sides' share of copied tokens)."""
+    from copydetect import compare_files
+    import numpy as np
+    boilerplate = np.array(sorted(_fingerprint(skeleton).hashes))
+    prints = {}
+    for name, code in codes.items():
+        found = _fingerprint(code, boilerplate)
+        if found.token_coverage > 0 and len(found.hashes):
+            prints[name] = found
+    pairs = []
+    for a, b in combinations(sorted(prints), 2):
+        _, sims, slices = compare_files(prints[a], prints[b])
+        score = float(sum(sims)) / 2
+        pairs.append(Pair(a, b, min(1.0, score), detail=slices))
+    return rank(pairs)
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    if len(words) < MIN_WORDS:
+        return set()
+    return {tuple(words[i:i + SHINGLE])
+            for i in range(len(words) - SHINGLE + 1)}
+
+
+def answer_pairs(answers: dict[str, dict[str, str]]) -> list[Pair]:
+    """Every pair of submissions that answered a common question, scored
+    by the mean Jaccard similarity of their answers' word shingles."""
+    shingled = {name: {q: _shingles(t) for q, t in found.items()}
+                for name, found in answers.items()}
+    pairs = []
+    for a, b in combinations(sorted(shingled), 2):
+        per = {}
+        for question, left in shingled[a].items():
+            right = shingled[b].get(question, set())
+            if left and right:
+                per[question] = len(left & right) / len(left | right)
+        if per:
+            pairs.append(Pair(a, b, sum(per.values()) / len(per),
+                              detail=per))
+    return rank(pairs)
+
+
+def rank(pairs: list[Pair]) -> list[Pair]:
+    """Sort by score and place each pair against the batch: robust z
+    (median, 1.4826 x median absolute deviation) and percentile."""
+    if not pairs:
+        return []
+    scores = sorted(p.score for p in pairs)
+    median = statistics.median(scores)
+    mad = statistics.median(abs(s - median) for s in scores) * 1.4826
+    scale = max(mad, 0.02)   # a batch of near-identical scores: no z blowup
+    for pair in pairs:
+        pair.z = (pair.score - median) / scale
+        lower = sum(s < pair.score for s in scores)
+        pair.percentile = 100.0 * lower / len(scores)
+    return sorted(pairs, key=lambda p: (-p.score, p.a, p.b))
+
+
+# --------------------------------------------------------------------------
+# A graded folder
+
+def read_folder(out: Path | str) -> tuple[dict[str, str], dict[str, dict]]:
+    """Sources (``source.py``) and answers (``answers.json``) kept by
+    ``grade`` in each submission's folder."""
+    sources, answers = {}, {}
+    for folder in sorted(Path(out).iterdir()):
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        source = folder / "source.py"
+        if source.is_file():
+            sources[folder.name] = source.read_text(errors="replace")
+        found = folder / "answers.json"
+        if found.is_file():
+            try:
+                data = json.loads(found.read_text())
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                answers[folder.name] = {str(k): str(v)
+                                        for k, v in data.items()}
+    return sources, answers
+
+
+def analyse(out: Path | str, skeleton: Path = SKELETON
+            ) -> tuple[list[Pair], list[Pair], dict[str, str]]:
+    """Code pairs, answer pairs and each submission's compared code."""
+    sources, answers = read_folder(out)
+    skeleton_text = skeleton.read_text() if skeleton.is_file() else ""
+    codes = {n: student_code(s, skeleton_text) for n, s in sources.items()}
+    return code_pairs(codes, skeleton_text), answer_pairs(answers), codes
+
+
+def _marked(code: str, slices: Any) -> str:
+    """``code`` as HTML with the copied slices highlighted."""
+    spans = sorted(zip(slices[0], slices[1])) if len(slices) and \
+        len(slices[0]) else []
+    out, at = [], 0
+    for start, end in spans:
+        start, end = max(int(start), at), int(end)
+        if end <= start:
+            continue
+        out += [html.escape(code[at:start]), "<mark>",
+                html.escape(code[start:end]), "</mark>"]
+        at = end
+    out.append(html.escape(code[at:]))
+    return "".join(out)
+
+
+def write_side_by_side(out: Path, pairs: list[Pair],
+                       codes: dict[str, str]) -> dict[tuple[str, str], str]:
+    """``OUT/similarity/pair-N.html`` for the top pairs; returns their
+    paths relative to OUT."""
+    folder = out / "similarity"
+    folder.mkdir(exist_ok=True)
+    links = {}
+    for i, pair in enumerate(pairs[:TOP], 1):
+        left, right = pair.detail
+        page = (
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+            f"{html.escape(pair.a)} / {html.escape(pair.b)}</title><style>"
+            "body{font-family:system-ui,sans-serif;margin:1em}"
+            ".cols{display:flex;gap:1em}.cols div{flex:1;min-width:0}"
+            "pre{background:#f6f6f6;padding:.5em;overflow:auto}"
+            "mark{background:#ffd76e}</style></head><body>"
+            "<p><a href='../report.html#similarity'>&larr; class report"
+            f"</a></p><h1>{html.escape(pair.a)} and {html.escape(pair.b)}"
+            f"</h1><p>score {pair.score:.2f}, robust z {pair.z:.1f}, above "
+            f"{pair.percentile:.0f}% of this batch's pairs. Highlighted: "
+            f"code both share (after names and whitespace are normalised)."
+            f"</p><p><em>{html.escape(DISCLAIMER)}</em></p><div class='cols'>"
+            f"<div><h2>{html.escape(pair.a)}</h2><pre>"
+            f"{_marked(codes[pair.a], left)}</pre></div><div><h2>"
+            f"{html.escape(pair.b)}</h2><pre>{_marked(codes[pair.b], right)}"
+            f"</pre></div></div></body></html>\n")
+        path = folder / f"pair-{i}.html"
+        path.write_text(page)
+        links[(pair.a, pair.b)] = f"similarity/{path.name}"
+    return links
+
+
+def _rows(pairs: list[Pair], links: dict, report_links: dict[str, str]
+          ) -> str:
+    def name(n: str) -> str:
+        target = report_links.get(f"feedback:{n}")
+        return (f"<a href='{html.escape(target)}'>{html.escape(n)}</a>"
+                if target else html.escape(n))
+    rows = []
+    for pair in pairs[:TOP]:
+        view = links.get((pair.a, pair.b))
+        lead = " class='lead'" if pair.z >= LEAD_Z else ""
+        rows.append(
+            f"<tr{lead}><td>{name(pair.a)}</td><td>{name(pair.b)}</td>"
+            f"<td class='num'>{pair.score:.2f}</td><td class='num'>"
+            f"{pair.z:.1f}</td><td class='num'>{pair.percentile:.0f}%</td>"
+            + (f"<td><a href='{html.escape(view)}'>side by side</a></td>"
+               if view else "<td></td>") + "</tr>")
+    return ("<table class='small'><thead><tr><th>submission</th>"
+            "<th>submission</th><th>score</th><th>robust z</th>"
+            "<th>percentile</th><th></th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def report_section(out: Path | str, report_links: dict[str, str],
+                   skeleton: Path = SKELETON) -> str:
+    """The class report's similarity section (writes the side-by-side
+    pages it links)."""
+    out = Path(out)
+    head = "<section id='similarity'><h2>Similarity</h2>"
+    try:
+        code, answers, codes = analyse(out, skeleton)
+    except ImportError:
+        return (head + "<p>Not computed: the copydetect package is not "
+                "installed (it is in requirements.txt).</p></section>")
+    links = write_side_by_side(out, code, codes)
+    leads = sum(p.z >= LEAD_Z for p in code)
+    parts = [head, f"<p><strong>{html.escape(DISCLAIMER)}</strong></p>",
+             f"<p>Code of the TODO regions (skeleton lines, comments, names "
+             f"and whitespace normalised away): {len(code)} pairs; "
+             f"{leads} at a robust z of {LEAD_Z:g} or more (highlighted)."
+             f"</p>"]
+    parts.append(_rows(code, links, report_links) if code else
+                 "<p>No two submissions with code of their own.</p>")
+    parts.append(f"<h3>Inline answers</h3><p>{len(answers)} pairs "
+                 f"(word {SHINGLE}-grams, questions both answered).</p>")
+    parts.append(_rows(answers, {}, report_links) if answers else
+                 "<p>No two submissions answered a common question.</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def summary(out: Path | str, skeleton: Path = SKELETON) -> str:
+    """The terminal ranking of ``python -m autograder similarity OUT``."""
+    out = Path(out)
+    code, answers, codes = analyse(out, skeleton)
+    links = write_side_by_side(out, code, codes)
+    lines = [DISCLAIMER, ""]
+    for title, pairs in (("code (TODO regions)", code),
+                         ("inline answers", answers)):
+        lines.append(f"{title}: {len(pairs)} pairs")
+        for pair in pairs[:TOP]:
+            view = links.get((pair.a, pair.b), "") if pairs is code else ""
+            lines.append(f"  {pair.score:5.2f}  z {pair.z:5.1f}  "
+                         f"{pair.a} ~ {pair.b}  {view}".rstrip())
+        lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["DISCLAIMER", "Pair", "analyse", "answer_pairs", "code_pairs",
+           "rank", "read_folder", "report_section", "student_code",
+           "summary", "write_side_by_side"]

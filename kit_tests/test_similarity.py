@@ -1,0 +1,126 @@
+"""Similarity (issue 12 part 2): near-copies (renamed names, reworded
+comments, reordered statements) rank above independent correct solutions;
+the skeleton's given code is no evidence; answers are compared by words;
+the CLI ranks a graded folder and its side-by-side pages escape student
+text."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("copydetect", reason="copydetect (requirements.txt) "
+                    "is not installed in this environment")
+
+from autograder import similarity as S  # noqa: E402
+from kit import near_copies as C  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).resolve().parent / "submissions"
+# Written independently of each other (the kit's other correct styles are
+# edits of the reference, so they are near-copies of it by construction).
+INDEPENDENT = ("reference", "einsum", "loop_heads", "nanogpt_style")
+COPIES = {"copy_einsum": ("einsum", lambda s: C.recomment(C.rename(s))),
+          "copy_loop": ("loop_heads", C.reorder),
+          "copy_nano": ("nanogpt_style",
+                        lambda s: C.reorder(C.recomment(C.rename(s)))),
+          "copy_ref": ("reference", lambda s: C.reorder(C.rename(s)))}
+
+
+def _sources() -> dict[str, str]:
+    sources = {n: (CORPUS / f"{n}.py").read_text() for n in INDEPENDENT}
+    for name, (original, disguise) in COPIES.items():
+        sources[name] = disguise(sources[original])
+    return sources
+
+
+def _codes(sources: dict[str, str]) -> dict[str, str]:
+    skeleton = S.SKELETON.read_text()
+    return {n: S.student_code(s, skeleton) for n, s in sources.items()}
+
+
+def test_disguises_change_the_text_but_keep_the_code_valid():
+    sources = _sources()
+    for name, (original, _) in COPIES.items():
+        assert sources[name] != sources[original]
+        compile(sources[name], name, "exec")
+
+
+def test_near_copies_rank_above_independent_solutions():
+    pairs = S.code_pairs(_codes(_sources()), S.SKELETON.read_text())
+    copies = {frozenset((c, o)) for c, (o, _) in COPIES.items()}
+    top = [frozenset((p.a, p.b)) for p in pairs[:len(copies)]]
+    precision = sum(t in copies for t in top) / len(copies)
+    print(f"precision at {len(copies)}: {precision:.2f}; "
+          + ", ".join(f"{p.a}~{p.b} {p.score:.2f} (z {p.z:.1f})"
+                      for p in pairs[:6]))
+    assert precision == 1.0
+    independent = [p for p in pairs if frozenset((p.a, p.b)) not in copies
+                   and {p.a, p.b} <= set(INDEPENDENT)]
+    # well apart from the class (copydetect's hashes vary with the
+    # interpreter's hash seed: measured z 2.1-3.9 for the copies, at most
+    # 0.9 for the rest, over 8 seeds)
+    assert independent and all(p.z < S.LEAD_Z for p in independent)
+    assert min(p.z for p in pairs[:len(copies)]) > \
+        2 * max(p.z for p in pairs[len(copies):])
+
+
+def test_the_skeletons_given_code_is_no_evidence():
+    skeleton = S.SKELETON.read_text()
+    assert S.student_code(skeleton, skeleton) == ""
+    pairs = S.code_pairs({"a": S.student_code(skeleton, skeleton),
+                          "b": S.student_code(skeleton, skeleton),
+                          **_codes({"reference": _sources()["reference"]})},
+                         skeleton)
+    assert pairs == []     # nobody wrote code of their own but one
+
+
+def test_copied_answers_rank_first():
+    answers = {
+        "ann": {"Q1": "Scaling by the square root of the key size keeps "
+                      "the dot products from growing, so the softmax does "
+                      "not saturate."},
+        "ben": {"Q1": "scaling by the SQUARE ROOT of the key size keeps the "
+                      "dot-products from growing; so the softmax doesn't "
+                      "saturate!"},
+        "cat": {"Q1": "Without it large logits push the softmax to one hot "
+                      "outputs with vanishing gradients."},
+        "dan": {"Q1": "It normalises the variance of q.k to about one for "
+                      "unit variance inputs."},
+        "eve": {"Q2": "Each head attends in its own subspace."},
+    }
+    pairs = S.answer_pairs(answers)
+    assert (pairs[0].a, pairs[0].b) == ("ann", "ben")
+    assert pairs[0].score > 0.5 > pairs[1].score
+    assert all("eve" not in (p.a, p.b) for p in pairs)   # no common question
+
+
+def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
+    sources = _sources()
+    sources["copy_ref"] = sources["copy_ref"].replace(
+        "super().__init__()", "super().__init__()\n        note = "
+        "'</pre><script>alert(1)</script>'", 1)
+    for name, source in sources.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "source.py").write_text(source)
+        (tmp_path / name / "answers.json").write_text(json.dumps(
+            {"Q1": f"answer of {name} " * 3}))
+    done = subprocess.run([sys.executable, "-m", "autograder", "similarity",
+                           str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "lead for a human, not a verdict" in done.stdout
+    first = done.stdout.split("pairs\n", 1)[1].splitlines()[0]
+    assert "similarity/pair-1.html" in first
+    pages = sorted((tmp_path / "similarity").glob("pair-*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text()
+        assert "<script>" not in text and "<mark>" in text
+    empty = subprocess.run([sys.executable, "-m", "autograder", "similarity",
+                            str(tmp_path / "copy_ref")], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120)
+    assert empty.returncode == 2

@@ -198,6 +198,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         check_path(path)
     if not paths:
         raise ConfigError("no submission to grade")
+    if args.compare is not None:
+        _check_compare(Path(args.compare), Path(args.out))
     with _sandbox_context() as sandbox:
         return _grade_paths(args, paths, sandbox)
 
@@ -245,10 +247,23 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
           f"<submission>/results.json, <submission>/feedback.md)")
     if note:
         print(note)
-    written = _class_report(out)
-    if written:
-        print(written)
+    for line in _staff_outputs(out, args.compare):
+        print(line)
     return 0
+
+
+def _staff_outputs(out: Path, compare: Path | None) -> list[str]:
+    """The class report and, with --compare, the regrade diff; written
+    after the grades, never at their expense."""
+    lines = [_class_report(out)]
+    if compare is not None:
+        try:
+            from autograder import regrade
+            lines.append(regrade.write_comparison(compare, out))
+        except Exception as exc:   # noqa: BLE001 - grades are already safe
+            lines.append(f"comparison: not written ({type(exc).__name__}: "
+                         f"{exc})")
+    return [line for line in lines if line]
 
 
 def _keep_for_staff(sub: Submission, found: dict[str, str] | None,
@@ -275,6 +290,16 @@ def _class_report(out: Path) -> str:
         return f"class report: {class_report.write_report(out)}"
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         return f"class report: not written ({type(exc).__name__}: {exc})"
+
+
+def _check_compare(previous: Path, out: Path) -> None:
+    if not (previous / "grades.csv").is_file():
+        raise ConfigError(f"--compare {previous}: no grades.csv there (a "
+                          f"folder written by an earlier grade run)")
+    if previous.resolve() == out.resolve():
+        raise ConfigError(f"--compare {previous} is the output folder: "
+                          f"grade into a new folder (--out) so the "
+                          f"previous grades stay to compare with")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -419,6 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "%(default)s)")
     grade.add_argument("--timeout", type=float, default=None, metavar="S",
                        help="override every probe's time limit (seconds)")
+    grade.add_argument("--compare", type=Path, default=None,
+                       metavar="PREVIOUS_OUT",
+                       help="after grading, write OUT/regrade.md: per "
+                            "submission, which items changed since "
+                            "PREVIOUS_OUT and why")
     grade.add_argument("--public-only", action="store_true",
                        help="grade on the public cases only (no hidden "
                             "values available)")

@@ -1,0 +1,92 @@
+"""Regrade with a diff (issue 12 part 3): ``grade --compare PREVIOUS_OUT``
+shows exactly the items a changed tolerance flips, per submission, with the
+score before and after and why."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.rubric import DEFAULT_RUBRIC
+from kit.examples import example_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+RETURN = "        return probs @ v  # [bs, seq, hidden]\n"
+
+
+def _grade(out: Path, subs: Path, *extra: str):
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--out", str(out),
+         "--jobs", "2", *extra, *sorted(str(p) for p in subs.iterdir())],
+        capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def regraded(tmp_path_factory):
+    """The same three submissions graded at atol 1e-6, then at 1e-5: one
+    is off by 3e-6 in SelfAttention only."""
+    base = tmp_path_factory.mktemp("regrade")
+    subs = base / "subs"
+    subs.mkdir()
+    reference = REFERENCE.read_text()
+    assert reference.count(RETURN) == 1
+    (subs / "reference.py").write_text(reference)
+    (subs / "nudged.py").write_text(reference.replace(
+        RETURN, "        return probs @ v + 3e-6  # [bs, seq, hidden]\n"))
+    (subs / "no_scale.py").write_text(example_sources()["no_scale"])
+    first = _grade(base / "before", subs)
+    assert first.returncode == 0, first.stderr
+    loose = base / "rubric.toml"
+    text = DEFAULT_RUBRIC.read_text()
+    assert "\natol = 1e-6 " in text
+    loose.write_text(text.replace("\natol = 1e-6 ", "\natol = 1e-5 ", 1))
+    second = _grade(base / "after", subs, "--rubric", str(loose),
+                    "--compare", str(base / "before"))
+    assert second.returncode == 0, second.stderr
+    return base, second.stdout
+
+
+def test_only_the_flipped_items_are_listed(regraded):
+    base, stdout = regraded
+    data = json.loads((base / "after" / "regrade.json").read_text())
+    changes = {c["name"]: c for c in data["changes"]}
+    assert set(changes) == {"nudged"}            # the others did not move
+    nudged = changes["nudged"]
+    flipped = {i["number"]: i for i in nudged["items"]}
+    # 1.2 passes now; the bonus, which requires 1.2, comes with it
+    assert set(flipped) == {"1.2", "1.bonus"}
+    assert (flipped["1.2"]["before"], flipped["1.2"]["after"]) == (0, 3)
+    assert flipped["1.2"]["passed_before"] is False
+    assert flipped["1.2"]["passed_after"] is True
+    assert nudged["after"] - nudged["before"] == 4
+    assert "nudged: " in stdout and "1.2 0->3" in stdout
+    assert "1 of 3 submissions changed" in stdout
+
+
+def test_regrade_page_says_why(regraded):
+    base, _ = regraded
+    page = (base / "after" / "regrade.md").read_text()
+    assert re.search(r"## nudged: \d+ -> \d+ \(\+4\)", page)
+    assert "**1.2**" in page and "(failed -> passed)" in page
+    assert "reference" not in page.split("submissions changed.")[1]
+
+
+def test_compare_refuses_its_own_output_folder(regraded, tmp_path):
+    base, _ = regraded
+    same = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--out",
+         str(base / "after"), "--compare", str(base / "after"),
+         str(REFERENCE)], capture_output=True, text=True, cwd=ROOT,
+        timeout=120)
+    assert same.returncode == 2 and "new folder" in same.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--out",
+         str(tmp_path / "x"), "--compare", str(tmp_path / "nothing"),
+         str(REFERENCE)], capture_output=True, text=True, cwd=ROOT,
+        timeout=120)
+    assert missing.returncode == 2 and "grades.csv" in missing.stderr

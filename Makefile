@@ -38,9 +38,9 @@ test-values: install ## regenerate the frozen test values from the reference
 check: install ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
-grade: install ## grade every entry of SUBMISSIONS=DIR into OUT=grades (default: the examples)
+grade: install ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples)
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.examples; fi
-	$(PY) -m autograder grade --out $(OUT) $(SUBMISSIONS)/*
+	$(PY) -m autograder grade --out $(OUT) $(if $(wildcard $(SUBMISSIONS)/*),$(SUBMISSIONS)/*,$(SUBMISSIONS))
 
 bench: install ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.bench

@@ -59,6 +59,12 @@ OUT/<name>/feedback.md. A submission whose code cannot be found (no
 modeling_attention.py in its folder or zip, an unsafe zip) gets 0 with the
 reason; it does not stop the batch. Submission names come from the file,
 folder or zip name (repeats get -2, -3, ...).
+
+Gradescope's "Export Submissions" archive (the zip, or its folder with
+submission_metadata.yml) is accepted as it comes: each submission_<id>
+folder is graded, grades.csv gains the submission id, names, emails and
+SIDs, and OUT/gradescope_scores.csv (Name, SID, Email, Score) is ready to
+upload back to Gradescope or an LMS gradebook.
 """
 
 
@@ -200,12 +206,38 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise ConfigError("no submission to grade")
     if args.compare is not None:
         _check_compare(Path(args.compare), Path(args.out))
-    with _sandbox_context() as sandbox:
-        return _grade_paths(args, paths, sandbox)
+    export_dir = Path(tempfile.mkdtemp(prefix="autograder-export-"))
+    try:
+        export = _open_export(paths, export_dir)
+        if export is not None:
+            paths = export.paths
+        with _sandbox_context() as sandbox:
+            return _grade_paths(args, paths, sandbox, export)
+    finally:
+        shutil.rmtree(export_dir, ignore_errors=True)
+
+
+def _open_export(paths: list[Path], workdir: Path) -> Any:
+    """Gradescope's "Export Submissions" archive among the paths, opened
+    (its submission folders to grade and their submitters), or None."""
+    try:
+        from autograder import gradescope_export as gse
+    except ImportError:   # a release without the staff tools
+        return None
+    found = gse.find_export(paths)
+    if found is None:
+        return None
+    try:
+        export = gse.open_export(found, workdir)
+    except gse.ExportError as exc:
+        raise ConfigError(str(exc)) from None
+    if not export.paths:
+        raise ConfigError(f"{found}: the export lists no submission folder")
+    return export
 
 
 def _grade_paths(args: argparse.Namespace, paths: list[Path],
-                 sandbox: Any) -> int:
+                 sandbox: Any, export: Any = None) -> int:
     sets = ("public",) if args.public_only else ("public", "hidden")
     rubric, cases = _load_config(args.rubric, args.values, sets)
     if not args.public_only and not any(c.set == "hidden" for c in cases):
@@ -247,15 +279,21 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
           f"<submission>/results.json, <submission>/feedback.md)")
     if note:
         print(note)
-    for line in _staff_outputs(out, args.compare):
+    for line in _staff_outputs(out, args.compare, export):
         print(line)
     return 0
 
 
-def _staff_outputs(out: Path, compare: Path | None) -> list[str]:
-    """The class report and, with --compare, the regrade diff; written
-    after the grades, never at their expense."""
-    lines = [_class_report(out)]
+def _staff_outputs(out: Path, compare: Path | None,
+                   export: Any = None) -> list[str]:
+    """Names from a Gradescope export, the class report and, with
+    --compare, the regrade diff; written after the grades, never at their
+    expense."""
+    lines = []
+    if export is not None:
+        from autograder import gradescope_export
+        lines.append(gradescope_export.annotate(out, export))
+    lines.append(_class_report(out))
     if compare is not None:
         try:
             from autograder import regrade

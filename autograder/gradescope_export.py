@@ -1,0 +1,200 @@
+"""Gradescope's "Export Submissions" archive in, grades out.
+
+The export is a zip (or its unzipped folder) holding one folder per
+submission (``submission_<id>/`` with the files the students uploaded) and
+``submission_metadata.yml``, which maps each folder to its submitters::
+
+    submission_123456:
+      :submitters:
+      - :name: Ada Lovelace
+        :sid: '1815'
+        :email: ada@example.edu
+      :created_at: ...
+
+``grade`` accepts the archive as it comes (the zip, its folder, or the
+folder's entries as a shell glob passes them): each submission folder is
+graded under its folder name; afterwards ``annotate`` adds the submission
+id, names, emails and SIDs to ``grades.csv`` and writes
+``gradescope_scores.csv`` (one row per submitter: Name, SID, Email, Score),
+ready to upload back to Gradescope or an LMS gradebook.
+"""
+from __future__ import annotations
+
+import csv
+import shutil
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+METADATA = "submission_metadata.yml"
+SCORES_CSV = "gradescope_scores.csv"
+MAX_ENTRIES = 200_000             # files in an export
+MAX_BYTES = 4 * 1024 ** 3         # extracted size of an export
+MAX_METADATA_BYTES = 50 * 1024 ** 2
+
+
+class ExportError(ValueError):
+    """The export cannot be read (a usage error for the command line)."""
+
+
+@dataclass
+class Submitter:
+    """One student of a (possibly group) submission."""
+
+    name: str
+    sid: str
+    email: str
+
+
+@dataclass
+class Export:
+    """An opened export: the submission folders to grade and who made
+    each (by folder name)."""
+
+    root: Path
+    paths: list[Path]
+    submitters: dict[str, list[Submitter]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)  # listed, no folder
+
+
+def find_export(paths: list[Path]) -> Path | None:
+    """The export among the command's paths: a zip or a folder holding
+    ``submission_metadata.yml``, or that file itself among a folder's
+    entries. None when the paths are ordinary submissions."""
+    for path in paths:
+        if path.name == METADATA and path.is_file():
+            return path.parent
+        if path.is_dir() and (path / METADATA).is_file():
+            return path
+        if path.is_file() and path.suffix == ".zip" and _zip_has_metadata(
+                path):
+            return path
+    return None
+
+
+def _zip_has_metadata(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(PurePosixPath(n).name == METADATA and
+                       len(PurePosixPath(n).parts) <= 2
+                       for n in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _extract(archive: Path, dest: Path) -> Path:
+    """Extract safely (no absolute or parent paths, no links, bounded) and
+    return the folder that holds the metadata file."""
+    total = 0
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            infos = zf.infolist()
+            if len(infos) > MAX_ENTRIES:
+                raise ExportError(f"{archive.name}: {len(infos)} entries, "
+                                  f"more than {MAX_ENTRIES}")
+            for info in infos:
+                name = PurePosixPath(info.filename)
+                if name.is_absolute() or ".." in name.parts or \
+                        (info.external_attr >> 16) & 0o170000 == 0o120000:
+                    raise ExportError(f"{archive.name} contains an unsafe "
+                                      f"path: {info.filename!r}")
+                total += info.file_size
+                if total > MAX_BYTES:
+                    raise ExportError(f"{archive.name} is larger than "
+                                      f"{MAX_BYTES} bytes extracted")
+                target = dest.joinpath(*name.parts)
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+    except zipfile.BadZipFile as exc:
+        raise ExportError(f"{archive.name} is not a readable zip ({exc})"
+                          ) from None
+    found = sorted(dest.rglob(METADATA), key=lambda p: len(p.parts))
+    if not found:
+        raise ExportError(f"{archive.name}: no {METADATA}")
+    return found[0].parent
+
+
+def read_metadata(path: Path) -> dict[str, list[Submitter]]:
+    """Folder name -> its submitters, from submission_metadata.yml."""
+    try:
+        import yaml
+    except ImportError as exc:
+        raise ExportError(f"reading {METADATA} needs PyYAML: {exc}"
+                          ) from None
+    if path.stat().st_size > MAX_METADATA_BYTES:
+        raise ExportError(f"{path} is larger than {MAX_METADATA_BYTES} "
+                          f"bytes")
+    try:
+        data = yaml.safe_load(path.read_text(errors="replace"))
+    except yaml.YAMLError as exc:
+        raise ExportError(f"{path.name} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ExportError(f"{path.name}: expected a mapping of submission "
+                          f"folders")
+    out = {}
+    for folder, entry in data.items():
+        people = entry.get(":submitters") if isinstance(entry, dict) else None
+        out[str(folder)] = [
+            Submitter(str(p.get(":name") or ""), str(p.get(":sid") or ""),
+                      str(p.get(":email") or ""))
+            for p in (people or []) if isinstance(p, dict)]
+    return out
+
+
+def open_export(source: Path, workdir: Path) -> Export:
+    """Open the export at ``source`` (zip or folder), extracting a zip
+    into ``workdir``. Raises ExportError if it cannot be read."""
+    root = _extract(source, workdir) if source.is_file() else source
+    submitters = read_metadata(root / METADATA)
+    paths = [root / name for name in sorted(submitters)
+             if (root / name).is_dir()]
+    missing = [name for name in sorted(submitters)
+               if not (root / name).is_dir()]
+    return Export(root, paths, submitters, missing)
+
+
+def annotate(out: Path, export: Export) -> str:
+    """Add submission id, names, emails and SIDs to OUT/grades.csv and
+    write OUT/gradescope_scores.csv; returns a line for the terminal."""
+    grades = out / "grades.csv"
+    with open(grades, newline="") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return ""
+    header, body = rows[0], rows[1:]
+    at = header.index("submission") + 1
+    new_header = [*header[:at], "submission_id", "name", "email", "sid",
+                  *header[at:]]
+    upload = []
+    annotated = []
+    for row in body:
+        folder = row[0]
+        people = export.submitters.get(folder, [])
+        sub_id = folder.removeprefix("submission_")
+        annotated.append([*row[:at], sub_id,
+                          "; ".join(p.name for p in people),
+                          "; ".join(p.email for p in people),
+                          "; ".join(p.sid for p in people), *row[at:]])
+        score = row[header.index("score")]
+        upload += [[p.name, p.sid, p.email, score, sub_id] for p in people]
+    tmp = grades.with_name(".grades.csv.tmp")
+    with open(tmp, "w", newline="") as handle:
+        csv.writer(handle).writerows([new_header, *annotated])
+    tmp.replace(grades)
+    with open(out / SCORES_CSV, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Name", "SID", "Email", "Score", "Submission ID"])
+        writer.writerows(sorted(upload, key=lambda r: (r[0], r[2])))
+    note = (f"; listed without files: {', '.join(export.missing)}"
+            if export.missing else "")
+    return (f"Gradescope export: {len(body)} submissions, {len(upload)} "
+            f"students: names in grades.csv, scores to upload in "
+            f"{out / SCORES_CSV}{note}")
+
+
+__all__ = ["Export", "ExportError", "Submitter", "annotate", "find_export",
+           "open_export", "read_metadata"]

@@ -1,0 +1,130 @@
+"""Gradescope's "Export Submissions" archive in, grades out (issue 12 part
+4): the zip as it comes (or its folder, as `make grade SUBMISSIONS=DIR`
+globs it) is graded folder by folder; grades.csv gets the submission ids,
+names, emails and SIDs; gradescope_scores.csv is ready to upload back."""
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kit.examples import example_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+METADATA = """\
+submission_111:
+  :submitters:
+  - :name: Ada Lovelace
+    :sid: '1815'
+    :email: ada@example.edu
+  :created_at: 2026-11-20 10:00:00.000000000 -08:00
+  :score: 0.0
+submission_222:
+  :submitters:
+  - :name: Alan Turing
+    :sid: '1912'
+    :email: alan@example.edu
+  - :name: Grace Hopper
+    :sid: '1906'
+    :email: grace@example.edu
+  :created_at: 2026-11-21 10:00:00.000000000 -08:00
+submission_333:
+  :submitters:
+  - :name: Edsger Dijkstra
+    :sid: '1930'
+    :email: edsger@example.edu
+"""
+
+
+def _export_folder(root: Path) -> Path:
+    folder = root / "assignment_42_export"
+    (folder / "submission_111").mkdir(parents=True)
+    shutil.copy2(REFERENCE, folder / "submission_111" /
+                 "modeling_attention.py")
+    (folder / "submission_222" / "transformer_lm").mkdir(parents=True)
+    (folder / "submission_222" / "transformer_lm" /
+     "modeling_attention.py").write_text(example_sources()["no_scale"])
+    (folder / "submission_metadata.yml").write_text(METADATA)
+    return folder            # submission_333: listed, no files
+
+
+def _grade(out: Path, *paths: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--out", str(out),
+         "--jobs", "2", *map(str, paths)], capture_output=True, text=True,
+        cwd=ROOT, timeout=600)
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def graded_zip(tmp_path_factory):
+    base = tmp_path_factory.mktemp("export")
+    folder = _export_folder(base / "src")
+    archive = base / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            zf.write(path, path.relative_to(folder.parent))
+    done = _grade(base / "out", archive)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return base, done.stdout
+
+
+def test_grades_csv_names_every_submission(graded_zip):
+    base, stdout = graded_zip
+    rows = {r["submission"]: r for r in _csv(base / "out" / "grades.csv")}
+    assert set(rows) == {"submission_111", "submission_222"}
+    ada, pair = rows["submission_111"], rows["submission_222"]
+    assert (ada["submission_id"], ada["name"], ada["email"], ada["sid"]) \
+        == ("111", "Ada Lovelace", "ada@example.edu", "1815")
+    assert pair["name"] == "Alan Turing; Grace Hopper"
+    assert float(ada["score"]) > float(pair["score"]) > 0
+    assert "submission_333" in stdout          # listed, without files
+
+
+def test_upload_csv_has_one_row_per_student(graded_zip):
+    base, _ = graded_zip
+    grades = {r["submission_id"]: r["score"]
+              for r in _csv(base / "out" / "grades.csv")}
+    upload = _csv(base / "out" / "gradescope_scores.csv")
+    assert [r["Email"] for r in upload] == [
+        "ada@example.edu", "alan@example.edu", "grace@example.edu"]
+    assert list(upload[0]) == ["Name", "SID", "Email", "Score",
+                               "Submission ID"]
+    for row in upload:
+        assert row["Score"] == grades[row["Submission ID"]]
+
+
+def test_class_report_shows_the_names(graded_zip):
+    base, _ = graded_zip
+    report = (base / "out" / "report.html").read_text()
+    assert "Grace Hopper" in report and "<th data-col='3'" in report
+
+
+def test_the_unzipped_folder_as_make_globs_it(tmp_path):
+    folder = _export_folder(tmp_path / "src")
+    done = _grade(tmp_path / "out", *sorted(folder.iterdir()))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _csv(tmp_path / "out" / "grades.csv")
+    # the metadata file is no stray submission
+    assert sorted(r["submission"] for r in rows) == ["submission_111",
+                                                     "submission_222"]
+
+
+def test_an_unsafe_export_is_refused(tmp_path):
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("submission_metadata.yml", METADATA)
+        zf.writestr("../escaped.py", "x = 1\n")
+    done = _grade(tmp_path / "out", archive)
+    assert done.returncode == 2 and "unsafe path" in done.stderr
+    assert not (tmp_path.parent / "escaped.py").exists()

@@ -360,11 +360,7 @@ def cmd_similarity(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out}: no */source.py (grade into it first: "
                           f"python -m autograder grade --out {out} PATH...)")
     from autograder import similarity
-    try:
-        print(similarity.summary(out))
-    except ImportError as exc:
-        raise ConfigError(f"similarity needs the copydetect package "
-                          f"(requirements.txt): {exc}") from None
+    print(similarity.summary(out))
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -175,3 +176,20 @@ def test_terminal_preview_shows_quoted_text_without_escapes():
     # message for markdown are dropped there.
     line = "- " + mdsafe.inline("ValueError: a * b [x] <y>")
     assert report._plain(line) == "- ValueError: a * b [x] <y>"
+
+
+def test_shape_comment_messages_quote_the_comment_as_code():
+    from autograder.checks.shape_comments import check_shape_comments
+    source = (Path(__file__).resolve().parents[1] / "solutions" /
+              "transformer_lm" / "modeling_attention.py").read_text()
+    line = "        return probs @ v  # [bs, seq, hidden]\n"
+    number = source.splitlines(keepends=True).index(line) + 1
+    hostile = source.replace(line, "        return probs @ v  # [bs, seq, "
+                             "`<img src=x onerror=alert(1)>`]\n")
+    issues = check_shape_comments(hostile, {number: [[[2, 3, 4]]]},
+                                  {"batch_size": 2, "seq_len": 3,
+                                   "hidden": 4, "input_size": 5})
+    assert issues
+    for issue in issues:
+        html = RENDER("- " + issue.message)
+        _no_student_markup(html, {"ul", "li", "code"})

@@ -22,6 +22,7 @@ from fractions import Fraction
 from itertools import product
 from typing import Collection
 
+from autograder.mdsafe import code_span
 from autograder.regions import Region, find_regions, student_statements
 
 CANONICAL = ("batch_size", "seq_len", "input_size", "hidden", "num_heads",
@@ -772,9 +773,11 @@ def _unreadable_message(line: int, parsed: _Parsed) -> str:
     if parsed.unreadable == "...":
         what = "`...`: write every dimension out"
     else:
-        what = f"`{parsed.unreadable}`"
+        what = code_span(parsed.unreadable)
+    # The comment is the student's text: a code span it cannot close
     return (f"line {line}: cannot read {what} in the shape comment "
-            f"`# {_shorten(parsed.text, 60)}`; {VOCABULARY_HINT}")
+            f"{code_span('# ' + _shorten(parsed.text, 60))}; "
+            f"{VOCABULARY_HINT}")
 
 
 def _shorten(text: str, width: int) -> str:
@@ -851,7 +854,8 @@ def check_shape_comments(
             held = [n for n in _target_names(node) if n in known]
             if held and not cands.acceptable():
                 issue("missing",
-                      f"line {node.lineno}: `{text}` has no shape comment "
+                      f"line {node.lineno}: {code_span(text)} has no shape "
+                      f"comment "
                       f"(the traced calls did not run this line, but "
                       f"`{held[0]}` holds a tensor elsewhere; write its "
                       f"shape, e.g. `# [batch_size, seq_len, hidden]`)")
@@ -873,7 +877,8 @@ def check_shape_comments(
                        if p.says_something), None)
         if report is None:
             issue("missing",
-                  f"line {node.lineno}: `{text}` binds a tensor but has no "
+                  f"line {node.lineno}: {code_span(text)} binds a tensor "
+                  f"but has no "
                   f"shape comment (write e.g. "
                   f"`{_example(runs[0], dims_here)}`)")
         elif report.unreadable is not None:

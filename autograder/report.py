@@ -73,13 +73,14 @@ def results_json(grade: GradeResult) -> dict[str, Any]:
             hidden += _hidden(result)
         for result in task.bonuses:
             tests.append(_test(task, result, 0.0, prefix="Bonus"))
+    failed = bool(hidden)
     if grade.hidden_stdout.strip():
         hidden.append(_printed_block(grade.hidden_stdout,
                                      "during the hidden cases"))
     if hidden:
         tests.append({
             "name": "Hidden cases: details (0 points)", "score": 0.0,
-            "max_score": 0.0, "status": "failed",
+            "max_score": 0.0, "status": "failed" if failed else "passed",
             "output": "\n\n".join(hidden), "output_format": "md",
             "visibility": "after_published"})
     return _top(grade, tests, overview(grade))

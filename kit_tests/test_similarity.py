@@ -117,3 +117,27 @@ def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
                             str(tmp_path / "copy_ref")], capture_output=True,
                            text=True, cwd=ROOT, timeout=120)
     assert empty.returncode == 2
+
+
+def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
+    # kit.class_batch: the corpus (mostly one-line edits of the reference,
+    # near-copies of it by construction), the examples, and three
+    # disguised copies of each independent solution.
+    from kit import class_batch
+    written = class_batch.build(tmp_path / "class")
+    assert len(written) >= 50
+    skeleton = S.SKELETON.read_text()
+    codes = {p.name: S.student_code(
+        (p / "transformer_lm" / "modeling_attention.py").read_text(),
+        skeleton) for p in written}
+    pairs = S.code_pairs(codes, skeleton)
+    best: dict[str, tuple[float, str]] = {}
+    for pair in pairs:
+        for me, other in ((pair.a, pair.b), (pair.b, pair.a)):
+            if pair.score > best.get(me, (-1.0, ""))[0]:
+                best[me] = (pair.score, other)
+    for original in ("einsum", "loop_heads", "nanogpt_style"):
+        family = {original, *(f"{label}_of_{original}"
+                              for label in class_batch.DISGUISES)}
+        for member in family:
+            assert best[member][1] in family, (member, best[member])

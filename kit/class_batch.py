@@ -1,0 +1,95 @@
+"""A generated class of at least 50 submissions for the staff tools (class
+report, similarity): the kit's corpus (correct styles, catalogued
+mistakes, hostile code), the examples, and near-copies (local names
+renamed, comments reworded, statements reordered) of independent
+solutions, some with notebooks whose inline answers are copied too.
+
+    python -m kit.class_batch build/class_batch
+    python -m autograder grade --out build/class_grades build/class_batch/*
+
+The near-copies are named ``copy*_of_<original>`` so a reader can check the
+similarity ranking against the truth.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from kit import near_copies as C
+from kit.examples import example_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "kit_tests" / "submissions"
+INDEPENDENT = ("reference", "einsum", "loop_heads", "nanogpt_style")
+DISGUISES = {"copy1": lambda s: C.recomment(C.rename(s)),
+             "copy2": lambda s: C.reorder(C.rename(s)),
+             "copy3": lambda s: C.reorder(C.recomment(s))}
+ANSWERS = [
+    "Scaling by the square root of the key size keeps the dot products "
+    "from growing with the dimension, so the softmax does not saturate.",
+    "Without the scale large logits push the softmax towards one-hot "
+    "outputs whose gradients vanish.",
+    "It keeps the variance of q.k near one when the inputs have unit "
+    "variance, which keeps training stable.",
+    "Each head attends in its own subspace, so the heads can follow "
+    "different relations at once.",
+]
+
+
+def _notebook(path: Path, answer: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_markdown_cell(f"**Answer Q1:** {answer}")
+    cell.metadata["kit"] = {"question": "Q1"}
+    nb.cells.append(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+def _folder(dest: Path, name: str, source: str,
+            answer: str | None = None) -> None:
+    folder = dest / name
+    (folder / "transformer_lm").mkdir(parents=True)
+    (folder / "transformer_lm" / "modeling_attention.py").write_text(source)
+    if answer is not None:
+        _notebook(folder / "assignment" / "attention.ipynb", answer)
+
+
+def build(dest: Path) -> list[Path]:
+    """Write the class into ``dest`` (replaced); returns the submissions."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    corpus = {p.stem: p.read_text() for p in sorted(CORPUS.glob("*.py"))}
+    for i, (name, source) in enumerate(corpus.items()):
+        answer = ANSWERS[i % len(ANSWERS)] if i % 3 == 0 else None
+        if name == "reference":
+            answer = ANSWERS[0]
+        _folder(dest, name, source, answer)
+    for name, source in example_sources().items():
+        _folder(dest, f"example_{name}", source)
+    for original in INDEPENDENT:
+        for label, disguise in DISGUISES.items():
+            # the first copy also copies the reference's answer, reworded
+            answer = (ANSWERS[0].upper().replace(",", ";")
+                      if original == "reference" and label == "copy1"
+                      else None)
+            _folder(dest, f"{label}_of_{original}",
+                    disguise(corpus[original]), answer)
+    return sorted(dest.iterdir())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the class and say how many submissions it holds."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dest", nargs="?", type=Path,
+                        default=ROOT / "build" / "class_batch")
+    args = parser.parse_args(argv)
+    written = build(args.dest)
+    print(f"wrote {len(written)} submissions to {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -27,21 +27,31 @@ INDEPENDENT = ("reference", "einsum", "loop_heads", "nanogpt_style")
 DISGUISES = {"copy1": lambda s: C.recomment(C.rename(s)),
              "copy2": lambda s: C.reorder(C.rename(s)),
              "copy3": lambda s: C.reorder(C.recomment(s))}
-ANSWERS = [
-    "Scaling by the square root of the key size keeps the dot products "
-    "from growing with the dimension, so the softmax does not saturate.",
-    "Without the scale large logits push the softmax towards one-hot "
-    "outputs whose gradients vanish.",
-    "It keeps the variance of q.k near one when the inputs have unit "
-    "variance, which keeps training stable.",
-    "Each head attends in its own subspace, so the heads can follow "
-    "different relations at once.",
-]
+# Independent answers: every student words Q1 differently (one opening,
+# one reason, one consequence of several); the deliberate copy rewords
+# only case and punctuation.
+_OPEN = ("We scale because", "Dividing by sqrt(d) matters since",
+         "The factor is there as", "My understanding is that",
+         "Scaling helps:")
+_REASON = ("dot products grow with the key size",
+           "the variance of q.k is d for unit inputs",
+           "large logits make the softmax peaky",
+           "without it one key takes all the weight",
+           "the score magnitude depends on the dimension")
+_THEN = ("and the gradients vanish.", "so training becomes unstable.",
+         "which saturates the softmax.", "so we normalise it back to one.",
+         "hence the attention is nearly one-hot.", "and learning stalls.")
 
 
-def _notebook(path: Path, answer: str) -> None:
+def answer(i: int) -> str:
+    """Student ``i``'s own wording of Q1."""
+    return (f"{_OPEN[i % len(_OPEN)]} {_REASON[(i // 5) % len(_REASON)]}"
+            f" {_THEN[(i // 3) % len(_THEN)]}")
+
+
+def _notebook(path: Path, text: str) -> None:
     nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_markdown_cell(f"**Answer Q1:** {answer}")
+    cell = nbformat.v4.new_markdown_cell(f"**Answer Q1:** {text}")
     cell.metadata["kit"] = {"question": "Q1"}
     nb.cells.append(cell)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,12 +59,12 @@ def _notebook(path: Path, answer: str) -> None:
 
 
 def _folder(dest: Path, name: str, source: str,
-            answer: str | None = None) -> None:
+            text: str | None = None) -> None:
     folder = dest / name
     (folder / "transformer_lm").mkdir(parents=True)
     (folder / "transformer_lm" / "modeling_attention.py").write_text(source)
-    if answer is not None:
-        _notebook(folder / "assignment" / "attention.ipynb", answer)
+    if text is not None:
+        _notebook(folder / "assignment" / "attention.ipynb", text)
 
 
 def build(dest: Path) -> list[Path]:
@@ -63,20 +73,19 @@ def build(dest: Path) -> list[Path]:
     dest.mkdir(parents=True)
     corpus = {p.stem: p.read_text() for p in sorted(CORPUS.glob("*.py"))}
     for i, (name, source) in enumerate(corpus.items()):
-        answer = ANSWERS[i % len(ANSWERS)] if i % 3 == 0 else None
-        if name == "reference":
-            answer = ANSWERS[0]
-        _folder(dest, name, source, answer)
+        own = answer(i) if i % 2 == 0 or name == "reference" else None
+        _folder(dest, name, source, own)
     for name, source in example_sources().items():
         _folder(dest, f"example_{name}", source)
     for original in INDEPENDENT:
         for label, disguise in DISGUISES.items():
             # the first copy also copies the reference's answer, reworded
-            answer = (ANSWERS[0].upper().replace(",", ";")
+            ref = list(corpus).index("reference")
+            copied = (answer(ref).upper().replace(" ", "  ") + "!"
                       if original == "reference" and label == "copy1"
                       else None)
             _folder(dest, f"{label}_of_{original}",
-                    disguise(corpus[original]), answer)
+                    disguise(corpus[original]), copied)
     return sorted(dest.iterdir())
 
 

@@ -141,3 +141,9 @@ def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
                               for label in class_batch.DISGUISES)}
         for member in family:
             assert best[member][1] in family, (member, best[member])
+    # and the one copied answer (case and spacing changed) tops the answers
+    from autograder.answers import collect_answers
+    answers = {p.name: collect_answers(p / "assignment" / "attention.ipynb")
+               for p in written if (p / "assignment").is_dir()}
+    top = S.answer_pairs(answers)[0]
+    assert {top.a, top.b} == {"copy1_of_reference", "reference"}

@@ -348,9 +348,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out}: no grades.csv or */results.json (grade "
                           f"into it first: python -m autograder grade "
                           f"--out {out} PATH...)")
-    from autograder import class_report
+    class_report = _staff_tool("class_report")
     print(f"class report: {class_report.write_report(out)}")
     return 0
+
+
+def _staff_tool(name: str) -> Any:
+    """A staff-only module (autograder.STAFF_ONLY), or a usage error where
+    this copy of the grader does not ship it (Gradescope, the release)."""
+    import importlib
+    try:
+        return importlib.import_module(f"autograder.{name}")
+    except ModuleNotFoundError:
+        raise ConfigError(f"this copy of the grader has no staff tools "
+                          f"({name}): run it from the kit") from None
 
 
 def cmd_similarity(args: argparse.Namespace) -> int:
@@ -359,8 +370,7 @@ def cmd_similarity(args: argparse.Namespace) -> int:
     if not any(out.glob("*/source.py")):
         raise ConfigError(f"{out}: no */source.py (grade into it first: "
                           f"python -m autograder grade --out {out} PATH...)")
-    from autograder import similarity
-    print(similarity.summary(out))
+    print(_staff_tool("similarity").summary(out))
     return 0
 
 

@@ -149,7 +149,9 @@ def read_submission(folder: Path, name: str) -> Submission:
         number = str(test.get("number") or "")
         if not number:       # "Grading" (no code graded), hidden details
             if name_ == "Grading" and not sub.grader_failure:
-                sub.not_graded = str(test.get("output", ""))[:300]
+                # markdown-escaped for Gradescope; shown here as text
+                sub.not_graded = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1",
+                                        str(test.get("output", "")))[:300]
             continue
         kind = _kind(name_)
         item = Item(number, _title(name_, number, kind),

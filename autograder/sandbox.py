@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +55,21 @@ from safetensors.torch import save as st_save
 
 from multiprocessing import connection, forkserver, resource_tracker, spawn
 from multiprocessing.context import ForkServerProcess
-from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, NOT_RUN,
-                                 OK, TIMEOUT, Probe, ProbeResult)
+from autograder import jail
+from autograder.protocol import (CRASH, ENVIRONMENT, ERROR, IMPORT_ERROR,
+                                 MEMORY, NOT_RUN, OK, TIMEOUT, Probe,
+                                 ProbeResult)
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _LENGTH = struct.Struct(">Q")        # frame: 8-byte length, then payload
 _HEADER_LENGTH = struct.Struct(">I")  # payload: header length, JSON, tensors
 _STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
+# (ENVIRONMENT is the parent's verdict only: a worker cannot claim it)
 _EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
 _FILE_LIMIT = 64 * 1024 * 1024
 _KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
 DEFAULT_USER = "autograder-worker"
+GRADER_HOME = Path(__file__).resolve().parent.parent   # kit or source root
 
 
 # --------------------------------------------------------------------------
@@ -225,6 +229,9 @@ class WorkerSettings:
     workdir: str
     uid: int | None = None    # drop to this uid/gid when not None
     gid: int | None = None
+    readable: list[str] = field(default_factory=list)   # what it may read
+    namespaces: bool = True   # try the namespace layers of the jail
+    landlock: bool = True     # try Landlock
 
 
 class _CappedStream(io.TextIOBase):
@@ -305,20 +312,6 @@ def _set_limits(settings: WorkerSettings) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 
 
-def _drop_privileges(settings: WorkerSettings) -> None:
-    if settings.uid is None:
-        return
-    os.setgroups([])
-    os.setgid(settings.gid)
-    os.setuid(settings.uid)
-    if os.getuid() == 0 or os.geteuid() == 0:
-        raise RuntimeError("privilege drop failed")
-    try:   # no setuid binaries can give privileges back
-        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 OUTPUT_FILE = ".autograder-output"
 
 
@@ -368,6 +361,8 @@ def _close_fds(keep: set[int]) -> None:
 
 
 def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
+    """The keeper's part: its own session, stdin from /dev/null, output to
+    a file, no inherited descriptor, a scrubbed environment."""
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -384,9 +379,20 @@ def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
     # Forking from this process later is safe only if no parallel torch op
     # has started an OpenMP pool; one thread also keeps memory modest.
     torch.set_num_threads(1)
-    _set_limits(settings)
-    _drop_privileges(settings)
+    # torch reads /proc/cpuinfo on first use; the inmate has no /proc.
+    torch.backends.cpu.get_cpu_capability()
     return output
+
+
+def _lock_up(settings: WorkerSettings, plan: jail.JailPlan) -> None:
+    """The inmate's part, before any student code: limits, its own view of
+    the filesystem, no privilege, Landlock."""
+    _set_limits(settings)
+    if "mount-namespace" in plan.active:
+        jail.build_root(plan)
+    jail.drop_privileges(plan)
+    if settings.landlock:
+        jail.apply_landlock(plan, plan.readable)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -397,20 +403,67 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _worker_main(source: str, filename: str, encoded: bytes,
                  results: Any, settings: WorkerSettings) -> None:
-    """Entry point of the worker process (runs in the forked child)."""
-    from autograder.worker import execute_probes
-
+    """Entry point of the worker process (runs in the forked child): the
+    keeper. It enters the jail's namespaces, forks the inmate that runs the
+    submission, tells the parent the inmate's pid, and when the inmate ends
+    kills whatever it left and exits with its status."""
     result_fd = results.fileno()
     output = _isolate(settings, result_fd)
-    probes = decode_probes(encoded)
-    stream = _CappedStream(settings.output_limit, 1)
-    sys.stdout = sys.stderr = stream
+    plan = jail.JailPlan(workdir=settings.workdir,
+                         readable=settings.readable, uid=settings.uid,
+                         gid=settings.gid, namespaces=settings.namespaces)
+    jail.enter_namespaces(plan)
+    if "pid-namespace" not in plan.active and jail.become_subreaper():
+        plan.active.append("subreaper")
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_w)
+        try:
+            jail.die_with_parent()
+            os.read(go_r, 1)    # the parent knows our pid: go
+            os.close(go_r)
+            _inmate_main(source, filename, encoded, result_fd, output,
+                         settings, plan)
+        finally:
+            os._exit(1)
+    os.close(go_r)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    _write_all(result_fd, encode_message({"kind": "jail", "pid": pid}))
+    os.write(go_w, b"x")
+    os.close(go_w)
+    status = jail.wait_status(pid)
+    if "pid-namespace" not in plan.active:
+        jail.kill_children()
+    if status < 0:   # report the inmate's death as our own
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status if status >= 0 else 1)
+
+
+def _inmate_main(source: str, filename: str, encoded: bytes, result_fd: int,
+                 output: _FdOutput, settings: WorkerSettings,
+                 plan: jail.JailPlan) -> None:
+    """Runs the submission, locked up (see ``_lock_up``)."""
+    from autograder.worker import execute_probes
+
     me = os.getpid()
 
     def send(data: bytes) -> None:
         if os.getpid() != me:    # a process the submission forked
             os._exit(0)
         _write_all(result_fd, data)
+
+    try:
+        _lock_up(settings, plan)
+    except Exception as exc:   # noqa: BLE001 - the grader's failure
+        send(encode_message({"kind": "jailed", "layers": plan.active,
+                             "error": f"{type(exc).__name__}: {exc}"}))
+        os._exit(1)
+    send(encode_message({"kind": "jailed", "layers": plan.active}))
+    probes = decode_probes(encoded)
+    stream = _CappedStream(settings.output_limit, 1)
+    sys.stdout = sys.stderr = stream
 
     def ready() -> None:
         send(encode_message({"kind": "ready"}))
@@ -502,6 +555,9 @@ class _Attempt:
         self.fd = os.dup(results_r.fileno())
         results_r.close()
         self.buffer = bytearray()
+        self.frames = 0
+        self.inmate: int | None = None     # the process running student code
+        self.layers: list[str] | None = None
 
     def results(self):
         """Yield ProbeResults in order; raise _Failure when the worker
@@ -511,9 +567,14 @@ class _Attempt:
         while index < len(self.probes):
             probe = self.probes[index]
             header, outputs = self._next_message(deadline, probe)
-            if header.get("kind") == "ready" and not self.imported:
+            kind = header.get("kind")
+            if self.frames == 1:   # the keeper's, before any student code
+                self._accept_jail(header)
+            elif self.frames == 2:   # the inmate's, before any student code
+                self._accept_jailed(header)
+            elif kind == "ready" and not self.imported:
                 self.imported = True
-            elif header.get("kind") == "result":
+            elif kind == "result":
                 try:
                     result = result_from_header(header, outputs, probe.id)
                 except BadMessage as exc:
@@ -530,7 +591,26 @@ class _Attempt:
             if index < len(self.probes):
                 deadline = time.monotonic() + self.probes[index].timeout
 
+    def _accept_jail(self, header: dict[str, Any]) -> None:
+        pid = header.get("pid")
+        if header.get("kind") != "jail" or not isinstance(pid, int) or \
+                isinstance(pid, bool) or pid <= 0:
+            raise _Failure(ENVIRONMENT, "the worker did not start its jail")
+        self.inmate = pid
+
+    def _accept_jailed(self, header: dict[str, Any]) -> None:
+        layers = header.get("layers")
+        if header.get("kind") != "jailed" or not isinstance(layers, list) \
+                or not set(map(str, layers)) <= set(jail.LAYERS):
+            raise _Failure(ENVIRONMENT, "the worker did not report its jail")
+        self.layers = [str(layer) for layer in layers]
+        error = header.get("error")
+        if error:
+            raise _Failure(ENVIRONMENT, f"the grader could not lock up the "
+                           f"worker: {str(error)[:500]}")
+
     def _next_message(self, deadline: float, probe: Probe):
+        self.frames += 1
         while True:
             if len(self.buffer) >= _LENGTH.size:
                 (size,) = _LENGTH.unpack_from(self.buffer)
@@ -589,9 +669,17 @@ class _Attempt:
                         f"{signal.Signals(sig).name} during {during}")
 
     def kill(self) -> None:
-        """Kill the worker and everything in its process group."""
+        """Kill the inmate (its PID namespace dies with it; without one,
+        the keeper kills what it left), then the keeper and its group."""
         self.killed = True
         pid = self.process.pid
+        if self.inmate is not None and pid is not None and \
+                jail.parent_of(self.inmate) == pid:
+            try:
+                os.kill(self.inmate, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.join(_KILL_GRACE)
         if pid is not None:
             for kill in (lambda: os.killpg(pid, signal.SIGKILL),
                          lambda: os.kill(pid, signal.SIGKILL)):
@@ -682,18 +770,31 @@ class Sandbox:
     """
 
     def __init__(self, *, memory_mb: int = 1024, output_limit: int = 20_000,
-                 preload: bool = True, fork_server_from_here: bool = False):
+                 preload: bool = True, fork_server_from_here: bool = False,
+                 namespaces: bool | None = None, landlock: bool = True):
         """``fork_server_from_here``: start the fork server by forking this
         process instead of a fresh interpreter, so that it shares this
         process's torch pages (about 150 MB less in all, what lets grading
         fit Gradescope's 768 MB). Only for a process that has run no torch
         operation yet and holds nothing secret: the server, and every
         worker, starts as a copy of this process (create the Sandbox before
-        loading test values)."""
+        loading test values).
+
+        ``namespaces`` and ``landlock`` turn jail layers off (tests that
+        prove an attack is real without them; AUTOGRADER_NO_NAMESPACES=1
+        where a machine refuses namespaces). The privilege drop as root
+        and the limits always apply."""
         self.memory_mb, self.output_limit = memory_mb, output_limit
         self.context = multiprocessing.get_context("forkserver")
         self.start_lock = threading.Lock()
         self.user = _resolve_user()
+        # The worker reads the Python installation, never the grader's
+        # checkout (solution, values, other submissions' outputs).
+        self.readable = jail.default_readable(exclude=[str(GRADER_HOME)])
+        self.namespaces = not os.environ.get("AUTOGRADER_NO_NAMESPACES") \
+            if namespaces is None else namespaces
+        self.landlock = landlock
+        self.layers: list[str] = []    # the jail's layers, once a run told
         if preload:
             self.context.set_forkserver_preload(
                 ["torch", "autograder.worker", "autograder.sandbox"])
@@ -747,7 +848,8 @@ class Sandbox:
             memory_mb=memory_mb or self.memory_mb,
             output_limit=output_limit or self.output_limit,
             cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
-            workdir=workdir, uid=uid, gid=gid)
+            workdir=workdir, uid=uid, gid=gid, readable=self.readable,
+            namespaces=self.namespaces, landlock=self.landlock)
 
     def _run(self, source: str, filename: str, probes: list[Probe],
              settings: WorkerSettings) -> list[ProbeResult]:
@@ -782,6 +884,8 @@ class Sandbox:
                 failure = exc
             finally:
                 output = attempt.close()
+                if attempt.layers is not None:
+                    self.layers = attempt.layers
             if failure is not None:
                 # Before the import finished, every later probe would fail
                 # the same way: no restart. Otherwise only this probe.

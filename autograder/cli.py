@@ -251,7 +251,7 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     progress = Progress(len(paths))
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
     answers_by_name: dict[str, dict[str, str]] = {}
-    runner = sandbox_runner(sandbox)
+    runner = sandbox_runner(sandbox, total_seconds=rubric.submission_timeout)
     broken = threading.Event()
 
     def work(pair: tuple[Path, str]) -> GradeResult:
@@ -309,8 +309,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             _preflight(sandbox, quiet=True)
             sub = resolve(path, workdir)
             sub.filename = str(path)
-            grade = _grade_one(sub, rubric, cases, sandbox_runner(sandbox),
-                               public_only=True, timeout=args.timeout)
+            grade = _grade_one(sub, rubric, cases, sandbox_runner(
+                sandbox, total_seconds=rubric.submission_timeout),
+                public_only=True, timeout=args.timeout)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.check_text(grade))
@@ -335,7 +336,8 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:
                 sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
-            grade = _grade_one(sub, rubric, cases, sandbox_runner(sandbox))
+            grade = _grade_one(sub, rubric, cases, sandbox_runner(
+                sandbox, total_seconds=rubric.submission_timeout))
             grade.jail = layers
             _read_answers(grade, sub)
     except ConfigError as exc:

@@ -329,7 +329,10 @@ def apply_landlock(plan: JailPlan, readable: list[str]) -> bool:
             _allow(ruleset, path, read, handled)
         for device in _DEVICES:
             _allow(ruleset, device, read | _FS_WRITE_FILE, handled)
-        _allow(ruleset, plan.workdir, handled, handled)
+        # Only a mount namespace bounds the scratch space (a tmpfs with a
+        # size); without one the submission may write nothing at all.
+        scratch = handled if "mount-namespace" in plan.active else read
+        _allow(ruleset, plan.workdir, scratch, handled)
         _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         _syscall(_LANDLOCK["restrict_self"], ruleset, 0)
     finally:

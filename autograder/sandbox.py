@@ -61,6 +61,13 @@ from autograder.protocol import (CRASH, ENVIRONMENT, ERROR, IMPORT_ERROR,
                                  ProbeResult)
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Bounds on what a (possibly forged) frame may make the parent build: the
+# JSON header's size, tensors per result, shape entries per result.
+MAX_HEADER_BYTES = 1024 * 1024
+MAX_OUTPUTS = 64
+MAX_SHAPE_INTS = 200_000
+MAX_TEXT_CHARS = 200_000
+MAX_RETAINED_BYTES = 512 * 1024 * 1024   # all frames of one worker
 _LENGTH = struct.Struct(">Q")        # frame: 8-byte length, then payload
 _HEADER_LENGTH = struct.Struct(">I")  # payload: header length, JSON, tensors
 _STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
@@ -139,12 +146,14 @@ def decode_payload(payload: bytes) -> tuple[dict[str, Any],
     """Header and tensors of one frame's payload; raises BadMessage."""
     try:
         (size,) = _HEADER_LENGTH.unpack_from(payload)
+        if size > MAX_HEADER_BYTES or size > len(payload) - 4:
+            raise BadMessage(f"header of {size} bytes")
         header = json.loads(payload[4:4 + size].decode())
         body = payload[4 + size:]
         if not isinstance(header, dict):
             raise BadMessage("header is not an object")
         n = header.get("n_outputs", 0)
-        if not isinstance(n, int) or n < 0:
+        if not isinstance(n, int) or n < 0 or n > MAX_OUTPUTS:
             raise BadMessage("bad n_outputs")
         tensors = st_load(body) if body else {}
         if set(tensors) != {str(i) for i in range(n)}:
@@ -179,6 +188,8 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         if not isinstance(value, kinds) or isinstance(value, bool) and \
                 kinds in (int, float, (int, float)):
             raise BadMessage(f"field {key!r} has the wrong type")
+        if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+            value = value[:MAX_TEXT_CHARS] + "\n[... cut]"
         return value
 
     if header.get("id") != expected_id:
@@ -204,7 +215,14 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
 
 def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:
     shapes = {}
+    budget = MAX_SHAPE_INTS
     for key, entries in raw.items():
+        budget -= 1 + sum(1 + len(shape) for entry in entries
+                          if isinstance(entry, list) for shape in entry
+                          if isinstance(shape, list)) \
+            if isinstance(entries, list) else 1
+        if budget < 0:
+            raise BadMessage("too many shapes")
         ok = key.isdigit() and isinstance(entries, list) and all(
             isinstance(entry, list) and all(
                 isinstance(shape, list) and all(
@@ -455,6 +473,7 @@ def _inmate_main(source: str, filename: str, encoded: bytes, result_fd: int,
         _write_all(result_fd, data)
 
     try:
+        os.setsid()   # its own group: kill(0) reaches only the submission
         _lock_up(settings, plan)
     except Exception as exc:   # noqa: BLE001 - the grader's failure
         send(encode_message({"kind": "jailed", "layers": plan.active,
@@ -539,8 +558,10 @@ class _Attempt:
     """One worker process answering a run of probes."""
 
     def __init__(self, sandbox: Sandbox, source: str, filename: str,
-                 probes: list[Probe], settings: WorkerSettings):
+                 probes: list[Probe], settings: WorkerSettings,
+                 deadline: float, limit: float):
         self.probes = probes
+        self.total_deadline, self.total_seconds = deadline, limit
         self.imported = False
         self.killed = False
         ctx = sandbox.context
@@ -556,13 +577,14 @@ class _Attempt:
         results_r.close()
         self.buffer = bytearray()
         self.frames = 0
+        self.received = 0
         self.inmate: int | None = None     # the process running student code
         self.layers: list[str] | None = None
 
     def results(self):
         """Yield ProbeResults in order; raise _Failure when the worker
         fails, for the next pending probe."""
-        deadline = time.monotonic() + self.probes[0].timeout
+        deadline = self._deadline(self.probes[0])
         index = 0
         while index < len(self.probes):
             probe = self.probes[index]
@@ -589,7 +611,10 @@ class _Attempt:
                 raise _Failure(CRASH, "the worker sent an unexpected "
                                f"message before probe {probe.id}")
             if index < len(self.probes):
-                deadline = time.monotonic() + self.probes[index].timeout
+                deadline = self._deadline(self.probes[index])
+
+    def _deadline(self, probe: Probe) -> float:
+        return min(time.monotonic() + probe.timeout, self.total_deadline)
 
     def _accept_jail(self, header: dict[str, Any]) -> None:
         pid = header.get("pid")
@@ -637,12 +662,20 @@ class _Attempt:
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 raise self._death(probe)
+            self.received += len(chunk)
+            if self.received > MAX_RETAINED_BYTES:
+                raise _Failure(CRASH, f"the worker sent more than "
+                               f"{MAX_RETAINED_BYTES >> 20} MB of results")
             self.buffer += chunk
 
     def _during(self, probe: Probe) -> str:
         return f"probe {probe.id}" if self.imported else "import"
 
     def _timeout_message(self, probe: Probe) -> str:
+        if time.monotonic() >= self.total_deadline:
+            return (f"the submission's total time limit of "
+                    f"{self.total_seconds:g} s ran out during "
+                    f"{self._during(probe)}")
         return (f"time limit of {probe.timeout:g} s exceeded during "
                 f"{self._during(probe)} (an infinite loop?)")
 
@@ -794,6 +827,7 @@ class Sandbox:
         self.namespaces = not os.environ.get("AUTOGRADER_NO_NAMESPACES") \
             if namespaces is None else namespaces
         self.landlock = landlock
+        self.total_seconds = 300.0    # per submission (the rubric's)
         self.layers: list[str] = []    # the jail's layers, once a run told
         if preload:
             self.context.set_forkserver_preload(
@@ -827,13 +861,16 @@ class Sandbox:
                 process.start()
 
     def run(self, source: str, filename: str, probes: list[Probe], *,
-            memory_mb: int | None = None,
-            output_limit: int | None = None) -> list[ProbeResult]:
+            memory_mb: int | None = None, output_limit: int | None = None,
+            total_seconds: float | None = None) -> list[ProbeResult]:
         """One result per probe, in order; never raises because of what
-        the submission does."""
+        the submission does. ``total_seconds`` bounds the wall clock of all
+        the probes together (default ``self.total_seconds``)."""
         settings = self._settings(probes, memory_mb, output_limit)
+        limit = total_seconds or self.total_seconds
         try:
-            return self._run(source, filename, list(probes), settings)
+            return self._run(source, filename, list(probes), settings,
+                             time.monotonic() + limit, limit)
         finally:
             shutil.rmtree(settings.workdir, ignore_errors=True)
 
@@ -852,7 +889,8 @@ class Sandbox:
             namespaces=self.namespaces, landlock=self.landlock)
 
     def _run(self, source: str, filename: str, probes: list[Probe],
-             settings: WorkerSettings) -> list[ProbeResult]:
+             settings: WorkerSettings, deadline: float,
+             limit: float) -> list[ProbeResult]:
         results: dict[int, ProbeResult] = {}
         lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
         pending = list(range(len(probes)))
@@ -860,9 +898,12 @@ class Sandbox:
             todo = []
             for i in pending:
                 groups = probes[i].groups
-                if groups and all(g in lost for g in groups):
-                    why = {TIMEOUT: "timed out", MEMORY: "used too much "
-                           "memory"}[lost[groups[0]].status]
+                if time.monotonic() >= deadline:
+                    results[i] = ProbeResult(
+                        probes[i].id, TIMEOUT, "skipped: the submission used"
+                        f" up its total time limit of {limit:g} s")
+                elif groups and all(g in lost for g in groups):
+                    why = _LOST_BECAUSE[lost[groups[0]].status]
                     results[i] = ProbeResult(
                         probes[i].id, NOT_RUN,
                         f"skipped: an earlier call of this check {why}")
@@ -871,7 +912,8 @@ class Sandbox:
             if not todo:
                 break
             attempt = _Attempt(self, source, filename,
-                               [probes[i] for i in todo], settings)
+                               [probes[i] for i in todo], settings,
+                               deadline, limit)
             got = 0
             failure = None
             try:
@@ -898,11 +940,18 @@ class Sandbox:
                                                    settings.output_limit)
             for i in todo:
                 result = results.get(i)
-                if result is not None and result.status in (TIMEOUT, MEMORY):
+                # A crash after the import loses its checks as a timeout
+                # does: sleeping to each limit and then crashing costs one
+                # limit per check, not one per probe.
+                if result is not None and result.status in _LOST_BECAUSE:
                     for group in probes[i].groups:
                         lost.setdefault(group, result)
             pending = [i for i in todo if i not in results]
         return [results[i] for i in range(len(probes))]
+
+
+_LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
+                 CRASH: "crashed the worker"}
 
 
 def _cap_text(text: str, limit: int) -> str:
@@ -940,8 +989,8 @@ def default_sandbox() -> Sandbox:
 
 
 def run_probes(source: str, filename: str, probes: list[Probe], *,
-               memory_mb: int = 1024,
-               output_limit: int = 20_000) -> list[ProbeResult]:
+               memory_mb: int = 1024, output_limit: int = 20_000,
+               total_seconds: float | None = None) -> list[ProbeResult]:
     """Run ``probes`` on the submission ``source`` in an isolated worker.
 
     Returns one ProbeResult per probe, in order, always: student behaviour
@@ -950,4 +999,5 @@ def run_probes(source: str, filename: str, probes: list[Probe], *,
     """
     return default_sandbox().run(source, filename, probes,
                                  memory_mb=memory_mb,
-                                 output_limit=output_limit)
+                                 output_limit=output_limit,
+                                 total_seconds=total_seconds)

@@ -116,8 +116,8 @@ def _remedy(sandbox, text: str) -> str:
         uid, gid = user
         layers = getattr(sandbox, "layers", [])
         if "mount-namespace" not in layers:
-            for path in [os.path.realpath(sys.executable),
-                         *getattr(sandbox, "readable", [])]:
+            for path in [*getattr(sandbox, "readable", []),
+                         os.path.realpath(sys.executable)]:
                 blocked = jail.readable_by(uid, gid, path)
                 if blocked:
                     return (f"the worker user (uid {uid}) cannot read "

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -88,8 +89,11 @@ class _FakeSandbox:
         return [self.result]
 
 
-def test_unreadable_folder_is_named_with_the_remedy(tmp_path):
-    locked = tmp_path / "locked"
+def test_unreadable_folder_is_named_with_the_remedy():
+    # Not under pytest's tmp_path, whose base folder is itself closed.
+    base = Path(tempfile.mkdtemp(prefix="preflight-"))
+    base.chmod(0o755)
+    locked = base / "locked"
     (locked / "venv").mkdir(parents=True)
     locked.chmod(0o700)
     fake = _FakeSandbox(ProbeResult("preflight", CRASH,
@@ -100,6 +104,7 @@ def test_unreadable_folder_is_named_with_the_remedy(tmp_path):
         pytest.skip("the test folder belongs to the worker user")
     with pytest.raises(PreflightError) as error:
         run_preflight(fake)
+    shutil.rmtree(base)
     message = str(error.value)
     assert "exited (code 1)" in message
     assert f"cannot read {locked}" in message

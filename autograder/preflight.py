@@ -76,7 +76,21 @@ def make_canary(timeout: float = 60.0) -> Canary:
 
 def run_preflight(sandbox, timeout: float = 60.0) -> list[str]:
     """Run the canary through ``sandbox``; return the jail's active layers.
-    Raises PreflightError with the cause and the remedy."""
+    Where the namespaces exist but the jail cannot be built in them (a
+    container that allows unshare but not mount), fall back to the layers
+    without namespaces once. Raises PreflightError with the cause and the
+    remedy."""
+    try:
+        return _run_canary(sandbox, timeout)
+    except PreflightError as error:
+        if "lock up" not in str(error) or not getattr(sandbox, "namespaces",
+                                                      False):
+            raise
+    sandbox.namespaces = False
+    return _run_canary(sandbox, timeout)
+
+
+def _run_canary(sandbox, timeout: float) -> list[str]:
     canary = make_canary(timeout)
     try:
         result = sandbox.run(CANARY_SOURCE, CANARY_FILE, [canary.probe])[0]

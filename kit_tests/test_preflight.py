@@ -150,3 +150,22 @@ def test_root_only_checkout_grades_the_reference(tmp_path):
     from autograder.rubric import load_rubric
     rubric = load_rubric()
     assert data["score"] == rubric.max_score + rubric.max_bonus
+
+
+def test_a_jail_that_cannot_be_built_falls_back_without_namespaces():
+    from autograder.preflight import make_canary
+    from autograder.protocol import ENVIRONMENT
+
+    class Picky(_FakeSandbox):
+        namespaces = True
+
+        def run(self, source, filename, probes):
+            if self.namespaces:
+                return [ProbeResult("preflight", ENVIRONMENT, "the grader "
+                                    "could not lock up the worker: mount")]
+            return [ProbeResult("preflight", OK,
+                                outputs=[make_canary().expected])]
+
+    picky = Picky(None, layers=["landlock"])
+    assert run_preflight(picky) == ["landlock"]
+    assert picky.namespaces is False

@@ -857,7 +857,16 @@ class Sandbox:
                 process.start()
             except OSError:
                 self.close()
-                forkserver.ensure_running()
+                # A fresh interpreter, started with the minimal environment
+                # only: it and its workers never hold the grader's secrets.
+                from autograder.cleanenv import KEEP
+                saved = dict(os.environ)
+                os.environ.clear()
+                os.environ.update({k: saved[k] for k in KEEP if k in saved})
+                try:
+                    forkserver.ensure_running()
+                finally:
+                    os.environ.update(saved)
                 process.start()
 
     def run(self, source: str, filename: str, probes: list[Probe], *,

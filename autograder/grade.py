@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.protocol import (CRASH, MEMORY, NOT_RUN, TIMEOUT, Probe,
-                                 ProbeResult)
+from autograder.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
+                                 TIMEOUT, Probe, ProbeResult)
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, register, select_cases)
 
@@ -83,6 +83,7 @@ class GradeResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
+    jail: list[str] = field(default_factory=list)   # the sandbox's layers
 
     @property
     def score(self) -> float:
@@ -357,6 +358,13 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
                                                 "no result from the sandbox")
+        broken = [r for r in results.values() if r.status == ENVIRONMENT]
+        if broken:
+            # The grader's own failure: no score, never the student's zero.
+            grade.internal_error = ("the grader's environment failed: "
+                                    + broken[0].message)
+            grade.seconds = time.perf_counter() - start
+            return grade
         # Probes that hit a limit (time, memory, crash), for the class report
         for result in results.values():
             if result is not None and result.status in LIMIT_STATUSES:

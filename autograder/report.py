@@ -103,6 +103,7 @@ def _top(grade: GradeResult, tests: list[dict[str, Any]],
             "internal_error": bool(grade.internal_error),
             "error": bool(grade.error),
             "limits": dict(grade.limits),
+            "jail": list(grade.jail),
         },
     }
 

@@ -318,13 +318,18 @@ def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
                 f"- (-{result.outcome.points:g} limited to "
                 f"{result.applied:g}: a task's score never goes below 0)")
         deductions.append(result)
-    passed = {i.check.id for i in items if i.outcome.passed}
+    # The bonus rule (rubric.toml, ``requires``): every required item
+    # passed and no required deduction taken.
+    passed = {c.check.id for c in (*items, *deductions) if c.outcome.passed}
+    taken = {d.check.id for d in deductions}
     bonuses = []
     for check in task.bonuses:
         missing = [r for r in check.requires if r not in passed]
         if missing:
+            needs = [f"no {r} deduction" if r in taken else f"{r} to pass"
+                     for r in missing]
             outcome = Outcome(0.0, False, [
-                f"- {FAIL} needs {', '.join(missing)} to pass first"])
+                f"- {FAIL} the bonus needs {' and '.join(needs)}"])
         else:
             outcome = _evaluate(check, task, cases, results, ctx)
         bonuses.append(CheckResult(check, outcome, outcome.points))

@@ -53,7 +53,8 @@ EXPECTED = {
     "dropout_on_output": (10, 5, 5),
     "dropout_after_att": (10, 5, 5),
     "pep8_violation": (10, 5, 5),
-    "missing_shape_comment": (10, 4, 6),
+    # The bonus needs 1.2 and no deduction of Task 1 (rubric.toml).
+    "missing_shape_comment": (9, 3, 6),
     "wrong_shape_comment": (10, 5, 5),
     "skeleton": (0, 0, 0),
     "syntax_error": (0, 0, 0),
@@ -162,6 +163,15 @@ def test_style_deduction_stays_in_its_task(graded):
     assert [d.applied for d in tasks["self_attention"].deductions] == [0, 0]
     assert [d.applied for d in
             tasks["multi_head_self_attention"].deductions] == [-1, 0]
+
+
+def test_bonus_needs_a_deduction_free_task(graded):
+    # The one bonus rule (rubric.toml): three statements, 1.2 passed, and
+    # neither 1.pep8 nor 1.shapes taken. The feedback says which failed.
+    task = graded["missing_shape_comment"].tasks[0]
+    assert [b.applied for b in task.bonuses] == [0]
+    assert "the bonus needs no 1.shapes deduction" in \
+        task.bonuses[0].outcome.lines[0]
 
 
 def test_deductions_never_go_below_zero(graded):

@@ -90,3 +90,13 @@ def test_module_level_issue_outside_classes():
 
 def test_unparsable_source_gives_nothing():
     assert style_issues("class A:\n    def f(:\n", "A") == []
+
+
+@pytest.mark.parametrize("mark", ["# noqa", "# noqa: E225", "# NOQA",
+                                  "# nopep8"])
+def test_noqa_does_not_silence_the_check(mark):
+    source = REFERENCE.replace("self.causal = causal",
+                               f"self.causal=causal  {mark}")
+    line = line_of(source, "self.causal=causal")
+    assert [(i.line, i.code) for i in
+            style_issues(source, "MultiHeadSelfAttention")] == [(line, "E225")]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 
 import pycodestyle
@@ -10,6 +11,10 @@ import pycodestyle
 MAX_LINE_LENGTH = 79
 # Codes about the file as a whole (its last line): no class is to blame.
 FILE_LEVEL_CODES = frozenset({"W391", "W292"})
+# pycodestyle skips a line marked "# noqa" (or "# nopep8"); the grader's
+# rule has no such switch, so the marks are defused before checking (one
+# character changed, so every column and line length stays the same).
+_NOQA = re.compile(r"(#\s*n)(o)((?:qa|pep8)\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ def _pycodestyle(source: str) -> tuple[StyleIssue, ...]:
     # Cached: the grader asks once per class of the same source.
     options = _options()
     report = _Collect(options)
-    lines = source.splitlines(keepends=True)
+    lines = _NOQA.sub(r"\g<1>0\g<3>", source).splitlines(keepends=True)
     checker = pycodestyle.Checker(lines=lines, options=options,
                                   report=report)
     checker.check_all()

@@ -7,6 +7,7 @@ agree on what "student code" is.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
@@ -45,6 +46,25 @@ def _enclosing(tree: ast.AST, line: int) -> tuple[str, str]:
         elif isinstance(node, _FUNCS):
             func = node.name
     return cls, func
+
+
+def owner_of_line(source: str, line: int | None) -> str:
+    """The module-level class or function whose code holds ``line`` ("" if
+    none, or if ``source`` does not parse): which unit an exception came
+    from, so that it is charged to that unit's item."""
+    if line is None:
+        return ""
+    try:
+        tree = _parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    cls, func = _enclosing(tree, line)
+    return cls or func
+
+
+@functools.lru_cache(maxsize=4)
+def _parse(source: str) -> ast.Module:
+    return ast.parse(source)
 
 
 def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:

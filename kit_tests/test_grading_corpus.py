@@ -24,7 +24,9 @@ HOSTILE_TIMEOUT = 1.5   # seconds per probe for the hostile entries
 # MultiHeadSelfAttention only, so Part 3 tasks score 0 here; Part 3 has its
 # own corpus in test_grading_part3.py). A wrong scale, axis or mask costs
 # the items that check it, not the dropout point: 2.3b judges dropout
-# against the submission's own eval probabilities.
+# against the submission's own eval probabilities (leaving out what those
+# leave NaN), and a wrong split, merge or mix (a wrong value path) costs
+# 2.1-2.3a only.
 PARTS_1_2 = ("self_attention", "multi_head_self_attention")
 
 # name -> (total, self_attention, multi_head_self_attention)
@@ -44,11 +46,11 @@ EXPECTED = {
     "mhsa_no_scale": (6, 5, 1),
     "scale_hidden": (6, 5, 1),
     "softmax_wrong_axis": (6, 5, 1),
-    "mask_diagonal": (8, 5, 3),
+    "mask_diagonal": (9, 5, 4),
     "mask_past": (9, 5, 4),
-    "split_no_transpose": (5, 5, 0),
-    "merge_no_transpose": (9, 5, 4),
-    "no_mix": (9, 5, 4),
+    "split_no_transpose": (6, 5, 1),
+    "merge_no_transpose": (10, 5, 5),
+    "no_mix": (10, 5, 5),
     "probs_not_flattened": (7, 5, 2),
     "dropout_on_output": (10, 5, 5),
     "dropout_after_att": (10, 5, 5),

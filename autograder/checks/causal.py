@@ -13,7 +13,8 @@ import torch
 
 from autograder import probes as P
 from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
-                                      Verdict, _diagnose, _mistake_tensors,
+                                      Verdict, _diagnose, _explain_other_task,
+                                      _failed_probe, _mistake_tensors,
                                       _outputs, dropout_pattern)
 from autograder.compare import close, fmt_shape
 from autograder.protocol import Probe, ProbeResult
@@ -356,6 +357,10 @@ class ConcatenatedHeads(CaseCheck):
 
     # judge handles the failure of every probe itself.
     required_probes = 0
+    no_evidence = ("the output is your own heads' outputs side by side, but "
+                   "in every case those are constant, NaN or equal to each "
+                   "other, which shows no concatenation: the heads must "
+                   "compute attention (Task 3.1)")
 
     @staticmethod
     def _full_input(case: Any) -> torch.Tensor | None:
@@ -455,11 +460,4 @@ class ConcatenatedHeads(CaseCheck):
             return Verdict(False, verdict.message + "; nor is it your own "
                            "heads' outputs concatenated along the last "
                            "dimension", verdict.short, verdict.mistake)
-        if not _informative(heads):
-            return Verdict(False, verdict.message + "; it is your own "
-                           "heads' outputs side by side, but those are "
-                           "constant or equal to each other, which shows "
-                           "no concatenation: the heads must compute "
-                           "attention (Task 3.1)", verdict.short,
-                           verdict.mistake)
-        return Verdict(True)
+        return Verdict(True, evidence=_informative(heads))

@@ -23,7 +23,7 @@ from fractions import Fraction
 from itertools import product
 from typing import Collection
 
-from autograder.regions import Region, find_regions, student_statements
+from autograder.regions import Region, graded_regions, student_statements
 
 CANONICAL = ("batch_size", "seq_len", "input_size", "hidden", "num_heads",
              "head_size")
@@ -886,7 +886,7 @@ def check_shape_comments(
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}
-    regions = [r for r in find_regions(source, tree)
+    regions = [r for r in graded_regions(source, tree)
                if tasks is None or r.task in tasks]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]

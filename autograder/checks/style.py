@@ -57,6 +57,21 @@ def _options():
     return guide.options
 
 
+# pycodestyle costs about 20 ms per KB of dense code: a file longer than
+# this (7 times the reference) is not checked, and the deduction applies
+# (see ``too_long``), so the check's time stays bounded.
+MAX_STYLE_CHARS = 100_000
+
+
+def too_long(source: str) -> str | None:
+    """Why ``source`` is too long to check, or None."""
+    if len(source) <= MAX_STYLE_CHARS:
+        return None
+    return (f"the file is {len(source):,} characters long; the style check "
+            f"reads files of at most {MAX_STYLE_CHARS:,} characters, so the "
+            f"deduction applies")
+
+
 def all_style_issues(source: str) -> list[StyleIssue]:
     """Every pycodestyle violation of ``source``, in line order."""
     return list(_pycodestyle(source))

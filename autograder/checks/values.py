@@ -41,6 +41,10 @@ class Verdict:
     short: str = ""              # a few words, no values (hidden cases)
     mistake: str | None = None
     not_implemented: bool = False
+    # A passing case that shows nothing of the behaviour the item names
+    # (e.g. outputs all NaN): the item needs at least one case with
+    # evidence (see CaseCheck.no_evidence).
+    evidence: bool = True
 
 
 Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
@@ -190,7 +194,13 @@ class CaseCheck:
                 _failed_probe(got[need], probes[need]), check)
             verdicts.append(failed or self.judge(check, case, got, probes,
                                                  ctx))
+        if verdicts and all(v.ok for v in verdicts) and \
+                not any(v.evidence for v in verdicts):
+            return Outcome(0.0, False, [f"- {FAIL} {self.no_evidence}"])
         return aggregate(check, cases, verdicts, ctx)
+
+    # Said when every case passes without evidence.
+    no_evidence = "no case shows the behaviour this item checks"
 
 
 def _outputs(result: ProbeResult, probe: Probe, count: int | None

@@ -217,9 +217,9 @@ class ShapeComments:
                 for r in unmarked]
         if failed:
             probe, result = failed[0]
-            note.append(f"- (the traced call {P.call_text(probe)} stopped: "
-                        f"{P.short_failure(result)}; lines it did not "
-                        f"reach were checked only for a comment)")
+            why = P.failure_text(result, probe).splitlines()[0]
+            note.append(f"- (the traced call stopped: {why}; lines it did "
+                        f"not reach were checked only for a comment)")
         if not issues:
             return Outcome(0.0, True, [f"- {PASS} shape comments in "
                                        f"{task.cls} are present and right"]

@@ -95,6 +95,29 @@ def _explain_other_task(verdict: Verdict | None,
     return verdict
 
 
+_SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the "
+                            r"size of tensor b \((\d+)\)")
+
+
+def _explain_mask_size(verdict: Verdict | None, case: Any) -> Verdict | None:
+    """A raw size error between exactly context_length and num_tokens is a
+    mask not cut to the input's length: say so in words."""
+    found = _SIZE_MISMATCH.search(verdict.message) if verdict else None
+    context = getattr(case, "init", {}).get("context_length")
+    x = getattr(case, "tensors", {}).get("x")
+    if not found or context is None or x is None or x.dim() < 2:
+        return verdict
+    tokens = int(x.shape[1])
+    if tokens != context and {int(found.group(1)), int(found.group(2))} == \
+            {context, tokens}:
+        verdict.message += (f" (context_length is {context} but the input "
+                            f"has {tokens} tokens: cut the mask to the "
+                            f"input, self.mask.bool()[:num_tokens, "
+                            f":num_tokens])")
+        verdict.short += " (mask not cut to num_tokens?)"
+    return verdict
+
+
 def _case_label(case: Any) -> str:
     return f"`{case.name}` ({case.description})"
 
@@ -190,8 +213,8 @@ class CaseCheck:
             probes = self.case_probes(check, case)
             got = [results[p.id] for p in probes]
             need = slice(self.required_probes)
-            failed = _explain_other_task(
-                _failed_probe(got[need], probes[need]), check)
+            failed = _explain_mask_size(_explain_other_task(
+                _failed_probe(got[need], probes[need]), check), case)
             verdicts.append(failed or self.judge(check, case, got, probes,
                                                  ctx))
         if verdicts and all(v.ok for v in verdicts) and \

@@ -88,3 +88,37 @@ def test_an_item_names_a_mistake_only_if_it_explains_every_failure(graded):
         for task in grade.tasks:
             for item in task.items:
                 assert len(item.outcome.mistakes) <= 1, item.outcome.lines
+
+
+# --------------------------------------------------------------------------
+# Static deductions on input the grader cannot read: a deduction with a
+# message, never "could not evaluate, no deduction" (no sandbox needed).
+
+def _deduction(kind: str, source: str):
+    from autograder.checks.values import Context
+    from autograder.protocol import OK, ProbeResult
+    from autograder.rubric import kind as kind_of
+    task = load_rubric().tasks[0]
+    check = next(d for d in task.deductions if d.kind == kind)
+    impl = kind_of(check).impl
+    ctx = Context({}, source=source)
+    results = {p.id: ProbeResult(p.id, OK)
+               for p in impl.plan(check, task, [], ctx)}
+    return check, impl.evaluate(check, task, [], results, ctx)
+
+
+def test_style_check_over_its_size_budget_is_a_deduction():
+    source = REFERENCE + "# padding\n" * 12_000
+    check, outcome = _deduction("pycodestyle", source)
+    assert outcome.points == check.points and not outcome.passed
+    assert "characters long" in outcome.lines[0]
+
+
+@pytest.mark.parametrize("kind", ["pycodestyle", "shape_comments"])
+def test_code_too_deep_to_read_is_a_deduction(kind):
+    deep = "        y = self" + ".a" * 3000 + "\n"
+    anchor = "        return probs @ v  # [bs, seq, hidden]\n"
+    source = REFERENCE.replace(anchor, deep + anchor, 1)
+    check, outcome = _deduction(kind, source)
+    assert outcome.points == check.points and not outcome.passed
+    assert "nested too deeply" in outcome.lines[0]

@@ -231,7 +231,11 @@ class ShapeComments:
 
 def _differs(traced: ProbeResult, twin: ProbeResult) -> bool:
     """Whether a traced call and its untraced twin (same weights, input
-    and seed) ended differently."""
+    and seed) ended differently. A traced copy that failed to import is
+    not counted: that may be the grader's instrumentation, and the grader
+    never charges a student for its own failure (the note says so)."""
+    if traced.phase == "import":
+        return False
     if traced.ok != twin.ok or traced.output_kind != twin.output_kind or \
             len(traced.outputs) != len(twin.outputs):
         return True

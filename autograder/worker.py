@@ -256,7 +256,7 @@ def instrument(source: str, recorder: str) -> ast.Module:
     statements; line numbers are the original ones."""
     tree = ast.parse(source)
     found = regions.student_statements(
-        tree, regions.find_regions(source, tree))
+        tree, regions.graded_regions(source, tree))
     wanted = {id(node) for _, node in found}
     tree = _Instrumenter(wanted, recorder).visit(tree)
     return ast.fix_missing_locations(tree)

@@ -447,19 +447,6 @@ def wait_status(pid: int) -> int:
     return os.WEXITSTATUS(status)
 
 
-def python_blocked_for(user: tuple[int, int] | None) -> str | None:
-    """The first folder of this Python installation that ``user`` (the
-    worker's (uid, gid) as root, else None) cannot read: where the jail
-    has no mount namespace, the worker cannot run there."""
-    if user is None:
-        return None
-    for path in (sys.prefix, sys.base_prefix):
-        blocked = readable_by(*user, os.path.realpath(path))
-        if blocked:
-            return blocked
-    return None
-
-
 def readable_by(uid: int | None, gid: int | None, path: str) -> str | None:
     """None if the user ``uid`` could read ``path`` and search every folder
     above it; else the first path it could not (for the preflight's
@@ -486,5 +473,4 @@ __all__ = ["JailError", "JailPlan", "LAYERS", "apply_landlock",
            "become_subreaper", "build_root", "default_readable",
            "die_with_parent", "drop_privileges", "enter_namespaces",
            "kill_children", "landlock_abi", "parent_of",
-           "python_blocked_for", "python_paths", "readable_by",
-           "wait_status"]
+           "python_paths", "readable_by", "wait_status"]

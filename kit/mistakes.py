@@ -334,6 +334,14 @@ def catalogue(cls: str, causal: bool = True) -> dict[str, dict]:
     return {}
 
 
+def written_in(cls: str) -> dict[str, dict]:
+    """The mistakes whose code lives in class ``cls`` (the wrapper's cases
+    also show its heads' mistakes, but those are CausalAttention's)."""
+    if cls == "MultiHeadAttentionWrapper":
+        return dict(WRAPPER_MISTAKES)
+    return catalogue(cls)
+
+
 def run(cls: str, init: dict, x: torch.Tensor, weights: Weights,
         **mistake) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(output, attention)`` of a case of class ``cls`` with the variant

@@ -179,10 +179,16 @@ def test_part3_mistakes_are_explained_and_the_catalogue_agrees(cases):
     import tomllib
     messages = tomllib.loads(
         (DEFAULT_DIR.parent / "autograder" / "mistakes.toml").read_text())
-    ids = set(mistakes.CAUSAL_MISTAKES_P3) | set(mistakes.FUSED_MISTAKES)
+    ids = set(mistakes.CAUSAL_MISTAKES_P3) | set(mistakes.FUSED_MISTAKES) \
+        | set(mistakes.WRAPPER_MISTAKES)
     assert ids <= set(messages)
+    manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    raised = {mid for name in cases for mid in
+              manifest["cases"][name].get("mistake_errors", {})}
     seen = {mid for c in cases.values() for mid in c.mistakes}
-    assert seen == ids
+    assert seen | raised == ids
+    # A mistake without an output is frozen as its error, and says so.
+    assert raised == {m for m in ids if messages[m].get("raises")}
     case = cases["mha_bias_long"]
     out, _ = mistakes.multi_head_attention(case.tensors["x"], case.weights,
                                            case.init["num_heads"])

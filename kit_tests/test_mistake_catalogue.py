@@ -193,3 +193,33 @@ def test_fails_tells_a_right_answer_from_a_mistake():
                           weights)
     torch.testing.assert_close(out.float(), case.tensors["output"],
                                atol=1e-6, rtol=0)
+
+
+def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
+    """End to end, as `make check` grades: dividing the scores by
+    sqrt(num_heads) (Part 2) and the swapped head view of the fused module
+    (Part 3) fail their items on the public cases, named. (3.4 is left
+    out: at GPT-2 size the swapped view is 64 heads of 12, a matter of its
+    own check.)"""
+    from autograder.grade import grade_source, sandbox_runner
+    from kit.skeleton import REFERENCE
+    source = REFERENCE.read_text()
+    edits = [("self.scale = self.head_size ** 0.5",
+              "self.scale = self.num_heads ** 0.5"),
+             ("split = (b, num_tokens, self.num_heads, self.head_dim)",
+              "split = (b, num_tokens, self.head_dim, self.num_heads)")]
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    grade = grade_source(source, "course_sizes_hid.py", RUBRIC,
+                         load_cases(sets=("public",)), sandbox_runner(),
+                         public_only=True)
+    assert not grade.internal_error, grade.internal_error
+    outcomes = {c.check.id: c.outcome for t in grade.tasks for c in t.items}
+    expected = {item: mid for mid in ("scale_num_heads",
+                                      "fused_split_swapped")
+                for item in CATALOGUE[mid]["items"]}
+    failed = {i for i, o in outcomes.items() if not o.passed} - {"3.4"}
+    assert failed == set(expected)
+    for item, mid in expected.items():
+        assert outcomes[item].mistakes == [mid], (item, outcomes[item].lines)

@@ -304,6 +304,8 @@ CAUSAL_MISTAKES_P3: dict[str, dict] = {
     "causal_mask_uncut": {"mask": "uncut"},
     "causal_mask_ignored": {"mask": "none"},
 }
+# Mistakes whose code raises (torch's size error) where it has no output.
+RAISES = {"causal_mask_uncut"}
 WRAPPER_MISTAKES: dict[str, dict] = {
     "wrapper_interleaved": {"interleave": True},
 }

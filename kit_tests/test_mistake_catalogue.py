@@ -127,6 +127,12 @@ def test_raising_mistakes_raise_on_a_public_case_with_a_frozen_error(mid):
     assert raised & public, f"{mid} raises on no public case"
 
 
+def test_only_the_mistakes_said_to_raise_raise():
+    flagged = {m for m, e in CATALOGUE.items() if e.get("raises")}
+    raised = {m for errors in _errors().values() for m in errors}
+    assert flagged == raised == mistakes.RAISES
+
+
 def _signature(case: Case, mid: str) -> tuple:
     """What a submission with ``mid`` returns on ``case``: the error, or
     its output and attention (the right ones where it makes no

@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import save_file
 
 from kit import draws, mistakes
+from kit.exact import exact
 from kit.cases import CASES, Case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,14 +39,14 @@ def load_reference(path: Path = REFERENCE) -> ModuleType:
 
 
 # How the values are computed, recorded in the manifest. Weights and inputs
-# are drawn by kit/draws.py (integer draws, exact float64 arithmetic);
-# every output is computed in float64 and rounded once to float32, so no
-# CPU kernel (AVX2, AVX-512, MKL's code path, thread count) changes a bit:
-# float64 results differ across kernels by a few float64 ulps, far below
-# float32's rounding: a bit could flip only on a value within those ulps of
-# a float32 rounding boundary, about one chance in 10^8 per value (in 10^3
-# for all ~10^5 values). kit_tests/test_test_values.py forces other kernels.
-COMPUTE = "float64, rounded once to float32"
+# are drawn by kit/draws.py (integer draws, exact float64 arithmetic); every
+# output is computed in float64 by the reference (and the catalogue) under
+# kit/exact.py, whose products, sums and softmax are made of correctly
+# rounded elementwise operations in a fixed order, then rounded once to
+# float32: no CPU kernel (AVX2, AVX-512, MKL's code path, threads) changes a
+# bit. kit_tests/test_test_values.py regenerates with other kernels forced.
+COMPUTE = ("float64, rounded once to float32 (products, sums and softmax "
+           "in a fixed order: kit/exact.py)")
 DRAWS = ("kit/draws.py: nn.Linear's initialisation reproduced from integer "
          "draws of torch's seeded generator; inputs: sum of 12 uniforms - 6")
 
@@ -107,11 +108,15 @@ def case_record(case: Case, reference: ModuleType
     tensors: dict[str, torch.Tensor] = {"x": x, **weights}
     errors: dict[str, str] = {}
     with torch.no_grad():
+        plain = module(x64)          # float64 with the CPU's own kernels
+    with torch.no_grad(), exact():
         if case.cls == "MultiHeadSelfAttention":
             out64, probs64 = module(x64, return_attention=True)
         else:
             out64 = module(x64)
             probs64 = None
+        # kit/exact.py's operations agree with torch's to float64 rounding.
+        _assert_agree(case, out64, plain, 1e-12, "kit/exact.py")
         tensors["output"] = _rounded(out64)
         if probs64 is not None:
             tensors["attention"] = _rounded(probs64)
@@ -217,11 +222,12 @@ def _differs(mistake: torch.Tensor, correct: torch.Tensor) -> bool:
         mistake, correct, atol=1e-5, rtol=0, equal_nan=True)
 
 
-def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor) -> None:
+def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
+                  atol: float = 1e-6, what: str = "kit/mistakes.py") -> None:
     # The catalogue is only trustworthy if its mistake-free variant IS the
     # reference; refuse to write values otherwise.
-    if not torch.allclose(a.double(), b.double(), atol=1e-6, rtol=0):
-        raise SystemExit(f"{case.name}: kit/mistakes.py disagrees with the "
+    if not torch.allclose(a.double(), b.double(), atol=atol, rtol=0):
+        raise SystemExit(f"{case.name}: {what} disagrees with the "
                          f"reference by {(a - b).abs().max():.3g}")
 
 

@@ -180,7 +180,7 @@ def value_mix(x: torch.Tensor, weights: Weights,
     hs = hidden // num_heads
     v = _linear(x, weights, "v").view(bs, seq, num_heads, hs).transpose(1, 2)
     w_mix = weights["mix.weight"].view(hidden, num_heads, hs)
-    return torch.einsum("bhtk,dhk->bhtd", v, w_mix)
+    return v @ w_mix.permute(1, 2, 0)   # [b, h, t, k] @ [h, k, d]
 
 
 # --------------------------------------------------------------------------

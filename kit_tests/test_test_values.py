@@ -77,7 +77,7 @@ def test_regeneration_with_other_cpu_kernels_is_bit_for_bit(tmp_path: Path):
 def test_manifest_records_checksums_seeds_and_shapes():
     manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
     assert manifest["torch_version"] == torch.__version__
-    assert manifest["compute"] == "float64, rounded once to float32"
+    assert manifest["compute"].startswith("float64, rounded once to float32")
     for filename, info in manifest["files"].items():
         digest = hashlib.sha256((DEFAULT_DIR / filename).read_bytes())
         assert info["sha256"] == digest.hexdigest()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,22 @@ def test_every_value_item_has_a_public_case_with_all_sizes_distinct():
                         and not VALUE_CASES[c.name].get("same_sizes")]
             assert distinct, (f"item {item.id}: every public case has "
                               f"coincidental sizes")
+
+
+def test_items_select_public_and_hidden_cases_and_name_no_hidden_one():
+    """The rubric ships to students: it selects cases by filters, never by
+    a hidden name; each item sees a public case, and a hidden one when its
+    task has any."""
+    rubric, cases = load_rubric(), load_cases()
+    text = Path(rubric.path).read_text()
+    hidden = [c.name for c in cases if c.set == "hidden"]
+    assert hidden and not [n for n in hidden if n in text]
+    for task in rubric.tasks:
+        has_hidden = any(c.task == task.id and c.set == "hidden"
+                         for c in cases)
+        for item in task.items:
+            if not item.cases:
+                continue
+            sets = {c.set for c in select_cases(item.cases, cases)}
+            assert "public" in sets, item.id
+            assert ("hidden" in sets) == has_hidden, item.id

@@ -3,10 +3,11 @@
 The test-value generator runs every variant on every case, so the grader can
 say "your output equals attention without the 1/sqrt(d) scaling" while holding
 nothing but numbers. With no switch flipped these functions equal the
-reference modules (kit_tests/test_mistakes.py proves it).
+reference modules (the generator refuses to write values otherwise).
 
-Each mistake id here has a student-facing explanation in
-``autograder/mistakes.toml``.
+Each mistake id here has a student-facing explanation and the items it fails
+in ``autograder/mistakes.toml`` (kit_tests/test_mistake_catalogue.py checks
+them against the frozen cases).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from autograder.checks.shape_comments import (VOCABULARY, ShapeIssue,
                                               check_shape_comments,
                                               parse_comment, statement_text)
 from autograder.regions import find_regions, student_statements
-from reference_source import FULL_REFERENCE, ROOT, first_two_classes
+from kit_tests.reference_source import FULL_REFERENCE, ROOT, first_two_classes
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
 DIMS = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks.style import StyleIssue, style_issues
-from reference_source import FULL_REFERENCE, first_two_classes
+from kit_tests.reference_source import FULL_REFERENCE, first_two_classes
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
 CLASSES = ("SelfAttention", "MultiHeadSelfAttention")

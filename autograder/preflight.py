@@ -9,6 +9,7 @@ student's: the caller stops with a configuration error and writes no score.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import sys
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ def _remedy(sandbox, text: str) -> str:
                          os.path.realpath(sys.executable)]:
                 blocked = jail.readable_by(uid, gid, path)
                 if blocked:
-                    return (f"the worker user (uid {uid}) cannot read "
+                    return (f"the worker user {_user_name(uid)} cannot read "
                             f"{blocked}: run as a normal user, move the kit "
                             f"and its Python to a folder other users can "
                             f"read, or set AUTOGRADER_WORKER_USER to a user "
@@ -145,6 +146,13 @@ def _remedy(sandbox, text: str) -> str:
                 "privilege drop only")
     return ("run `python -m autograder check` on the reference to see the "
             "worker's error; reinstall the grader's environment")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return repr(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return f"uid {uid}"
 
 
 __all__ = ["CANARY_SOURCE", "Canary", "PreflightError", "make_canary",

@@ -210,7 +210,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
                           _string(raw["class"], f"{label} class"),
                           sections["item"], sections["deduction"],
                           sections["bonus"]))
-    item_ids = {i.id for t in tasks for i in t.items}
+    # A bonus may require items (passed) and deductions (not taken).
+    item_ids = {c.id for t in tasks for c in (*t.items, *t.deductions)}
     for task in tasks:
         for bonus in task.bonuses:
             for required in bonus.requires:

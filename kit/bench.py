@@ -220,6 +220,32 @@ def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
     return lines
 
 
+def static_seconds() -> dict[str, float]:
+    """Seconds of the grading process's own static checks on hostile
+    sources at their budgets: the shape-comment check with a 100 KB comment
+    block on a traced statement, and pycodestyle on a file at the style
+    check's size limit (longer files are not checked: a deduction)."""
+    from autograder.checks.shape_comments import check_shape_comments
+    from autograder.checks.style import MAX_STYLE_CHARS, all_style_issues
+    reference = REFERENCE.read_text()
+    anchor = "        )  # [bs, seq, seq]\n"
+    block = "".join("        # [bs, seq, hidden] x (a b c) zz x zz x zz\n"
+                    for _ in range(2200))
+    hostile = reference.replace(anchor, "        )\n" + block, 1)
+    line = hostile[:hostile.index("probs = torch.softmax(")].count("\n") + 1
+    dims = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12}
+    start = time.perf_counter()
+    check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims)
+    comments = time.perf_counter() - start
+    padded = reference + "y = [" + "1, " * ((MAX_STYLE_CHARS -
+                                             len(reference)) // 3 - 2) + "]\n"
+    start = time.perf_counter()
+    all_style_issues(padded[:MAX_STYLE_CHARS])
+    style = time.perf_counter() - start
+    return {"shape comments, 100 KB comment block": comments,
+            f"pycodestyle, {MAX_STYLE_CHARS:,} characters": style}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -271,9 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     total, by_check = probe_seconds(rubric, cases)
     heavy = max(by_check, key=by_check.get)
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "
-          f"submission, {by_check[heavy]:.2f} s of it check {heavy} (its "
-          f"forward at full size), {total - by_check[heavy]:.2f} s all the "
-          f"other checks")
+          f"submission, {by_check[heavy]:.2f} s of it check {heavy} (the "
+          f"slowest), {total - by_check[heavy]:.2f} s all the other checks")
+    for what, seconds in static_seconds().items():
+        print(f"static check on hostile input ({what}): {seconds:.2f} s")
     print(f"class report of the {args.n} (report.html, linked pages, "
           f"similarity): {report_time:.2f} s, {100 * report_time / warm:.0f}"
           f"% of grading them (target <= 10%)")

@@ -4,6 +4,15 @@ Public cases ship to students; hidden ones stay with the grader and probe the
 edges (a single token, one head, head_size 1, long and wide inputs, dropout in
 train mode). To add a case, append a ``Case`` here and run
 ``make test-values``; the seed makes it reproducible.
+
+Every case discriminates: no two of its sizes (batch, seq, input, hidden or
+d_out, num_heads, head size, context length) are equal, except sizes of 1
+(the edges) and what the structure implies (one head: hidden = head size;
+head size 1: hidden = num_heads; identity inputs: seq = d_in), so a mistake
+that swaps two dimensions cannot pass by coincidence. The course's and the
+book's own examples keep their sizes and say so in ``same_sizes``; every
+task also has a public case whose sizes are all distinct
+(kit_tests/test_case_table.py enforces both over the manifest).
 """
 from __future__ import annotations
 
@@ -31,6 +40,8 @@ class Case:
     #                          PART3 below); "concat:<case>": the fused
     #                          weights of that wrapper case's heads
     #                          concatenated, out_proj the identity
+    same_sizes: str = ""     # why some sizes coincide (the course's and
+    #                          the book's examples only; see above)
 
     @property
     def task(self) -> str:
@@ -60,11 +71,14 @@ def _sa(name, set_, input_size, hidden, batch, seq, seed, description):
 
 
 def _mh(name, set_, input_size, hidden, heads, causal, batch, seq, seed,
-        description, dropout=0.0, mode="eval"):
+        description, dropout=0.0, mode="eval", same_sizes=""):
     return Case(name, set_, "MultiHeadSelfAttention",
                 {"input_size": input_size, "hidden": hidden,
                  "num_heads": heads, "causal": causal, "dropout": dropout},
-                batch, seq, seed, mode, description)
+                batch, seq, seed, mode, description, same_sizes=same_sizes)
+
+
+COURSE = "the 2022 course's sizes: batch 3 = num_heads 3 = head_size 3"
 
 
 # Cases sharing a seed share their weights and input (the course pair
@@ -73,24 +87,26 @@ CASES: list[Case] = [
     _sa("sa_course", "public", 7, 9, 3, 5, 2022, "course-sized case"),
     _sa("sa_small", "public", 4, 6, 2, 3, 11, "small case"),
     _mh("mhsa_course", "public", 7, 9, 3, False, 3, 5, 2023,
-        "course-sized case, not causal"),
+        "course-sized case, not causal", same_sizes=COURSE),
     _mh("mhsa_course_causal", "public", 7, 9, 3, True, 3, 5, 2023,
-        "course-sized case, causal"),
-    _mh("mhsa_small_causal", "public", 5, 8, 2, True, 2, 4, 12,
-        "small causal case"),
-    _mh("mhsa_dropout_public", "public", 6, 8, 2, False, 2, 12, 13,
+        "course-sized case, causal", same_sizes=COURSE),
+    _mh("mhsa_small", "public", 5, 12, 3, False, 2, 6, 12,
+        "small case, all sizes distinct (3 heads of 4)"),
+    _mh("mhsa_small_causal", "public", 5, 12, 3, True, 2, 6, 12,
+        "small causal case, all sizes distinct (3 heads of 4)"),
+    _mh("mhsa_dropout_public", "public", 6, 12, 3, False, 2, 9, 13,
         "dropout 0.5 in train mode", dropout=0.5, mode="train"),
 
     _sa("sa_single_token", "hidden", 3, 1, 1, 1, 101,
         "batch 1, one token, hidden 1"),
     _sa("sa_long", "hidden", 16, 24, 2, 33, 102, "33 tokens"),
     _sa("sa_large", "hidden", 48, 64, 4, 17, 103, "larger sizes"),
-    _mh("mhsa_single_token", "hidden", 5, 4, 2, False, 1, 1, 201,
+    _mh("mhsa_single_token", "hidden", 5, 6, 2, False, 1, 1, 201,
         "batch 1, one token"),
-    _mh("mhsa_single_token_causal", "hidden", 5, 4, 2, True, 1, 1, 201,
+    _mh("mhsa_single_token_causal", "hidden", 5, 6, 2, True, 1, 1, 201,
         "batch 1, one token, causal"),
-    _mh("mhsa_one_head", "hidden", 7, 6, 1, False, 2, 6, 202, "one head"),
-    _mh("mhsa_one_head_causal", "hidden", 7, 6, 1, True, 2, 6, 202,
+    _mh("mhsa_one_head", "hidden", 7, 6, 1, False, 2, 5, 202, "one head"),
+    _mh("mhsa_one_head_causal", "hidden", 7, 6, 1, True, 2, 5, 202,
         "one head, causal"),
     _mh("mhsa_head_size_1", "hidden", 6, 4, 4, False, 2, 5, 203,
         "head_size 1"),
@@ -98,9 +114,9 @@ CASES: list[Case] = [
         "head_size 1, causal"),
     _mh("mhsa_long_causal", "hidden", 12, 24, 6, True, 2, 40, 204,
         "40 tokens, causal"),
-    _mh("mhsa_large", "hidden", 32, 64, 8, False, 3, 19, 205,
+    _mh("mhsa_large", "hidden", 32, 64, 4, False, 3, 19, 205,
         "larger sizes"),
-    _mh("mhsa_large_causal", "hidden", 32, 64, 8, True, 3, 19, 205,
+    _mh("mhsa_large_causal", "hidden", 32, 64, 4, True, 3, 19, 205,
         "larger sizes, causal"),
     _mh("mhsa_dropout", "hidden", 8, 12, 3, False, 2, 16, 206,
         "dropout 0.5 in train mode", dropout=0.5, mode="train"),
@@ -134,9 +150,12 @@ CASES: list[Case] = [
 
 
 def _p3(name, set_, cls, init, batch, seq, seed, description, mode="eval",
-        inputs="randn", weights="init"):
+        inputs="randn", weights="init", same_sizes=""):
     return Case(name, set_, cls, init, batch, seq, seed, mode, description,
-                inputs, weights)
+                inputs, weights, same_sizes)
+
+
+BOOK = "the book's example: six tokens of a context of 6, d_out 2, batch 2"
 
 
 def _ca(d_in, d_out, context, dropout=0.0, qkv_bias=False):
@@ -153,25 +172,37 @@ CA, MHW, MHA = ("CausalAttention", "MultiHeadAttentionWrapper",
                 "MultiHeadAttention")
 PART3: list[Case] = [
     _p3("ca_book", "public", CA, _ca(3, 2, 6), 2, 6, 123,
-        "the book's example: six tokens, d_in 3, d_out 2", inputs="book"),
+        "the book's example: six tokens, d_in 3, d_out 2", inputs="book",
+        same_sizes=BOOK),
+    _p3("ca_small", "public", CA, _ca(4, 3, 7), 2, 5, 304,
+        "5 tokens of a context of 7, all sizes distinct"),
     _p3("ca_dropout_probe_public", "public", CA, _ca(6, 12, 8, 0.5), 2, 6,
         301, "dropout 0.5 on the weights, x = I, values [I; I]",
         mode="train", inputs="identity", weights="dropout_probe"),
     _p3("mhw_book", "public", MHW, _heads(3, 2, 6, 2), 2, 6, 123,
-        "the book's example: two heads of d_out 2", inputs="book"),
+        "the book's example: two heads of d_out 2", inputs="book",
+        same_sizes=BOOK),
+    _p3("mhw_small", "public", MHW, _heads(7, 3, 9, 4), 2, 5, 305,
+        "four heads of d_out 3, 5 tokens of 9, all sizes distinct"),
     _p3("mha_book", "public", MHA, _heads(3, 2, 6, 2), 2, 6, 123,
         "the book's example: d_out 2, two heads of head_dim 1",
-        inputs="book"),
+        inputs="book", same_sizes=BOOK),
+    _p3("mha_small", "public", MHA, _heads(7, 12, 9, 4), 2, 5, 306,
+        "four heads of head_dim 3, 5 tokens of 9, all sizes distinct"),
     _p3("mha_equiv_book", "public", MHA, _heads(3, 4, 6, 2), 2, 6, 123,
         "the heads of mhw_book fused, out_proj the identity",
-        inputs="book", weights="concat:mhw_book"),
+        inputs="book", weights="concat:mhw_book", same_sizes=BOOK),
+    _p3("mha_equiv_small", "public", MHA, _heads(7, 12, 9, 4), 2, 5, 305,
+        "the heads of mhw_small fused (head_dim 3, 4 heads), out_proj the "
+        "identity", weights="concat:mhw_small"),
     _p3("mha_dropout_probe_public", "public", MHA,
-        _heads(4, 16, 8, 2, 0.5), 2, 4, 302,
+        _heads(4, 24, 6, 3, 0.5), 2, 4, 302,
         "dropout 0.5 on the weights, x = I, every head's values [I; I]",
         mode="train", inputs="identity", weights="dropout_probe"),
     _p3("gpt2_small", "public", "gpt2_small_attention", {}, 2, 5, 303,
         "GPT-2 small: 768 dims, 12 heads, context 1024, dropout 0.1, "
-        "qkv bias"),
+        "qkv bias", same_sizes="GPT-2's own sizes: d_in = d_out = 768 "
+        "(sizes only, no values)"),
 
     _p3("ca_single_token", "hidden", CA, _ca(4, 3, 5), 1, 1, 311,
         "batch 1, one token"),
@@ -187,21 +218,21 @@ PART3: list[Case] = [
     _p3("mhw_one_head", "hidden", MHW, _heads(6, 4, 9, 1), 2, 7, 322,
         "one head"),
     _p3("mhw_bias_heads", "hidden", MHW,
-        _heads(6, 4, 24, 4, qkv_bias=True), 2, 17, 323,
+        _heads(6, 5, 24, 4, qkv_bias=True), 2, 17, 323,
         "four heads, qkv bias, 17 tokens of 24"),
-    _p3("mha_single_token", "hidden", MHA, _heads(5, 4, 6, 2), 1, 1, 331,
+    _p3("mha_single_token", "hidden", MHA, _heads(5, 6, 7, 2), 1, 1, 331,
         "batch 1, one token"),
-    _p3("mha_one_head", "hidden", MHA, _heads(7, 6, 10, 1), 2, 6, 332,
+    _p3("mha_one_head", "hidden", MHA, _heads(7, 6, 10, 1), 2, 5, 332,
         "one head"),
     _p3("mha_head_dim_1", "hidden", MHA, _heads(6, 4, 8, 4), 2, 5, 333,
         "head_dim 1"),
     _p3("mha_bias_long", "hidden", MHA,
         _heads(12, 24, 64, 6, qkv_bias=True), 2, 40, 334,
         "six heads, qkv bias, 40 tokens of 64"),
-    _p3("mha_large", "hidden", MHA, _heads(32, 64, 32, 8), 3, 19, 335,
-        "larger sizes, 19 tokens of 32"),
+    _p3("mha_large", "hidden", MHA, _heads(32, 64, 40, 4), 3, 19, 335,
+        "larger sizes, 19 tokens of 40"),
     _p3("mha_equiv_bias", "hidden", MHA,
-        _heads(6, 16, 24, 4, qkv_bias=True), 2, 17, 323,
+        _heads(6, 20, 24, 4, qkv_bias=True), 2, 17, 323,
         "the heads of mhw_bias_heads fused, out_proj the identity",
         weights="concat:mhw_bias_heads"),
     _p3("mha_dropout_probe", "hidden", MHA, _heads(5, 30, 6, 3, 0.3),

@@ -1,8 +1,11 @@
 """Regenerate the frozen test values from the reference (`make test-values`).
 
-Deterministic: every case seeds torch with its own seed, computation runs on
-one thread, and files are written with sorted keys, so regenerating on the
-same torch version gives identical bytes (kit_tests/test_test_values.py).
+Deterministic on any x86-64 CPU: every case seeds torch with its own seed,
+weights and inputs are drawn through integer draws only (kit/draws.py), the
+outputs are computed in float64 and rounded once to float32, and files are
+written with sorted keys, so regenerating on the same torch version gives
+identical bytes whatever the CPU's kernels (kit_tests/test_test_values.py
+regenerates with other kernels forced and compares).
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ from types import ModuleType
 import torch
 from safetensors.torch import save_file
 
-from kit import mistakes
+from kit import draws, mistakes
+from kit.exact import exact
 from kit.cases import CASES, Case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,51 +38,130 @@ def load_reference(path: Path = REFERENCE) -> ModuleType:
     return module
 
 
+# How the values are computed, recorded in the manifest. Weights and inputs
+# are drawn by kit/draws.py (integer draws, exact float64 arithmetic); every
+# output is computed in float64 by the reference (and the catalogue) under
+# kit/exact.py, whose products, sums and softmax are made of correctly
+# rounded elementwise operations in a fixed order, then rounded once to
+# float32: no CPU kernel (AVX2, AVX-512, MKL's code path, threads) changes a
+# bit. kit_tests/test_test_values.py regenerates with other kernels forced.
+COMPUTE = ("float64, rounded once to float32 (products, sums and softmax "
+           "in a fixed order: kit/exact.py)")
+DRAWS = ("kit/draws.py: nn.Linear's initialisation reproduced from integer "
+         "draws of torch's seeded generator; inputs: sum of 12 uniforms - 6")
+
+
+def _rounded(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to(torch.float32) if tensor.is_floating_point() else tensor
+
+
+def _draw_module(case: Case, reference: ModuleType, init: dict
+                 ) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    """The reference module of ``case`` and its seeded float32 parameters
+    (the mask buffer is built by the module, not drawn)."""
+    torch.manual_seed(case.seed)
+    module = (reference.gpt2_small_attention() if not init else
+              getattr(reference, case.cls)(**init)).eval()
+    torch.manual_seed(case.seed)
+    return module, draws.linear_init(module)
+
+
+def _load64(module: torch.nn.Module, weights: dict[str, torch.Tensor]
+            ) -> torch.nn.Module:
+    """``module`` in float64 holding exactly the float32 ``weights``."""
+    missing = module.load_state_dict(weights, strict=False)
+    assert not missing.unexpected_keys and all(
+        k.rpartition(".")[2] == "mask" for k in missing.missing_keys), missing
+    return module.double()
+
+
 def case_tensors(case: Case, reference: ModuleType
                  ) -> dict[str, torch.Tensor]:
-    """Weights, input, outputs and mistake outputs of one case."""
-    if case.cls in PART3_CLASSES:
-        return part3_tensors(case, reference)
-    torch.manual_seed(case.seed)
-    module = getattr(reference, case.cls)(**case.init).eval()
-    x = torch.randn(case.batch, case.seq, case.init["input_size"])
-    weights = {k: v.detach().clone() for k, v in module.state_dict().items()}
-    tensors = {"x": x, **weights}
+    """Weights, input, outputs and mistake outputs of one case (float32);
+    :func:`case_record` also gives the mistakes that raise."""
+    return case_record(case, reference)[0]
+
+
+def case_record(case: Case, reference: ModuleType
+                ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors of one case, and the error message of each catalogue
+    mistake that raises on it instead of returning an output."""
+    if case.cls == "gpt2_small_attention":
+        module, _ = _draw_module(case, reference, {})
+        tensors = {"x": _inputs(case), "num_parameters": torch.tensor(
+            sum(p.numel() for p in module.parameters()), dtype=torch.int64)}
+        for name, param in module.named_parameters():
+            tensors[f"{name}.shape"] = torch.tensor(param.shape,
+                                                    dtype=torch.int64)
+        return tensors, {}
+    module, weights = _draw_module(case, reference, case.init)
+    expected = None
+    if case.weights.startswith("concat:"):
+        x, weights, expected = _concatenated(case, reference)
+    else:
+        x = _inputs(case)
+        if case.weights == "dropout_probe":
+            _dropout_probe(case, weights)
+    module = _load64(module, weights)
+    x64 = x.double()
+    w64 = {k: v.double() for k, v in weights.items()}
+    tensors: dict[str, torch.Tensor] = {"x": x, **weights}
+    errors: dict[str, str] = {}
     with torch.no_grad():
-        if case.cls == "SelfAttention":
-            tensors["output"] = module(x)
-            variants = {
-                mid: mistakes.self_attention(x, weights, **kw)
-                for mid, kw in mistakes.SELF_ATTENTION_MISTAKES.items()}
-            check = mistakes.self_attention(x, weights)
-            _assert_agree(case, check, tensors["output"])
-            for mid, out in variants.items():
+        plain = module(x64)          # float64 with the CPU's own kernels
+    with torch.no_grad(), exact():
+        if case.cls == "MultiHeadSelfAttention":
+            out64, probs64 = module(x64, return_attention=True)
+        else:
+            out64 = module(x64)
+            probs64 = None
+        # kit/exact.py's operations agree with torch's to float64 rounding.
+        _assert_agree(case, out64, plain, 1e-12, "kit/exact.py")
+        tensors["output"] = _rounded(out64)
+        if probs64 is not None:
+            tensors["attention"] = _rounded(probs64)
+        if expected is not None:
+            _assert_agree(case, tensors["output"], expected)
+        check_out, check_att = mistakes.run(case.cls, case.init, x64, w64)
+        _assert_agree(case, check_out, out64)
+        if probs64 is not None:
+            _assert_agree(case, check_att, probs64)
+        for mid, kw in mistakes.catalogue(
+                case.cls, case.init.get("causal", True)).items():
+            try:
+                out, att = mistakes.run(case.cls, case.init, x64, w64, **kw)
+            except RuntimeError as exc:
+                if mid not in mistakes.RAISES:
+                    raise
+                errors[mid] = str(exc).splitlines()[0]
+                continue
+            out = _rounded(out)
+            if probs64 is None:
                 if _differs(out, tensors["output"]):
                     tensors[f"mistake.{mid}.output"] = out
-        else:
-            att, probs = module(x, return_attention=True)
-            tensors["output"], tensors["attention"] = att, probs
-            heads, causal = case.init["num_heads"], case.init["causal"]
-            check_att, check_probs = mistakes.multi_head(x, weights, heads,
-                                                         causal)
-            _assert_agree(case, check_att, att)
-            _assert_agree(case, check_probs, probs)
-            catalogue = dict(mistakes.MULTI_HEAD_MISTAKES)
-            if causal:
-                catalogue.update(mistakes.CAUSAL_MISTAKES)
-            for mid, kw in catalogue.items():
-                m_att, m_probs = mistakes.multi_head(x, weights, heads,
-                                                     causal, **kw)
-                if _differs(m_att, att) or _differs(m_probs, probs):
-                    tensors[f"mistake.{mid}.output"] = m_att
-                    tensors[f"mistake.{mid}.attention"] = m_probs
-            if case.mode == "train":
-                tensors["value_mix"] = mistakes.value_mix(x, weights, heads)
-    return {k: v.contiguous() for k, v in tensors.items()}
+                continue
+            att = _rounded(att)
+            if _differs(out, tensors["output"]) or \
+                    _differs(att, tensors["attention"]):
+                tensors[f"mistake.{mid}.output"] = out
+                tensors[f"mistake.{mid}.attention"] = att
+        if case.cls == "MultiHeadSelfAttention" and case.mode == "train":
+            tensors["value_mix"] = _rounded(mistakes.value_mix(
+                x64, w64, case.init["num_heads"]))
+        if case.weights == "dropout_probe":
+            weights64 = check_att
+            heads = case.init.get("num_heads", 1)
+            b, n = x.shape[:2]
+            tensors["attention"] = _rounded(weights64).reshape(
+                (b, n, n) if heads == 1 else (b, heads, n, n))
+            # [A | A] per head: the output copies the attention weights.
+            halves = out64.view(b, n, heads, 2, n)
+            per_head = weights64.view(b, -1, n, n).transpose(1, 2)
+            for half in (0, 1):
+                _assert_agree(case, halves[:, :, :, half], per_head)
+    return {k: v.contiguous() for k, v in tensors.items()}, errors
 
 
-PART3_CLASSES = ("CausalAttention", "MultiHeadAttentionWrapper",
-                 "MultiHeadAttention", "gpt2_small_attention")
 # The book's 3-d embeddings of "Your journey starts with one step".
 BOOK_INPUTS = torch.tensor([[0.43, 0.15, 0.89],   # Your
                             [0.55, 0.87, 0.66],   # journey
@@ -96,27 +179,19 @@ def _inputs(case: Case) -> torch.Tensor:
         assert case.seq == case.input_size, case.name
         eye = torch.eye(case.seq)
         return eye.expand(case.batch, case.seq, case.seq).clone()
-    return torch.randn(case.batch, case.seq, case.input_size)
+    return draws.normal(case.batch, case.seq, case.input_size)
 
 
-def _loadable(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters by state-dict path; buffers (the mask) are left out: a
-    student may build the mask in forward."""
-    return {k: v.detach().clone() for k, v in module.state_dict().items()
-            if k.endswith((".weight", ".bias"))}
-
-
-def _dropout_probe(case: Case, module: torch.nn.Module) -> None:
+def _dropout_probe(case: Case, weights: dict[str, torch.Tensor]) -> None:
     """Values [I; I] per head (and out_proj = I): outputs copy the weights."""
     d_in, d_out = case.init["d_in"], case.init["d_out"]
     assert not case.init["qkv_bias"] and case.init["dropout"] > 0
     assert d_out % (2 * d_in) == 0 and \
         d_out // case.init.get("num_heads", 1) == 2 * d_in, case.name
-    with torch.no_grad():
-        module.W_value.weight.copy_(torch.eye(d_in).repeat(d_out // d_in, 1))
-        if hasattr(module, "out_proj"):
-            module.out_proj.weight.copy_(torch.eye(d_out))
-            module.out_proj.bias.zero_()
+    weights["W_value.weight"] = torch.eye(d_in).repeat(d_out // d_in, 1)
+    if "out_proj.weight" in weights:
+        weights["out_proj.weight"] = torch.eye(d_out)
+        weights["out_proj.bias"] = torch.zeros(d_out)
 
 
 def _concatenated(case: Case, reference: ModuleType
@@ -140,83 +215,19 @@ def _concatenated(case: Case, reference: ModuleType
     return found["x"], weights, found["output"]
 
 
-def part3_tensors(case: Case, reference: ModuleType
-                  ) -> dict[str, torch.Tensor]:
-    """Input, loadable weights, eval output and mistake outputs of a Part 3
-    case; the special cases are described in kit/cases.py."""
-    torch.manual_seed(case.seed)
-    if case.cls == "gpt2_small_attention":
-        module = reference.gpt2_small_attention()
-        x = _inputs(case)
-        tensors = {"x": x, "num_parameters": torch.tensor(
-            sum(p.numel() for p in module.parameters()), dtype=torch.int64)}
-        for name, param in module.named_parameters():
-            tensors[f"{name}.shape"] = torch.tensor(param.shape,
-                                                    dtype=torch.int64)
-        return tensors
-    module = getattr(reference, case.cls)(**case.init).eval()
-    if case.weights.startswith("concat:"):
-        x, weights, expected = _concatenated(case, reference)
-        missing = module.load_state_dict(weights, strict=False)
-        assert set(missing.missing_keys) == {"mask"}, missing
-    else:
-        if case.weights == "dropout_probe":
-            _dropout_probe(case, module)
-        x, weights, expected = _inputs(case), _loadable(module), None
-    tensors = {"x": x, **weights}
-    heads = case.init.get("num_heads", 1)
-    with torch.no_grad():
-        tensors["output"] = module(x)
-        if expected is not None:
-            _assert_agree(case, tensors["output"], expected)
-        if case.cls == "CausalAttention":
-            check, probs = mistakes.causal_attention(x, weights)
-            catalogue = mistakes.CAUSAL_MISTAKES_P3
-
-            def variant(kw):
-                return mistakes.causal_attention(x, weights, **kw)[0]
-        elif case.cls == "MultiHeadAttentionWrapper":
-            check, probs = mistakes.multi_head_wrapper(x, weights, heads), None
-            catalogue = mistakes.CAUSAL_MISTAKES_P3
-
-            def variant(kw):
-                return mistakes.multi_head_wrapper(x, weights, heads, **kw)
-        else:
-            check, probs = mistakes.multi_head_attention(x, weights, heads)
-            catalogue = {**mistakes.CAUSAL_MISTAKES_P3,
-                         **mistakes.FUSED_MISTAKES}
-
-            def variant(kw):
-                return mistakes.multi_head_attention(x, weights, heads,
-                                                     **kw)[0]
-        _assert_agree(case, check, tensors["output"])
-        for mid, kw in catalogue.items():
-            out = variant(kw)
-            if _differs(out, tensors["output"]):
-                tensors[f"mistake.{mid}.output"] = out
-        if case.weights == "dropout_probe":
-            tensors["attention"] = probs
-            # [A | A] per head: the output copies the attention weights.
-            b, n = x.shape[:2]
-            halves = tensors["output"].view(b, n, heads, 2, n)
-            weights_per_head = probs.view(b, -1, n, n).transpose(1, 2)
-            for half in (0, 1):
-                _assert_agree(case, halves[:, :, :, half], weights_per_head)
-    return {k: v.contiguous() for k, v in tensors.items()}
-
-
 def _differs(mistake: torch.Tensor, correct: torch.Tensor) -> bool:
     # A mistake that gives the right answer on a case (one head, one token)
     # says nothing there; leave it out rather than name a non-mistake.
-    return not torch.allclose(mistake, correct, atol=1e-5, rtol=0,
-                              equal_nan=True)
+    return mistake.shape != correct.shape or not torch.allclose(
+        mistake, correct, atol=1e-5, rtol=0, equal_nan=True)
 
 
-def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor) -> None:
+def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
+                  atol: float = 1e-6, what: str = "kit/mistakes.py") -> None:
     # The catalogue is only trustworthy if its mistake-free variant IS the
     # reference; refuse to write values otherwise.
-    if not torch.allclose(a, b, atol=1e-6, rtol=0):
-        raise SystemExit(f"{case.name}: kit/mistakes.py disagrees with the "
+    if not torch.allclose(a.double(), b.double(), atol=atol, rtol=0):
+        raise SystemExit(f"{case.name}: {what} disagrees with the "
                          f"reference by {(a - b).abs().max():.3g}")
 
 
@@ -231,11 +242,13 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         "format": 1,
         "torch_version": torch.__version__,
         "generator": "python -m kit.make_test_values",
+        "compute": COMPUTE,
+        "draws": DRAWS,
         "files": {},
         "cases": {},
     }
     for i, case in enumerate(CASES, 1):
-        tensors = case_tensors(case, reference)
+        tensors, errors = case_record(case, reference)
         if verbose:
             print(f"[{i:2}/{len(CASES)}] {case.set:6} {case.name}")
         for key, value in tensors.items():
@@ -254,10 +267,18 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
             manifest["cases"][case.name]["inputs"] = case.inputs
         if case.weights != "init":
             manifest["cases"][case.name]["weights"] = case.weights
+        if case.same_sizes:
+            manifest["cases"][case.name]["same_sizes"] = case.same_sizes
+        if errors:
+            manifest["cases"][case.name]["mistake_errors"] = errors
     for set_name, filename in FILES.items():
         path = out / filename
         save_file(dict(sorted(by_set[set_name].items())), str(path),
                   metadata={"format": "pt"})
+        # safetensors writes 0600; the values are read by other users (the
+        # grader's test user, a worker that dropped privileges), as after a
+        # git checkout.
+        path.chmod(0o644)
         manifest["files"][filename] = {
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "cases": [c.name for c in CASES if c.set == set_name],

@@ -76,10 +76,18 @@ def test_weights_are_parameters_only(cases):
     assert "W_query.bias" not in cases["mha_book"].weights
 
 
-@pytest.mark.parametrize("name", ["ca_dropout_probe_public",
-                                  "ca_dropout_probe",
-                                  "mha_dropout_probe_public",
-                                  "mha_dropout_probe"])
+DROPOUT_PROBES = [c.name for c in PART3 if c.weights == "dropout_probe"]
+CONCAT = [(c.name, c.weights.split(":", 1)[1]) for c in PART3
+          if c.weights.startswith("concat:")]
+
+
+def test_special_cases_exist_public_and_hidden():
+    for names in (DROPOUT_PROBES, [fused for fused, _ in CONCAT]):
+        sets = {c.set for c in PART3 if c.name in names}
+        assert sets == {"public", "hidden"}, names
+
+
+@pytest.mark.parametrize("name", DROPOUT_PROBES)
 def test_dropout_probe_outputs_copy_the_attention_weights(cases, name):
     case = cases[name]
     x, out, att = (case.tensors[k] for k in ("x", "output", "attention"))
@@ -120,8 +128,7 @@ def _dropped_out(case, weights_first: bool) -> torch.Tensor:
     return out * keep / (1 - p)
 
 
-@pytest.mark.parametrize("name", ["ca_dropout_probe_public",
-                                  "mha_dropout_probe_public"])
+@pytest.mark.parametrize("name", DROPOUT_PROBES)
 def test_dropout_probe_tells_weights_from_output_dropout(cases, name):
     """The documented check: halves equal, entries 0 or eval / (1 - p),
     some dropped and some kept."""
@@ -146,9 +153,7 @@ def test_dropout_probe_tells_weights_from_output_dropout(cases, name):
     assert not passes(case.tensors["output"])  # dropout never applied
 
 
-@pytest.mark.parametrize("fused, wrapper", [("mha_equiv_book", "mhw_book"),
-                                            ("mha_equiv_bias",
-                                             "mhw_bias_heads")])
+@pytest.mark.parametrize("fused, wrapper", CONCAT)
 def test_fused_equivalence_cases(cases, fused, wrapper):
     f, w = cases[fused], cases[wrapper]
     heads = w.init["num_heads"]
@@ -179,10 +184,16 @@ def test_part3_mistakes_are_explained_and_the_catalogue_agrees(cases):
     import tomllib
     messages = tomllib.loads(
         (DEFAULT_DIR.parent / "autograder" / "mistakes.toml").read_text())
-    ids = set(mistakes.CAUSAL_MISTAKES_P3) | set(mistakes.FUSED_MISTAKES)
+    ids = set(mistakes.CAUSAL_MISTAKES_P3) | set(mistakes.FUSED_MISTAKES) \
+        | set(mistakes.WRAPPER_MISTAKES)
     assert ids <= set(messages)
+    manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    raised = {mid for name in cases for mid in
+              manifest["cases"][name].get("mistake_errors", {})}
     seen = {mid for c in cases.values() for mid in c.mistakes}
-    assert seen == ids
+    assert seen | raised == ids
+    # A mistake without an output is frozen as its error, and says so.
+    assert raised == {m for m in ids if messages[m].get("raises")}
     case = cases["mha_bias_long"]
     out, _ = mistakes.multi_head_attention(case.tensors["x"], case.weights,
                                            case.init["num_heads"])

@@ -228,7 +228,6 @@ def check_text(grade: GradeResult) -> str:
     out.append(f"public: {_pts(grade.score - bonus)} / "
                f"{_pts(grade.max_score)} points (+{_pts(bonus)} bonus); "
                f"hidden cases: graded after you submit")
-    out.append(HIDDEN_NOTE)
     return "\n".join(out)
 
 

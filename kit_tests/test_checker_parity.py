@@ -195,4 +195,3 @@ def test_every_item_passes_and_fails_somewhere(graded):
             passed[item].add(ok)
     assert {item: seen for item, seen in passed.items()
             if seen != {True, False}} == {}
-

@@ -128,8 +128,9 @@ def test_check_on_public_cases_only(public_only_values, tmp_path):
         f"after you submit" in done.stdout
     assert "values, PEP 8 and shape comments" in done.stdout
     assert "mask_diagonal" in done.stdout
-    assert "graded on submission" in done.stdout
-    assert "hidden case" not in done.stdout
+    # Hidden cases are announced, never described.
+    assert "hidden case" not in done.stdout.replace(
+        "hidden cases: graded after you submit", "")
 
 
 def test_check_missing_file_exits_two(tmp_path):

@@ -10,10 +10,12 @@ verdict comes from agree item by item on the public cases.
   function its ``grader.check`` cells call, one call per notebook task
   (its per-item lines; the task passes only if all its items do).
 
-The corpus: kit_tests/submissions/ (the hostile entries aside: they attack
-the checker itself, which only the sandboxed grader has to survive; their
-own test is test_grading_corpus.py), the examples (examples/examples.toml)
-and the Part 3 corpus of test_grading_part3.py. Items and cases come from
+The corpus: kit_tests/submissions/, the examples (examples/examples.toml)
+and the Part 3 corpus of test_grading_part3.py. Three hostile entries stay
+out (IN_PROCESS_UNSAFE): the student's checkers run the student's code in
+the student's own process, with no time or memory limit and no wall
+against patching torch, which only the sandboxed grader must survive
+(test_grading_corpus.py grades them). Items and cases come from
 the rubric and the manifest, so new public cases are covered as they come.
 """
 from __future__ import annotations
@@ -41,13 +43,16 @@ SUBMISSIONS = ROOT / "kit_tests" / "submissions"
 ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]
 VERDICT = re.compile(r"^\s*\[(ok  |FAIL)\] (\S+) ", re.MULTILINE)
 MARK = re.compile(r"^([✔✘]) (\S+) \(", re.MULTILINE)
+# Entries that would hang, exhaust or patch the process running them.
+IN_PROCESS_UNSAFE = {"hostile_infinite_loop", "hostile_memory_hog",
+                     "hostile_patches_torch"}
 
 
 def corpus() -> dict[str, str]:
     """Submission name -> source, every entry of the kit's corpus."""
     found = {f"corpus-{path.stem}": path.read_text()
              for path in sorted(SUBMISSIONS.glob("*.py"))
-             if not path.stem.startswith("hostile")}
+             if path.stem not in IN_PROCESS_UNSAFE}
     found.update({f"example-{name}": source
                   for name, source in example_sources().items()})
     found["part3-reference"] = REFERENCE
@@ -162,7 +167,9 @@ def notebook_verdicts(path: Path) -> dict[str, bool]:
 def test_corpus_is_the_kits_corpus():
     names = set(CORPUS)
     assert {f"corpus-{p.stem}" for p in SUBMISSIONS.glob("*.py")
-            if not p.stem.startswith("hostile")} <= names
+            if p.stem not in IN_PROCESS_UNSAFE} <= names
+    assert {"corpus-hostile_prints", "corpus-hostile_exit_at_import"} <= \
+        names
     assert {f"example-{n}" for n in example_sources()} <= names
     assert {f"part3-{n}" for n in (*STYLES, *PART3_MISTAKES)} <= names
 

@@ -112,7 +112,8 @@ def test_a_mistake_fails_its_items_with_the_graders_explanation(tmp_path):
     # submission's own eval probabilities, so 2.3b passes, as graded.
     assert set(run.named("failure")) == {"2.1", "2.2", "2.3a"}, run.output
     for shown in ("largest difference", "at index [", "expected ", "got ",
-                  "(tolerance 1e-06)", "Common mistake `no_scale`"):
+                  f"(tolerance {load_rubric().atol:g})",
+                  "Common mistake `no_scale`"):
         assert shown in run.output, shown
 
 

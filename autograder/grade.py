@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.protocol import NOT_RUN, Probe, ProbeResult
+from autograder.protocol import ENVIRONMENT, NOT_RUN, Probe, ProbeResult
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, register, select_cases)
 
@@ -79,6 +79,7 @@ class GradeResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
+    jail: list[str] = field(default_factory=list)   # the sandbox's layers
 
     @property
     def score(self) -> float:
@@ -353,6 +354,13 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
                                                 "no result from the sandbox")
+        broken = [r for r in results.values() if r.status == ENVIRONMENT]
+        if broken:
+            # The grader's own failure: no score, never the student's zero.
+            grade.internal_error = ("the grader's environment failed: "
+                                    + broken[0].message)
+            grade.seconds = time.perf_counter() - start
+            return grade
         grade.stdout = _printed(probes, results)
         grade.tasks = [_score_task(t, cases, results, ctx)
                        for t in rubric.tasks]

@@ -176,6 +176,27 @@ def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
     return sum(by_check.values()), by_check
 
 
+def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
+    """Seconds per submission with the full jail and with only the
+    privilege drop and limits (no namespaces, no Landlock): what the jail
+    costs, line by line."""
+    lines = []
+    timings = {}
+    for label, kwargs in (("full jail", {}),
+                          ("limits only", {"namespaces": False,
+                                           "landlock": False})):
+        with Sandbox(**kwargs) as sandbox:
+            runner = G.sandbox_runner(sandbox)
+            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
+            seconds, _ = grade_all(paths, runner, jobs, rubric, cases)
+            timings[label] = seconds / len(paths)
+            lines.append(f"  {label + ':':<13} {timings[label]:.3f} "
+                         f"s/submission ({', '.join(sandbox.layers)})")
+    extra = timings["full jail"] - timings["limits only"]
+    lines.append(f"  the jail costs {extra * 1000:+.0f} ms per submission")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -218,6 +239,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"speedup: {per_fresh / per_warm:.1f}x")
     print(f"target: <= {TARGET_SECONDS} s/submission on 2 cores "
           f"({'met' if per_warm <= TARGET_SECONDS else 'NOT met'} here)")
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        paths = write_submissions(Path(tmp), 20)
+        print("what the jail costs (20 submissions):")
+        print("\n".join(jail_cost(paths, args.jobs, rubric, cases)))
     total, by_check = probe_seconds(rubric, cases)
     heavy = max(by_check, key=by_check.get)
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "

@@ -34,8 +34,8 @@ from autograder.local import SCOPE, notebook_task, task_points, \
     value_rubric
 from autograder.rubric import load_rubric
 from kit.examples import example_sources
-from test_grading_part3 import MISTAKES as PART3_MISTAKES
-from test_grading_part3 import REFERENCE, STYLES, with_region
+from kit_tests.test_grading_part3 import MISTAKES as PART3_MISTAKES
+from kit_tests.test_grading_part3 import REFERENCE, STYLES, with_region
 from transformer_lm.checks import run_check
 
 ROOT = Path(__file__).resolve().parents[1]

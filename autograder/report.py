@@ -18,6 +18,12 @@ HIDDEN_NOTE = ("Hidden cases are graded on submission; their details are "
                "shown once grades are published.")
 
 
+# What `make check` checks, unlike `pytest tests` and the notebook's checks
+# (values only, autograder/local.py).
+CHECK_SCOPE = ("Checked as the grader does, on the public cases: values, "
+               "PEP 8 and shape comments, and the bonus.")
+
+
 def _pts(value: float) -> str:
     return f"{value:g}"
 
@@ -204,7 +210,7 @@ def check_text(grade: GradeResult) -> str:
     """The terminal preview of ``python -m autograder check``."""
     if grade.error or grade.internal_error or not grade.tasks:
         return feedback_markdown(grade)
-    out = []
+    out = [CHECK_SCOPE, ""]
     for task in grade.tasks:
         out += [f"{task.task.title}: {_task_points(task)}"]
         for result in (*task.items, *task.deductions, *task.bonuses):
@@ -220,9 +226,9 @@ def check_text(grade: GradeResult) -> str:
     if grade.stdout.strip():
         out += ["Your code printed:", grade.stdout.rstrip(), ""]
     bonus = sum(b.applied for t in grade.tasks for b in t.bonuses)
-    out.append(f"Score on the public cases: {_pts(grade.score - bonus)} / "
-               f"{_pts(grade.max_score)} (+{_pts(bonus)} bonus)")
-    out.append(HIDDEN_NOTE)
+    out.append(f"public: {_pts(grade.score - bonus)} / "
+               f"{_pts(grade.max_score)} points (+{_pts(bonus)} bonus); "
+               f"hidden cases: graded after you submit")
     return "\n".join(out)
 
 

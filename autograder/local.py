@@ -23,8 +23,7 @@ from autograder.grade import CheckResult, GradeResult, grade_source
 from autograder.protocol import Probe, ProbeResult
 from autograder.rubric import Rubric, load_rubric
 from autograder.values import load_cases
-from autograder.worker import MODULE_NAME, TRACED_MODULE_NAME, \
-    execute_probes
+from autograder.worker import MODULE_NAME, execute_probes
 
 # What these checkers check, said by each of them (pytest header, the
 # notebook's check cells, `make check`'s preview says the rest).
@@ -46,8 +45,7 @@ def in_process_runner(source: str, filename: str,
             return list(execute_probes(source, filename, probes))
     finally:
         torch.set_num_threads(threads)
-        for name in (MODULE_NAME, TRACED_MODULE_NAME):
-            sys.modules.pop(name, None)
+        sys.modules.pop(MODULE_NAME, None)
         # The worker pins the source in linecache; the student's later
         # tracebacks must show the file as it is then.
         linecache.cache.pop(filename, None)
@@ -69,6 +67,35 @@ def value_rubric(rubric: Rubric, task_id: str | None = None) -> Rubric:
             tasks.append(replace(task, items=items, deductions=(),
                                  bonuses=()))
     return replace(rubric, tasks=tuple(tasks))
+
+
+def bonus_points(rubric: Rubric | None = None) -> dict[str, float]:
+    """Notebook task -> the bonus points that need its items."""
+    found: dict[str, float] = {}
+    for task in (rubric or load_rubric()).tasks:
+        for bonus in task.bonuses:
+            key = notebook_task(bonus.requires[0]) if bonus.requires else \
+                notebook_task(task.items[0].id)
+            found[key] = found.get(key, 0.0) + bonus.points
+    return found
+
+
+def points_text(task_id: str, rubric: Rubric | None = None) -> str:
+    """``3 points, +1 bonus`` for a notebook task, from the rubric: what
+    the notebook and the skeleton's task headers say."""
+    points = task_points(rubric).get(task_id, 0.0)
+    text = f"{points:g} point{'s' * (points != 1)}"
+    bonus = bonus_points(rubric).get(task_id)
+    return text + (f", +{bonus:g} bonus" if bonus else "")
+
+
+def bonus_rule(task_id: str, rubric: Rubric | None = None) -> str:
+    """The bonus of a notebook task as the rubric states it (the one
+    place the rule is written), e.g. "**Bonus (+1 point):** ..."."""
+    rules = [b for t in (rubric or load_rubric()).tasks for b in t.bonuses
+             if b.requires and notebook_task(b.requires[0]) == task_id]
+    return " ".join(f"**Bonus (+{b.points:g} point"
+                    f"{'s' * (b.points != 1)}):** {b.title}." for b in rules)
 
 
 def task_points(rubric: Rubric | None = None) -> dict[str, float]:

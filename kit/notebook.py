@@ -41,7 +41,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.local import SCOPE, notebook_task, task_points
+from autograder.local import (SCOPE, bonus_points, bonus_rule,
+                              points_text, task_points)
 from autograder.rubric import Rubric, load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,27 +91,6 @@ def _text(source: str) -> str:
     return textwrap.dedent(source).strip("\n")
 
 
-def bonus_points(rubric: Rubric | None = None) -> dict[str, float]:
-    """Notebook task -> the bonus points that need its items. (Points
-    per task, rubric items without their letter, are
-    ``autograder.local.task_points``: 2.3 = 2.3a + 2.3b.)"""
-    found: dict[str, float] = {}
-    for task in (rubric or load_rubric()).tasks:
-        for bonus in task.bonuses:
-            key = notebook_task(bonus.requires[0]) if bonus.requires else \
-                notebook_task(task.items[0].id)
-            found[key] = found.get(key, 0.0) + bonus.points
-    return found
-
-
-def points_text(task_id: str, rubric: Rubric | None = None) -> str:
-    """``3 points, +1 bonus`` for a task, from the rubric."""
-    points = task_points(rubric)[task_id]
-    text = f"{points:g} point{'s' * (points != 1)}"
-    bonus = bonus_points(rubric).get(task_id)
-    return text + (f", +{bonus:g} bonus" if bonus else "")
-
-
 def task_table(rubric: Rubric | None = None) -> str:
     """The intro's markdown table of tasks and points."""
     points, bonus = task_points(rubric), bonus_points(rubric)
@@ -124,8 +104,11 @@ def task_table(rubric: Rubric | None = None) -> str:
 
 
 def _facts(text: str) -> str:
-    """Fill in the rubric's facts: ``@points(1.2)``, ``@task_table``."""
+    """Fill in the rubric's facts: ``@points(1.2)``, ``@task_table``,
+    ``@bonus_rule(1.2)`` (the rule as the rubric states it)."""
     text = text.replace("@task_table", task_table())
+    text = re.sub(r"@bonus_rule\((\d\.\d)\)",
+                  lambda m: bonus_rule(m.group(1)), text)
     return re.sub(r"@points\((\d\.\d)\)",
                   lambda m: points_text(m.group(1)), text)
 
@@ -390,8 +373,7 @@ def part1() -> list[nbformat.NotebookNode]:
         the weighted sum of the values, `[batch_size, seq_len, hidden]`.
 
         `k.transpose(1, 2)` transposes each matrix of a batch, and `@`
-        multiplies batches of matrices. **Bonus point:** a forward of at
-        most three statements, still PEP 8 clean and shape-commented.
+        multiplies batches of matrices. @bonus_rule(1.2)
         """),
     ]
 

@@ -194,8 +194,11 @@ def test_part3_uncut_mask_fails_only_its_own_unit(tmp_path: Path):
     # The public cases shorter than their context show an uncut mask; the
     # wrapper's item, whose code is right, is not charged for it.
     uncut = broken_reference(
-        tmp_path, "self.mask.bool()[:num_tokens, :num_tokens]",
-        "self.mask.bool()")
+        tmp_path, "        # [b, num_tokens, num_tokens]\n"
+                  "        mask_bool = self.mask.bool()[:num_tokens, "
+                  ":num_tokens]",
+        "        # [b, num_tokens, num_tokens]\n"
+        "        mask_bool = self.mask.bool()")
     run = run_student_tests(uncut, tmp_path)
     failed = run.named("failure")
     assert "3.1" in failed, run.output

@@ -28,6 +28,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from kit.make_test_values import StaleValues, check_fresh
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 MASTER = ROOT / "assignment" / "attention.ipynb"
@@ -70,6 +72,7 @@ def _public_manifest(values: Path) -> dict:
     """The manifest restricted to the public cases (hidden names, sizes
     and the hidden file's sha never ship)."""
     manifest = json.loads((values / "manifest.json").read_text())
+    manifest.pop("sources", None)   # staff files' digests: not for students
     manifest["files"] = {k: v for k, v in manifest["files"].items()
                          if k == "public.safetensors"}
     manifest["cases"] = {k: v for k, v in manifest["cases"].items()
@@ -194,6 +197,10 @@ def build(out: Path = ROOT / "dist", python: str = sys.executable,
           verify: bool = True) -> tuple[Path, Path]:
     """Build ``out/student`` and ``out/student.zip``; verify them unless
     ``verify`` is False. Returns (folder, zip)."""
+    try:
+        check_fresh()
+    except StaleValues as exc:   # names what changed and the command
+        raise ReleaseError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     release, archive = out / "student", out / "student.zip"
     shutil.rmtree(release, ignore_errors=True)

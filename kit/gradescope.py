@@ -86,6 +86,9 @@ def verify(tree: Path, archive: Path) -> None:
             if info is None or not (info.external_attr >> 16) & 0o100:
                 problems.append(f"{script} missing or not executable at "
                                 f"the zip root")
+        for name in ("requirements.txt", INSTALL_DEPS.name):
+            if name not in names:   # setup.sh runs them
+                problems.append(f"{name} missing at the zip root")
     manifest = json.loads((tree / "test_values" / "manifest.json")
                           .read_text())
     for name, info in manifest["files"].items():

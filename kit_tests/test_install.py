@@ -33,7 +33,8 @@ REQUIREMENTS = [ROOT / "requirements.txt",
                 ROOT / "kit" / "student" / "requirements.txt",
                 ROOT / "autograder" / "gradescope" / "requirements.txt"]
 TORCH = install_deps.torch_pin((ROOT / "requirements.txt").read_text())
-WHEELS = ROOT / "build" / "install-test" / TORCH.replace("==", "-")
+WHEELS = ROOT / "build" / "install-test" / (
+    TORCH.replace("==", "-") + "-py%d%d" % sys.version_info[:2])
 MESSAGE = "Python 3.11 or newer is needed"
 
 
@@ -68,13 +69,20 @@ def test_linux_asks_the_cpu_index_for_torch_alone(tmp_path):
 
 
 def _wheelhouse() -> Path:
-    """torch and its dependencies as files (pip's usual sources, once)."""
+    """torch and its dependencies as files, fetched once by the install
+    rule (torch from the CPU index, else the default one, whose Linux
+    wheel is the CUDA build: this machine's pip may hold the CPU one)."""
     if not list(WHEELS.glob("torch-*.whl")):
         WHEELS.parent.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(dir=WHEELS.parent))
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet",
-                        "--disable-pip-version-check", "-d", str(partial),
-                        TORCH], check=True, timeout=1200)
+        pip = [sys.executable, "-m", "pip", "download", "--quiet",
+               "--disable-pip-version-check", "-d", str(partial)]
+        if subprocess.run(pip + install_deps.FAST + [
+                "--no-deps", "--index-url", install_deps.CPU_INDEX,
+                TORCH]).returncode != 0:
+            subprocess.run(pip + ["--no-deps", TORCH], check=True)
+        torch = next(partial.glob("torch-*.whl"))
+        subprocess.run(pip + [str(torch)], check=True, timeout=1200)
         shutil.rmtree(WHEELS, ignore_errors=True)
         partial.rename(WHEELS)
     return WHEELS

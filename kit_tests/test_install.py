@@ -293,3 +293,17 @@ def test_py_uses_that_interpreter_and_installs_nothing(tmp_path, makefile):
     # and the check passes for this (recent) interpreter
     assert _make(folder, f"PY={sys.executable}",
                  "python-version").returncode == 0
+
+
+def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path):
+    venv = tmp_path / "venv"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "kit" / "install_deps.py"), "--dry-run",
+         "--venv", str(venv), "-r", str(ROOT / "requirements.txt"),
+         "--torch-index", "http://cpu/"],
+        capture_output=True, text=True, check=True)
+    expected = [purpose for purpose, _ in install_deps.plan(
+        "py", str(ROOT / "requirements.txt"), "http://cpu/", sys.platform)]
+    assert [line.split(":")[0] for line in
+            done.stdout.splitlines()] == expected
+    assert not venv.exists()

@@ -2,7 +2,8 @@
 
 Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
-invalid rubric).
+invalid rubric, a machine where the canary submission fails: see
+autograder/preflight.py). No score is written unless the canary passed.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ Autograder of the attention homework (SelfAttention, MultiHeadSelfAttention).
 
 Points, tolerances and test cases per item are in autograder/rubric.toml.
 Exit status: 0 when grading ran (whatever the scores), 2 for a usage or
-configuration error (bad path, missing test values, invalid rubric).
+configuration error (bad path, missing test values, invalid rubric, or a
+grader environment that fails its canary: then no score is written).
 """
 
 GRADE_HELP = """\
@@ -132,11 +134,21 @@ class Progress:
             self.stream.flush()
 
 
+_early_sandbox: Any = None   # started by main() before the handoff is read
+
+
 def _sandbox_context():
     """The command's warm Sandbox (closed afterwards). Its fork server is
     forked from this process, sharing torch's memory (what keeps grading
     within Gradescope's 768 MB), so commands create it first: before any
-    test value is loaded and before any torch operation runs here."""
+    test value is loaded and before any torch operation runs here. Under
+    ``python -m autograder`` main() has already started it, before this
+    process held the real arguments and environment (autograder/cleanenv.py).
+    """
+    global _early_sandbox
+    if _early_sandbox is not None:
+        sandbox, _early_sandbox = _early_sandbox, None
+        return sandbox
     from autograder.sandbox import Sandbox
     return Sandbox(fork_server_from_here=True)
 
@@ -176,6 +188,27 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
 # --------------------------------------------------------------------------
 # Commands
 
+def _preflight(sandbox: Any, *, quiet: bool = False) -> list[str]:
+    """The canary through the real sandbox, or ConfigError: no score is
+    written on a machine where a correct submission would not pass."""
+    from autograder.jail import LAYERS
+    from autograder.preflight import PreflightError, run_preflight
+    try:
+        layers = run_preflight(sandbox)
+    except PreflightError as exc:
+        raise ConfigError(str(exc)) from None
+    if not quiet:
+        missing = [x for x in ("mount-namespace", "pid-namespace",
+                               "landlock") if x not in layers]
+        print(f"jail: {', '.join(layers) or 'none'}", file=sys.stderr)
+        if missing:
+            print(f"warning: jail layers unavailable here: "
+                  f"{', '.join(missing)} (see README, Isolation)",
+                  file=sys.stderr)
+    assert set(layers) <= set(LAYERS)
+    return layers
+
+
 def _warn_if_values_exposed(values: Path | None) -> None:
     # As root the worker drops to an unprivileged user, which protects only
     # files that user cannot read: say so when the hidden values are open.
@@ -208,7 +241,9 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "
                           "--public-only to grade on the public cases)")
-    _warn_if_values_exposed(args.values)
+    layers = _preflight(sandbox)
+    if "mount-namespace" not in layers and "landlock" not in layers:
+        _warn_if_values_exposed(args.values)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = unique_names([submission_name(p) for p in paths])
@@ -216,13 +251,27 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     progress = Progress(len(paths))
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
     answers_by_name: dict[str, dict[str, str]] = {}
-    runner = sandbox_runner(sandbox)
+    runner = sandbox_runner(sandbox, total_seconds=rubric.submission_timeout)
+    broken = threading.Event()
 
     def work(pair: tuple[Path, str]) -> GradeResult:
         path, name = pair
         sub = resolve(path, workdir, name)
+        if broken.is_set():
+            raise ConfigError("stopped: the grader's environment failed "
+                              "during the batch")
         grade = _grade_one(sub, rubric, cases, runner,
                            public_only=args.public_only, timeout=args.timeout)
+        grade.jail = layers
+        if grade.internal_error or (grade.score == 0 and not grade.error):
+            # A zero may be the environment breaking mid-batch (a deleted
+            # venv...): prove the canary still passes before keeping it.
+            try:
+                _preflight(sandbox, quiet=True)
+            except ConfigError as exc:
+                broken.set()
+                raise ConfigError(f"{exc}\n(while grading {name}: no score "
+                                  f"written for the batch)") from None
         found = _read_answers(grade, sub)
         if found is not None:
             answers_by_name[name] = found
@@ -257,10 +306,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         with _sandbox_context() as sandbox:
             rubric, cases = _load_config(args.rubric, args.values,
                                          ("public",))
+            _preflight(sandbox, quiet=True)
             sub = resolve(path, workdir)
             sub.filename = str(path)
-            grade = _grade_one(sub, rubric, cases, sandbox_runner(sandbox),
-                               public_only=True, timeout=args.timeout)
+            grade = _grade_one(sub, rubric, cases, sandbox_runner(
+                sandbox, total_seconds=rubric.submission_timeout),
+                public_only=True, timeout=args.timeout)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.check_text(grade))
@@ -279,12 +330,21 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     try:
         rubric, cases = _load_config(rubric_path, values,
                                      ("public", "hidden"))
+        layers = _preflight(sandbox if sandbox is not None
+                            else _default_sandbox())
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:
                 sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
-            grade = _grade_one(sub, rubric, cases, sandbox_runner(sandbox))
+            grade = _grade_one(sub, rubric, cases, sandbox_runner(
+                sandbox, total_seconds=rubric.submission_timeout))
+            grade.jail = layers
             _read_answers(grade, sub)
+    except ConfigError as exc:
+        # Not the student's fault: Gradescope shows the apology, not a 0.
+        print(f"error: {exc}", file=sys.stderr)
+        grade = failed_grade("submission", str(submission_dir), rubric,
+                             internal_error=str(exc))
     except Exception:   # noqa: BLE001 - results.json must be written
         grade = failed_grade("submission", str(submission_dir), rubric,
                              internal_error=traceback.format_exc())
@@ -295,6 +355,11 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
                 "output_format": "md", "tests": []}
         report.write_json(data, Path(results_path))
         return data
+
+
+def _default_sandbox() -> Any:
+    from autograder.sandbox import default_sandbox
+    return default_sandbox()
 
 
 def _nested_zip(folder: Path, workdir: Path) -> Submission | None:
@@ -391,12 +456,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    """Run the command line; returns the exit status. Run as a program
+    (``argv`` None) it first re-executes itself with a clean environment
+    (autograder/cleanenv.py), then starts the fork server, then reads its
+    real arguments."""
+    global _early_sandbox
+    from autograder import cleanenv
+    if argv is None and not cleanenv.pending():
+        cleanenv.reexec_clean(sys.argv[1:])   # returns only if impossible
     # The parent only compares small tensors; one thread keeps it (and the
     # fork server forked from it) free of OpenMP thread pools.
     import torch
     torch.set_num_threads(1)
+    if argv is None and cleanenv.pending():
+        from autograder.sandbox import Sandbox
+        _early_sandbox = Sandbox(fork_server_from_here=True)
+        argv = cleanenv.take_handoff()
+    args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except (ConfigError, UsageError) as exc:

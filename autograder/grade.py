@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.protocol import NOT_RUN, Probe, ProbeResult
+from autograder.compare import close
+from autograder.protocol import ENVIRONMENT, NOT_RUN, Probe, ProbeResult
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, register, select_cases)
 
@@ -79,6 +80,7 @@ class GradeResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
+    jail: list[str] = field(default_factory=list)   # the sandbox's layers
 
     @property
     def score(self) -> float:
@@ -106,8 +108,16 @@ class Pycodestyle:
     def evaluate(self, check: Check, task: Task, cases: list,
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Triggered (points to deduct) if the class has a violation."""
-        from autograder.checks.style import style_issues
-        issues = style_issues(ctx.source, task.cls)
+        from autograder.checks.style import style_issues, too_long
+        reason = too_long(ctx.source)
+        try:
+            issues = [] if reason else style_issues(ctx.source, task.cls)
+        except (RecursionError, MemoryError):
+            reason = ("the code is nested too deeply for the style check, "
+                      "so the deduction applies")
+        if reason:
+            return Outcome(check.points, False,
+                           [f"- {FAIL} {task.cls}: {reason}"])
         if not issues:
             return Outcome(0.0, True, [f"- {PASS} no pycodestyle violation in "
                                        f"{task.cls}"])
@@ -127,15 +137,27 @@ class ShapeComments:
     """Every tensor-producing student statement of the class carries a
     shape comment that matches the shapes a traced run observed."""
 
+    def _traces(self, check: Check, task: Task) -> list[Probe]:
+        params = check.params
+        # Seeded, so that each traced call has an untraced twin with the
+        # same weights and input.
+        return [replace(p, seed=P.TRACE_SEED) for p in P.trace_probes(
+            task.cls, params["init"], params["input"],
+            vary_init=params.get("vary_init"),
+            vary_kwargs=params.get("vary_kwargs"),
+            vary_train=params.get("vary_train"), timeout=check.timeout)]
+
+    @staticmethod
+    def _twin(probe: Probe) -> Probe:
+        return replace(probe, id=f"untraced-{probe.id}", trace_shapes=False)
+
     def plan(self, check: Check, task: Task, cases: list,
              ctx: Context) -> list[Probe]:
-        """Traced calls with fresh weights and all-distinct sizes."""
-        params = check.params
-        return P.trace_probes(task.cls, params["init"], params["input"],
-                              vary_init=params.get("vary_init"),
-                              vary_kwargs=params.get("vary_kwargs"),
-                              vary_train=params.get("vary_train"),
-                              timeout=check.timeout)
+        """Traced calls with fresh weights and all-distinct sizes, each
+        with its untraced twin (code must not behave differently when its
+        shapes are traced)."""
+        traces = self._traces(check, task)
+        return traces + [self._twin(p) for p in traces]
 
     @staticmethod
     def dims(check: Check) -> dict[str, int]:
@@ -154,22 +176,51 @@ class ShapeComments:
 
     def evaluate(self, check: Check, task: Task, cases: list,
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
-        """Triggered if any statement's comment is missing or wrong."""
+        """Triggered if any statement's comment is missing or wrong, if the
+        code behaves differently when traced, or if the comments cannot be
+        read at all."""
         from autograder.checks.shape_comments import check_shape_comments
+        from autograder.regions import graded_regions
         observed: dict[int, list[list[list[int]]]] = {}
-        ran = 0
-        for probe in self.plan(check, task, cases, ctx):
+        failed: list[tuple[Probe, ProbeResult]] = []
+        for probe in self._traces(check, task):
             result = results[probe.id]
-            ran += result.ok
+            if not result.ok:
+                failed.append((probe, result))
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)
-        issues = [i for i in check_shape_comments(ctx.source, observed,
-                                                  self.dims(check))
-                  if i.cls == task.cls]
-        note = [] if ran else [
-            "- (your code did not run, so only the presence of comments "
-            "was checked)"]
+            twin = results.get(self._twin(probe).id)
+            if twin is not None and _differs(result, twin):
+                return Outcome(check.points, False, [
+                    f"- {FAIL} shape comments in {task.cls}: your code "
+                    f"behaves differently when its shapes are traced ("
+                    f"{_difference(probe, result, twin)}), so its comments "
+                    f"cannot be checked; the deduction applies"])
+        try:
+            issues = [i for i in check_shape_comments(ctx.source, observed,
+                                                      self.dims(check))
+                      if i.cls == task.cls]
+            unmarked = [r for r in graded_regions(ctx.source)
+                        if not r.marked and r.cls == task.cls]
+        except SyntaxError:
+            return Outcome(0.0, True, [f"- {PASS} (the module does not "
+                                       f"parse: reported elsewhere)"])
+        except (RecursionError, MemoryError):
+            return Outcome(check.points, False, [
+                f"- {FAIL} shape comments in {task.cls}: the code is nested "
+                f"too deeply for the grader to read, so its comments "
+                f"cannot be checked; the deduction applies"])
+        note = [f"- no `# YOUR CODE STARTS HERE` markers in "
+                f"{r.cls or r.function}.{r.function}: the whole method is "
+                f"checked" if r.cls else f"- no `# YOUR CODE STARTS HERE` "
+                f"markers in {r.function}: the whole function is checked"
+                for r in unmarked]
+        if failed:
+            probe, result = failed[0]
+            why = P.failure_text(result, probe).splitlines()[0]
+            note.append(f"- (the traced call stopped: {why}; lines it did "
+                        f"not reach were checked only for a comment)")
         if not issues:
             return Outcome(0.0, True, [f"- {PASS} shape comments in "
                                        f"{task.cls} are present and right"]
@@ -177,6 +228,29 @@ class ShapeComments:
         lines = [f"- {FAIL} shape comments in {task.cls}:"]
         lines += [f"  - {issue.message}" for issue in issues]
         return Outcome(check.points, False, lines + note)
+
+
+def _differs(traced: ProbeResult, twin: ProbeResult) -> bool:
+    """Whether a traced call and its untraced twin (same weights, input
+    and seed) ended differently. A traced copy that failed to import is
+    not counted: that may be the grader's instrumentation, and the grader
+    never charges a student for its own failure (the note says so)."""
+    if traced.phase == "import":
+        return False
+    if traced.ok != twin.ok or traced.output_kind != twin.output_kind or \
+            len(traced.outputs) != len(twin.outputs):
+        return True
+    return not all(close(a, b, 1e-6, equal_nan=True)
+                   for a, b in zip(traced.outputs, twin.outputs))
+
+
+def _difference(probe: Probe, traced: ProbeResult, twin: ProbeResult) -> str:
+    call = P.call_text(probe)
+    if not traced.ok and twin.ok:
+        return f"{call} raised only when traced: {P.short_failure(traced)}"
+    if traced.ok and not twin.ok:
+        return f"{call} raised only when not traced"
+    return f"{call} returned other values when traced"
 
 
 @register("bonus", "statement_count", required=("method", "max_statements"),
@@ -318,13 +392,18 @@ def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
                 f"- (-{result.outcome.points:g} limited to "
                 f"{result.applied:g}: a task's score never goes below 0)")
         deductions.append(result)
-    passed = {i.check.id for i in items if i.outcome.passed}
+    # The bonus rule (rubric.toml, ``requires``): every required item
+    # passed and no required deduction taken.
+    passed = {c.check.id for c in (*items, *deductions) if c.outcome.passed}
+    taken = {d.check.id for d in deductions}
     bonuses = []
     for check in task.bonuses:
         missing = [r for r in check.requires if r not in passed]
         if missing:
+            needs = [f"no {r} deduction" if r in taken else f"{r} to pass"
+                     for r in missing]
             outcome = Outcome(0.0, False, [
-                f"- {FAIL} needs {', '.join(missing)} to pass first"])
+                f"- {FAIL} the bonus needs {' and '.join(needs)}"])
         else:
             outcome = _evaluate(check, task, cases, results, ctx)
         bonuses.append(CheckResult(check, outcome, outcome.points))
@@ -353,6 +432,13 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
                                                 "no result from the sandbox")
+        broken = [r for r in results.values() if r.status == ENVIRONMENT]
+        if broken:
+            # The grader's own failure: no score, never the student's zero.
+            grade.internal_error = ("the grader's environment failed: "
+                                    + broken[0].message)
+            grade.seconds = time.perf_counter() - start
+            return grade
         grade.stdout = _printed(probes, results)
         grade.tasks = [_score_task(t, cases, results, ctx)
                        for t in rubric.tasks]

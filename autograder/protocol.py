@@ -19,6 +19,7 @@ MEMORY = "memory"            # memory limit hit
 CRASH = "crash"              # worker died or exited (exit, os._exit, signal)
 IMPORT_ERROR = "import_error"  # the module failed to import
 NOT_RUN = "not_run"          # an earlier failure made this probe impossible
+ENVIRONMENT = "environment"  # the grader's own environment failed: no grade
 
 
 @dataclass

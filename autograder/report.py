@@ -92,6 +92,7 @@ def _top(grade: GradeResult, tests: list[dict[str, Any]],
             "mistakes": grade.mistakes(),
             "public_only": grade.public_only,
             "internal_error": bool(grade.internal_error),
+            "jail": list(grade.jail),
         },
     }
 

@@ -73,6 +73,9 @@ class Rubric:
     timeout: float
     max_score: float
     path: str = ""
+    # Wall clock for all of one submission's probes: a batch of N
+    # submissions ends within N times this (plus the static checks).
+    submission_timeout: float = 300.0
 
     @property
     def max_bonus(self) -> float:
@@ -169,7 +172,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     _expect_keys(data, where, allowed={"grading", "task"}, required={"task"})
     grading = data.get("grading", {})
     _expect_keys(grading, f"{where} [grading]", allowed={
-        "atol", "rtol", "mistake_atol", "timeout", "max_score"})
+        "atol", "rtol", "mistake_atol", "timeout", "max_score",
+        "submission_timeout"})
     defaults = {
         "atol": _number(grading.get("atol", 1e-6), "[grading] atol"),
         "rtol": _number(grading.get("rtol", 0.0), "[grading] rtol"),
@@ -206,7 +210,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
                           _string(raw["class"], f"{label} class"),
                           sections["item"], sections["deduction"],
                           sections["bonus"]))
-    item_ids = {i.id for t in tasks for i in t.items}
+    # A bonus may require items (passed) and deductions (not taken).
+    item_ids = {c.id for t in tasks for c in (*t.items, *t.deductions)}
     for task in tasks:
         for bonus in task.bonuses:
             for required in bonus.requires:
@@ -222,7 +227,9 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     return Rubric(tuple(tasks), defaults["atol"], defaults["rtol"],
                   _number(grading.get("mistake_atol", 1e-5),
                           "[grading] mistake_atol"),
-                  defaults["timeout"], max_score, where)
+                  defaults["timeout"], max_score, where,
+                  _number(grading.get("submission_timeout", 300.0),
+                          "[grading] submission_timeout", positive=True))
 
 
 _COMMON = {"id", "title", "points", "kind", "cases", "run_mode", "timeout",

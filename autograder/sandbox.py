@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +55,28 @@ from safetensors.torch import save as st_save
 
 from multiprocessing import connection, forkserver, resource_tracker, spawn
 from multiprocessing.context import ForkServerProcess
-from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, NOT_RUN,
-                                 OK, TIMEOUT, Probe, ProbeResult)
+from autograder import jail
+from autograder.protocol import (CRASH, ENVIRONMENT, ERROR, IMPORT_ERROR,
+                                 MEMORY, NOT_RUN, OK, TIMEOUT, Probe,
+                                 ProbeResult)
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Bounds on what a (possibly forged) frame may make the parent build: the
+# JSON header's size, tensors per result, shape entries per result.
+MAX_HEADER_BYTES = 1024 * 1024
+MAX_OUTPUTS = 64
+MAX_SHAPE_INTS = 200_000
+MAX_TEXT_CHARS = 200_000
+MAX_RETAINED_BYTES = 512 * 1024 * 1024   # all frames of one worker
 _LENGTH = struct.Struct(">Q")        # frame: 8-byte length, then payload
 _HEADER_LENGTH = struct.Struct(">I")  # payload: header length, JSON, tensors
 _STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
+# (ENVIRONMENT is the parent's verdict only: a worker cannot claim it)
 _EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
 _FILE_LIMIT = 64 * 1024 * 1024
 _KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
 DEFAULT_USER = "autograder-worker"
+GRADER_HOME = Path(__file__).resolve().parent.parent   # kit or source root
 
 
 # --------------------------------------------------------------------------
@@ -135,12 +146,14 @@ def decode_payload(payload: bytes) -> tuple[dict[str, Any],
     """Header and tensors of one frame's payload; raises BadMessage."""
     try:
         (size,) = _HEADER_LENGTH.unpack_from(payload)
+        if size > MAX_HEADER_BYTES or size > len(payload) - 4:
+            raise BadMessage(f"header of {size} bytes")
         header = json.loads(payload[4:4 + size].decode())
         body = payload[4 + size:]
         if not isinstance(header, dict):
             raise BadMessage("header is not an object")
         n = header.get("n_outputs", 0)
-        if not isinstance(n, int) or n < 0:
+        if not isinstance(n, int) or n < 0 or n > MAX_OUTPUTS:
             raise BadMessage("bad n_outputs")
         tensors = st_load(body) if body else {}
         if set(tensors) != {str(i) for i in range(n)}:
@@ -175,6 +188,8 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         if not isinstance(value, kinds) or isinstance(value, bool) and \
                 kinds in (int, float, (int, float)):
             raise BadMessage(f"field {key!r} has the wrong type")
+        if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+            value = value[:MAX_TEXT_CHARS] + "\n[... cut]"
         return value
 
     if header.get("id") != expected_id:
@@ -200,7 +215,14 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
 
 def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:
     shapes = {}
+    budget = MAX_SHAPE_INTS
     for key, entries in raw.items():
+        budget -= 1 + sum(1 + len(shape) for entry in entries
+                          if isinstance(entry, list) for shape in entry
+                          if isinstance(shape, list)) \
+            if isinstance(entries, list) else 1
+        if budget < 0:
+            raise BadMessage("too many shapes")
         ok = key.isdigit() and isinstance(entries, list) and all(
             isinstance(entry, list) and all(
                 isinstance(shape, list) and all(
@@ -225,6 +247,9 @@ class WorkerSettings:
     workdir: str
     uid: int | None = None    # drop to this uid/gid when not None
     gid: int | None = None
+    readable: list[str] = field(default_factory=list)   # what it may read
+    namespaces: bool = True   # try the namespace layers of the jail
+    landlock: bool = True     # try Landlock
 
 
 class _CappedStream(io.TextIOBase):
@@ -305,20 +330,6 @@ def _set_limits(settings: WorkerSettings) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 
 
-def _drop_privileges(settings: WorkerSettings) -> None:
-    if settings.uid is None:
-        return
-    os.setgroups([])
-    os.setgid(settings.gid)
-    os.setuid(settings.uid)
-    if os.getuid() == 0 or os.geteuid() == 0:
-        raise RuntimeError("privilege drop failed")
-    try:   # no setuid binaries can give privileges back
-        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 OUTPUT_FILE = ".autograder-output"
 
 
@@ -368,6 +379,8 @@ def _close_fds(keep: set[int]) -> None:
 
 
 def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
+    """The keeper's part: its own session, stdin from /dev/null, output to
+    a file, no inherited descriptor, a scrubbed environment."""
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -384,9 +397,20 @@ def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
     # Forking from this process later is safe only if no parallel torch op
     # has started an OpenMP pool; one thread also keeps memory modest.
     torch.set_num_threads(1)
-    _set_limits(settings)
-    _drop_privileges(settings)
+    # torch reads /proc/cpuinfo on first use; the inmate has no /proc.
+    torch.backends.cpu.get_cpu_capability()
     return output
+
+
+def _lock_up(settings: WorkerSettings, plan: jail.JailPlan) -> None:
+    """The inmate's part, before any student code: limits, its own view of
+    the filesystem, no privilege, Landlock."""
+    _set_limits(settings)
+    if "mount-namespace" in plan.active:
+        jail.build_root(plan)
+    jail.drop_privileges(plan)
+    if settings.landlock:
+        jail.apply_landlock(plan, plan.readable)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -397,20 +421,68 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _worker_main(source: str, filename: str, encoded: bytes,
                  results: Any, settings: WorkerSettings) -> None:
-    """Entry point of the worker process (runs in the forked child)."""
-    from autograder.worker import execute_probes
-
+    """Entry point of the worker process (runs in the forked child): the
+    keeper. It enters the jail's namespaces, forks the inmate that runs the
+    submission, tells the parent the inmate's pid, and when the inmate ends
+    kills whatever it left and exits with its status."""
     result_fd = results.fileno()
     output = _isolate(settings, result_fd)
-    probes = decode_probes(encoded)
-    stream = _CappedStream(settings.output_limit, 1)
-    sys.stdout = sys.stderr = stream
+    plan = jail.JailPlan(workdir=settings.workdir,
+                         readable=settings.readable, uid=settings.uid,
+                         gid=settings.gid, namespaces=settings.namespaces)
+    jail.enter_namespaces(plan)
+    if "pid-namespace" not in plan.active and jail.become_subreaper():
+        plan.active.append("subreaper")
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_w)
+        try:
+            jail.die_with_parent()
+            os.read(go_r, 1)    # the parent knows our pid: go
+            os.close(go_r)
+            _inmate_main(source, filename, encoded, result_fd, output,
+                         settings, plan)
+        finally:
+            os._exit(1)
+    os.close(go_r)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    _write_all(result_fd, encode_message({"kind": "jail", "pid": pid}))
+    os.write(go_w, b"x")
+    os.close(go_w)
+    status = jail.wait_status(pid)
+    if "pid-namespace" not in plan.active:
+        jail.kill_children()
+    if status < 0:   # report the inmate's death as our own
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status if status >= 0 else 1)
+
+
+def _inmate_main(source: str, filename: str, encoded: bytes, result_fd: int,
+                 output: _FdOutput, settings: WorkerSettings,
+                 plan: jail.JailPlan) -> None:
+    """Runs the submission, locked up (see ``_lock_up``)."""
+    from autograder.worker import execute_probes
+
     me = os.getpid()
 
     def send(data: bytes) -> None:
         if os.getpid() != me:    # a process the submission forked
             os._exit(0)
         _write_all(result_fd, data)
+
+    try:
+        os.setsid()   # its own group: kill(0) reaches only the submission
+        _lock_up(settings, plan)
+    except Exception as exc:   # noqa: BLE001 - the grader's failure
+        send(encode_message({"kind": "jailed", "layers": plan.active,
+                             "error": f"{type(exc).__name__}: {exc}"}))
+        os._exit(1)
+    send(encode_message({"kind": "jailed", "layers": plan.active}))
+    probes = decode_probes(encoded)
+    stream = _CappedStream(settings.output_limit, 1)
+    sys.stdout = sys.stderr = stream
 
     def ready() -> None:
         send(encode_message({"kind": "ready"}))
@@ -486,8 +558,10 @@ class _Attempt:
     """One worker process answering a run of probes."""
 
     def __init__(self, sandbox: Sandbox, source: str, filename: str,
-                 probes: list[Probe], settings: WorkerSettings):
+                 probes: list[Probe], settings: WorkerSettings,
+                 deadline: float, limit: float):
         self.probes = probes
+        self.total_deadline, self.total_seconds = deadline, limit
         self.imported = False
         self.killed = False
         ctx = sandbox.context
@@ -502,18 +576,27 @@ class _Attempt:
         self.fd = os.dup(results_r.fileno())
         results_r.close()
         self.buffer = bytearray()
+        self.frames = 0
+        self.received = 0
+        self.inmate: int | None = None     # the process running student code
+        self.layers: list[str] | None = None
 
     def results(self):
         """Yield ProbeResults in order; raise _Failure when the worker
         fails, for the next pending probe."""
-        deadline = time.monotonic() + self.probes[0].timeout
+        deadline = self._deadline(self.probes[0])
         index = 0
         while index < len(self.probes):
             probe = self.probes[index]
             header, outputs = self._next_message(deadline, probe)
-            if header.get("kind") == "ready" and not self.imported:
+            kind = header.get("kind")
+            if self.frames == 1:   # the keeper's, before any student code
+                self._accept_jail(header)
+            elif self.frames == 2:   # the inmate's, before any student code
+                self._accept_jailed(header)
+            elif kind == "ready" and not self.imported:
                 self.imported = True
-            elif header.get("kind") == "result":
+            elif kind == "result":
                 try:
                     result = result_from_header(header, outputs, probe.id)
                 except BadMessage as exc:
@@ -528,9 +611,31 @@ class _Attempt:
                 raise _Failure(CRASH, "the worker sent an unexpected "
                                f"message before probe {probe.id}")
             if index < len(self.probes):
-                deadline = time.monotonic() + self.probes[index].timeout
+                deadline = self._deadline(self.probes[index])
+
+    def _deadline(self, probe: Probe) -> float:
+        return min(time.monotonic() + probe.timeout, self.total_deadline)
+
+    def _accept_jail(self, header: dict[str, Any]) -> None:
+        pid = header.get("pid")
+        if header.get("kind") != "jail" or not isinstance(pid, int) or \
+                isinstance(pid, bool) or pid <= 0:
+            raise _Failure(ENVIRONMENT, "the worker did not start its jail")
+        self.inmate = pid
+
+    def _accept_jailed(self, header: dict[str, Any]) -> None:
+        layers = header.get("layers")
+        if header.get("kind") != "jailed" or not isinstance(layers, list) \
+                or not set(map(str, layers)) <= set(jail.LAYERS):
+            raise _Failure(ENVIRONMENT, "the worker did not report its jail")
+        self.layers = [str(layer) for layer in layers]
+        error = header.get("error")
+        if error:
+            raise _Failure(ENVIRONMENT, f"the grader could not lock up the "
+                           f"worker: {str(error)[:500]}")
 
     def _next_message(self, deadline: float, probe: Probe):
+        self.frames += 1
         while True:
             if len(self.buffer) >= _LENGTH.size:
                 (size,) = _LENGTH.unpack_from(self.buffer)
@@ -557,12 +662,20 @@ class _Attempt:
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 raise self._death(probe)
+            self.received += len(chunk)
+            if self.received > MAX_RETAINED_BYTES:
+                raise _Failure(CRASH, f"the worker sent more than "
+                               f"{MAX_RETAINED_BYTES >> 20} MB of results")
             self.buffer += chunk
 
     def _during(self, probe: Probe) -> str:
         return f"probe {probe.id}" if self.imported else "import"
 
     def _timeout_message(self, probe: Probe) -> str:
+        if time.monotonic() >= self.total_deadline:
+            return (f"the submission's total time limit of "
+                    f"{self.total_seconds:g} s ran out during "
+                    f"{self._during(probe)}")
         return (f"time limit of {probe.timeout:g} s exceeded during "
                 f"{self._during(probe)} (an infinite loop?)")
 
@@ -589,9 +702,17 @@ class _Attempt:
                         f"{signal.Signals(sig).name} during {during}")
 
     def kill(self) -> None:
-        """Kill the worker and everything in its process group."""
+        """Kill the inmate (its PID namespace dies with it; without one,
+        the keeper kills what it left), then the keeper and its group."""
         self.killed = True
         pid = self.process.pid
+        if self.inmate is not None and pid is not None and \
+                jail.parent_of(self.inmate) == pid:
+            try:
+                os.kill(self.inmate, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.join(_KILL_GRACE)
         if pid is not None:
             for kill in (lambda: os.killpg(pid, signal.SIGKILL),
                          lambda: os.kill(pid, signal.SIGKILL)):
@@ -682,18 +803,32 @@ class Sandbox:
     """
 
     def __init__(self, *, memory_mb: int = 1024, output_limit: int = 20_000,
-                 preload: bool = True, fork_server_from_here: bool = False):
+                 preload: bool = True, fork_server_from_here: bool = False,
+                 namespaces: bool | None = None, landlock: bool = True):
         """``fork_server_from_here``: start the fork server by forking this
         process instead of a fresh interpreter, so that it shares this
         process's torch pages (about 150 MB less in all, what lets grading
         fit Gradescope's 768 MB). Only for a process that has run no torch
         operation yet and holds nothing secret: the server, and every
         worker, starts as a copy of this process (create the Sandbox before
-        loading test values)."""
+        loading test values).
+
+        ``namespaces`` and ``landlock`` turn jail layers off (tests that
+        prove an attack is real without them; AUTOGRADER_NO_NAMESPACES=1
+        where a machine refuses namespaces). The privilege drop as root
+        and the limits always apply."""
         self.memory_mb, self.output_limit = memory_mb, output_limit
         self.context = multiprocessing.get_context("forkserver")
         self.start_lock = threading.Lock()
         self.user = _resolve_user()
+        # The worker reads the Python installation, never the grader's
+        # checkout (solution, values, other submissions' outputs).
+        self.readable = jail.default_readable(exclude=[str(GRADER_HOME)])
+        self.namespaces = not os.environ.get("AUTOGRADER_NO_NAMESPACES") \
+            if namespaces is None else namespaces
+        self.landlock = landlock
+        self.total_seconds = 300.0    # per submission (the rubric's)
+        self.layers: list[str] = []    # the jail's layers, once a run told
         if preload:
             self.context.set_forkserver_preload(
                 ["torch", "autograder.worker", "autograder.sandbox"])
@@ -722,17 +857,29 @@ class Sandbox:
                 process.start()
             except OSError:
                 self.close()
-                forkserver.ensure_running()
+                # A fresh interpreter, started with the minimal environment
+                # only: it and its workers never hold the grader's secrets.
+                from autograder.cleanenv import KEEP
+                saved = dict(os.environ)
+                os.environ.clear()
+                os.environ.update({k: saved[k] for k in KEEP if k in saved})
+                try:
+                    forkserver.ensure_running()
+                finally:
+                    os.environ.update(saved)
                 process.start()
 
     def run(self, source: str, filename: str, probes: list[Probe], *,
-            memory_mb: int | None = None,
-            output_limit: int | None = None) -> list[ProbeResult]:
+            memory_mb: int | None = None, output_limit: int | None = None,
+            total_seconds: float | None = None) -> list[ProbeResult]:
         """One result per probe, in order; never raises because of what
-        the submission does."""
+        the submission does. ``total_seconds`` bounds the wall clock of all
+        the probes together (default ``self.total_seconds``)."""
         settings = self._settings(probes, memory_mb, output_limit)
+        limit = total_seconds or self.total_seconds
         try:
-            return self._run(source, filename, list(probes), settings)
+            return self._run(source, filename, list(probes), settings,
+                             time.monotonic() + limit, limit)
         finally:
             shutil.rmtree(settings.workdir, ignore_errors=True)
 
@@ -747,10 +894,12 @@ class Sandbox:
             memory_mb=memory_mb or self.memory_mb,
             output_limit=output_limit or self.output_limit,
             cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
-            workdir=workdir, uid=uid, gid=gid)
+            workdir=workdir, uid=uid, gid=gid, readable=self.readable,
+            namespaces=self.namespaces, landlock=self.landlock)
 
     def _run(self, source: str, filename: str, probes: list[Probe],
-             settings: WorkerSettings) -> list[ProbeResult]:
+             settings: WorkerSettings, deadline: float,
+             limit: float) -> list[ProbeResult]:
         results: dict[int, ProbeResult] = {}
         lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
         pending = list(range(len(probes)))
@@ -758,9 +907,12 @@ class Sandbox:
             todo = []
             for i in pending:
                 groups = probes[i].groups
-                if groups and all(g in lost for g in groups):
-                    why = {TIMEOUT: "timed out", MEMORY: "used too much "
-                           "memory"}[lost[groups[0]].status]
+                if time.monotonic() >= deadline:
+                    results[i] = ProbeResult(
+                        probes[i].id, TIMEOUT, "skipped: the submission used"
+                        f" up its total time limit of {limit:g} s")
+                elif groups and all(g in lost for g in groups):
+                    why = _LOST_BECAUSE[lost[groups[0]].status]
                     results[i] = ProbeResult(
                         probes[i].id, NOT_RUN,
                         f"skipped: an earlier call of this check {why}")
@@ -769,7 +921,8 @@ class Sandbox:
             if not todo:
                 break
             attempt = _Attempt(self, source, filename,
-                               [probes[i] for i in todo], settings)
+                               [probes[i] for i in todo], settings,
+                               deadline, limit)
             got = 0
             failure = None
             try:
@@ -782,6 +935,8 @@ class Sandbox:
                 failure = exc
             finally:
                 output = attempt.close()
+                if attempt.layers is not None:
+                    self.layers = attempt.layers
             if failure is not None:
                 # Before the import finished, every later probe would fail
                 # the same way: no restart. Otherwise only this probe.
@@ -794,11 +949,18 @@ class Sandbox:
                                                    settings.output_limit)
             for i in todo:
                 result = results.get(i)
-                if result is not None and result.status in (TIMEOUT, MEMORY):
+                # A crash after the import loses its checks as a timeout
+                # does: sleeping to each limit and then crashing costs one
+                # limit per check, not one per probe.
+                if result is not None and result.status in _LOST_BECAUSE:
                     for group in probes[i].groups:
                         lost.setdefault(group, result)
             pending = [i for i in todo if i not in results]
         return [results[i] for i in range(len(probes))]
+
+
+_LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
+                 CRASH: "crashed the worker"}
 
 
 def _cap_text(text: str, limit: int) -> str:
@@ -836,8 +998,8 @@ def default_sandbox() -> Sandbox:
 
 
 def run_probes(source: str, filename: str, probes: list[Probe], *,
-               memory_mb: int = 1024,
-               output_limit: int = 20_000) -> list[ProbeResult]:
+               memory_mb: int = 1024, output_limit: int = 20_000,
+               total_seconds: float | None = None) -> list[ProbeResult]:
     """Run ``probes`` on the submission ``source`` in an isolated worker.
 
     Returns one ProbeResult per probe, in order, always: student behaviour
@@ -846,4 +1008,5 @@ def run_probes(source: str, filename: str, probes: list[Probe], *,
     """
     return default_sandbox().run(source, filename, probes,
                                  memory_mb=memory_mb,
-                                 output_limit=output_limit)
+                                 output_limit=output_limit,
+                                 total_seconds=total_seconds)

@@ -13,6 +13,7 @@ or returns, keyed by the statement's first line.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import linecache
 import secrets
@@ -29,8 +30,9 @@ from autograder import regions
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
                                  Probe, ProbeResult)
 
+# One name for both copies (plain and traced): a module-level check of
+# __name__ cannot tell them apart.
 MODULE_NAME = "student_modeling_attention"
-TRACED_MODULE_NAME = "student_modeling_attention_traced"
 MAX_MESSAGE_CHARS = 4000      # an exception message can be arbitrarily long
 MAX_SHAPES_PER_LINE = 20      # distinct shape-lists kept per traced line
 STUDENT_FRAMES = 3            # student frames quoted in an error message
@@ -256,7 +258,7 @@ def instrument(source: str, recorder: str) -> ast.Module:
     statements; line numbers are the original ones."""
     tree = ast.parse(source)
     found = regions.student_statements(
-        tree, regions.find_regions(source, tree))
+        tree, regions.graded_regions(source, tree))
     wanted = {id(node) for _, node in found}
     tree = _Instrumenter(wanted, recorder).visit(tree)
     return ast.fix_missing_locations(tree)
@@ -266,14 +268,30 @@ class TracedModule:
     """The instrumented copy of a submission and its recorder."""
 
     def __init__(self, source: str, filename: str):
-        # A random global name: student code cannot collide with it by
-        # accident (and gains nothing by finding it on purpose). One leading
-        # underscore only: "__x" inside a class body would be name-mangled.
+        self.recorder, name = install_recorder()
+        plain = sys.modules.get(MODULE_NAME)
+        try:
+            self.module = load_module(source, filename,
+                                      tree=instrument(source, name))
+        finally:
+            if plain is not None:   # lookups by __name__ find the plain one
+                sys.modules[MODULE_NAME] = plain
+
+
+_recorder: tuple[ShapeRecorder, str] | None = None
+
+
+def install_recorder() -> tuple[ShapeRecorder, str]:
+    """The shape recorder, reachable by the traced copy under a random name
+    in builtins, installed before the plain copy is imported: both copies
+    see the same globals and builtins (no tell). One leading underscore
+    only: "__x" inside a class body would be name-mangled."""
+    global _recorder
+    if _recorder is None:
         name = f"_autograder_shapes_{secrets.token_hex(6)}"
-        self.recorder = ShapeRecorder()
-        self.module = load_module(source, filename, name=TRACED_MODULE_NAME,
-                                  tree=instrument(source, name),
-                                  extra_globals={name: self.recorder})
+        _recorder = (ShapeRecorder(), name)
+        setattr(builtins, name, _recorder[0])
+    return _recorder
 
 
 # --------------------------------------------------------------------------
@@ -443,6 +461,8 @@ def execute_probes(source: str, filename: str, probes: list[Probe],
     """Import ``source`` as a fresh module and yield one result per probe,
     in order. An import failure gives every probe that status (usually
     IMPORT_ERROR). ``on_import`` is called once the module imported."""
+    if any(probe.trace_shapes for probe in probes):
+        install_recorder()
     try:
         module = load_module(source, filename)
     except ImportFailure as failure:

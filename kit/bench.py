@@ -176,6 +176,53 @@ def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
     return sum(by_check.values()), by_check
 
 
+def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
+    """Seconds per submission with the full jail and with only the
+    privilege drop and limits (no namespaces, no Landlock): what the jail
+    costs, line by line."""
+    lines = []
+    timings = {}
+    for label, kwargs in (("full jail", {}),
+                          ("limits only", {"namespaces": False,
+                                           "landlock": False})):
+        with Sandbox(**kwargs) as sandbox:
+            runner = G.sandbox_runner(sandbox)
+            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
+            seconds, _ = grade_all(paths, runner, jobs, rubric, cases)
+            timings[label] = seconds / len(paths)
+            lines.append(f"  {label + ':':<13} {timings[label]:.3f} "
+                         f"s/submission ({', '.join(sandbox.layers)})")
+    extra = timings["full jail"] - timings["limits only"]
+    lines.append(f"  the jail costs {extra * 1000:+.0f} ms per submission")
+    return lines
+
+
+def static_seconds() -> dict[str, float]:
+    """Seconds of the grading process's own static checks on hostile
+    sources at their budgets: the shape-comment check with a 100 KB comment
+    block on a traced statement, and pycodestyle on a file at the style
+    check's size limit (longer files are not checked: a deduction)."""
+    from autograder.checks.shape_comments import check_shape_comments
+    from autograder.checks.style import MAX_STYLE_CHARS, all_style_issues
+    reference = REFERENCE.read_text()
+    anchor = "        )  # [bs, seq, seq]\n"
+    block = "".join("        # [bs, seq, hidden] x (a b c) zz x zz x zz\n"
+                    for _ in range(2200))
+    hostile = reference.replace(anchor, "        )\n" + block, 1)
+    line = hostile[:hostile.index("probs = torch.softmax(")].count("\n") + 1
+    dims = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12}
+    start = time.perf_counter()
+    check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims)
+    comments = time.perf_counter() - start
+    padded = reference + "y = [" + "1, " * ((MAX_STYLE_CHARS -
+                                             len(reference)) // 3 - 2) + "]\n"
+    start = time.perf_counter()
+    all_style_issues(padded[:MAX_STYLE_CHARS])
+    style = time.perf_counter() - start
+    return {"shape comments, 100 KB comment block": comments,
+            f"pycodestyle, {MAX_STYLE_CHARS:,} characters": style}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -218,12 +265,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"speedup: {per_fresh / per_warm:.1f}x")
     print(f"target: <= {TARGET_SECONDS} s/submission on 2 cores "
           f"({'met' if per_warm <= TARGET_SECONDS else 'NOT met'} here)")
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        paths = write_submissions(Path(tmp), 20)
+        print("what the jail costs (20 submissions):")
+        print("\n".join(jail_cost(paths, args.jobs, rubric, cases)))
     total, by_check = probe_seconds(rubric, cases)
     heavy = max(by_check, key=by_check.get)
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "
-          f"submission, {by_check[heavy]:.2f} s of it check {heavy} (its "
-          f"forward at full size), {total - by_check[heavy]:.2f} s all the "
-          f"other checks")
+          f"submission, {by_check[heavy]:.2f} s of it check {heavy} (the "
+          f"slowest), {total - by_check[heavy]:.2f} s all the other checks")
+    for what, seconds in static_seconds().items():
+        print(f"static check on hostile input ({what}): {seconds:.2f} s")
     peak = peak_memory_of_grading(REFERENCE)
     print(f"peak memory grading the reference (parent, fork server, "
           f"worker): {peak:.0f} MiB; Gradescope's default container has "

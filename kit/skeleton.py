@@ -5,7 +5,9 @@ of the reference is replaced by a single ``raise NotImplementedError(...)``
 that names the region's task (from the nearest ``# Task X.Y`` header above)
 and what to do (the header's first clause). Header comments, markers,
 docstrings and all given code are kept verbatim, so the skeleton is fully
-determined by the reference: ``--check`` reports drift.
+determined by the reference: ``--check`` reports drift. The points in the
+task headers ("# Task 1.2 (3 points, +1 bonus ...") are written from
+autograder/rubric.toml into both files: change a point there only.
 
     python -m kit.skeleton          # writes the skeleton
     python -m kit.skeleton --check  # exit 1 with a diff if it is stale
@@ -23,6 +25,7 @@ import tokenize
 from pathlib import Path
 
 from autograder.regions import END_MARKER, START_MARKER, Region, find_regions
+from autograder.rubric import Rubric, load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -35,6 +38,43 @@ MIN_SOLUTION_CHARS = 12
 _HEADER = re.compile(
     r"#\s*Task\s+(?P<task>\d+(?:\.\d+)?)\s*(?:\([^)]*\))?\s*:?\s*(?P<text>.*)",
     re.IGNORECASE)
+
+
+# "# Task 1.2 (3 points, +1 bonus ...": the numbers come from the rubric.
+_POINTS = re.compile(r"(?P<head>#\s*Task\s+(?P<task>\d+(?:\.\d+)?)\s*\()"
+                     r"(?P<points>\d+(?:\.\d+)?) points?"
+                     r"(?:, \+(?P<bonus>\d+(?:\.\d+)?) bonus)?")
+
+
+def _points_text(value: float, unit: str = "point") -> str:
+    return f"{value:g} {unit}" + ("" if value == 1 else "s")
+
+
+def task_points(rubric: Rubric, task: str) -> tuple[float, float]:
+    """(points, bonus) of a region's task ``task`` ("2.3"): the rubric's
+    items whose id is the task's, possibly with a letter ("2.3a"), and the
+    bonuses that require one of them."""
+    def mine(item_id: str) -> bool:
+        return re.fullmatch(re.escape(task) + r"[a-z]?", item_id) is not None
+
+    items = [i for t in rubric.tasks for i in t.items if mine(i.id)]
+    bonus = sum(b.points for t in rubric.tasks for b in t.bonuses
+                if any(mine(r) for r in b.requires))
+    return sum(i.points for i in items), bonus
+
+
+def sync_points(source: str, rubric: Rubric) -> str:
+    """``source`` with every task header's points (and bonus) as the
+    rubric says: the rubric is the one place a point is written."""
+    def fix(match: re.Match) -> str:
+        points, bonus = task_points(rubric, match.group("task"))
+        if not points and not bonus:
+            return match.group(0)
+        text = match.group("head") + _points_text(points)
+        if match.group("bonus") is not None or bonus:
+            text += f", +{bonus:g} bonus"
+        return text
+    return _POINTS.sub(fix, source)
 
 
 def _indent(line: str) -> str:
@@ -108,11 +148,14 @@ def _raise_lines(task: str, summary: str, indent: str) -> list[str]:
     return [f"{indent}raise NotImplementedError("] + body + [f"{indent})"]
 
 
-def generate_skeleton(reference_source: str) -> str:
+def generate_skeleton(reference_source: str,
+                      rubric: Rubric | None = None) -> str:
     """The student skeleton of ``reference_source``: every marked region
-    replaced by a raise naming its task. Raises ValueError on unmatched
+    replaced by a raise naming its task, every task header's points taken
+    from ``rubric`` (default: the grader's). Raises ValueError on unmatched
     markers or a region without a task header, SyntaxError if either the
     reference or the result does not parse."""
+    reference_source = sync_points(reference_source, rubric or load_rubric())
     lines = reference_source.splitlines()
     for region in reversed(_checked_regions(reference_source)):
         indent = _indent(lines[region.start - 2])
@@ -169,11 +212,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=SKELETON)
     args = parser.parse_args(argv)
 
-    generated = generate_skeleton(args.reference.read_text())
+    reference = args.reference.read_text()
+    synced = sync_points(reference, load_rubric())
+    generated = generate_skeleton(reference)
     if not args.check:
+        if synced != reference:
+            args.reference.write_text(synced)
+            print(f"updated the points in {args.reference} from the rubric")
         args.output.write_text(generated)
         print(f"wrote {args.output}")
         return 0
+    if synced != reference:
+        print(f"{args.reference}: its task headers' points differ from "
+              f"autograder/rubric.toml: run `make skeleton`")
+        return 1
     current = args.output.read_text() if args.output.exists() else ""
     if current == generated:
         print(f"{args.output} is up to date")

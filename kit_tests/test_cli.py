@@ -64,7 +64,7 @@ def test_grade_exits_zero_and_writes_csv(batch):
     top = f"{rubric.max_score:g}"
     part3 = ["0"] * (len(tasks) - 2)   # the corpus has Parts 1-2 only
     assert scores == {"alice": ["11", top, "5", "6", *part3],
-                      "bob": ["9", top, "5", "4", *part3],
+                      "bob": ["10", top, "5", "5", *part3],
                       "carol": ["0", top, "0", "0", *part3],
                       "alice-2": ["0", top, "0", "0", *part3],
                       "empty": ["0", top, "0", "0", *part3],

@@ -24,7 +24,9 @@ HOSTILE_TIMEOUT = 1.5   # seconds per probe for the hostile entries
 # MultiHeadSelfAttention only, so Part 3 tasks score 0 here; Part 3 has its
 # own corpus in test_grading_part3.py). A wrong scale, axis or mask costs
 # the items that check it, not the dropout point: 2.3b judges dropout
-# against the submission's own eval probabilities.
+# against the submission's own eval probabilities (leaving out what those
+# leave NaN), and a wrong split, merge or mix (a wrong value path) costs
+# 2.1-2.3a only.
 PARTS_1_2 = ("self_attention", "multi_head_self_attention")
 
 # name -> (total, self_attention, multi_head_self_attention)
@@ -44,16 +46,17 @@ EXPECTED = {
     "mhsa_no_scale": (6, 5, 1),
     "scale_hidden": (6, 5, 1),
     "softmax_wrong_axis": (6, 5, 1),
-    "mask_diagonal": (8, 5, 3),
+    "mask_diagonal": (9, 5, 4),
     "mask_past": (9, 5, 4),
-    "split_no_transpose": (5, 5, 0),
-    "merge_no_transpose": (9, 5, 4),
-    "no_mix": (9, 5, 4),
+    "split_no_transpose": (6, 5, 1),
+    "merge_no_transpose": (10, 5, 5),
+    "no_mix": (10, 5, 5),
     "probs_not_flattened": (7, 5, 2),
     "dropout_on_output": (10, 5, 5),
     "dropout_after_att": (10, 5, 5),
     "pep8_violation": (10, 5, 5),
-    "missing_shape_comment": (10, 4, 6),
+    # The bonus needs 1.2 and no deduction of Task 1 (rubric.toml).
+    "missing_shape_comment": (9, 3, 6),
     "wrong_shape_comment": (10, 5, 5),
     "skeleton": (0, 0, 0),
     "syntax_error": (0, 0, 0),
@@ -91,7 +94,8 @@ DIAGNOSES = {
 }
 
 CORRECT = [n for n, (total, _, _) in EXPECTED.items() if total >= 10
-           and n not in DIAGNOSES and not n.startswith("hostile")]
+           and n not in DIAGNOSES and n not in MISTAKES
+           and not n.startswith("hostile")]
 
 
 def test_corpus_is_complete():
@@ -162,6 +166,15 @@ def test_style_deduction_stays_in_its_task(graded):
     assert [d.applied for d in tasks["self_attention"].deductions] == [0, 0]
     assert [d.applied for d in
             tasks["multi_head_self_attention"].deductions] == [-1, 0]
+
+
+def test_bonus_needs_a_deduction_free_task(graded):
+    # The one bonus rule (rubric.toml): three statements, 1.2 passed, and
+    # neither 1.pep8 nor 1.shapes taken. The feedback says which failed.
+    task = graded["missing_shape_comment"].tasks[0]
+    assert [b.applied for b in task.bonuses] == [0]
+    assert "the bonus needs no 1.shapes deduction" in \
+        task.bonuses[0].outcome.lines[0]
 
 
 def test_deductions_never_go_below_zero(graded):

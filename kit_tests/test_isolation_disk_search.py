@@ -1,10 +1,12 @@
 """A submission that hunts the disk for the frozen values and replays them.
 
-Run as root, the grader's worker drops to an unprivileged user; with the
-values locked as the Gradescope setup locks them (root-only directory) the
-attack finds nothing and scores 0 on the value checks. The control run, with
-the same files left world-readable, shows the attack really works when the
-files are exposed, so this test fails if isolation ever stops holding.
+The jail shows the worker only the Python installation and its own scratch
+folder, so the attack finds nothing and scores 0 on the value checks, even
+with the values world-readable. Run as root, the worker also drops to an
+unprivileged user, which alone protects values locked as the Gradescope
+setup locks them (root-only directory). The control run, with the jail's
+filesystem layers off and the files world-readable, shows the attack really
+works, so this test fails if isolation ever stops holding.
 """
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ import pytest
 
 from autograder.grade import grade_source, sandbox_runner
 from autograder.rubric import load_rubric
+from autograder.sandbox import Sandbox
+from kit_tests.jail_modes import refusal_without_namespaces
 from autograder.values import DEFAULT_DIR, load_cases
 
-pytestmark = pytest.mark.skipif(
+needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="privilege drop needs the grader to run as root")
 
 CHEATER = '''\
@@ -74,7 +78,8 @@ def root():
     shutil.rmtree(folder)
 
 
-def _grade_with_values_in(root: Path, mode: int) -> float:
+def _grade_with_values_in(root: Path, mode: int, *,
+                          jail: bool = True) -> float:
     """Copy the values under ``root`` with directory mode ``mode`` (files
     world-readable) and grade the cheater against them; return its 1.2
     (forward values) points."""
@@ -86,17 +91,33 @@ def _grade_with_values_in(root: Path, mode: int) -> float:
         folder.chmod(mode)
     rubric, cases = load_rubric(), load_cases(values)
     source = CHEATER.format(search=str(root))
-    grade = grade_source(source, "modeling_attention.py", rubric, cases,
-                         sandbox_runner(), name="cheater")
+    with Sandbox(namespaces=jail, landlock=jail) as sandbox:
+        grade = grade_source(source, "modeling_attention.py", rubric, cases,
+                             sandbox_runner(sandbox), name="cheater")
     assert not grade.internal_error, grade.internal_error
     return next(c.applied for t in grade.tasks for c in t.items
                 if c.check.id == "1.2")
 
 
-def test_locked_values_cannot_be_stolen(root: Path):
-    assert _grade_with_values_in(root, 0o700) == 0
+def test_exposed_values_are_outside_the_jail(root: Path):
+    assert _grade_with_values_in(root, 0o755) == 0
 
 
+@needs_root
+@pytest.mark.skipif(
+    refusal_without_namespaces() is not None,
+    reason="without the jail the grader refuses to grade here (a root-only "
+    "checkout)")
+def test_locked_values_cannot_be_stolen_without_the_jail(root: Path):
+    # Where no jail layer is allowed, the privilege drop still protects
+    # values locked as the Gradescope setup locks them.
+    assert _grade_with_values_in(root, 0o700, jail=False) == 0
+
+
+@pytest.mark.skipif(
+    refusal_without_namespaces() is not None,
+    reason="without the jail the grader refuses to grade here (a root-only "
+    "checkout): the control cannot run")
 def test_control_exposed_values_would_be_stolen(root: Path):
-    # Proves the attack is real: without the lock it earns the points.
-    assert _grade_with_values_in(root, 0o755) == 3
+    # Proves the attack is real: without the jail and the lock it scores.
+    assert _grade_with_values_in(root, 0o755, jail=False) == 3

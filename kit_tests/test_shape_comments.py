@@ -16,7 +16,7 @@ from autograder.checks.shape_comments import (VOCABULARY, ShapeIssue,
                                               check_shape_comments,
                                               parse_comment, statement_text)
 from autograder.regions import find_regions, student_statements
-from reference_source import FULL_REFERENCE, ROOT, first_two_classes
+from kit_tests.reference_source import FULL_REFERENCE, ROOT, first_two_classes
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
 DIMS = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12,
@@ -707,3 +707,47 @@ def test_grader_size_names_are_understood():
     assert [(i.line, i.kind) for i in
             check_shape_comments(BOOK_STYLE, observed, dims)] == \
         [(8, "unreadable")]
+
+
+# --------------------------------------------------------------------------
+# Hostile comments: read within a budget, and never a free pass
+
+# comment -> what the message must say
+HOSTILE_COMMENTS = {
+    # issue 9: an 88 KB block cost the grading process > 600 s
+    "100 KB block": ("\n".join(["# [bs, seq, hidden] x (a b c) d -> [bs] zz"
+                                " x zz x zz"] * 2200), "characters long"),
+    # issue 10: RecursionError, "could not evaluate, no deduction"
+    "1500-deep brackets": ("# " + "[" * 1500 + "]" * 1500,
+                           "characters long"),
+    "1500-deep call": ("# f" + "(" * 1500 + ")" * 1500, "characters long"),
+    "deep in a short comment": ("# [" + "(" * 20 + "bs" + ")" * 20 +
+                                ", seq, seq]", "nested more than"),
+    "too many terms": ("# [" + " * ".join(["bs"] * 40) + ", seq, seq]",
+                       "terms in a dimension"),
+    # was quadratic: every start of a bare shape parsed to the end
+    "unknown names": ("# " + "bs x zz x " * 55, "cannot read `zz`"),
+}
+
+
+@pytest.mark.parametrize("comment, says", HOSTILE_COMMENTS.values(),
+                         ids=HOSTILE_COMMENTS.keys())
+def test_hostile_comment_is_an_unreadable_deduction(comment, says):
+    # The only comment of a tensor statement: the check must read it within
+    # its budget and charge it, saying why.
+    indented = textwrap.indent(comment, " " * 8)
+    source = REFERENCE.replace("        )  # [bs, seq, seq]\n",
+                               f"        )\n{indented}\n")
+    line = line_of(source, "probs = torch.softmax(")
+    issues = issues_of(source)
+    assert [(i.line, i.kind) for i in issues] == [(line, "unreadable")]
+    assert says in issues[0].message
+
+
+def test_long_prose_next_to_a_right_comment_costs_nothing():
+    # The budget applies per text: a right comment on the line still counts.
+    prose = textwrap.indent("\n".join(["# some long explanation here"] * 50),
+                            " " * 8)
+    source = REFERENCE.replace("        probs = torch.softmax(\n",
+                               f"{prose}\n        probs = torch.softmax(\n")
+    assert issues_of(source) == []

@@ -256,3 +256,41 @@ def test_generator_handles_more_classes_and_regions():
 def test_generator_refuses_broken_markup(broken: str, error: str):
     with pytest.raises(ValueError, match=error):
         generate_skeleton(broken)
+
+
+def _rubric_with(item: str, points: float):
+    """The grader's rubric with one item's points changed (and max_score
+    kept equal to their sum, as the loader insists)."""
+    import tomllib
+    from autograder.rubric import DEFAULT_RUBRIC, parse_rubric
+    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    for task in data["task"]:
+        for entry in task["item"]:
+            if entry["id"] == item:
+                data["grading"]["max_score"] += points - entry["points"]
+                entry["points"] = points
+    return parse_rubric(data)
+
+
+def test_task_points_come_from_the_rubric():
+    # The README's example: 2.2 from 1 to 2 points, changed in the rubric
+    # only, reaches the skeleton students read.
+    from kit.skeleton import sync_points
+    reference = REFERENCE.read_text()
+    assert "# Task 2.2 (1 point)" in generate_skeleton(reference)
+    changed = _rubric_with("2.2", 2)
+    assert "# Task 2.2 (2 points)" in generate_skeleton(reference, changed)
+    assert "# Task 2.2 (2 points)" in sync_points(reference, changed)
+    # A task of several items adds them up; its bonus stays attached.
+    halves = _rubric_with("3.1c", 1.5)
+    assert "# Task 3.1 (3 points)" in generate_skeleton(reference, halves)
+    assert "(3 points, +1 bonus" in generate_skeleton(reference, halves)
+
+
+def test_reference_headers_agree_with_the_rubric():
+    from autograder.rubric import load_rubric
+    from kit.skeleton import sync_points
+    reference = REFERENCE.read_text()
+    assert sync_points(reference, load_rubric()) == reference, \
+        "the reference's task headers disagree with rubric.toml: " \
+        "run `make skeleton`"

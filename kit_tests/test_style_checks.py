@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks.style import StyleIssue, style_issues
-from reference_source import FULL_REFERENCE, first_two_classes
+from kit_tests.reference_source import FULL_REFERENCE, first_two_classes
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
 CLASSES = ("SelfAttention", "MultiHeadSelfAttention")
@@ -90,3 +90,16 @@ def test_module_level_issue_outside_classes():
 
 def test_unparsable_source_gives_nothing():
     assert style_issues("class A:\n    def f(:\n", "A") == []
+
+
+@pytest.mark.parametrize("mark", ["# noqa", "# noqa: E501", "# NOQA",
+                                  "# nopep8"])
+def test_noqa_does_not_silence_the_check(mark):
+    # pycodestyle honours "# noqa" for some checks (E501 among them); the
+    # grader's rule has no such switch.
+    source = REFERENCE.replace("self.causal = causal",
+                               f"self.causal = causal  {mark}" + " " * 60 +
+                               "x")
+    line = line_of(source, "self.causal = causal")
+    assert [(i.line, i.code) for i in
+            style_issues(source, "MultiHeadSelfAttention")] == [(line, "E501")]

@@ -13,10 +13,12 @@ import torch
 
 from autograder import probes as P
 from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
-                                      Verdict, _diagnose, _mistake_tensors,
+                                      Verdict, _diagnose, _explain_other_task,
+                                      _failed_probe, _mistake_tensors,
                                       _outputs, dropout_pattern)
 from autograder.compare import close, fmt_shape
 from autograder.protocol import Probe, ProbeResult
+from autograder.regions import owner_of_line
 from autograder.rubric import Check, Outcome, Task, register
 
 
@@ -27,44 +29,77 @@ def changed_last_token(x: torch.Tensor) -> torch.Tensor:
     return changed
 
 
+def changed_first_token(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with its first token replaced by a different, fixed vector."""
+    changed = x.clone()
+    changed[:, 0] = -2.0 * x[:, 0] + 1.0
+    return changed
+
+
+def _differs(a: torch.Tensor, b: torch.Tensor, atol: float) -> torch.Tensor:
+    """Where ``a`` and ``b`` differ by more than ``atol`` (NaN equal to
+    NaN: a position NaN in both calls did not change)."""
+    a, b = a.double(), b.double()
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    same = ((a - b).abs() <= atol) | both_nan | (a == b)
+    return ~same
+
+
 @register("item", "causal_property", uses_cases=True)
 class CausalProperty(CaseCheck):
-    """Changing a future token changes no earlier output."""
+    """Changing a future token changes no earlier output, and the outputs
+    mix positions as attention does: changing the first token changes a
+    later output (a constant or a per-position function earns nothing)."""
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """The case's call, and the same call with the last token changed."""
+        """The case's call, and the same call with the last token changed
+        and with the first token changed."""
         plain = P.case_probe(case, timeout=check.timeout)
-        changed = P.case_probe(case, timeout=check.timeout)
-        changed.id = f"{plain.id}:last-token-changed"
-        changed.args = [changed_last_token(case.tensors["x"])]
-        return [plain, changed]
+        found = [plain]
+        for label, change in (("last", changed_last_token),
+                              ("first", changed_first_token)):
+            probe = P.case_probe(case, timeout=check.timeout)
+            probe.id = f"{plain.id}:{label}-token-changed"
+            probe.args = [change(case.tensors["x"])]
+            found.append(probe)
+        return found
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Every position but the last must keep its output."""
+        """Every position but the last keeps its output when the last
+        token changes; some later position changes with the first."""
         outputs = [_outputs(r, p, None) for r, p in zip(results, probes)]
         for found, problem in outputs:
             if found is None:
                 return Verdict(False, problem, "wrong return value")
-        before, after = outputs[0][0][0], outputs[1][0][0]
-        if before.shape != after.shape or before.dim() != 3:
+        before, after, first = (o[0][0] for o in outputs)
+        if before.dim() != 3 or not \
+                before.shape == after.shape == first.shape:
             return Verdict(False, f"forward returned shapes "
-                           f"{fmt_shape(before.shape)} and "
-                           f"{fmt_shape(after.shape)}, expected [b, "
-                           f"num_tokens, d_out] both times", "wrong shape")
+                           f"{fmt_shape(before.shape)}, "
+                           f"{fmt_shape(after.shape)} and "
+                           f"{fmt_shape(first.shape)}, expected [b, "
+                           f"num_tokens, d_out] every time", "wrong shape")
         if before.shape[1] < 2:
             return Verdict(True)
-        diff = (before[:, :-1] - after[:, :-1]).abs()
-        if bool((diff <= check.atol).all()):
-            return Verdict(True)
-        position = int(diff.amax(dim=(0, 2)).argmax())
-        return Verdict(False, f"changing only the last token changed the "
-                       f"output at earlier position {position} (by up to "
-                       f"{float(diff.max()):.3g}): earlier tokens can see "
-                       f"the future. Mask every position after the query "
-                       f"(the upper triangle, cut to num_tokens) before the "
-                       f"softmax.", "a future token changed an earlier "
-                       "output")
+        diff = _differs(before[:, :-1], after[:, :-1], check.atol)
+        if bool(diff.any()):
+            position = int(diff.any(dim=2).any(dim=0).nonzero()[0])
+            return Verdict(False, f"changing only the last token changed "
+                           f"the output at earlier position {position}: "
+                           f"earlier tokens can see the future. Mask every "
+                           f"position after the query (the upper triangle, "
+                           f"cut to num_tokens) before the softmax.",
+                           "a future token changed an earlier output")
+        if not bool(_differs(before[:, 1:], first[:, 1:], check.atol).any()):
+            return Verdict(False, "changing the first token changed no "
+                           "later output: in causal attention every token "
+                           "attends to the first one, so its output "
+                           "depends on it. Compute the attention weights "
+                           "over the earlier tokens and return their "
+                           "weighted sum of the values.",
+                           "outputs do not mix positions")
+        return Verdict(True)
 
 
 @register("item", "dropout_on_weights", uses_cases=True,
@@ -110,28 +145,37 @@ class DropoutOnWeights(CaseCheck):
         p = float(case.init["dropout"])
         # The student's own eval weights, so that a wrong mask or scale
         # costs its own item, not this one too; else the frozen ones.
+        # Positions its own eval weights leave NaN (a mask hiding a whole
+        # row) are left out.
         clean = case.tensors["attention"].double().view(first.shape)
         own, _ = _outputs(results[1], probes[1], None)
         own_split = self._halves(own[0], case) if own else None
-        if own_split is not None and close(*own_split, 1e-6) and \
-                torch.isfinite(own_split[0]).all():
+        if own_split is not None and close(*own_split, 1e-6,
+                                           equal_nan=True):
             clean = own_split[0]
-        if not torch.isfinite(first).all() or not torch.isfinite(
-                second).all():
+        finite = torch.isfinite(clean)
+        if bool((~torch.isfinite(first) & finite).any()) or bool(
+                (~torch.isfinite(second) & finite).any()):
             return Verdict(False, "in train mode the output contains NaN or "
-                           "infinite values", "NaN values")
+                           "infinite values where the eval output is "
+                           "finite", "NaN values")
+        if not bool(finite.any()):
+            return Verdict(False, "in eval mode every weight is NaN, so "
+                           "dropout cannot be checked", "NaN values")
         rel = check.params.get("relative_tolerance", 1e-5)
-        if close(first, clean, 1e-5) and close(second, clean, 1e-5):
+        if close(first, clean, 1e-5, equal_nan=True) and \
+                close(second, clean, 1e-5, equal_nan=True):
             return Verdict(False, f"no dropout in train mode: with dropout "
                            f"{p:g} the output equals the eval output. Apply "
                            f"self.dropout to the attention weights.",
                            "dropout not applied")
-        if not close(first, second, 1e-6):
+        if not close(first, second, 1e-6, equal_nan=True):
             return Verdict(False, "dropout is applied after the weighted sum "
                            "(to the context vectors or the values), not to "
                            "the attention weights: apply self.dropout to "
                            "the softmax weights, then multiply by the "
                            "values.", "dropout not on the weights")
+        first, clean = first[finite], clean[finite]
         kind = dropout_pattern(first, clean, p, rel).kind
         if kind == "unscaled":
             return Verdict(False, f"weights are dropped but the kept "
@@ -151,34 +195,71 @@ class DropoutOnWeights(CaseCheck):
         return Verdict(True)
 
 
+def _state_from_shapes(case: Any, seed: int) -> dict[str, torch.Tensor]:
+    """Random weights (fixed by ``seed``) for every ``<path>.shape`` of the
+    case: the same weights go into two modules to compare them."""
+    generator = torch.Generator().manual_seed(seed)
+    return {key[:-len(".shape")]: 0.02 * torch.randn(
+        *(int(d) for d in value.tolist()), generator=generator)
+        for key, value in sorted(case.tensors.items())
+        if key.endswith(".shape")}
+
+
+def _describe(found: dict[str, Any] | None) -> str:
+    if found is None:
+        return "missing"
+    details = ", ".join(f"{k}={v}" for k, v in found.items() if k != "type")
+    return f"{found.get('type')}({details})"
+
+
+def _same_failure(a: ProbeResult, b: ProbeResult) -> bool:
+    return not a.ok and not b.ok and a.exception == b.exception and \
+        a.line == b.line
+
+
 @register("item", "module_size", uses_cases=True,
-          params={"num_heads": int, "head_dim": int, "input": list,
-                  "seed": int})
+          params={"num_heads": int, "head_dim": int, "seed": int,
+                  "own_class": str, "own_init": dict})
 class ModuleSize:
-    """A factory's module: its heads, head size, parameter count, and a
-    shape-preserving forward at full size within the time limit."""
+    """A factory's module, judged on what it returns: the student's own
+    class built with the expected configuration (same attributes, same
+    output with the same weights), its heads, head size and parameter
+    count. The call runs on the case's small input, so that a wrong
+    MultiHeadAttention (Task 3.3's item) cannot exhaust the memory here.
+    """
 
     def _probes(self, check: Check, case: Any) -> list[Probe]:
-        inspect = P.inspect_probe(case.cls, case.init, check.timeout)
-        generator = torch.Generator().manual_seed(check.params.get("seed",
-                                                                   0))
-        x = torch.randn(*check.params["input"], generator=generator)
+        seed = check.params.get("seed", 0)
+        own_cls = check.params.get("own_class", "MultiHeadAttention")
+        own_init = dict(check.params.get("own_init", {}))
+        state = _state_from_shapes(case, seed)
+        x = case.tensors["x"]
         shape = "x".join(str(d) for d in x.shape)
-        call = Probe(id=f"{case.name}:eval:x{shape}", cls=case.cls,
-                     init=dict(case.init), args=[x], timeout=check.timeout)
-        return [inspect, call]
+        made = Probe(id=f"{case.name}:eval:x{shape}:seed{seed}",
+                     cls=case.cls, init=dict(case.init), state=state,
+                     args=[x], timeout=check.timeout)
+        own = Probe(id=f"{case.name}:own:{own_cls}:eval:x{shape}:seed{seed}",
+                    cls=own_cls, init=own_init, state=state, args=[x],
+                    timeout=check.timeout)
+        return [P.inspect_probe(case.cls, case.init, check.timeout),
+                P.inspect_probe(own_cls, own_init, check.timeout), made, own]
 
     def plan(self, check: Check, task: Task, cases: list,
              ctx: Context) -> list[Probe]:
-        """Inspect the module, and call it on the full-size input."""
+        """Inspect the module and the student's own class; call both with
+        the same weights."""
         return [p for case in cases for p in self._probes(check, case)]
 
     def evaluate(self, check: Check, task: Task, cases: list,
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Every expectation listed, pass or fail."""
         lines, passed = [], True
+        own_cls = check.params.get("own_class", "MultiHeadAttention")
+        own_init = check.params.get("own_init", {})
+        args = ", ".join(f"{k}={v}" for k, v in own_init.items())
+        own_text = f"{own_cls}({args})"
         for case in cases:
-            inspect, call = self._probes(check, case)
+            inspect, own_inspect, call, own_call = self._probes(check, case)
             found = results[inspect.id]
             if not found.ok:
                 return Outcome(0.0, False,
@@ -197,22 +278,67 @@ class ModuleSize:
                 lines.append(f"- {PASS if ok else FAIL} {label}: "
                              f"{got if got is not None else 'missing'}"
                              f"{'' if ok else f', expected {value:,}'}")
-            result = results[call.id]
-            shape = tuple(call.args[0].shape)
-            if not result.ok:
+            own = results[own_inspect.id]
+            if not own.ok:
                 passed = False
-                lines.append(f"- {FAIL} forward on "
-                             f"{fmt_shape(shape)}: "
-                             f"{P.failure_text(result, call)}")
-                continue
-            found, problem = _outputs(result, call, None)
-            ok = found is not None and tuple(found[0].shape) == shape
-            passed &= ok
-            lines.append(f"- {PASS if ok else FAIL} forward on "
-                         f"{fmt_shape(shape)} "
-                         + ("keeps the shape" if ok else problem or
-                            f"returned {fmt_shape(found[0].shape)}"))
+                lines.append(f"- {FAIL} your {own_text} could not be built "
+                             f"to compare with: "
+                             f"{P.failure_text(own, own_inspect)}")
+            else:
+                differ = sorted(k for k in {*attrs, *own.attributes}
+                                if attrs.get(k) != own.attributes.get(k))
+                ok = not differ
+                passed &= ok
+                shown = "; ".join(
+                    f"`{k}` is {_describe(attrs.get(k))}, expected "
+                    f"{_describe(own.attributes.get(k))}"
+                    for k in differ[:4])
+                lines.append(f"- {PASS} it is your {own_text}" if ok else
+                             f"- {FAIL} it is not your {own_text}: {shown}")
+            lines += self._forward(check, call, own_call, results, ctx,
+                                   own_text)
+            passed &= not any(line.startswith(f"- {FAIL}")
+                              for line in lines[-1:])
         return Outcome(check.points if passed else 0.0, passed, lines)
+
+    @staticmethod
+    def _forward(check: Check, call: Probe, own_call: Probe,
+                 results: dict[str, ProbeResult], ctx: Context,
+                 own_text: str) -> list[str]:
+        shape = tuple(call.args[0].shape)
+        result, own = results[call.id], results[own_call.id]
+        where = f"forward on {fmt_shape(shape)}"
+        if not result.ok:
+            if _same_failure(result, own) and owner_of_line(
+                    ctx.source, result.line) == own_call.cls:
+                # The student's own class raised: its own item (3.3)
+                # charges that, not this one.
+                return [f"- {where} not checked: your {own_call.cls} "
+                        f"raises there too (Task 3.3's item charges that): "
+                        f"{P.failure_text(result, call)}"]
+            return [f"- {FAIL} {where}: {P.failure_text(result, call)}"]
+        found, problem = _outputs(result, call, None)
+        if found is None or tuple(found[0].shape) != shape:
+            problem = problem or (f"returned {fmt_shape(found[0].shape)}, "
+                                  f"expected the input's shape")
+            return [f"- {FAIL} {where}: {problem}"]
+        mine, _ = _outputs(own, own_call, None) if own.ok else (None, "")
+        if mine is not None and not close(found[0], mine[0], 1e-5,
+                                          equal_nan=True):
+            return [f"- {FAIL} {where}: the output differs from your "
+                    f"{own_text} with the same weights"]
+        return [f"- {PASS} {where} keeps the shape"]
+
+
+def _informative(heads: list[torch.Tensor]) -> bool:
+    """Whether heads' outputs can show a concatenation: each varies (its
+    finite values are not all one number) and no two heads are equal."""
+    for head in heads:
+        values = head[torch.isfinite(head)]
+        if values.numel() < 2 or bool((values == values[0]).all()):
+            return False
+    return not any(close(a, b, 1e-6, equal_nan=True)
+                   for i, a in enumerate(heads) for b in heads[i + 1:])
 
 
 @register("item", "concatenated_heads", uses_cases=True,
@@ -221,38 +347,84 @@ class ConcatenatedHeads(CaseCheck):
     """The wrapper's output is its heads' outputs side by side.
 
     Judged against the frozen output, or else against the student's own
-    heads run one by one: a wrong CausalAttention loses its own points, not
-    the wrapper's too.
+    heads run one by one (NaN equal to NaN): a wrong CausalAttention loses
+    its own points, not the wrapper's too. An exception raised in the
+    head class's code is that class's failure: the wrapper is then judged
+    on an input as long as the context (where a mask not cut to
+    num_tokens still works). Constant or identical heads show nothing:
+    the fallback needs heads whose outputs vary and differ.
     """
 
-    # Only the wrapper's own call failing fails a case outright; a failing
-    # head only takes away the fallback (see judge).
-    required_probes = 1
+    # judge handles the failure of every probe itself.
+    required_probes = 0
+    no_evidence = ("the output is your own heads' outputs side by side, but "
+                   "in every case those are constant, NaN or equal to each "
+                   "other, which shows no concatenation: the heads must "
+                   "compute attention (Task 3.1)")
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """The wrapper's call, then each head alone with its weights."""
+    @staticmethod
+    def _full_input(case: Any) -> torch.Tensor | None:
+        b, n, d_in = case.tensors["x"].shape
+        length = int(case.init.get("context_length", n))
+        if length <= n:
+            return None
+        generator = torch.Generator().manual_seed(int(case.seed))
+        return torch.randn(b, length, d_in, generator=generator)
+
+    def _calls(self, check: Check, case: Any, x: torch.Tensor,
+               label: str) -> list[Probe]:
         found = [P.case_probe(case, timeout=check.timeout)]
+        found[0].args = [x]
+        found[0].id += label
         init = {k: v for k, v in case.init.items() if k != "num_heads"}
         for i in range(case.init["num_heads"]):
             prefix = f"heads.{i}."
             found.append(Probe(
-                id=f"{case.name}:head{i}:eval:x",
+                id=f"{case.name}:head{i}:eval:x{label}",
                 cls=check.params.get("head_class", "CausalAttention"),
-                init=dict(init), args=[case.tensors["x"]],
+                init=dict(init), args=[x],
                 state={k[len(prefix):]: v for k, v in case.weights.items()
                        if k.startswith(prefix)},
                 timeout=check.timeout))
         return found
 
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """The wrapper's call, then each head alone with its weights; the
+        same on a context-long input when the case's is shorter."""
+        found = self._calls(check, case, case.tensors["x"], "")
+        full = self._full_input(case)
+        if full is not None:
+            found += self._calls(check, case, full, ":full-context")
+        return found
+
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Frozen output, or the concatenation of the student's heads."""
+        n = 1 + case.init["num_heads"]
+        head_class = check.params.get("head_class", "CausalAttention")
+        if not results[0].ok:
+            failure = _explain_other_task(
+                _failed_probe(results[:1], probes[:1]), check)
+            if owner_of_line(ctx.source, results[0].line) != head_class:
+                return failure
+            note = (f" (raised in {head_class}'s code, which its own items "
+                    f"charge")
+            if len(results) == 2 * n and results[n].ok:
+                verdict = self._own_heads(check, results[n:], probes[n:],
+                                          Verdict(False, failure.message,
+                                                  failure.short))
+                if verdict.ok:
+                    return verdict
+            return Verdict(False, failure.message + note + "; the wrapper "
+                           "cannot be checked while its heads raise)",
+                           failure.short,
+                           not_implemented=failure.not_implemented)
         found, problem = _outputs(results[0], probes[0], None)
         if found is None:
             return Verdict(False, problem, "wrong return value")
         out, expected = found[0], case.tensors["output"]
         if tuple(out.shape) != tuple(expected.shape):
-            b, n, width = expected.shape
+            b, n_tokens, width = expected.shape
             return Verdict(False, f"the output has shape "
                            f"{fmt_shape(out.shape)}, expected "
                            f"{fmt_shape(expected.shape)}: concatenate the "
@@ -263,6 +435,14 @@ class ConcatenatedHeads(CaseCheck):
                             ctx, check, "the output of forward(x)")
         if verdict.ok:
             return verdict
+        return self._own_heads(check, results[:n], probes[:n], verdict)
+
+    @staticmethod
+    def _own_heads(check: Check, results: list[ProbeResult],
+                   probes: list[Probe], verdict: Verdict) -> Verdict:
+        """Pass if the wrapper's output is its own heads' outputs side by
+        side and those show something; else ``verdict``, explained."""
+        found, _ = _outputs(results[0], probes[0], None)
         heads = []
         for result, probe in zip(results[1:], probes[1:]):
             head, _ = _outputs(result, probe, None) if result.ok else (None,
@@ -270,8 +450,14 @@ class ConcatenatedHeads(CaseCheck):
             if head is None:
                 return verdict
             heads.append(head[0])
-        if close(out, torch.cat(heads, dim=-1), check.atol):
-            return Verdict(True)
-        return Verdict(False, verdict.message + "; nor is it your own "
-                       "heads' outputs concatenated along the last "
-                       "dimension", verdict.short, verdict.mistake)
+        if found is None:
+            return verdict
+        try:
+            joined = torch.cat(heads, dim=-1)
+        except RuntimeError:
+            return verdict
+        if not close(found[0], joined, check.atol, equal_nan=True):
+            return Verdict(False, verdict.message + "; nor is it your own "
+                           "heads' outputs concatenated along the last "
+                           "dimension", verdict.short, verdict.mistake)
+        return Verdict(True, evidence=_informative(heads))

@@ -14,6 +14,7 @@ a comment that cannot match under any reading loses points.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -22,7 +23,7 @@ from fractions import Fraction
 from itertools import product
 from typing import Collection
 
-from autograder.regions import Region, find_regions, student_statements
+from autograder.regions import Region, graded_regions, student_statements
 
 CANONICAL = ("batch_size", "seq_len", "input_size", "hidden", "num_heads",
              "head_size")
@@ -63,6 +64,21 @@ VOCABULARY_HINT = (
     "batch_size (bs, batch), seq_len (seq), input_size (input), hidden, "
     "num_heads (heads), head_size (head_dim), integers, and products such "
     "as `bs * num_heads` (the notebook lists more synonyms)")
+
+# Budgets that keep the check linear in the size of the source, whatever
+# a hostile comment holds: a comment text longer than MAX_COMMENT_CHARS,
+# brackets nested deeper than MAX_NESTING, a shape of more than MAX_DIMS
+# dimensions or a dimension of more than MAX_TERMS names and numbers is not
+# read. Such a comment counts as unreadable (a deduction, with a message
+# that says why), never as a pass. Real shape comments are far inside.
+MAX_COMMENT_CHARS = 600
+MAX_NESTING = 8
+MAX_DIMS = 8
+MAX_TERMS = 8
+# The ``unreadable`` culprits that name a budget rather than a token.
+TOO_LONG = "<too long>"
+TOO_DEEP = "<nested too deeply>"
+TOO_BIG = "<too many dimensions or terms>"
 
 START = "# YOUR CODE STARTS HERE"
 END = "# YOUR CODE ENDS HERE"
@@ -236,6 +252,8 @@ class _DimParser:
         token that cannot continue the list)."""
         out = [self.sum()]
         while self.peek() is not None:
+            if len(out) > MAX_DIMS:
+                raise _Unreadable(TOO_BIG)
             tok = self.peek()
             if self.is_sep(tok):
                 save = self.i
@@ -256,8 +274,12 @@ class _DimParser:
 
     def sum(self) -> _Dim:
         left = self.prod()
+        terms = 1
         while self.sums and self.peek() is not None and \
                 self.peek()[1] in ("+", "-"):
+            terms += 1
+            if terms > MAX_TERMS:
+                raise _Unreadable(TOO_BIG)
             op = self.take()[1]
             right = self.prod()
             left = _Dim(f"{left.text} {op} {right.text}", op=op, left=left,
@@ -266,9 +288,13 @@ class _DimParser:
 
     def prod(self) -> _Dim:
         left = self.atom()
+        terms = 1
         while self.peek() is not None and (
                 self.peek()[1] in ("*", "/", "//", "·", "⋅") or
                 (self.commas and self.peek()[1] in ("x", "X", "×"))):
+            terms += 1
+            if terms > MAX_TERMS:
+                raise _Unreadable(TOO_BIG)
             op = self.take()[1]
             right = self.atom()
             shown = "*" if op in _PRODUCT else op
@@ -458,6 +484,18 @@ def _parse_bare(text: str, extra: Collection[str]
 
 
 def parse_comment(text: str, extra: Collection[str] = ()) -> _Parsed:
+    """Read the shape claims of a comment (``#`` already stripped); see
+    ``_parse_comment``. Cached: a statement's texts are read several times
+    (as its own candidates and as its neighbours')."""
+    return _parse_cached(text, tuple(sorted(k.lower() for k in extra)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str, extra: tuple[str, ...]) -> _Parsed:
+    return _parse_comment(text, extra)
+
+
+def _parse_comment(text: str, extra: Collection[str] = ()) -> _Parsed:
     """Read the shape claims of a comment (``#`` already stripped).
 
     In a chain (``[a] @ [b] -> [c]``) the part after the last arrow is the
@@ -465,6 +503,33 @@ def parse_comment(text: str, extra: Collection[str] = ()) -> _Parsed:
     one claim, for one tensor or for all of a statement's tensors.
     """
     parsed = _Parsed(text)
+    budget = _over_budget(text)
+    if budget is not None:
+        parsed.unreadable = budget
+        return parsed
+    try:
+        return _parse_segments(parsed, text, extra)
+    except RecursionError:      # the budgets should make this unreachable
+        parsed.claims, parsed.unreadable = [], TOO_DEEP
+        return parsed
+
+
+def _over_budget(text: str) -> str | None:
+    """Which budget ``text`` exceeds (TOO_LONG, TOO_DEEP), if any."""
+    if len(text) > MAX_COMMENT_CHARS:
+        return TOO_LONG
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "])":
+            depth = max(depth - 1, 0)
+    return TOO_DEEP if deepest > MAX_NESTING else None
+
+
+def _parse_segments(parsed: _Parsed, text: str,
+                    extra: Collection[str]) -> _Parsed:
     segments = _ARROW.split(text)
     for segment in reversed(segments):
         groups, unclosed = _bracket_groups(segment)
@@ -769,6 +834,19 @@ def _wrong_message(line: int, parsed: _Parsed, runs: list[list[list[int]]],
 
 
 def _unreadable_message(line: int, parsed: _Parsed) -> str:
+    if parsed.unreadable == TOO_LONG:
+        return (f"line {line}: the comment `# {_shorten(parsed.text, 40)}` "
+                f"is {len(parsed.text):,} characters long; the grader reads "
+                f"comments of at most {MAX_COMMENT_CHARS} characters: give "
+                f"the shape in a short comment on the statement's line")
+    if parsed.unreadable in (TOO_DEEP, TOO_BIG):
+        limit = (f"brackets nested more than {MAX_NESTING} deep"
+                 if parsed.unreadable == TOO_DEEP else
+                 f"more than {MAX_DIMS} dimensions or {MAX_TERMS} terms in "
+                 f"a dimension")
+        return (f"line {line}: the shape comment `# "
+                f"{_shorten(parsed.text, 40)}` has {limit}, which the "
+                f"grader does not read; {VOCABULARY_HINT}")
     if parsed.unreadable == "...":
         what = "`...`: write every dimension out"
     else:
@@ -808,7 +886,7 @@ def check_shape_comments(
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}
-    regions = [r for r in find_regions(source, tree)
+    regions = [r for r in graded_regions(source, tree)
                if tasks is None or r.task in tasks]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]

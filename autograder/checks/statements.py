@@ -31,8 +31,8 @@ def count_statements(source: str, cls: str, method: str) -> int | None:
     """
     try:
         tree = ast.parse(source)
-    except SyntaxError:
-        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None     # the module does not import either
     func = _method(tree, cls, method)
     if func is None:
         return None

@@ -8,7 +8,7 @@ grading parent, against tensors that never reach the worker).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -41,6 +41,10 @@ class Verdict:
     short: str = ""              # a few words, no values (hidden cases)
     mistake: str | None = None
     not_implemented: bool = False
+    # A passing case that shows nothing of the behaviour the item names
+    # (e.g. outputs all NaN): the item needs at least one case with
+    # evidence (see CaseCheck.no_evidence).
+    evidence: bool = True
 
 
 Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
@@ -49,10 +53,22 @@ Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
 # --------------------------------------------------------------------------
 # Shared machinery
 
-def _hint(ctx: Context, mistake: str | None) -> str:
+def _hint(mistake: str | None) -> str:
     if mistake is None:
         return ""
     return f" (looks like the common mistake `{mistake}`, see below)"
+
+
+def named_mistake(verdicts: list[Verdict]) -> str | None:
+    """The catalogue mistake an item's feedback may name: the one that
+    explains EVERY failing case (a mistake seen on one case only, or two
+    different ones, is no diagnosis: the wrong name misleads more than no
+    name)."""
+    failing = [v for v in verdicts if not v.ok]
+    found = {v.mistake for v in failing}
+    if len(found) == 1 and None not in found:
+        return found.pop()
+    return None
 
 
 def _failed_probe(results: list[ProbeResult],
@@ -79,6 +95,29 @@ def _explain_other_task(verdict: Verdict | None,
     return verdict
 
 
+_SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the "
+                            r"size of tensor b \((\d+)\)")
+
+
+def _explain_mask_size(verdict: Verdict | None, case: Any) -> Verdict | None:
+    """A raw size error between exactly context_length and num_tokens is a
+    mask not cut to the input's length: say so in words."""
+    found = _SIZE_MISMATCH.search(verdict.message) if verdict else None
+    context = getattr(case, "init", {}).get("context_length")
+    x = getattr(case, "tensors", {}).get("x")
+    if not found or context is None or x is None or x.dim() < 2:
+        return verdict
+    tokens = int(x.shape[1])
+    if tokens != context and {int(found.group(1)), int(found.group(2))} == \
+            {context, tokens}:
+        verdict.message += (f" (context_length is {context} but the input "
+                            f"has {tokens} tokens: cut the mask to the "
+                            f"input, self.mask.bool()[:num_tokens, "
+                            f":num_tokens])")
+        verdict.short += " (mask not cut to num_tokens?)"
+    return verdict
+
+
 def _case_label(case: Any) -> str:
     return f"`{case.name}` ({case.description})"
 
@@ -94,8 +133,10 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
     """
     passed = all(v.ok for v in verdicts)
     outcome = Outcome(check.points if passed else 0.0, passed)
-    outcome.mistakes = list(dict.fromkeys(v.mistake for v in verdicts
-                                          if v.mistake))
+    named = named_mistake(verdicts)
+    outcome.mistakes = [named] if named else []
+    verdicts = [replace(v, message=v.message + _hint(named), mistake=named)
+                if not v.ok and v.mistake else v for v in verdicts]
     outcome.not_implemented = any(v.not_implemented for v in verdicts)
     failures = [(c, v) for c, v in zip(cases, verdicts) if not v.ok]
     if failures and len(failures) == len(cases) and \
@@ -172,11 +213,17 @@ class CaseCheck:
             probes = self.case_probes(check, case)
             got = [results[p.id] for p in probes]
             need = slice(self.required_probes)
-            failed = _explain_other_task(
-                _failed_probe(got[need], probes[need]), check)
+            failed = _explain_mask_size(_explain_other_task(
+                _failed_probe(got[need], probes[need]), check), case)
             verdicts.append(failed or self.judge(check, case, got, probes,
                                                  ctx))
+        if verdicts and all(v.ok for v in verdicts) and \
+                not any(v.evidence for v in verdicts):
+            return Outcome(0.0, False, [f"- {FAIL} {self.no_evidence}"])
         return aggregate(check, cases, verdicts, ctx)
+
+    # Said when every case passes without evidence.
+    no_evidence = "no case shows the behaviour this item checks"
 
 
 def _outputs(result: ProbeResult, probe: Probe, count: int | None
@@ -222,7 +269,9 @@ def _diagnose(got: torch.Tensor, expected: torch.Tensor,
         message += (f" (within {ctx.mistake_atol:g} but not {check.atol:g}"
                     f": a numerical precision problem, e.g. float16 or a "
                     f"different formula?)")
-    return Verdict(False, message + _hint(ctx, mistake), short, mistake)
+    # The hint is added by ``aggregate``, only if the mistake explains every
+    # failing case of the item.
+    return Verdict(False, message, short, mistake)
 
 
 @dataclass
@@ -415,7 +464,15 @@ class DropoutTrain(CaseCheck):
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Apply the three conditions; explain the first that fails."""
+        """Apply the three conditions; explain the first that fails.
+
+        Judged against the submission's own eval call, so that a wrong
+        scale, mask or head split costs 2.1/2.2/2.3a, not this point too:
+        positions its own eval probabilities leave NaN or infinite (a mask
+        hiding a whole row) are left out, and when its own eval ``att``
+        does not follow from its own eval probabilities (a wrong split,
+        merge or mix), ``att`` is only required to change with dropout.
+        """
         outputs, problem = _outputs(results[0], probes[0], 2)
         if outputs is None:
             return Verdict(False, problem, "wrong return value")
@@ -430,37 +487,60 @@ class DropoutTrain(CaseCheck):
             return Verdict(False, f"in train mode the probabilities have "
                            f"shape {fmt_shape(probs.shape)}, expected "
                            f"{fmt_shape(clean.shape)}", "wrong shape")
-        # Judge dropout against the student's own eval probabilities, so a
-        # wrong scale or mask costs 2.1/2.2, not this point too.
+        value_mix = case.tensors["value_mix"].double()
+        bias = case.weights["mix.bias"].double()
+
+        def weighted(weights: torch.Tensor) -> torch.Tensor:
+            return torch.einsum("bhst,bhtd->bsd", weights.view(b, h, s, s),
+                                value_mix) + bias
+
+        att_atol = check.params.get("att_atol", 1e-5)
         own, _ = _outputs(results[1], probes[1], 2)
+        eval_att = case.tensors["output"].double()
+        value_path = True
         if own is not None and own[1].numel() == clean.numel() and \
-                torch.isfinite(own[1]).all():
+                tuple(own[0].shape) == tuple(att.shape):
             clean = own[1].double().reshape(clean.shape)
+            eval_att = own[0].double()
+            value_path = close(eval_att, weighted(clean), att_atol,
+                               equal_nan=True)
+        finite = torch.isfinite(clean)
         got = probs.double()
-        if not torch.isfinite(got).all():
+        if bool((~torch.isfinite(got) & finite).any()):
             return Verdict(False, "in train mode the probabilities contain "
-                           "NaN or infinite values", "NaN values")
+                           "NaN or infinite values where the eval ones are "
+                           "finite", "NaN values")
+        if not bool(finite.any()):
+            return Verdict(False, "in eval mode every probability is NaN or "
+                           "infinite, so dropout cannot be checked",
+                           "NaN values")
         pattern = dropout_pattern(
-            got, clean, p, check.params.get("relative_tolerance", 1e-5))
-        expected_att = torch.einsum(
-            "bhst,bhtd->bsd", got.view(b, h, s, s),
-            case.tensors["value_mix"].double()) + \
-            case.weights["mix.bias"].double()
-        follows = close(att, expected_att, check.params.get("att_atol", 1e-5))
-        eval_att = close(att, case.tensors["output"], 1e-5)
+            got[finite], clean[finite], p,
+            check.params.get("relative_tolerance", 1e-5))
+        same_att = close(att, eval_att, 1e-5, equal_nan=True)
         if pattern.kind in ("unscaled", "wrong"):
-            if close(got, clean, 1e-5):
-                where = ("and att is not the eval output either: dropout "
-                         "seems applied elsewhere (e.g. to the output) "
-                         "instead of the probabilities" if not eval_att else
-                         "and att equals the eval output: dropout is not "
-                         "applied at all in train mode")
+            if close(got, clean, 1e-5, equal_nan=True):
+                if same_att:
+                    return Verdict(False, f"no dropout in train mode: with "
+                                   f"dropout {p:g} the probabilities and att "
+                                   f"equal the eval ones. Apply "
+                                   f"self.dropout to the softmax "
+                                   f"probabilities.", "dropout not applied")
+                on_output = dropout_pattern(
+                    att.double(), eval_att, p,
+                    check.params.get("relative_tolerance", 1e-5)).kind
+                where = ("dropout is applied to the output att" if
+                         on_output == "ok" else "dropout is applied "
+                         "somewhere else (to the values, to the output, or "
+                         "to a copy of the probabilities while the ones "
+                         "before dropout are returned)")
                 return Verdict(False, f"probabilities not dropped out: in "
                                f"train mode (dropout {p:g}) the returned "
-                               f"probabilities equal the eval ones, {where}."
-                               f" Apply self.dropout to the softmax "
-                               f"probabilities.", "probabilities not dropped "
-                               "out")
+                               f"probabilities equal the eval ones while att "
+                               f"changes: {where}. Use the probabilities "
+                               f"after self.dropout both for the weighted "
+                               f"sum of the values and as the returned "
+                               f"probs.", "probabilities not dropped out")
             if pattern.kind == "unscaled":
                 return Verdict(False, f"probabilities are dropped but the "
                                f"kept ones are not scaled by 1/(1 - p) = "
@@ -471,11 +551,10 @@ class DropoutTrain(CaseCheck):
             first = int(bad.flatten().nonzero()[0])
             return Verdict(False, f"in train mode {int(bad.sum())} of "
                            f"{bad.numel()} probabilities are neither 0 nor "
-                           f"their eval value / (1 - p), e.g. index "
-                           f"{first} (flattened): expected 0 or "
-                           f"{float(pattern.scaled.flatten()[first]):.6g}, "
-                           f"got "
-                           f"{float(got.flatten()[first]):.6g}",
+                           f"their eval value / (1 - p), e.g.: expected 0 "
+                           f"or {float(pattern.scaled.flatten()[first]):.6g}"
+                           f", got {float(got[finite][first]):.6g}. Is "
+                           f"dropout applied before the softmax?",
                            "wrong train-mode probabilities")
         if pattern.kind in ("none_dropped", "all_dropped"):
             none = pattern.kind == "none_dropped"
@@ -483,14 +562,21 @@ class DropoutTrain(CaseCheck):
                            f"{'no' if none else 'every'} probability"
                            f" was dropped: apply self.dropout to the "
                            f"attention probabilities", "dropout not applied")
-        if not follows:
+        if value_path and not close(att, weighted(got), att_atol,
+                                    equal_nan=True):
             how = ("att equals the eval output, so att was computed from the"
-                   " probabilities before dropout" if eval_att else
+                   " probabilities before dropout" if same_att else
                    "dropout applied after (or before) the weighted sum, or "
                    "the returned probabilities are not the ones used")
             return Verdict(False, f"att doesn't follow from the returned "
                            f"probabilities: {how}. Use the dropped-out "
                            f"probabilities for the weighted sum of the "
                            f"values and return those same probabilities.",
+                           "att does not follow from the probabilities")
+        if not value_path and same_att:
+            return Verdict(False, "att equals the eval output, so att was "
+                           "computed from the probabilities before "
+                           "dropout. Use the dropped-out probabilities for "
+                           "the weighted sum of the values.",
                            "att does not follow from the probabilities")
         return Verdict(True)

@@ -1,0 +1,159 @@
+"""Prove the grader can grade here before it writes any score.
+
+A known-correct canary submission runs through the real sandbox (same user,
+limits and jail as a student's) and must send back the right numbers. If it
+does not, the fault is the grader's environment (a Python the worker user
+cannot read, a missing package, a jail that cannot be built), never a
+student's: the caller stops with a configuration error and writes no score.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from autograder import jail
+from autograder.protocol import OK, Probe, ProbeResult
+
+# What the homework's submissions use: Linear, matmul, a causal mask,
+# softmax, dropout in eval mode, view/transpose.
+CANARY_SOURCE = '''\
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Canary(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.qkv = nn.Linear(size, 3 * size)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(x.shape[-1], dim=-1)
+        scores = q @ k.transpose(1, 2) / math.sqrt(x.shape[-1])
+        mask = torch.ones(x.shape[1], x.shape[1]).triu(1).bool()
+        scores = scores.masked_fill(mask, float("-inf"))
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        return (probs @ v).view(x.shape[0], -1).contiguous()
+'''
+CANARY_FILE = "canary_submission.py"
+SIZE = 4
+
+
+class PreflightError(Exception):
+    """The grader cannot grade here; ``str(self)`` says why and what to do."""
+
+
+@dataclass
+class Canary:
+    """The canary's probe and the answer it must give."""
+
+    probe: Probe
+    expected: torch.Tensor
+
+
+def make_canary(timeout: float = 60.0) -> Canary:
+    """The probe and its expected output, computed here (trusted code)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, SIZE, generator=generator)
+    namespace: dict = {}
+    exec(compile(CANARY_SOURCE, CANARY_FILE, "exec"), namespace)
+    module = namespace["Canary"](SIZE).eval()
+    state = {k: torch.randn(v.shape, generator=generator)
+             for k, v in module.state_dict().items()}
+    module.load_state_dict(state)
+    with torch.no_grad():
+        expected = module(x)
+    probe = Probe("preflight", "Canary", {"size": SIZE}, state=state,
+                  args=[x], timeout=timeout)
+    return Canary(probe, expected)
+
+
+def run_preflight(sandbox, timeout: float = 60.0) -> list[str]:
+    """Run the canary through ``sandbox``; return the jail's active layers.
+    Where the namespaces exist but the jail cannot be built in them (a
+    container that allows unshare but not mount), fall back to the layers
+    without namespaces once. Raises PreflightError with the cause and the
+    remedy."""
+    try:
+        return _run_canary(sandbox, timeout)
+    except PreflightError as error:
+        if "lock up" not in str(error) or not getattr(sandbox, "namespaces",
+                                                      False):
+            raise
+    sandbox.namespaces = False
+    return _run_canary(sandbox, timeout)
+
+
+def _run_canary(sandbox, timeout: float) -> list[str]:
+    canary = make_canary(timeout)
+    try:
+        result = sandbox.run(CANARY_SOURCE, CANARY_FILE, [canary.probe])[0]
+    except Exception as exc:   # noqa: BLE001 - any failure is the grader's
+        raise PreflightError(_explain(sandbox, None, f"{exc}")) from None
+    if result.status != OK or len(result.outputs) != 1 or \
+            result.outputs[0].shape != canary.expected.shape or \
+            not torch.allclose(result.outputs[0], canary.expected,
+                               atol=1e-5, rtol=0):
+        raise PreflightError(_explain(sandbox, result, ""))
+    return list(sandbox.layers)
+
+
+def _explain(sandbox, result: ProbeResult | None, error: str) -> str:
+    what = error or (f"{result.status}: {result.message}" if result
+                     else "no result")
+    detail = (result.stdout if result else "").strip()
+    lines = ["the grader cannot grade on this machine: a known-correct "
+             "canary submission failed in the sandbox, so no score is "
+             "written (this is the grader's environment, not a "
+             "submission).", f"  cause: {what}"]
+    if detail:
+        lines.append("  worker output: " + detail[-800:].replace(
+            "\n", "\n    "))
+    lines.append("  remedy: " + _remedy(sandbox, f"{what}\n{detail}"))
+    return "\n".join(lines)
+
+
+def _remedy(sandbox, text: str) -> str:
+    missing = re.search(r"No module named '([\w.]+)'", text)
+    if missing:
+        return (f"install the package {missing.group(1)!r} in the grader's "
+                f"Python ({sys.executable}); the shipped requirements pin "
+                f"everything grading imports")
+    user = getattr(sandbox, "user", None)
+    if user is not None:
+        uid, gid = user
+        layers = getattr(sandbox, "layers", [])
+        if "mount-namespace" not in layers:
+            for path in [*getattr(sandbox, "readable", []),
+                         os.path.realpath(sys.executable)]:
+                blocked = jail.readable_by(uid, gid, path)
+                if blocked:
+                    return (f"the worker user {_user_name(uid)} cannot read "
+                            f"{blocked}: run as a normal user, move the kit "
+                            f"and its Python to a folder other users can "
+                            f"read, or set AUTOGRADER_WORKER_USER to a user "
+                            f"who can")
+    if "lock up" in text:
+        return ("the worker's jail could not be built here; set "
+                "AUTOGRADER_NO_NAMESPACES=1 to grade with Landlock and the "
+                "privilege drop only")
+    return ("run `python -m autograder check` on the reference to see the "
+            "worker's error; reinstall the grader's environment")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return repr(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return f"uid {uid}"
+
+
+__all__ = ["CANARY_SOURCE", "Canary", "PreflightError", "make_canary",
+           "run_preflight"]

@@ -1,0 +1,245 @@
+"""Hostile submissions, as data: each attack is the body of a function run
+inside ``SelfAttention.forward``; what it returns is reported back through
+the exception message ``ATTACK {json}``, so the test reads what the attack
+saw in the grader's own feedback. ``submission(name)`` builds the module.
+
+Tokens in the bodies: ``@TARGETS@`` (a JSON list of paths the test wants
+protected), ``@MARK@`` (a token unique to the run, used for leftovers).
+"""
+from __future__ import annotations
+
+import json
+
+HARNESS = '''\
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+TARGETS = json.loads(@TARGETS@)
+MARK = @MARK@
+
+
+def attack():
+@BODY@
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, input_size, hidden):
+        super().__init__()
+        self.q = nn.Linear(input_size, hidden)
+        self.k = nn.Linear(input_size, hidden)
+        self.v = nn.Linear(input_size, hidden)
+
+    def forward(self, x):
+        found = attack()
+        if isinstance(found, torch.Tensor):
+            return found
+        raise RuntimeError("ATTACK " + json.dumps(found))
+'''
+
+ATTACKS: dict[str, str] = {
+    # Staff files: the solution, the hidden values, the git objects, the
+    # grader's own modules (found through the preloaded grader).
+    "read_staff": '''
+    import autograder
+    seen = []
+    roots = [*TARGETS, os.path.dirname(os.path.dirname(autograder.__file__))]
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                try:
+                    with open(os.path.join(folder, name), "rb") as f:
+                        f.read(16)
+                    seen.append(os.path.join(folder, name))
+                except OSError:
+                    pass
+    return {"read": seen[:20]}
+''',
+    # Replays frozen values found anywhere it can read: points it did not
+    # compute.
+    "replay_values": '''
+    from safetensors.torch import load_file
+    import autograder
+    for root in [*TARGETS,
+                 os.path.dirname(os.path.dirname(autograder.__file__))]:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                if not name.endswith(".safetensors"):
+                    continue
+                try:
+                    tensors = load_file(os.path.join(folder, name))
+                except Exception:
+                    continue
+                for key, value in tensors.items():
+                    if key.endswith("/x") and value.shape == X.shape and \\
+                            torch.equal(value, X):
+                        return tensors[key[:-1] + "output"]
+    return {"found": False}
+''',
+    # Other submissions, through the command line, /proc and shared /tmp.
+    "spy_on_others": '''
+    seen = []
+    try:
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    seen.append(f.read().decode(errors="replace"))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    hits = [c for c in seen if "victim" in c]
+    for root in ["/tmp", "/var/tmp", "/dev/shm", *TARGETS]:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                try:
+                    with open(os.path.join(folder, name), "rb") as f:
+                        if b"VICTIM-MARKER" in f.read(1 << 20):
+                            hits.append(os.path.join(folder, name))
+                except OSError:
+                    pass
+    return {"hits": hits[:10], "argv": " ".join(sys.argv)[:200]}
+''',
+    # Outlive the submission: a setsid'd, double-forked process.
+    "leave_process": '''
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            try:
+                os.execv("/bin/sleep", ["sleep", MARK])
+            finally:
+                os._exit(0)
+        os._exit(0)
+    time.sleep(0.3)
+    return {"spawned": True}
+''',
+    # Kill everything it may signal: the grader, other workers.
+    "kill_everyone": '''
+    killed = []
+    for target in (-1, os.getppid(), 1):
+        try:
+            os.kill(target, signal.SIGKILL)
+            killed.append(target)
+        except OSError:
+            pass
+    return {"killed": killed}
+''',
+    # Fill every shared temporary folder (bounded by the worker's limits).
+    "fill_tmp": '''
+    wrote = {}
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", "."):
+        total = 0
+        try:
+            for i in range(16):
+                with open(os.path.join(folder, f"fill-{MARK}-{i}"), "wb") as f:
+                    for _ in range(64):
+                        f.write(b"\\0" * (1 << 20))
+                        total += 1
+        except OSError:
+            pass
+        wrote[folder] = total
+    return {"wrote_mb": wrote}
+''',
+    # Collusion: leave a file for a later submission, and look for one.
+    "leave_and_find_note": '''
+    left, found = [], []
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        try:
+            with open(os.path.join(folder, f"note-{MARK}"), "w") as f:
+                f.write("solution")
+            left.append(folder)
+        except OSError:
+            pass
+        try:
+            found += [n for n in os.listdir(folder) if n.startswith("note-")]
+        except OSError:
+            pass
+    return {"left": left, "found": found}
+''',
+    # The grader's environment, read back from this process's memory.
+    "memory_secrets": '''
+    libc = ctypes.CDLL(None)
+    addr = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        for i in range(0, 1 << 20, 256):
+            os.write(w, ctypes.string_at(addr + i, 256))
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return {"secret": b"hunter2-" in data, "victim": b"victim" in data}
+''',
+    # Write where the grader would later read or import.
+    "tamper_grader": '''
+    import autograder
+    changed = []
+    for path in [autograder.__file__, *TARGETS]:
+        for folder, _, files in os.walk(path) if os.path.isdir(path) \\
+                else [(os.path.dirname(path), [], [os.path.basename(path)])]:
+            for name in files:
+                try:
+                    with open(os.path.join(folder, name), "a") as f:
+                        f.write("\\n# tampered\\n")
+                    changed.append(os.path.join(folder, name))
+                except OSError:
+                    pass
+    return {"changed": changed[:10]}
+''',
+    # Forge result frames on every descriptor it has: a frame whose
+    # header would expand into millions of Python objects.
+    "forge_frames": '''
+    import struct
+    header = json.dumps({"kind": "result", "id": "x", "status": "ok",
+                         "shapes": {"1": [[[1]] * 2_000_000]},
+                         "n_outputs": 0}).encode()
+    payload = struct.pack(">I", len(header)) + header
+    frame = struct.pack(">Q", len(payload)) + payload
+    for fd in range(3, 64):
+        try:
+            os.write(fd, frame)
+        except OSError:
+            pass
+    return {"forged": True}
+''',
+}
+
+# The same module under the name the grader expects, with a marker the spy
+# looks for.
+VICTIM_MARKER = "# VICTIM-MARKER: this submission's source is private\n"
+
+
+def submission(name: str, targets: list[str], mark: str) -> str:
+    """The hostile module for attack ``name``."""
+    body = ATTACKS[name].strip("\n")
+    source = HARNESS.replace("@BODY@", body)
+    source = source.replace("@TARGETS@", repr(json.dumps(targets)))
+    source = source.replace("@MARK@", repr(mark))
+    # The replay attack compares with the probe's input.
+    return source.replace("found = attack()",
+                          "global X\n        X = x\n        found = attack()")
+
+
+def report(text: str) -> dict | None:
+    """The attack's findings quoted in the grader's feedback, if any."""
+    start = text.find("ATTACK {")
+    if start < 0:
+        return None
+    decoder = json.JSONDecoder()
+    try:
+        found, _ = decoder.raw_decode(text[start + len("ATTACK "):])
+    except ValueError:
+        return None
+    return found

@@ -1,0 +1,19 @@
+"""Which jail modes this machine can grade in, asked of the grader itself."""
+from __future__ import annotations
+
+import functools
+
+
+@functools.lru_cache(maxsize=None)
+def refusal_without_namespaces() -> str | None:
+    """Why the grader refuses to grade here without namespaces (the
+    preflight's message, e.g. a root-only checkout the worker user cannot
+    read), or None when it can."""
+    from autograder.preflight import PreflightError, run_preflight
+    from autograder.sandbox import Sandbox
+    try:
+        with Sandbox(namespaces=False) as sandbox:
+            run_preflight(sandbox)
+    except PreflightError as exc:
+        return str(exc).splitlines()[-1].strip()
+    return None

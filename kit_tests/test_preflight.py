@@ -1,0 +1,171 @@
+"""The grader proves it can grade before it writes a score
+(autograder/preflight.py): a broken environment stops every command with the
+cause and the remedy, and never becomes a student's zero."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder.preflight import PreflightError, run_preflight
+from autograder.protocol import CRASH, OK, ProbeResult
+from autograder.sandbox import Sandbox
+from kit_tests.reference_source import FULL_REFERENCE
+
+ROOT = Path(__file__).resolve().parents[1]
+# What Gradescope's image lacked: torch imports without numpy, but sending
+# tensors back (safetensors) needs it.
+NO_NUMPY = "raise ModuleNotFoundError(\"No module named 'numpy'\")\n"
+
+
+@pytest.fixture
+def broken_env(tmp_path) -> dict[str, str]:
+    stub = tmp_path / "stub"
+    (stub / "numpy").mkdir(parents=True)
+    (stub / "numpy" / "__init__.py").write_text(NO_NUMPY)
+    return {**os.environ, "PYTHONPATH": f"{stub}{os.pathsep}{ROOT}"}
+
+
+def _cli(*args: str, env: dict[str, str], cwd: Path = ROOT):
+    return subprocess.run([sys.executable, "-m", "autograder", *args],
+                          env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_canary_passes_here_and_reports_the_jail():
+    with Sandbox() as sandbox:
+        layers = run_preflight(sandbox)
+    assert layers, "the jail reported no layer"
+
+
+def test_grade_stops_before_any_score(broken_env, tmp_path):
+    (tmp_path / "reference.py").write_text(FULL_REFERENCE)
+    out = tmp_path / "out"
+    done = _cli("grade", "--out", str(out), str(tmp_path / "reference.py"),
+                env=broken_env)
+    assert done.returncode == 2
+    assert "canary" in done.stderr
+    assert "install the package 'numpy'" in done.stderr
+    assert not (out / "grades.csv").exists()
+    assert not (out / "reference" / "results.json").exists()
+
+
+def test_check_stops_with_the_cause(broken_env, tmp_path):
+    (tmp_path / "m.py").write_text(FULL_REFERENCE)
+    done = _cli("check", str(tmp_path / "m.py"), env=broken_env)
+    assert done.returncode == 2
+    assert "No module named 'numpy'" in done.stderr
+    assert "Score" not in done.stdout
+
+
+def test_gradescope_says_it_is_not_a_grade(broken_env, tmp_path):
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    (root / "submission" / "modeling_attention.py").write_text(FULL_REFERENCE)
+    done = _cli("gradescope", env={**broken_env,
+                                   "AUTOGRADER_ROOT": str(root)})
+    assert done.returncode == 0, done.stderr
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert data["score"] == 0
+    assert "not your grade" in data["output"]
+    assert data["extra_data"]["internal_error"] is True
+    assert "numpy" in data["output"]
+
+
+class _FakeSandbox:
+    """Stands for a sandbox whose worker fails in a given way."""
+
+    def __init__(self, result: ProbeResult, user=None, layers=()):
+        self.result, self.user, self.layers = result, user, list(layers)
+        self.readable: list[str] = []
+
+    def run(self, source, filename, probes):
+        return [self.result]
+
+
+def test_unreadable_folder_is_named_with_the_remedy():
+    # Not under pytest's tmp_path, whose base folder is itself closed.
+    base = Path(tempfile.mkdtemp(prefix="preflight-"))
+    base.chmod(0o755)
+    locked = base / "locked"
+    (locked / "venv").mkdir(parents=True)
+    locked.chmod(0o700)
+    fake = _FakeSandbox(ProbeResult("preflight", CRASH,
+                                    "the submission exited (code 1)"),
+                        user=(65534, 65534), layers=["uid-drop"])
+    fake.readable = [str(locked / "venv")]
+    if os.stat(locked).st_uid == 65534:
+        pytest.skip("the test folder belongs to the worker user")
+    with pytest.raises(PreflightError) as error:
+        run_preflight(fake)
+    shutil.rmtree(base)
+    message = str(error.value)
+    assert "exited (code 1)" in message
+    assert f"cannot read {locked}" in message
+    assert "AUTOGRADER_WORKER_USER" in message
+
+
+def test_wrong_numbers_fail_the_canary():
+    import torch
+    fake = _FakeSandbox(ProbeResult("preflight", OK,
+                                    outputs=[torch.zeros(2, 12)]))
+    with pytest.raises(PreflightError, match="canary"):
+        run_preflight(fake)
+
+
+def test_root_only_checkout_grades_the_reference(tmp_path):
+    """As root in a mode-700 folder (a TA's container cloning into /root),
+    the worker user still runs the kit's venv: the reference scores full
+    marks, where it used to score 1/16 with the student blamed."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the worker drops privileges only as root")
+    home = tmp_path / "home"
+    kit = home / "kit"
+    home.mkdir()
+    home.chmod(0o700)
+    for name in ("autograder", "test_values"):
+        shutil.copytree(ROOT / name, kit / name)
+    (kit / "m.py").write_text(FULL_REFERENCE)
+    # The venv inside the closed folder, as `make install` makes it there
+    # (hard links: same files, no copy of torch's 1.5 GB where possible).
+    venv = Path(sys.prefix)
+    copy = subprocess.run(["cp", "-al", str(venv), str(kit / ".venv")],
+                          capture_output=True)
+    if copy.returncode:
+        shutil.copytree(venv, kit / ".venv", symlinks=True)
+    python = kit / ".venv" / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": str(kit)}
+    done = subprocess.run([str(python), "-m", "autograder", "grade", "--out",
+                           str(kit / "out"), str(kit / "m.py")], env=env,
+                          cwd=kit, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((kit / "out" / "m" / "results.json").read_text())
+    from autograder.rubric import load_rubric
+    rubric = load_rubric()
+    assert data["score"] == rubric.max_score + rubric.max_bonus
+
+
+def test_a_jail_that_cannot_be_built_falls_back_without_namespaces():
+    from autograder.preflight import make_canary
+    from autograder.protocol import ENVIRONMENT
+
+    class Picky(_FakeSandbox):
+        namespaces = True
+
+        def run(self, source, filename, probes):
+            if self.namespaces:
+                return [ProbeResult("preflight", ENVIRONMENT, "the grader "
+                                    "could not lock up the worker: mount")]
+            return [ProbeResult("preflight", OK,
+                                outputs=[make_canary().expected])]
+
+    picky = Picky(None, layers=["landlock"])
+    assert run_preflight(picky) == ["landlock"]
+    assert picky.namespaces is False

@@ -1,0 +1,60 @@
+"""Which code the grader checks: marked regions, and whole task methods
+whose markers are missing."""
+from __future__ import annotations
+
+from autograder.regions import (TASK_METHODS, find_regions, graded_regions,
+                                owner_of_line, student_statements)
+from reference_source import FULL_REFERENCE
+
+
+def test_task_methods_are_the_skeletons_regions():
+    found: dict[str, set[str]] = {}
+    for region in find_regions(FULL_REFERENCE):
+        owner = region.cls or region.function
+        found.setdefault(owner, set()).add(
+            region.function if region.cls else "")
+    assert found == {k: set(v) for k, v in TASK_METHODS.items()}
+
+
+def test_marked_source_has_no_unmarked_region():
+    assert graded_regions(FULL_REFERENCE) == find_regions(FULL_REFERENCE)
+
+
+def test_method_without_markers_is_graded_whole():
+    source = FULL_REFERENCE.replace(
+        "        # YOUR CODE STARTS HERE\n        q, k, v = self.q(x)",
+        "        q, k, v = self.q(x)", 1)
+    source = source.replace("        return probs @ v  # [bs, seq, hidden]\n"
+                            "        # YOUR CODE ENDS HERE\n",
+                            "        return probs @ v  # [bs, seq, hidden]\n",
+                            1)
+    lines = source.splitlines()
+    unmarked = [r for r in graded_regions(source) if not r.marked]
+    assert [(r.cls, r.function, r.task) for r in unmarked] == [
+        ("SelfAttention", "forward", "1.2")]
+    region = unmarked[0]
+    # From the first statement after the docstring to the method's end.
+    assert lines[region.start - 1].strip().startswith("q, k, v = ")
+    assert lines[region.end - 1].strip() == \
+        "return probs @ v  # [bs, seq, hidden]"
+
+
+def test_many_markers_are_all_regions():
+    # Hostile: thousands of START markers without END (was quadratic).
+    body = "".join(f"        # YOUR CODE STARTS HERE\n        y{i} = x\n"
+                   for i in range(3000))
+    source = ("class SelfAttention:\n    def forward(self, x):\n" + body +
+              "        return x\n")
+    import ast
+    tree = ast.parse(source)
+    regions = graded_regions(source, tree)
+    assert len(regions) == 3000
+    assert len(student_statements(tree, regions)) == 3001
+
+
+def test_owner_of_line():
+    line = next(i for i, text in enumerate(FULL_REFERENCE.splitlines(), 1)
+                if "mask_bool = self.mask.bool()" in text)
+    assert owner_of_line(FULL_REFERENCE, line) == "CausalAttention"
+    assert owner_of_line(FULL_REFERENCE, 1) == ""
+    assert owner_of_line("def (:", 1) == ""

@@ -49,11 +49,11 @@ CACHE = Path(os.environ.get("KIT_GRADESCOPE_IMAGE_CACHE",
                             "/var/tmp/attention-kit-gradescope-image"))
 RUBRIC = load_rubric()
 FULL = RUBRIC.max_score + RUBRIC.max_bonus
-# The mistake graded below and the items it must cost: heads merged by a
-# bare reshape leave the attention probabilities right (2.1, 2.2) and
-# every output of MultiHeadSelfAttention wrong, in eval (2.3a) and train
-# (2.3b) mode; the other tasks do not use that class.
-MISTAKE, MISTAKE_COSTS = "merge_no_transpose", {"2.3a", "2.3b"}
+# The mistake graded below and the one item it must cost: heads merged by
+# a bare reshape leave the attention probabilities right (2.1, 2.2, and
+# 2.3b, which judges dropout on the probabilities) and the output att
+# wrong (2.3a); the other tasks do not use that class.
+MISTAKE, MISTAKE_COSTS = "merge_no_transpose", {"2.3a"}
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="a root-owned /autograder, setup.sh's "

@@ -148,7 +148,10 @@ def _grade(root: Path, python: Path) -> dict:
         text=True, timeout=900,
         env=_env(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=str(python)))
     results = json.loads((root / "results" / "results.json").read_text())
-    assert "fallback" not in results.get("extra_data", {}), done.stderr
+    extra = results.get("extra_data", {})
+    # a grade, not "the autograder failed" (shell fallback or preflight)
+    assert not extra.get("fallback") and not extra.get("internal_error"), (
+        results["output"][:2000] + done.stderr[-2000:])
     return results
 
 

@@ -9,6 +9,7 @@
     autograder/          the checker (`python -m autograder check`), no
                          Gradescope parts
     Makefile README.md requirements.txt make_submission.py   (kit/student/)
+    install_deps.py      the install rule (kit/install_deps.py)
 
 then refuses to report success unless (a) the leak scanner
 (``kit/leaks.py``) finds nothing in the folder and in the zip and (b) the
@@ -118,6 +119,8 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     for path in sorted(STUDENT_FILES.iterdir()):
         if path.is_file():
             shutil.copy2(path, dest / path.name)
+    # the Makefile's install rule, the same file the kit and setup.sh use
+    shutil.copy2(ROOT / "kit" / "install_deps.py", dest / "install_deps.py")
 
 
 def write_zip(src: Path, out: Path) -> Path:

@@ -73,7 +73,8 @@ def test_release_has_what_students_need_and_nothing_else(built):
     files = {p.relative_to(student).as_posix()
              for p in student.rglob("*") if p.is_file()}
     for needed in ("Makefile", "README.md", "requirements.txt",
-                   "make_submission.py", "transformer_lm/__init__.py",
+                   "install_deps.py", "make_submission.py",
+                   "transformer_lm/__init__.py",
                    "transformer_lm/modeling_attention.py",
                    "transformer_lm/test_values.py",
                    "assignment/attention.ipynb",

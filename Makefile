@@ -24,8 +24,8 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version test skeleton test-values check grade bench bench-attention \
-        release autograder demo clean
+.PHONY: help install python-version fresh-values test skeleton test-values check grade \
+        bench bench-attention release autograder demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -42,6 +42,9 @@ $(STAMP): requirements.txt
 python-version: # with PY=: stop at once unless it is Python >= 3.11
 	@$(PY) kit/install_deps.py --check
 
+fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
+	@$(PY) -m kit.make_test_values --check >/dev/null
+
 test: $(SETUP) ## run the kit's whole test suite
 	$(PY) -m pytest kit_tests
 
@@ -54,7 +57,7 @@ test-values: $(SETUP) ## regenerate the frozen test values from the reference
 check: $(SETUP) ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
-grade: $(SETUP) ## grade every entry of SUBMISSIONS=DIR into OUT=grades (default: the examples)
+grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR into OUT=grades (default: the examples)
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.examples; fi
 	$(PY) -m autograder grade --out $(OUT) $(SUBMISSIONS)/*
 
@@ -64,13 +67,13 @@ bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) a
 bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
 	$(PY) -m kit.bench_attention $(ARGS)
 
-release: $(SETUP) ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
+release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
 	$(PY) -m kit.release
 
-autograder: $(SETUP) ## build dist/autograder.zip for Gradescope
+autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
 	$(PY) -m kit.gradescope
 
-demo: $(SETUP) ## build both, grade examples/ (+ reference, skeleton), print a score table
+demo: $(SETUP) fresh-values ## build both, grade examples/ (+ reference, skeleton), print a score table
 	$(PY) -m kit.demo
 
 clean: ## remove build outputs (keeps .venv)

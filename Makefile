@@ -1,9 +1,22 @@
 # Attention homework kit. `make help` lists the targets.
+#
+# `make install` creates .venv with requirements.txt through
+# kit/install_deps.py: torch alone from the PyTorch CPU index on Linux
+# (TORCH_INDEX; falls back fast to the default index if unreachable;
+# TORCH_INDEX= skips it), everything else from the default index. It needs
+# Python >= 3.11 (PYTHON=python3.11 to pick one). PY=/path/to/python uses an
+# interpreter that already has the packages: nothing is installed.
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+ifeq ($(origin PY),undefined)
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+SETUP := install
+else
+SETUP := python-version
+endif
+STAMP := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)
 export MPLBACKEND := Agg
 
@@ -11,8 +24,8 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install test skeleton test-values check grade bench bench-attention \
-        release autograder demo clean
+.PHONY: help install python-version fresh-values test skeleton test-values check grade \
+        bench bench-attention release autograder demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -21,40 +34,46 @@ help: ## list the targets
 install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
 
 $(STAMP): requirements.txt
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(PYTHON) kit/install_deps.py --venv $(VENV) -r requirements.txt \
+	  --torch-index "$(TORCH_INDEX)"
+	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@rm -f $(VENV)/.installed-* && touch $@
 
-test: install ## run the kit's whole test suite
+python-version: # with PY=: stop at once unless it is Python >= 3.11
+	@$(PY) kit/install_deps.py --check
+
+fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
+	@$(PY) -m kit.make_test_values --check >/dev/null
+
+test: $(SETUP) ## run the kit's whole test suite
 	$(PY) -m pytest kit_tests
 
-skeleton: install ## regenerate transformer_lm/modeling_attention.py from the reference
+skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
 	$(PY) -m kit.skeleton
 
-test-values: install ## regenerate the frozen test values from the reference
+test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.make_test_values
 
-check: install ## student preview: grade transformer_lm/modeling_attention.py on the public cases
+check: $(SETUP) ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
-grade: install ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples)
+grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples)
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.examples; fi
 	$(PY) -m autograder grade --out $(OUT) $(if $(wildcard $(SUBMISSIONS)/*),$(SUBMISSIONS)/*,$(SUBMISSIONS))
 
-bench: install ## seconds per submission (warm workers vs fresh interpreters) and peak memory
+bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.bench
 
-bench-attention: install ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
+bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
 	$(PY) -m kit.bench_attention $(ARGS)
 
-release: install ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
+release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
 	$(PY) -m kit.release
 
-autograder: install ## build dist/autograder.zip for Gradescope
+autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
 	$(PY) -m kit.gradescope
 
-demo: install ## build both, grade examples/ (+ reference, skeleton), print a score table
+demo: $(SETUP) fresh-values ## build both, grade examples/ (+ reference, skeleton), print a score table
 	$(PY) -m kit.demo
 
 clean: ## remove build outputs (keeps .venv)

@@ -23,6 +23,12 @@ HIDDEN_PRINTED = ("Your code also printed during the hidden cases: shown "
 TRACEBACK_SHOWN = 20000   # characters of a grader traceback (staff)
 
 
+# What `make check` checks, unlike `pytest tests` and the notebook's checks
+# (values only, autograder/local.py).
+CHECK_SCOPE = ("Checked as the grader does, on the public cases: values, "
+               "PEP 8 and shape comments, and the bonus.")
+
+
 def _pts(value: float) -> str:
     return f"{value:g}"
 
@@ -226,7 +232,7 @@ def check_text(grade: GradeResult) -> str:
     """The terminal preview of ``python -m autograder check``."""
     if grade.error or grade.internal_error or not grade.tasks:
         return feedback_markdown(grade)
-    out = []
+    out = [CHECK_SCOPE, ""]
     for task in grade.tasks:
         out += [f"{task.task.title}: {_task_points(task)}"]
         for result in (*task.items, *task.deductions, *task.bonuses):
@@ -244,9 +250,9 @@ def check_text(grade: GradeResult) -> str:
         out += ["Your code printed:",
                 mdsafe.clean(grade.stdout, mdsafe.OUTPUT_LIMIT).rstrip(), ""]
     bonus = sum(b.applied for t in grade.tasks for b in t.bonuses)
-    out.append(f"Score on the public cases: {_pts(grade.score - bonus)} / "
-               f"{_pts(grade.max_score)} (+{_pts(bonus)} bonus)")
-    out.append(HIDDEN_NOTE)
+    out.append(f"public: {_pts(grade.score - bonus)} / "
+               f"{_pts(grade.max_score)} points (+{_pts(bonus)} bonus); "
+               f"hidden cases: graded after you submit")
     return "\n".join(out)
 
 

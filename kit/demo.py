@@ -92,7 +92,11 @@ def run_gradescope(archive: Path, submission: Path) -> dict:
 def main() -> int:
     """Run the demo; exit 1 if a step fails."""
     start = time.monotonic()
-    student, student_zip = release.build(ROOT / "dist")
+    try:
+        student, student_zip = release.build(ROOT / "dist")
+    except release.ReleaseError as exc:
+        print(f"demo stopped: the release failed: {exc}", file=sys.stderr)
+        return 1
     print(f"release: {student_zip.relative_to(ROOT)} "
           f"({time.monotonic() - start:.0f} s, leak-scanned, self-graded)")
     archive = gradescope.build(ROOT / "dist")

@@ -4,9 +4,10 @@
 the zip, as Gradescope's specification asks (it is unzipped into
 ``/autograder/source``):
 
-    setup.sh            image build: CPU torch, the worker user, locks source/
+    setup.sh            image build: the venv, the worker user, locks source/
     run_autograder      per submission: grades /autograder/submission
-    requirements.txt    grading's packages besides torch
+    requirements.txt    the venv's pinned packages, torch included
+    install_deps.py     the install rule (torch from the PyTorch CPU index)
     autograder/         the grader package (rubric, mistakes, sandbox, ...)
     test_values/        manifest.json, public.safetensors, hidden.safetensors
 
@@ -14,7 +15,9 @@ Never the reference or the kit: the grader needs only numbers. Before it
 reports success it checks the zip: scripts executable at the root, the
 values' sha256 as the manifest says, no solution line (``kit/leaks.py``),
 and every third-party module the grader imports pinned in
-requirements.txt (torch aside).
+requirements.txt (modules imported only at run time, such as numpy by
+``safetensors.torch``, are caught by ``kit_tests/test_gradescope_image.py``,
+which grades in a venv built by setup.sh).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from kit.release import SKIP, write_zip
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "autograder" / "gradescope"
+INSTALL_DEPS = ROOT / "kit" / "install_deps.py"
 ENTRY_FILES = ("setup.sh", "run_autograder", "requirements.txt")
 VALUE_FILES = ("manifest.json", "public.safetensors", "hidden.safetensors")
 # Import name -> distribution name, where they differ.
@@ -48,6 +52,7 @@ def assemble(dest: Path) -> None:
     dest.mkdir(parents=True)
     for name in ENTRY_FILES:
         shutil.copy2(SCRIPTS / name, dest / name)
+    shutil.copy2(INSTALL_DEPS, dest / INSTALL_DEPS.name)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
                         "__pycache__", "*.pyc", "gradescope", *STAFF_ONLY))
@@ -82,6 +87,9 @@ def verify(tree: Path, archive: Path) -> None:
             if info is None or not (info.external_attr >> 16) & 0o100:
                 problems.append(f"{script} missing or not executable at "
                                 f"the zip root")
+        for name in ("requirements.txt", INSTALL_DEPS.name):
+            if name not in names:   # setup.sh runs them
+                problems.append(f"{name} missing at the zip root")
     manifest = json.loads((tree / "test_values" / "manifest.json")
                           .read_text())
     for name, info in manifest["files"].items():
@@ -93,7 +101,7 @@ def verify(tree: Path, archive: Path) -> None:
               if "==" in line and not line.lstrip().startswith("#")}
     for module in sorted(third_party_imports(tree / "autograder")):
         dist = DISTRIBUTIONS.get(module, module)
-        if dist != "torch" and dist.lower() not in pinned:
+        if dist.lower() not in pinned:
             problems.append(f"the grader imports {module!r} but "
                             f"requirements.txt does not pin it")
     from kit.leaks import Secrets, scan_text

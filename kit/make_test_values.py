@@ -231,6 +231,48 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
                          f"reference by {(a - b).abs().max():.3g}")
 
 
+# Everything the bytes depend on, besides torch: a change to any of them
+# makes the committed values stale (``--check``, and the kit's commands
+# that grade or release refuse stale values).
+SOURCES = (REFERENCE, ROOT / "kit" / "cases.py", ROOT / "kit" / "mistakes.py",
+           ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
+           Path(__file__).resolve())
+
+
+def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:
+    """Path (relative to the kit) -> sha256 of each source of the values."""
+    paths = [reference_path.resolve(), *SOURCES[1:]]
+    return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in paths}
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+class StaleValues(Exception):
+    """The frozen values no longer match what generates them."""
+
+
+def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:
+    """Raise StaleValues naming what changed since ``make test-values``."""
+    try:
+        recorded = json.loads((values / "manifest.json").read_text()
+                              ).get("sources", {})
+    except (OSError, ValueError) as exc:
+        raise StaleValues(f"{values}/manifest.json: {exc}: run "
+                          f"`make test-values`") from None
+    changed = [path for path, digest in source_hashes(reference_path).items()
+               if recorded.get(path) != digest]
+    if changed:
+        raise StaleValues(f"{values}/ is stale: {', '.join(changed)} "
+                          f"changed since it was generated: run "
+                          f"`make test-values` (then `make test`)")
+
+
 def generate(out: Path = OUT, reference_path: Path = REFERENCE,
              verbose: bool = True) -> dict:
     """Write public/hidden safetensors files and manifest.json into ``out``."""
@@ -244,6 +286,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         "generator": "python -m kit.make_test_values",
         "compute": COMPUTE,
         "draws": DRAWS,
+        "sources": source_hashes(reference_path),
         "files": {},
         "cases": {},
     }
@@ -297,7 +340,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="output directory (default: test_values/)")
     parser.add_argument("--reference", type=Path, default=REFERENCE,
                         help="reference implementation to freeze")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the values are "
+                             "stale (the reference, the cases, the "
+                             "catalogue or the generator changed)")
     args = parser.parse_args(argv)
+    if args.check:
+        try:
+            check_fresh(args.out, args.reference)
+        except StaleValues as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args.out}/ is up to date")
+        return 0
     generate(args.out, args.reference)
     return 0
 

@@ -34,17 +34,32 @@ from __future__ import annotations
 
 import argparse
 import base64
+import re
 import sys
 import textwrap
 from pathlib import Path
 
 import nbformat
 
+from autograder.local import (SCOPE, bonus_points, bonus_rule,
+                              points_text, task_points)
+from autograder.rubric import Rubric, load_rubric
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "assignment" / "attention.ipynb"
 
-TASK_POINTS = {"1.1": 1, "1.2": 3, "2.1": 3, "2.2": 1, "2.3": 2,
-               "3.1": 2, "3.2": 1, "3.3": 2, "3.4": 1}
+# What each task asks for, in the intro's table (points from the rubric).
+TASK_SUMMARIES = {
+    "1.1": "the query, key and value projections of `SelfAttention`",
+    "1.2": "`SelfAttention.forward`",
+    "2.1": "multi-head split and attention scores",
+    "2.2": "the causal mask",
+    "2.3": "probabilities, dropout, merging the heads",
+    "3.1": "`CausalAttention.forward`",
+    "3.2": "`MultiHeadAttentionWrapper.forward`",
+    "3.3": "`MultiHeadAttention.forward` (fused heads)",
+    "3.4": "`gpt2_small_attention()`",
+}
 # The benchmark chart (``python -m kit.bench_attention``), embedded in the
 # notebook as a cell attachment so that it ships with it.
 BENCH_CHART = ROOT / "assignment" / "figures" / "bench_attention.png"
@@ -76,10 +91,32 @@ def _text(source: str) -> str:
     return textwrap.dedent(source).strip("\n")
 
 
+def task_table(rubric: Rubric | None = None) -> str:
+    """The intro's markdown table of tasks and points."""
+    points, bonus = task_points(rubric), bonus_points(rubric)
+    rows = ["| Task | What you write | Points |",
+            "|------|----------------|--------|"]
+    for task_id, summary in TASK_SUMMARIES.items():
+        extra = f" (+{bonus[task_id]:g} bonus)" if task_id in bonus else ""
+        rows.append(f"| {task_id} | {summary} | "
+                    f"{points[task_id]:g}{extra} |")
+    return "\n".join(rows)
+
+
+def _facts(text: str) -> str:
+    """Fill in the rubric's facts: ``@points(1.2)``, ``@task_table``,
+    ``@bonus_rule(1.2)`` (the rule as the rubric states it)."""
+    text = text.replace("@task_table", task_table())
+    text = re.sub(r"@bonus_rule\((\d\.\d)\)",
+                  lambda m: bonus_rule(m.group(1)), text)
+    return re.sub(r"@points\((\d\.\d)\)",
+                  lambda m: points_text(m.group(1)), text)
+
+
 def md(source: str, cell_id: str | None = None,
        kit: dict | None = None) -> nbformat.NotebookNode:
     """A markdown cell; ``kit`` goes to ``metadata["kit"]``."""
-    cell = nbformat.v4.new_markdown_cell(_text(source))
+    cell = nbformat.v4.new_markdown_cell(_facts(_text(source)))
     cell.id = cell_id
     if kit is not None:
         cell.metadata["kit"] = kit
@@ -103,7 +140,12 @@ def raw(source: str) -> nbformat.NotebookNode:
 def task(task_id: str, statement: str) -> list[nbformat.NotebookNode]:
     """An autograded task: statement, then a test cell calling run_check."""
     name = "task_" + task_id.replace(".", "_")
+    # otter shows these under the cell's verdict: say what was checked.
     test = f'''\
+        """ # BEGIN TEST CONFIG
+        success_message: 'passed on the public cases ({SCOPE})'
+        failure_message: 'the failing items are listed below ({SCOPE})'
+        """ # END TEST CONFIG
         def test_{name}():
             from transformer_lm.checks import run_check
             run_check("{task_id}")
@@ -112,7 +154,8 @@ def task(task_id: str, statement: str) -> list[nbformat.NotebookNode]:
         report(test_{name})
         '''
     return [
-        raw(f"# BEGIN QUESTION\nname: {name}\npoints: {TASK_POINTS[task_id]}"),
+        raw(f"# BEGIN QUESTION\nname: {name}\n"
+            f"points: {task_points()[task_id]:g}"),
         md(statement),
         raw("# BEGIN TESTS"),
         code(test, cell_id=f"check-{name.replace('_', '-')}"),
@@ -165,22 +208,13 @@ def intro() -> list[nbformat.NotebookNode]:
         after you finish it, and asks five short questions (Q1-Q5): write
         your answers in the cells that start with **Answer Qn:**.
 
-        | Task | What you write | Points |
-        |------|----------------|--------|
-        | 1.1 | the query, key and value projections of `SelfAttention` | 1 |
-        | 1.2 | `SelfAttention.forward` | 3 (+1 bonus) |
-        | 2.1 | multi-head split and attention scores | 3 |
-        | 2.2 | the causal mask | 1 |
-        | 2.3 | probabilities, dropout, merging the heads | 2 |
-        | 3.1 | `CausalAttention.forward` | 2 |
-        | 3.2 | `MultiHeadAttentionWrapper.forward` | 1 |
-        | 3.3 | `MultiHeadAttention.forward` (fused heads) | 2 |
-        | 3.4 | `gpt2_small_attention()` | 1 |
+        @task_table
 
-        The checks here use the public test values only. The final grade
-        also runs hidden cases (a single token, one head, long sequences,
-        dropout in training mode), so a passing check is necessary, not
-        sufficient.
+        Each check cell runs the grader's own checks of its task on the
+        public test values. They check values only; `make check` adds the
+        PEP 8 and shape-comment deductions. The final grade also runs
+        hidden cases (a single token, one head, long sequences, dropout in
+        training mode), so a passing check is necessary, not sufficient.
         """),
         code("""
         %load_ext autoreload
@@ -321,7 +355,7 @@ def part1() -> list[nbformat.NotebookNode]:
         after Task 1.2.
         """),
         *task("1.1", """
-        ### Task 1.1 (1 point)
+        ### Task 1.1 (@points(1.1))
 
         In `SelfAttention.__init__`, create the projections `self.q`,
         `self.k` and `self.v`, each an `nn.Linear` from `input_size` to
@@ -329,7 +363,7 @@ def part1() -> list[nbformat.NotebookNode]:
         weights into them by name. Run the cell below to check.
         """),
         *task("1.2", """
-        ### Task 1.2 (3 points, +1 bonus)
+        ### Task 1.2 (@points(1.2))
 
         Implement `SelfAttention.forward(x)` for `x` of shape
         `[batch_size, seq_len, input_size]`: project `x` to queries, keys
@@ -339,8 +373,7 @@ def part1() -> list[nbformat.NotebookNode]:
         the weighted sum of the values, `[batch_size, seq_len, hidden]`.
 
         `k.transpose(1, 2)` transposes each matrix of a batch, and `@`
-        multiplies batches of matrices. **Bonus point:** a forward of at
-        most three statements, still PEP 8 clean and shape-commented.
+        multiplies batches of matrices. @bonus_rule(1.2)
         """),
     ]
 
@@ -522,7 +555,7 @@ def part2_tasks() -> list[nbformat.NotebookNode]:
     """Tasks 2.1-2.3 with Q3 and Q4."""
     return [
         *task("2.1", """
-        ### Task 2.1 (3 points)
+        ### Task 2.1 (@points(2.1))
 
         In `MultiHeadSelfAttention.forward`, project `x` to queries, keys
         and values, split each into `num_heads` heads of `head_size` and
@@ -548,13 +581,13 @@ def part2_tasks() -> list[nbformat.NotebookNode]:
         systematically blurred one.
         """),
         *task("2.2", """
-        ### Task 2.2 (1 point)
+        ### Task 2.2 (@points(2.2))
 
         When `self.causal` is true, hide strictly future positions from
         every query: fill their scores with `-inf` before the softmax.
         """),
         *task("2.3", """
-        ### Task 2.3 (2 points)
+        ### Task 2.3 (@points(2.3))
 
         Turn the scores into probabilities (softmax over the keys), apply
         `self.dropout`, take the weighted sum of the values, merge the
@@ -715,7 +748,7 @@ def part3_intro() -> list[nbformat.NotebookNode]:
         Part 1.
         """),
         *task("3.1", """
-        ### Task 3.1 (2 points)
+        ### Task 3.1 (@points(3.1))
 
         Implement `CausalAttention.forward(x)` for `x` of shape
         `[b, num_tokens, d_in]`, returning the context vectors
@@ -815,7 +848,7 @@ def part3_heads() -> list[nbformat.NotebookNode]:
         products, one after another.
         """),
         *task("3.2", """
-        ### Task 3.2 (1 point)
+        ### Task 3.2 (@points(3.2))
 
         Implement `MultiHeadAttentionWrapper.forward(x)`: run every head of
         `self.heads` on `x` and concatenate their outputs along the last
@@ -845,7 +878,7 @@ def part3_heads() -> list[nbformat.NotebookNode]:
         Split the projections with
         `.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)`, attend
         in every head at once (masked as in Task 3.1, scaled by
-        $\sqrt{	ext{head\_dim}}$, dropout on the weights), transpose back,
+        $\sqrt{\text{head\_dim}}$, dropout on the weights), transpose back,
         merge to `[b, num_tokens, d_out]` and apply `self.out_proj`, a
         linear layer that mixes the heads. Note the sizes: here `d_out` is
         the *total* output size, while the wrapper's `d_out` is per head.
@@ -858,7 +891,7 @@ def part3_heads() -> list[nbformat.NotebookNode]:
         than `context_length`, both with a `ValueError`.
         """),
         *task("3.3", """
-        ### Task 3.3 (2 points)
+        ### Task 3.3 (@points(3.3))
 
         Implement `MultiHeadAttention.forward(x)`, returning
         `[b, num_tokens, d_out]`. With `torch.manual_seed(123)` and
@@ -902,11 +935,11 @@ def part3_heads() -> list[nbformat.NotebookNode]:
         tokens, dropout 0.1, and biases on the query, key and value
         projections. Its attention has
         $4 \cdot (768 \cdot 768 + 768) = 2\,362\,368$ parameters: three
-        projections and `out_proj`, each a $768 	imes 768$ matrix and a
+        projections and `out_proj`, each a $768 \times 768$ matrix and a
         bias.
         """),
         *task("3.4", """
-        ### Task 3.4 (1 point)
+        ### Task 3.4 (@points(3.4))
 
         Make `gpt2_small_attention()` return that layer, a
         `MultiHeadAttention`.

@@ -9,6 +9,7 @@
     autograder/          the checker (`python -m autograder check`), no
                          Gradescope parts
     Makefile README.md requirements.txt make_submission.py   (kit/student/)
+    install_deps.py      the install rule (kit/install_deps.py)
 
 then refuses to report success unless (a) the leak scanner
 (``kit/leaks.py``) finds nothing in the folder and in the zip and (b) the
@@ -29,6 +30,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import STAFF_ONLY
+from kit.make_test_values import StaleValues, check_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -72,6 +74,7 @@ def _public_manifest(values: Path) -> dict:
     """The manifest restricted to the public cases (hidden names, sizes
     and the hidden file's sha never ship)."""
     manifest = json.loads((values / "manifest.json").read_text())
+    manifest.pop("sources", None)   # staff files' digests: not for students
     manifest["files"] = {k: v for k, v in manifest["files"].items()
                          if k == "public.safetensors"}
     manifest["cases"] = {k: v for k, v in manifest["cases"].items()
@@ -118,6 +121,8 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     for path in sorted(STUDENT_FILES.iterdir()):
         if path.is_file():
             shutil.copy2(path, dest / path.name)
+    # the Makefile's install rule, the same file the kit and setup.sh use
+    shutil.copy2(ROOT / "kit" / "install_deps.py", dest / "install_deps.py")
 
 
 def write_zip(src: Path, out: Path) -> Path:
@@ -197,6 +202,10 @@ def build(out: Path = ROOT / "dist", python: str = sys.executable,
           verify: bool = True) -> tuple[Path, Path]:
     """Build ``out/student`` and ``out/student.zip``; verify them unless
     ``verify`` is False. Returns (folder, zip)."""
+    try:
+        check_fresh()
+    except StaleValues as exc:   # names what changed and the command
+        raise ReleaseError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     release, archive = out / "student", out / "student.zip"
     shutil.rmtree(release, ignore_errors=True)

@@ -25,6 +25,7 @@ import tokenize
 from pathlib import Path
 
 from autograder.regions import END_MARKER, START_MARKER, Region, find_regions
+from autograder.local import points_text, task_points
 from autograder.rubric import Rubric, load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,34 +47,14 @@ _POINTS = re.compile(r"(?P<head>#\s*Task\s+(?P<task>\d+(?:\.\d+)?)\s*\()"
                      r"(?:, \+(?P<bonus>\d+(?:\.\d+)?) bonus)?")
 
 
-def _points_text(value: float, unit: str = "point") -> str:
-    return f"{value:g} {unit}" + ("" if value == 1 else "s")
-
-
-def task_points(rubric: Rubric, task: str) -> tuple[float, float]:
-    """(points, bonus) of a region's task ``task`` ("2.3"): the rubric's
-    items whose id is the task's, possibly with a letter ("2.3a"), and the
-    bonuses that require one of them."""
-    def mine(item_id: str) -> bool:
-        return re.fullmatch(re.escape(task) + r"[a-z]?", item_id) is not None
-
-    items = [i for t in rubric.tasks for i in t.items if mine(i.id)]
-    bonus = sum(b.points for t in rubric.tasks for b in t.bonuses
-                if any(mine(r) for r in b.requires))
-    return sum(i.points for i in items), bonus
-
-
 def sync_points(source: str, rubric: Rubric) -> str:
     """``source`` with every task header's points (and bonus) as the
     rubric says: the rubric is the one place a point is written."""
     def fix(match: re.Match) -> str:
-        points, bonus = task_points(rubric, match.group("task"))
-        if not points and not bonus:
+        task = match.group("task")
+        if task not in task_points(rubric):
             return match.group(0)
-        text = match.group("head") + _points_text(points)
-        if match.group("bonus") is not None or bonus:
-            text += f", +{bonus:g} bonus"
-        return text
+        return match.group("head") + points_text(task, rubric)
     return _POINTS.sub(fix, source)
 
 

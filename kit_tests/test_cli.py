@@ -124,10 +124,13 @@ def test_check_on_public_cases_only(public_only_values, tmp_path):
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     top = f"{load_rubric().max_score:g}"
-    assert f"Score on the public cases: 8 / {top} (+1 bonus)" in done.stdout
+    assert f"public: 8 / {top} points (+1 bonus); hidden cases: graded " \
+        f"after you submit" in done.stdout
+    assert "values, PEP 8 and shape comments" in done.stdout
     assert "mask_diagonal" in done.stdout
-    assert "graded on submission" in done.stdout
-    assert "hidden case" not in done.stdout
+    # Hidden cases are announced, never described.
+    assert "hidden case" not in done.stdout.replace(
+        "hidden cases: graded after you submit", "")
 
 
 def test_check_missing_file_exits_two(tmp_path):

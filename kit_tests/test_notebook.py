@@ -19,12 +19,14 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
+from autograder.local import SCOPE, task_points
+from autograder.rubric import load_rubric
 from kit import notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
-TASKS = tuple(notebook.TASK_POINTS)
+TASKS = tuple(task_points())
 QUESTIONS = ("Q1", "Q2", "Q3", "Q4", "Q5")
 START, END = "# YOUR CODE STARTS HERE", "# YOUR CODE ENDS HERE"
 
@@ -59,7 +61,11 @@ def _skeleton_source() -> str:
 
 
 def _workspace(directory: Path, implementation: str) -> Path:
-    """``transformer_lm/`` with ``implementation`` and the public values."""
+    """``transformer_lm/`` with ``implementation``, the public values and
+    the checker ``autograder/`` (as the release ships it)."""
+    shutil.copytree(ROOT / "autograder", directory / "autograder",
+                    ignore=shutil.ignore_patterns("__pycache__",
+                                                  "gradescope*"))
     package = directory / "transformer_lm"
     package.mkdir(parents=True)
     for source in (ROOT / "transformer_lm").glob("*.py"):
@@ -153,10 +159,13 @@ def test_master_structure():
                  if c.cell_type == "raw"
                  and c.source.startswith("# BEGIN QUESTION")]
     points = {q["name"]: q["points"] for q in questions}
-    assert points == {"task_1_1": 1, "task_1_2": 3, "task_2_1": 3,
-                      "task_2_2": 1, "task_2_3": 2, "task_3_1": 2,
-                      "task_3_2": 1, "task_3_3": 2, "task_3_4": 1,
-                      "q1": 0, "q2": 0, "q3": 0, "q4": 0, "q5": 0}
+    # A task's points are its rubric items' (2.3 = 2.3a + 2.3b).
+    items = {i.id: i.points for t in load_rubric().tasks for i in t.items}
+    assert points == {
+        **{"task_" + t.replace(".", "_"): sum(
+            p for i, p in items.items() if i.rstrip("abcde") == t)
+           for t in TASKS},
+        "q1": 0, "q2": 0, "q3": 0, "q4": 0, "q5": 0}
     assert all(q.get("manual") for q in questions if q["name"][0] == "q")
     for task_id in TASKS:
         source = _cell(nb, _check_id(task_id)).source
@@ -168,6 +177,58 @@ def test_master_structure():
             assert cell.cell_type == "markdown"
             assert cell.metadata["kit"] == meta
             assert cell.source.splitlines()[0] == f"**Answer {qid}:**"
+
+
+def test_no_cell_holds_a_control_character():
+    # "\t" in "\text" or "\times" inside a Python string once became a TAB:
+    # students saw "sqrt(<TAB>ext{head_dim})". Only newlines belong here.
+    nb = nbformat.reads(notebook.render(), as_version=4)
+    found = [(index, repr(char)) for index, cell in enumerate(nb.cells)
+             for char in cell.source if ord(char) < 32 and char != "\n"]
+    assert found == []
+    text = "\n".join(c.source for c in nb.cells)
+    assert "\\sqrt{\\text{head\\_dim}}" in text
+    assert "768 \\times 768" in text
+
+
+def test_points_come_from_the_rubric(tmp_path, monkeypatch):
+    import autograder.rubric
+    rubric = (ROOT / "autograder" / "rubric.toml").read_text()
+    old = 'id = "2.2"\ntitle = "attention probabilities match (causal)"\n' \
+          'points = 1\n'
+    assert old in rubric
+    changed = tmp_path / "rubric.toml"
+    top = f"max_score = {load_rubric().max_score:g} "
+    assert top in rubric
+    changed.write_text(rubric.replace(
+        old, old.replace("points = 1", "points = 4")).replace(
+        top, f"max_score = {load_rubric().max_score + 3:g} "))
+    before = notebook.build()
+    monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC", changed)
+    after = notebook.build()
+
+    def facts(nb):
+        config = [yaml.safe_load(c.source) for c in nb.cells
+                  if c.source.startswith("# BEGIN QUESTION\nname: task_2_2")]
+        heading = [line for c in nb.cells for line in c.source.splitlines()
+                   if line.startswith("### Task 2.2")]
+        row = [line for c in nb.cells for line in c.source.splitlines()
+               if line.startswith("| 2.2 |")]
+        return config[0]["points"], heading, row
+
+    assert facts(before) == (1, ["### Task 2.2 (1 point)"],
+                             ["| 2.2 | the causal mask | 1 |"])
+    assert facts(after) == (4, ["### Task 2.2 (4 points)"],
+                            ["| 2.2 | the causal mask | 4 |"])
+
+
+def test_check_cells_say_what_they_check():
+    nb = notebook.build()
+    for task_id in TASKS:
+        source = _cell(nb, _check_id(task_id)).source
+        config = yaml.safe_load(source.split('"""')[1].split("\n", 1)[1])
+        assert SCOPE in config["success_message"]
+        assert SCOPE in config["failure_message"]
 
 
 def test_part3_walks_through_the_book():
@@ -244,6 +305,7 @@ def test_master_runs_against_the_reference(tmp_path, monkeypatch):
     for task_id in TASKS:
         shown = _output_text(_cell(nb, _check_id(task_id)))
         assert f"Task {task_id}" in shown and "FAILED" not in shown, shown
+        assert SCOPE in shown, shown
     for cell in _plot_cells(nb):
         assert any("image/png" in o.get("data", {}) for o in cell.outputs)
         assert "Finish Task" not in _output_text(cell)
@@ -283,6 +345,7 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
     assert len(checks) == len(TASKS)
     for cell in checks:
         assert "not implemented yet" in _output_text(cell)
+        assert SCOPE in _output_text(cell)
     for cell in _plot_cells(nb):
         assert re.search(r"Finish Task [23]\.\d to see this plot",
                          _output_text(cell)), _output_text(cell)

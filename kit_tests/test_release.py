@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from autograder.local import SCOPE
 from autograder.rubric import load_rubric
 from kit import leaks, release
 from kit.skeleton import generate_skeleton, solution_lines
@@ -72,12 +73,13 @@ def test_release_has_what_students_need_and_nothing_else(built):
     files = {p.relative_to(student).as_posix()
              for p in student.rglob("*") if p.is_file()}
     for needed in ("Makefile", "README.md", "requirements.txt",
-                   "make_submission.py", "transformer_lm/__init__.py",
+                   "install_deps.py", "make_submission.py",
+                   "transformer_lm/__init__.py",
                    "transformer_lm/modeling_attention.py",
                    "transformer_lm/test_values.py",
                    "assignment/attention.ipynb",
                    "test_values/public.safetensors",
-                   "test_values/manifest.json", "tests/adapters.py",
+                   "test_values/manifest.json", "tests/test_items.py",
                    "autograder/__main__.py", "autograder/rubric.toml"):
         assert needed in files, needed
     assert any(f.startswith("assignment/tests/task_") for f in files)
@@ -207,13 +209,14 @@ def test_unzipped_release_make_check(unzipped, tmp_path):
     assert "Traceback" not in report, report
     assert "Task 1.1 not implemented yet" in report, report
     top = f"{load_rubric().max_score:g}"
-    assert f"Score on the public cases: 0 / {top} (+0 bonus)" in report
+    assert f"public: 0 / {top} points (+0 bonus); hidden cases: graded " \
+        f"after you submit" in report
     ref = tmp_path / "mine.py"
     shutil.copy2(REFERENCE, ref)
     done = _make(unzipped, "check", f"FILE={ref}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"Score on the public cases: {top} / {top} (+1 bonus)" in \
-        done.stdout
+    assert f"public: {top} / {top} points (+1 bonus); hidden cases: " \
+        f"graded after you submit" in done.stdout
 
 
 def test_unzipped_release_pytest(unzipped, tmp_path):
@@ -222,6 +225,7 @@ def test_unzipped_release_pytest(unzipped, tmp_path):
     done = _make(unzipped, "test", ATTENTION_IMPL=str(ref))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
+    assert SCOPE in done.stdout   # the header says what is checked
     # the skeleton: tests run (no collection error) and fail
     done = _make(unzipped, "test")
     assert done.returncode != 0, done.stdout[-3000:]

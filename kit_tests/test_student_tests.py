@@ -1,5 +1,6 @@
-"""The student tests (tests/) judge implementations correctly, and their
-failures explain themselves; the public values they use are intact."""
+"""The student tests (tests/) are the grader's item checks: one test per
+rubric item, judged by the grader's code on the public values; failures
+explain themselves, and the public values they use are intact."""
 from __future__ import annotations
 
 import os
@@ -13,13 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.values import load_cases
+from autograder.local import SCOPE, value_rubric
+from autograder.rubric import load_rubric
+from autograder.values import ValuesError, load_cases
+from kit.examples import apply_edits
 from kit.skeleton import REFERENCE, SKELETON
-from tests.comparison import assert_close, assert_shape
 from transformer_lm import test_values
 
 ROOT = Path(__file__).resolve().parents[1]
-Failed = pytest.fail.Exception  # what a failing student test raises
+ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]
 
 
 @dataclass
@@ -28,204 +31,110 @@ class Run:
 
     returncode: int
     output: str
-    outcomes: dict[str, tuple[str, str]]  # test id -> (outcome, message)
+    outcomes: dict[str, tuple[str, str]]  # item id -> (outcome, message)
 
     def named(self, outcome: str) -> list[str]:
         return [t for t, (o, _) in self.outcomes.items() if o == outcome]
 
 
-def run_student_tests(implementation: Path, tmp_path: Path) -> Run:
-    """``pytest tests`` with ATTENTION_IMPL=implementation, as a student
-    runs it: from the project root, without PYTHONPATH."""
-    report = tmp_path / f"{implementation.stem}-report.xml"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["ATTENTION_IMPL"] = str(implementation)
+def run_student_tests(implementation: Path | None, tmp_path: Path,
+                      *args: str) -> Run:
+    """``pytest tests`` with ATTENTION_IMPL=implementation (unset: None),
+    as a student runs it: from the project root, without PYTHONPATH."""
+    report = tmp_path / "report.xml"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "ATTENTION_IMPL")}
+    if implementation is not None:
+        env["ATTENTION_IMPL"] = str(implementation)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider",
-         f"--junitxml={report}"],
+         f"--junitxml={report}", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     outcomes = {}
     if report.exists():
         for case in ET.parse(report).iter("testcase"):
-            test_id = f"{case.get('classname')}::{case.get('name')}"
+            name = case.get("name")
+            item = name[name.index("[") + 1:-1] if "[" in name else name
             outcome, message = "passed", ""
             for kind in ("failure", "error", "skipped"):
                 found = case.find(kind)
                 if found is not None:
                     outcome = kind
                     message = found.get("message", "")
-            outcomes[test_id] = (outcome, message)
+            outcomes[item] = (outcome, message)
     return Run(done.returncode, done.stdout + done.stderr, outcomes)
 
 
 def broken_reference(tmp_path: Path, old: str, new: str) -> Path:
-    """A copy of the reference with ``old`` replaced by ``new``."""
-    source = REFERENCE.read_text()
-    assert old in source, f"the reference no longer contains {old!r}"
+    """A copy of the reference with ``old`` (found once) replaced."""
     path = tmp_path / "broken_attention.py"
-    path.write_text(source.replace(old, new))
+    path.write_text(apply_edits(REFERENCE.read_text(), [(old, new)],
+                                "test_student_tests"))
     return path
 
 
-def test_reference_passes_every_test(tmp_path: Path):
+def test_reference_passes_one_test_per_rubric_item(tmp_path: Path):
     run = run_student_tests(REFERENCE, tmp_path)
     assert run.returncode == 0, run.output
-    assert len(run.outcomes) >= 15
-    assert run.named("passed") == list(run.outcomes)
+    assert list(run.outcomes) == ITEMS
+    assert run.named("passed") == ITEMS
     assert f"attention implementation: {REFERENCE}" in run.output
+    assert SCOPE in run.output    # the header says what is checked
 
 
-def test_skeleton_fails_every_test_with_its_task(tmp_path: Path):
+def test_skeleton_fails_every_item_with_its_task(tmp_path: Path):
     run = run_student_tests(SKELETON, tmp_path)
     assert run.returncode == 1, run.output  # 1: tests failed, not 2/3/4
-    assert len(run.outcomes) >= 15
-    assert run.named("failure") == list(run.outcomes), run.output
-    for test_id, (_, message) in run.outcomes.items():
-        # A pytest.fail message, not an uncaught "NotImplementedError: ..."
-        assert message.startswith("Failed: Task "), (test_id, message)
-        assert "not implemented yet" in message, (test_id, message)
+    assert run.named("failure") == ITEMS, run.output
+    for item, (_, message) in run.outcomes.items():
+        # pytest.fail's message: the item, then the grader's reason.
+        assert message.startswith(f"Failed: ✘ {item} "), (item, message)
+        assert "not implemented yet" in message, (item, message)
     # The skeleton's own frames are noise to a student: none is shown.
-    assert "During handling of the above exception" not in run.output
     assert "raise NotImplementedError(" not in run.output
 
 
 def test_default_implementation_is_the_project_skeleton(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "ATTENTION_IMPL")}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider",
-         "-k", "test_forward_matches_frozen_values"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert f"attention implementation: {SKELETON}" in done.stdout
-    assert "Task 1.1 not implemented yet" in done.stdout
+    run = run_student_tests(None, tmp_path, "-k", "1.2")
+    assert f"attention implementation: {SKELETON}" in run.output
+    assert list(run.outcomes) == ["1.2"]
+    assert "Task 1.1 not implemented yet" in run.output
 
 
-def test_wrong_values_show_expected_got_index_and_difference(tmp_path):
+def test_a_mistake_fails_its_items_with_the_graders_explanation(tmp_path):
     no_scaling = broken_reference(
         tmp_path, "q @ k.transpose(2, 3) / self.scale",
         "q @ k.transpose(2, 3)")
     run = run_student_tests(no_scaling, tmp_path)
     assert run.returncode == 1
-    failed = run.named("failure")
     assert run.named("error") == []
-    assert any("test_attention_probabilities[" in t for t in failed)
-    assert any("test_output[mhsa_course]" in t for t in failed)
-    # Single-head attention and the causal mask are untouched: they pass.
-    assert not any("test_self_attention" in t for t in failed)
-    assert not any("test_changing_a_future_token" in t for t in failed)
-    assert ("Task 2.1: attention probabilities (case mhsa_course): wrong "
-            "values" in run.output)
-    for shown in ("max abs difference: ", " at index (", "expected ",
-                  "got ", "elements differ by more than atol="):
-        assert shown in run.output
+    # Part 2's value items fail; dropout is judged against the
+    # submission's own eval probabilities, so 2.3b passes, as graded.
+    assert set(run.named("failure")) == {"2.1", "2.2", "2.3a"}, run.output
+    for shown in ("largest difference", "at index [", "expected ", "got ",
+                  f"(tolerance {load_rubric().atol:g})",
+                  "Common mistake `no_scale`"):
+        assert shown in run.output, shown
 
 
-def test_wrong_shape_is_named_a_shape_mismatch(tmp_path: Path):
+def test_a_wrong_shape_is_named(tmp_path: Path):
     unmerged = broken_reference(
         tmp_path, "probs = probs.reshape(bs * self.num_heads, seq, seq)",
         "pass")
     run = run_student_tests(unmerged, tmp_path)
-    assert run.returncode == 1
-    assert ("attention probabilities (case mhsa_course): shape mismatch: "
-            "expected shape [9, 5, 5], got shape [3, 3, 5, 5]" in run.output)
+    assert "2.1" in run.named("failure")
+    assert "probabilities not flattened: they have shape [3, 3, 5, 5], " \
+        "expected [9, 5, 5]" in run.output
 
 
-def test_missing_mask_fails_the_causal_tests_only(tmp_path: Path):
-    no_mask = broken_reference(
-        tmp_path, 'scores = scores.masked_fill(future, float("-inf"))',
-        "pass")
-    run = run_student_tests(no_mask, tmp_path)
-    failed = run.named("failure")
-    assert failed and all("causal" in t or "future" in t for t in failed), \
-        failed
-    assert any("test_changing_a_future_token" in t for t in failed)
-
-
-def test_part3_dropout_on_the_output_fails_the_dropout_tests(tmp_path):
-    source = REFERENCE.read_text()
-    old = ("        attn_weights = self.dropout(attn_weights)\n"
-           "        # [b, num_tokens, num_tokens]\n"
-           "        context_vec = attn_weights @ values")
-    assert source.count(old) == 1
-    path = tmp_path / "dropout_on_output.py"
-    path.write_text(source.replace(old, (
-        "        context_vec = self.dropout(attn_weights @ values)")))
+def test_part3_dropout_on_the_output_fails_only_its_item(tmp_path):
+    path = broken_reference(
+        tmp_path, "        attn_weights = self.dropout(attn_weights)\n"
+                  "        # [b, num_tokens, num_tokens]\n"
+                  "        context_vec = attn_weights @ values",
+        "        context_vec = self.dropout(attn_weights @ values)")
     run = run_student_tests(path, tmp_path)
-    assert run.named("failure") == [
-        "tests.test_part3::test_dropout_is_applied_to_the_attention_weights"
-        "[ca_dropout_probe_public]"], run.output
-    assert "the two halves of each head's output in train mode" in \
-        run.output
-    assert "Task 3.1" in run.output
-
-
-def test_part3_uncut_mask_fails_the_mask_test(tmp_path: Path):
-    uncut = broken_reference(
-        tmp_path, "self.mask.bool()[:num_tokens, :num_tokens]",
-        "self.mask.bool()")
-    run = run_student_tests(uncut, tmp_path)
-    failed = run.named("failure")
-    assert "tests.test_part3::test_mask_is_cut_to_the_number_of_tokens" \
-        "[CausalAttention]" in failed, run.output
-    assert all("test_part3" in t for t in failed)
-    # The book's six tokens fill the context of 6; the public cases with
-    # fewer tokens than their context show the uncut mask in values too.
-    short = {c.name for c in load_cases(sets=("public",))
-             if c.task in ("causal_attention", "multi_head_wrapper",
-                           "multi_head_attention") and c.mode == "eval"
-             and c.tensors["x"].shape[1] < c.init["context_length"]}
-    failed_values = {t.split("[", 1)[1].rstrip("]") for t in failed
-                     if "test_output_matches_frozen_values" in t}
-    assert short and failed_values == short, run.output
-
-
-def test_part3_scaling_by_d_in_fails_the_values(tmp_path: Path):
-    d_in = broken_reference(tmp_path, "attn_scores / keys.shape[-1] ** 0.5",
-                            "attn_scores / x.shape[-1] ** 0.5")
-    run = run_student_tests(d_in, tmp_path)
-    failed = run.named("failure")
-    assert "tests.test_part3::test_output_matches_frozen_values[ca_book]" \
-        in failed and "Task 3.1: CausalAttention output (case ca_book): " \
-        "wrong values" in run.output
-    assert not any("test_multi_head" in t or "test_self" in t
-                   for t in failed)
-
-
-# The comparison function itself, in-process.
-
-def test_assert_close_accepts_tiny_differences():
-    expected = torch.rand(2, 3)
-    assert_close(expected + 1e-7, expected, task="9.9", what="thing")
-
-
-def test_assert_close_reports_the_worst_element():
-    expected = torch.zeros(2, 3, 4)
-    got = expected.clone()
-    got[1, 2, 3] = 0.5
-    got[0, 0, 0] = 0.25
-    with pytest.raises(Failed) as failure:
-        assert_close(got, expected, task="9.9", what="thing")
-    message = str(failure.value)
-    assert message.startswith("Task 9.9: thing: wrong values")
-    assert "max abs difference: 0.5 at index (1, 2, 3)" in message
-    assert "expected 0, got 0.5 there" in message
-    assert "2 of 24 elements differ" in message
-
-
-def test_assert_close_treats_nan_as_wrong():
-    got = torch.zeros(3)
-    got[1] = float("nan")
-    with pytest.raises(Failed, match=r"at index \(1,\)"):
-        assert_close(got, torch.zeros(3), task="9.9", what="thing")
-
-
-def test_assert_shape_names_the_mismatch_and_non_tensors():
-    with pytest.raises(Failed, match=r"shape mismatch: expected shape "
-                                     r"\[9, 5, 5\], got shape \[3, 3, 5, 5\]"):
-        assert_close(torch.zeros(3, 3, 5, 5), torch.zeros(9, 5, 5),
-                     task="2.1", what="probs")
-    with pytest.raises(Failed, match="expected a torch.Tensor, got tuple"):
-        assert_shape((1, 2), [2], task="2.3", what="att")
+    assert run.named("failure") == ["3.1d"], run.output
 
 
 # transformer_lm/test_values.py, which ships with the tests.
@@ -264,25 +173,33 @@ def test_book_example_values_are_the_public_book_cases():
     assert book.gpt2_small_num_parameters == 2_362_368
 
 
-def test_load_public_cases_gives_every_public_case():
+def test_load_public_cases_is_the_graders_public_set():
     loaded = test_values.load_public_cases()
     grader = load_cases(sets=("public",))
     assert [case.name for case in loaded] == [case.name for case in grader]
-    for mine, theirs in zip(loaded, grader):
-        assert mine.record["set"] == "public"
-        assert mine.record["init"] == theirs.init
-        assert mine.tensors.keys() == theirs.tensors.keys()
-        # Some mistake values are NaN (a fully masked row): equal_nan.
-        assert all(torch.allclose(mine.tensors[k], theirs.tensors[k],
-                                  rtol=0, atol=0, equal_nan=True)
-                   for k in mine.tensors)
+    assert {case.set for case in loaded} == {"public"}
 
 
 def test_load_public_cases_refuses_a_damaged_file(tmp_path: Path):
     for name in ("manifest.json", "public.safetensors"):
-        shutil.copy(test_values.VALUES_DIR / name, tmp_path / name)
+        shutil.copy(ROOT / "test_values" / name, tmp_path / name)
     data = bytearray((tmp_path / "public.safetensors").read_bytes())
     data[-1] ^= 1
     (tmp_path / "public.safetensors").write_bytes(bytes(data))
-    with pytest.raises(RuntimeError, match="sha256"):
+    with pytest.raises(ValuesError, match="sha256"):
         test_values.load_public_cases(tmp_path)
+
+
+def test_part3_uncut_mask_fails_only_its_own_unit(tmp_path: Path):
+    # The public cases shorter than their context show an uncut mask; the
+    # wrapper's item, whose code is right, is not charged for it.
+    uncut = broken_reference(
+        tmp_path, "        # [b, num_tokens, num_tokens]\n"
+                  "        mask_bool = self.mask.bool()[:num_tokens, "
+                  ":num_tokens]",
+        "        # [b, num_tokens, num_tokens]\n"
+        "        mask_bool = self.mask.bool()")
+    run = run_student_tests(uncut, tmp_path)
+    failed = run.named("failure")
+    assert "3.1" in failed, run.output
+    assert all(item.startswith("3.1") for item in failed), failed

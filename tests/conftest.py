@@ -1,8 +1,38 @@
-"""Shows which implementation the tests run on."""
+"""Runs the grader's value checks once per session on the implementation
+under test, and says which one in pytest's header."""
 from __future__ import annotations
 
-from .adapters import implementation_path
+import os
+from pathlib import Path
+
+import pytest
+
+from autograder.grade import GradeResult
+from autograder.local import DEFAULT_FILE, SCOPE, check_values
+
+IMPL_ENV = "ATTENTION_IMPL"
 
 
-def pytest_report_header() -> str:
-    return f"attention implementation: {implementation_path()}"
+def implementation_path() -> Path:
+    """The file under test: ``$ATTENTION_IMPL`` (relative to the current
+    directory) or transformer_lm/modeling_attention.py."""
+    return Path(os.environ.get(IMPL_ENV) or DEFAULT_FILE).resolve()
+
+
+def pytest_report_header() -> list[str]:
+    return [f"attention implementation: {implementation_path()}",
+            f"checks: the grader's items on the public cases ({SCOPE})"]
+
+
+@pytest.fixture(scope="session")
+def graded() -> GradeResult:
+    """Every item's verdict on the public cases, computed once."""
+    path = implementation_path()
+    if not path.is_file():
+        pytest.fail(f"no implementation at {path} (set {IMPL_ENV})",
+                    pytrace=False)
+    grade = check_values(path)
+    if grade.internal_error:
+        pytest.fail(f"the checker itself failed (not your code):\n"
+                    f"{grade.internal_error}", pytrace=False)
+    return grade

@@ -13,55 +13,25 @@ tokens of "Your journey starts with one step" (3-d embeddings, stacked into
 a batch of two) and the outputs of the modules built after
 ``torch.manual_seed(123)``.
 
-``load_public_cases()`` returns every public case. The values are read with
-safetensors, which never executes code, and checked against the sha256 in
-``test_values/manifest.json``.
+``load_public_cases()`` returns every public case, read by the grader's
+own loader (``autograder.values``): safetensors, which never executes code,
+checked against the sha256 in ``test_values/manifest.json``.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Any, NamedTuple
 
-import torch
-from safetensors.torch import load_file
-
-VALUES_DIR = Path(__file__).resolve().parents[1] / "test_values"
-PUBLIC_FILE = "public.safetensors"
+from autograder.values import Case, load_cases
 
 
-class PublicCase(NamedTuple):
-    """One public case: its name, its manifest record and its tensors,
-    keyed ``"x"``, ``"q.weight"``, ..., ``"output"`` (and ``"attention"``
-    for multi-head cases)."""
+def load_public_cases(directory: Path | None = None) -> list[Case]:
+    """Every public case, in manifest order (``case.name``, ``case.init``,
+    ``case.tensors`` keyed ``"x"``, ``"q.weight"``, ..., ``"output"``).
 
-    name: str
-    record: dict[str, Any]
-    tensors: dict[str, torch.Tensor]
-
-
-def load_public_cases(directory: Path = VALUES_DIR) -> list[PublicCase]:
-    """Every public case, in manifest order.
-
-    Raises RuntimeError if the values file does not match the manifest.
+    Raises autograder.values.ValuesError (a RuntimeError) if the values
+    file does not match the manifest.
     """
-    manifest = json.loads((directory / "manifest.json").read_text())
-    info = manifest["files"][PUBLIC_FILE]
-    path = directory / PUBLIC_FILE
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != info["sha256"]:
-        raise RuntimeError(f"{path} does not match its sha256 in "
-                           f"manifest.json: the file is damaged or stale")
-    tensors = load_file(str(path))
-    cases = []
-    for name in info["cases"]:
-        prefix = f"{name}/"
-        cases.append(PublicCase(
-            name, manifest["cases"][name],
-            {key[len(prefix):]: value for key, value in tensors.items()
-             if key.startswith(prefix)}))
-    return cases
+    return load_cases(directory, sets=("public",))
 
 
 _CASES = {case.name: case.tensors for case in load_public_cases()}

@@ -1,0 +1,145 @@
+"""The grader's value checks run in the student's own process: the one
+checker behind ``pytest tests`` and the notebook's ``grader.check`` cells.
+
+``make check`` and the grader run the rubric's checks on probes answered by
+a sandboxed worker; here the same probes are answered in this process
+(``autograder.worker`` without the sandbox: the student runs their own
+code) and judged by the same check kinds, on the public cases read by the
+same loader (``autograder.values``), at the rubric's tolerances. Only the
+rubric's items (behaviour) are run: PEP 8 and shape comments (deductions)
+and the bonus need the whole file and are ``make check``'s.
+"""
+from __future__ import annotations
+
+import linecache
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from autograder.grade import CheckResult, GradeResult, grade_source
+from autograder.protocol import Probe, ProbeResult
+from autograder.rubric import Rubric, load_rubric
+from autograder.values import load_cases
+from autograder.worker import MODULE_NAME, execute_probes
+
+# What these checkers check, said by each of them (pytest header, the
+# notebook's check cells, `make check`'s preview says the rest).
+SCOPE = "values only; `make check` adds PEP 8 and shape comments"
+
+DEFAULT_FILE = (Path(__file__).resolve().parents[1] / "transformer_lm"
+                / "modeling_attention.py")
+
+
+def in_process_runner(source: str, filename: str,
+                      probes: list[Probe]) -> list[ProbeResult]:
+    """Answer ``probes`` in this process, as the sandbox's worker would
+    (one thread, the probe's own seeds), leaving the caller's random state,
+    thread count and module table as they were."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # the worker's setting: the same floats
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return list(execute_probes(source, filename, probes))
+    finally:
+        torch.set_num_threads(threads)
+        sys.modules.pop(MODULE_NAME, None)
+        # The worker pins the source in linecache; the student's later
+        # tracebacks must show the file as it is then.
+        linecache.cache.pop(filename, None)
+
+
+def notebook_task(item_id: str) -> str:
+    """The notebook task an item belongs to: "2.3a" -> "2.3"."""
+    return re.sub(r"[a-z]+$", "", item_id)
+
+
+def value_rubric(rubric: Rubric, task_id: str | None = None) -> Rubric:
+    """``rubric`` with its items only (no deductions, no bonus); with
+    ``task_id`` ("2.3"), only the items of that notebook task."""
+    tasks = []
+    for task in rubric.tasks:
+        items = tuple(i for i in task.items if task_id is None
+                      or notebook_task(i.id) == task_id)
+        if items:
+            tasks.append(replace(task, items=items, deductions=(),
+                                 bonuses=()))
+    return replace(rubric, tasks=tuple(tasks))
+
+
+def bonus_points(rubric: Rubric | None = None) -> dict[str, float]:
+    """Notebook task -> the bonus points that need its items."""
+    found: dict[str, float] = {}
+    for task in (rubric or load_rubric()).tasks:
+        for bonus in task.bonuses:
+            key = notebook_task(bonus.requires[0]) if bonus.requires else \
+                notebook_task(task.items[0].id)
+            found[key] = found.get(key, 0.0) + bonus.points
+    return found
+
+
+def points_text(task_id: str, rubric: Rubric | None = None) -> str:
+    """``3 points, +1 bonus`` for a notebook task, from the rubric: what
+    the notebook and the skeleton's task headers say."""
+    points = task_points(rubric).get(task_id, 0.0)
+    text = f"{points:g} point{'s' * (points != 1)}"
+    bonus = bonus_points(rubric).get(task_id)
+    return text + (f", +{bonus:g} bonus" if bonus else "")
+
+
+def bonus_rule(task_id: str, rubric: Rubric | None = None) -> str:
+    """The bonus of a notebook task as the rubric states it (the one
+    place the rule is written), e.g. "**Bonus (+1 point):** ..."."""
+    rules = [b for t in (rubric or load_rubric()).tasks for b in t.bonuses
+             if b.requires and notebook_task(b.requires[0]) == task_id]
+    return " ".join(f"**Bonus (+{b.points:g} point"
+                    f"{'s' * (b.points != 1)}):** {b.title}." for b in rules)
+
+
+def task_points(rubric: Rubric | None = None) -> dict[str, float]:
+    """Notebook task -> its points (the sum of its items), rubric order."""
+    points: dict[str, float] = {}
+    for task in (rubric or load_rubric()).tasks:
+        for item in task.items:
+            key = notebook_task(item.id)
+            points[key] = points.get(key, 0.0) + item.points
+    return points
+
+
+def check_values(path: Path | str | None = None, *,
+                 task_id: str | None = None,
+                 rubric: Rubric | None = None,
+                 cases: list | None = None) -> GradeResult:
+    """Grade the module at ``path`` (default
+    ``transformer_lm/modeling_attention.py``) on the public cases with the
+    rubric's items, in this process. ``task_id`` limits it to one notebook
+    task's items."""
+    path = Path(path or DEFAULT_FILE)
+    rubric = value_rubric(rubric or load_rubric(), task_id)
+    cases = load_cases(sets=("public",)) if cases is None else cases
+    return grade_source(path.read_text(), str(path), rubric, cases,
+                        in_process_runner, name=path.stem, public_only=True)
+
+
+def items(grade: GradeResult) -> list[CheckResult]:
+    """Every item's result, in rubric order."""
+    return [item for task in grade.tasks for item in task.items]
+
+
+def item_text(result: CheckResult, details: bool = True) -> str:
+    """``✔ 1.2 (3 points) title`` and, when ``details`` and it failed, the
+    grader's explanation below it."""
+    check = result.check
+    mark = "✔" if result.outcome.passed else "✘"
+    points = f"{check.points:g} point{'s' * (check.points != 1)}"
+    lines = [f"{mark} {check.id} ({points}) {check.title}"]
+    if details and not result.outcome.passed:
+        lines += ["    " + line for line in result.outcome.lines]
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_FILE", "SCOPE", "check_values", "in_process_runner",
+           "item_text", "items", "notebook_task", "task_points",
+           "value_rubric"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from autograder.regions import (TASK_METHODS, find_regions, graded_regions,
                                 owner_of_line, student_statements)
-from reference_source import FULL_REFERENCE
+from kit_tests.reference_source import FULL_REFERENCE
 
 
 def test_task_methods_are_the_skeletons_regions():

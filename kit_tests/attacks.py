@@ -9,6 +9,7 @@ protected), ``@MARK@`` (a token unique to the run, used for leftovers).
 from __future__ import annotations
 
 import json
+import re
 
 HARNESS = '''\
 import ctypes
@@ -234,6 +235,9 @@ def submission(name: str, targets: list[str], mark: str) -> str:
 
 def report(text: str) -> dict | None:
     """The attack's findings quoted in the grader's feedback, if any."""
+    # The feedback escapes student text for markdown: undo the backslash
+    # escapes to read the JSON back.
+    text = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
     start = text.find("ATTACK {")
     if start < 0:
         return None

@@ -122,9 +122,12 @@ def python_paths() -> list[str]:
     for path in sys.path:
         if path and ("site-packages" in path or "dist-packages" in path):
             found.add(path)
-    executable = os.path.realpath(sys.executable)
-    found.add(os.path.dirname(executable))
-    return sorted(p for p in map(os.path.realpath, found) if os.path.isdir(p))
+    found.add(os.path.dirname(os.path.realpath(sys.executable)))
+    # As Python names them (a venv reached through a symlink is bound at
+    # the symlink's path, which is where imports look), and resolved.
+    both = {os.path.abspath(p) for p in found} | \
+        {os.path.realpath(p) for p in found}
+    return sorted(p for p in both if os.path.isdir(p))
 
 
 def default_readable(exclude: list[str]) -> list[str]:

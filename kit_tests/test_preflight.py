@@ -169,3 +169,23 @@ def test_a_jail_that_cannot_be_built_falls_back_without_namespaces():
     picky = Picky(None, layers=["landlock"])
     assert run_preflight(picky) == ["landlock"]
     assert picky.namespaces is False
+
+
+def test_a_venv_reached_through_a_symlink_grades_the_reference(tmp_path):
+    """A venv linked into the checkout (``ln -s ~/venvs/kit .venv``): its
+    imports look under the link's path, which the jail must show too."""
+    link = tmp_path / "kit" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(sys.prefix)
+    (tmp_path / "m.py").write_text(FULL_REFERENCE)
+    done = subprocess.run([str(link / "bin" / "python"), "-m", "autograder",
+                           "grade", "--out", str(tmp_path / "out"),
+                           str(tmp_path / "m.py")],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "out" / "m" / "results.json").read_text())
+    from autograder.rubric import load_rubric
+    rubric = load_rubric()
+    assert data["score"] == rubric.max_score + rubric.max_bonus

@@ -153,6 +153,16 @@ class DropoutOnWeights(CaseCheck):
         if own_split is not None and close(*own_split, 1e-6,
                                            equal_nan=True):
             clean = own_split[0]
+        elif own_split is not None:
+            # Even in eval mode the halves differ: another unit (the heads'
+            # split or merge) breaks the probe's premise and costs its own
+            # item. Here only whether dropout acts in train mode is judged.
+            if close(found[0], own[0], 1e-5, equal_nan=True):
+                return Verdict(False, f"no dropout in train mode: with "
+                               f"dropout {p:g} the output equals the eval "
+                               f"output. Apply self.dropout to the "
+                               f"attention weights.", "dropout not applied")
+            return Verdict(True)
         finite = torch.isfinite(clean)
         if bool((~torch.isfinite(first) & finite).any()) or bool(
                 (~torch.isfinite(second) & finite).any()):

@@ -21,10 +21,11 @@ ready to upload back to Gradescope or an LMS gradebook.
 from __future__ import annotations
 
 import csv
-import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from autograder.submission import SubmissionError, safe_extract
 
 METADATA = "submission_metadata.yml"
 SCORES_CSV = "gradescope_scores.csv"
@@ -83,35 +84,15 @@ def _zip_has_metadata(path: Path) -> bool:
 
 
 def _extract(archive: Path, dest: Path) -> Path:
-    """Extract safely (no absolute or parent paths, no links, bounded) and
-    return the folder that holds the metadata file."""
-    total = 0
+    """Extract safely (the submissions' own extractor: no absolute or
+    parent paths, no links, bounded by the export's caps, each file counted
+    as it decompresses) and return the folder that holds the metadata
+    file."""
     try:
-        with zipfile.ZipFile(archive) as zf:
-            infos = zf.infolist()
-            if len(infos) > MAX_ENTRIES:
-                raise ExportError(f"{archive.name}: {len(infos)} entries, "
-                                  f"more than {MAX_ENTRIES}")
-            for info in infos:
-                name = PurePosixPath(info.filename)
-                if name.is_absolute() or ".." in name.parts or \
-                        (info.external_attr >> 16) & 0o170000 == 0o120000:
-                    raise ExportError(f"{archive.name} contains an unsafe "
-                                      f"path: {info.filename!r}")
-                total += info.file_size
-                if total > MAX_BYTES:
-                    raise ExportError(f"{archive.name} is larger than "
-                                      f"{MAX_BYTES} bytes extracted")
-                target = dest.joinpath(*name.parts)
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out)
-    except zipfile.BadZipFile as exc:
-        raise ExportError(f"{archive.name} is not a readable zip ({exc})"
-                          ) from None
+        safe_extract(archive, dest, max_entries=MAX_ENTRIES,
+                     max_total=MAX_BYTES)
+    except SubmissionError as exc:
+        raise ExportError(str(exc)) from None
     found = sorted(dest.rglob(METADATA), key=lambda p: len(p.parts))
     if not found:
         raise ExportError(f"{archive.name}: no {METADATA}")

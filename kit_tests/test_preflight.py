@@ -139,17 +139,7 @@ def test_root_only_checkout_grades_the_reference(tmp_path):
                           capture_output=True)
     if copy.returncode:
         shutil.copytree(venv, kit / ".venv", symlinks=True)
-    python = kit / ".venv" / "bin" / "python"
-    env = {**os.environ, "PYTHONPATH": str(kit)}
-    done = subprocess.run([str(python), "-m", "autograder", "grade", "--out",
-                           str(kit / "out"), str(kit / "m.py")], env=env,
-                          cwd=kit, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    data = json.loads((kit / "out" / "m" / "results.json").read_text())
-    from autograder.rubric import load_rubric
-    rubric = load_rubric()
-    assert data["score"] == rubric.max_score + rubric.max_bonus
+    _assert_grades_reference_fully(kit / ".venv" / "bin" / "python", kit)
 
 
 def test_a_jail_that_cannot_be_built_falls_back_without_namespaces():
@@ -178,14 +168,21 @@ def test_a_venv_reached_through_a_symlink_grades_the_reference(tmp_path):
     link.parent.mkdir()
     link.symlink_to(sys.prefix)
     (tmp_path / "m.py").write_text(FULL_REFERENCE)
-    done = subprocess.run([str(link / "bin" / "python"), "-m", "autograder",
-                           "grade", "--out", str(tmp_path / "out"),
-                           str(tmp_path / "m.py")],
-                          env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          cwd=ROOT, capture_output=True, text=True,
+    _assert_grades_reference_fully(link / "bin" / "python", tmp_path, ROOT)
+
+
+def _assert_grades_reference_fully(python: Path, folder: Path,
+                                   kit: Path | None = None) -> None:
+    """``python -m autograder grade`` of folder/m.py (the reference), with
+    the grader from ``kit`` (default: ``folder``), earns every point."""
+    from autograder.rubric import load_rubric
+    kit = kit or folder
+    done = subprocess.run([str(python), "-m", "autograder", "grade", "--out",
+                           str(folder / "out"), str(folder / "m.py")],
+                          env={**os.environ, "PYTHONPATH": str(kit)},
+                          cwd=kit, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    data = json.loads((tmp_path / "out" / "m" / "results.json").read_text())
-    from autograder.rubric import load_rubric
+    data = json.loads((folder / "out" / "m" / "results.json").read_text())
     rubric = load_rubric()
     assert data["score"] == rubric.max_score + rubric.max_bonus

@@ -306,8 +306,9 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
                 _preflight(sandbox, quiet=True)
             except ConfigError as exc:
                 broken.set()
-                raise ConfigError(f"{exc}\n(while grading {name}: no score "
-                                  f"written for the batch)") from None
+                raise ConfigError(f"{exc}\n(found after grading {name}: "
+                                  f"it and the rest got no score, and "
+                                  f"grades.csv was not written)") from None
         found = _read_answers(grade, sub)
         if found is not None:
             answers_by_name[name] = found

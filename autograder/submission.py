@@ -160,12 +160,14 @@ def _from_directory(sub: Submission, root: Path, shown: str,
 
 
 def safe_extract(archive: Path, target: Path, *,
-                 max_entries: int = MAX_ZIP_ENTRIES,
-                 max_total: int = MAX_ZIP_TOTAL_BYTES) -> None:
+                 max_entries: int | None = None,
+                 max_total: int | None = None) -> None:
     """Extract ``archive`` into ``target``, refusing path traversal,
     absolute names, links, and archives beyond the entry and size caps
     (one submission's by default; a Gradescope export passes its own).
     Raises SubmissionError (nothing is extracted outside ``target``)."""
+    max_entries = max_entries or MAX_ZIP_ENTRIES
+    max_total = max_total or MAX_ZIP_TOTAL_BYTES
     try:
         with zipfile.ZipFile(archive) as zf:
             infos = zf.infolist()

@@ -89,15 +89,18 @@ def owner_of_line(source: str, line: int | None) -> str:
     if line is None:
         return ""
     try:
-        tree = _parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     cls, func = _enclosing(tree, line)
     return cls or func
 
 
-@functools.lru_cache(maxsize=4)
-def _parse(source: str) -> ast.Module:
+@functools.lru_cache(maxsize=8)
+def parse(source: str) -> ast.Module:
+    """``ast.parse(source)``, once per source text: the static checks of
+    one submission read the same tree (five tasks, six classes). Callers
+    must not modify it. Raises SyntaxError (not cached) as ast.parse."""
     return ast.parse(source)
 
 
@@ -107,7 +110,7 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
     A START marker without a matching END runs to the end of its function.
     Raises SyntaxError if ``source`` does not parse and ``tree`` is None.
     """
-    tree = tree if tree is not None else ast.parse(source)
+    tree = tree if tree is not None else parse(source)
     lines = source.splitlines()
     regions = []
     task = ""
@@ -141,7 +144,7 @@ def graded_regions(source: str, tree: ast.AST | None = None
     """The regions the grader checks: the marked ones, plus, for each
     method of TASK_METHODS that holds no marked region, the method's body
     (docstring aside) as one unmarked region. Linear in the source."""
-    tree = tree if tree is not None else ast.parse(source)
+    tree = tree if tree is not None else parse(source)
     marked = find_regions(source, tree)
     lines = source.splitlines()
     extra = []

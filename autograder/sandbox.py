@@ -88,11 +88,15 @@ def encode_probes(probes: list[Probe]) -> bytes:
     torch's shared-memory reductions, giving the worker write access to the
     parent's tensors.)"""
     tensors: dict[str, torch.Tensor] = {}
+    shared: dict[int, str] = {}   # a tensor in several probes goes once
     metas = []
     for i, probe in enumerate(probes):
         meta = {f.name: getattr(probe, f.name) for f in fields(Probe)}
+        state_keys = {}
         for key, value in probe.state.items():
-            tensors[f"{i}/state/{key}"] = value
+            name = shared.setdefault(id(value), f"{i}/state/{key}")
+            tensors[name] = value
+            state_keys[key] = name
         for j, value in enumerate(probe.args):
             tensors[f"{i}/arg/{j}"] = value
         kwargs = {}
@@ -101,7 +105,7 @@ def encode_probes(probes: list[Probe]) -> bytes:
                 tensors[f"{i}/kw/{key}"] = value
             else:
                 kwargs[key] = value
-        meta.update(state=list(probe.state), args=len(probe.args),
+        meta.update(state=state_keys, args=len(probe.args),
                     kwargs=kwargs, tensor_kwargs=[
                         k for k, v in probe.kwargs.items()
                         if isinstance(v, torch.Tensor)])
@@ -119,7 +123,8 @@ def decode_probes(data: bytes) -> list[Probe]:
     probes = []
     for i, meta in enumerate(metas):
         meta = dict(meta)
-        meta["state"] = {k: tensors[f"{i}/state/{k}"] for k in meta["state"]}
+        meta["state"] = {k: tensors[name]
+                         for k, name in meta["state"].items()}
         meta["args"] = [tensors[f"{i}/arg/{j}"] for j in range(meta["args"])]
         for key in meta.pop("tensor_kwargs"):
             meta["kwargs"][key] = tensors[f"{i}/kw/{key}"]

@@ -7,6 +7,7 @@ the structure of a frozen probe case (see kit/cases.py, "dropout_probe").
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -207,12 +208,20 @@ class DropoutOnWeights(CaseCheck):
 
 def _state_from_shapes(case: Any, seed: int) -> dict[str, torch.Tensor]:
     """Random weights (fixed by ``seed``) for every ``<path>.shape`` of the
-    case: the same weights go into two modules to compare them."""
+    case: the same weights go into two modules to compare them. The same
+    for every submission, so drawn once (callers only read them)."""
+    shapes = tuple((key[:-len(".shape")], tuple(int(d) for d in
+                                                value.tolist()))
+                   for key, value in sorted(case.tensors.items())
+                   if key.endswith(".shape"))
+    return _seeded_state(shapes, seed)
+
+
+@functools.lru_cache(maxsize=16)
+def _seeded_state(shapes: tuple, seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    return {key[:-len(".shape")]: 0.02 * torch.randn(
-        *(int(d) for d in value.tolist()), generator=generator)
-        for key, value in sorted(case.tensors.items())
-        if key.endswith(".shape")}
+    return {path: 0.02 * torch.randn(*shape, generator=generator)
+            for path, shape in shapes}
 
 
 def _describe(found: dict[str, Any] | None) -> str:

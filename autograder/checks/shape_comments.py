@@ -24,7 +24,8 @@ from itertools import product
 from typing import Collection
 
 from autograder.mdsafe import code_span
-from autograder.regions import Region, graded_regions, student_statements
+from autograder.regions import (Region, graded_regions, parse,
+                                student_statements)
 
 CANONICAL = ("batch_size", "seq_len", "input_size", "hidden", "num_heads",
              "head_size")
@@ -622,7 +623,9 @@ class _Lines:
     only: set[int]              # lines holding nothing but a comment
 
 
+@functools.lru_cache(maxsize=8)
 def _scan(source: str) -> _Lines:
+    """The comments of ``source`` (once per source text; read only)."""
     lines = _Lines({}, set())
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -886,7 +889,7 @@ def check_shape_comments(
     Returns [] if the source does not parse (reported elsewhere).
     """
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}

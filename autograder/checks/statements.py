@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ast
 
+from autograder import regions
+
 
 def _method(tree: ast.AST, cls: str, method: str
             ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -30,7 +32,7 @@ def count_statements(source: str, cls: str, method: str) -> int | None:
     Returns None if the source does not parse or the method is missing.
     """
     try:
-        tree = ast.parse(source)
+        tree = regions.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None     # the module does not import either
     func = _method(tree, cls, method)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import pycodestyle
 
+from autograder import regions
+
 MAX_LINE_LENGTH = 79
 # Codes about the file as a whole (its last line): no class is to blame.
 FILE_LEVEL_CODES = frozenset({"W391", "W292"})
@@ -90,19 +92,21 @@ def _pycodestyle(source: str) -> tuple[StyleIssue, ...]:
                         key=lambda i: (i.line, i.column, i.code)))
 
 
-def _class_spans(tree: ast.AST, cls: str) -> list[tuple[int, int]]:
-    # A task's code lives in a class, or (Part 3's factory) in a
-    # module-level function of that name.
+@functools.lru_cache(maxsize=8)
+def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Name -> line spans (decorators to last line) of every class and
+    module-level function of ``source``: a task's code lives in a class,
+    or (Part 3's factory) in a module-level function of that name. Once
+    per source text; raises SyntaxError as ast.parse."""
+    tree = regions.parse(source)
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    nodes += [n for n in getattr(tree, "body", [])
+    nodes += [n for n in tree.body
               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    spans = []
+    spans: dict[str, list[tuple[int, int]]] = {}
     for node in nodes:
-        if node.name == cls:
-            first = min([node.lineno] +
-                        [d.lineno for d in node.decorator_list])
-            spans.append((first, node.end_lineno))
-    return spans
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        spans.setdefault(node.name, []).append((first, node.end_lineno))
+    return {name: tuple(found) for name, found in spans.items()}
 
 
 def style_issues(source: str, cls: str) -> list[StyleIssue]:
@@ -114,16 +118,17 @@ def style_issues(source: str, cls: str) -> list[StyleIssue]:
     errors elsewhere.
     """
     try:
-        tree = ast.parse(source)
+        tree = regions.parse(source)
+        by_name = _spans_by_name(source)
     except SyntaxError:
         return []
     issues = all_style_issues(source)
     if not cls:
-        spans = [span for node in ast.walk(tree)
-                 if isinstance(node, ast.ClassDef)
-                 for span in _class_spans(tree, node.name)]
+        classes = {n.name for n in ast.walk(tree)
+                   if isinstance(n, ast.ClassDef)}
+        spans = [span for name in classes for span in by_name[name]]
         return [i for i in issues if i.code in FILE_LEVEL_CODES or
                 not any(a <= i.line <= b for a, b in spans)]
-    spans = _class_spans(tree, cls)
+    spans = by_name.get(cls, ())
     return [i for i in issues if i.code not in FILE_LEVEL_CODES and
             any(a <= i.line <= b for a, b in spans)]

@@ -49,6 +49,12 @@ class Probe:
     # later probe all of whose checks are lost: hostile code costs one time
     # limit per check, not one per case.
     groups: tuple[str, ...] = ()
+    # Weights the worker draws itself instead of receiving them (GPT-2
+    # size: 9 MB a probe): path -> shape, each 0.02 * randn from one
+    # generator seeded with ``drawn_seed``, in path order. The same seed
+    # gives two probes the same weights.
+    drawn: dict[str, list[int]] = field(default_factory=dict)
+    drawn_seed: int = 0
 
 
 @dataclass

@@ -297,6 +297,16 @@ def install_recorder() -> tuple[ShapeRecorder, str]:
 # --------------------------------------------------------------------------
 # Probes
 
+def drawn_state(shapes: dict[str, list[int]], seed: int
+                ) -> dict[str, torch.Tensor]:
+    """The weights a probe asks the worker to draw (see Probe.drawn)."""
+    if not shapes:
+        return {}
+    generator = torch.Generator().manual_seed(seed)
+    return {path: 0.02 * torch.randn(*shape, generator=generator)
+            for path, shape in sorted(shapes.items())}
+
+
 def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy each tensor of ``state`` into the attribute path it names."""
     with torch.no_grad():
@@ -409,7 +419,8 @@ def run_probe(module: types.ModuleType, probe: Probe, filename: str,
                                inspect.isfunction(cls) else
                                f"{probe.cls} is not an nn.Module", "init")
         phase = "load"
-        load_state(instance, probe.state)
+        load_state(instance, {**drawn_state(probe.drawn, probe.drawn_seed),
+                              **probe.state})
         if probe.inspect:
             result.attributes = describe_attributes(instance)
         if probe.call:

@@ -7,7 +7,6 @@ the structure of a frozen probe case (see kit/cases.py, "dropout_probe").
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -206,22 +205,12 @@ class DropoutOnWeights(CaseCheck):
         return Verdict(True)
 
 
-def _state_from_shapes(case: Any, seed: int) -> dict[str, torch.Tensor]:
-    """Random weights (fixed by ``seed``) for every ``<path>.shape`` of the
-    case: the same weights go into two modules to compare them. The same
-    for every submission, so drawn once (callers only read them)."""
-    shapes = tuple((key[:-len(".shape")], tuple(int(d) for d in
-                                                value.tolist()))
-                   for key, value in sorted(case.tensors.items())
-                   if key.endswith(".shape"))
-    return _seeded_state(shapes, seed)
-
-
-@functools.lru_cache(maxsize=16)
-def _seeded_state(shapes: tuple, seed: int) -> dict[str, torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    return {path: 0.02 * torch.randn(*shape, generator=generator)
-            for path, shape in shapes}
+def _drawn_shapes(case: Any) -> dict[str, list[int]]:
+    """Path -> shape of every ``<path>.shape`` of the case: weights the
+    worker draws from a seed (the same in two modules to compare them)."""
+    return {key[:-len(".shape")]: [int(d) for d in value.tolist()]
+            for key, value in sorted(case.tensors.items())
+            if key.endswith(".shape")}
 
 
 def _describe(found: dict[str, Any] | None) -> str:
@@ -251,15 +240,15 @@ class ModuleSize:
         seed = check.params.get("seed", 0)
         own_cls = check.params.get("own_class", "MultiHeadAttention")
         own_init = dict(check.params.get("own_init", {}))
-        state = _state_from_shapes(case, seed)
+        drawn = _drawn_shapes(case)
         x = case.tensors["x"]
         shape = "x".join(str(d) for d in x.shape)
         made = Probe(id=f"{case.name}:eval:x{shape}:seed{seed}",
-                     cls=case.cls, init=dict(case.init), state=state,
-                     args=[x], timeout=check.timeout)
+                     cls=case.cls, init=dict(case.init), drawn=drawn,
+                     drawn_seed=seed, args=[x], timeout=check.timeout)
         own = Probe(id=f"{case.name}:own:{own_cls}:eval:x{shape}:seed{seed}",
-                    cls=own_cls, init=own_init, state=state, args=[x],
-                    timeout=check.timeout)
+                    cls=own_cls, init=own_init, drawn=drawn,
+                    drawn_seed=seed, args=[x], timeout=check.timeout)
         return [P.inspect_probe(case.cls, case.init, check.timeout),
                 P.inspect_probe(own_cls, own_init, check.timeout), made, own]
 

@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test skeleton test-values check grade \
+.PHONY: help install python-version fresh-values test facts skeleton test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -48,13 +48,16 @@ fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
 test: $(SETUP) ## run the kit's whole test suite
 	$(PY) -m pytest kit_tests
 
+facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README
+	$(PY) -m kit.facts
+
 skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
 	$(PY) -m kit.skeleton
 
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.make_test_values
 
-check: $(SETUP) ## student preview: grade transformer_lm/modeling_attention.py on the public cases
+check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
 grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples)

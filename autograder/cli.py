@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import textwrap
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +34,7 @@ DEFAULT_ROOT = "/autograder"
 DEFAULT_CHECK_FILE = Path("transformer_lm") / "modeling_attention.py"
 
 DESCRIPTION = """\
-Autograder of the attention homework (SelfAttention, MultiHeadSelfAttention).
+Autograder of the attention homework ({tasks}).
 
   grade       grade submissions (staff): results.json + feedback.md each,
               grades.csv and a summary table
@@ -43,7 +44,8 @@ Autograder of the attention homework (SelfAttention, MultiHeadSelfAttention).
   gradescope  grade $AUTOGRADER_ROOT/submission into
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
-Points, tolerances and test cases per item are in autograder/rubric.toml.
+{points} points{bonus}; points, tolerances and test cases per item are in
+autograder/rubric.toml.
 Exit status: 0 when grading ran (whatever the scores), 2 for a usage or
 configuration error (bad path, missing test values, invalid rubric, or a
 grader environment that fails its canary: then no score is written).
@@ -112,8 +114,10 @@ def _write_outputs(grade: GradeResult, folder: Path) -> None:
         report.write_results(grade, folder / "results.json")
         (folder / "feedback.md").write_text(report.feedback_markdown(grade))
     except Exception:   # noqa: BLE001 - fall back to a minimal valid file
-        fallback = failed_grade(grade.name, grade.filename, None,
-                                internal_error=traceback.format_exc())
+        fallback = GradeResult(grade.name, grade.filename,
+                               max_score=grade.max_score,
+                               max_bonus=grade.max_bonus,
+                               internal_error=traceback.format_exc())
         report.write_results(fallback, folder / "results.json")
 
 
@@ -525,10 +529,26 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 # Parser
 
+def _description() -> str:
+    """The CLI's description, with the default rubric's tasks and points
+    (they are the rubric's facts, not the code's)."""
+    try:
+        rubric = load_rubric()
+    except (OSError, RubricError) as exc:   # help must still print
+        return DESCRIPTION.format(tasks="rubric unreadable", points="?",
+                                  bonus=f" ({exc})")
+    tasks = ", ".join(t.title.split(": ", 1)[-1] for t in rubric.tasks)
+    bonus = f" (+{rubric.max_bonus:g} bonus)" if rubric.max_bonus else ""
+    text = DESCRIPTION.format(tasks=tasks, points=f"{rubric.max_score:g}",
+                              bonus=bonus)
+    first, rest = text.split("\n", 1)
+    return textwrap.fill(first, 76) + "\n" + rest
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``python -m autograder``."""
     parser = argparse.ArgumentParser(
-        prog="python -m autograder", description=DESCRIPTION,
+        prog="python -m autograder", description=_description(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True

@@ -23,7 +23,7 @@ from autograder.compare import close
 from autograder.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
                                  TIMEOUT, Probe, ProbeResult)
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
-                               kind, register, select_cases)
+                               kind, load_rubric, register, select_cases)
 
 MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
 STDOUT_SHOWN = 2000        # characters of the student's printing we quote
@@ -73,8 +73,8 @@ class GradeResult:
     name: str
     filename: str
     tasks: list[TaskResult] = field(default_factory=list)
-    max_score: float = 10.0
-    max_bonus: float = 0.0
+    max_score: float | None = None   # None: the default rubric's
+    max_bonus: float | None = None
     public_only: bool = False
     error: str = ""           # student-facing reason the code wasn't graded
     internal_error: str = ""  # grader failure (traceback for staff)
@@ -85,6 +85,15 @@ class GradeResult:
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
     jail: list[str] = field(default_factory=list)   # the sandbox's layers
+
+    def __post_init__(self) -> None:
+        # The maximum is a fact of the rubric, never a constant of the code.
+        if self.max_score is None or self.max_bonus is None:
+            rubric = load_rubric()
+            if self.max_score is None:
+                self.max_score = rubric.max_score
+            if self.max_bonus is None:
+                self.max_bonus = rubric.max_bonus
 
     @property
     def score(self) -> float:
@@ -495,8 +504,8 @@ def failed_grade(name: str, filename: str, rubric: Rubric | None, *,
                  error: str = "", internal_error: str = "") -> GradeResult:
     """A zero grade for a submission that could not be graded at all."""
     return GradeResult(name, filename,
-                       max_score=rubric.max_score if rubric else 10.0,
-                       max_bonus=rubric.max_bonus if rubric else 0.0,
+                       max_score=rubric.max_score if rubric else None,
+                       max_bonus=rubric.max_bonus if rubric else None,
                        error=error, internal_error=internal_error)
 
 

@@ -1,0 +1,150 @@
+"""The rubric's facts, written into the documents that state them.
+
+``autograder/rubric.toml`` is the one place a point, a title or the bonus
+rule is written. Documents that state them (the staff README, the student
+README) hold generated blocks::
+
+    <!-- facts:points-table -->
+    ...generated from the rubric...
+    <!-- /facts -->
+
+``python -m kit.facts`` rewrites every block from the rubric;
+``--check`` exits 1 naming each stale block (``make test`` runs it through
+kit_tests/test_facts.py), so a changed point is one edit plus
+``make facts``.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+from autograder.local import notebook_task
+from autograder.rubric import Rubric, load_rubric
+
+ROOT = Path(__file__).resolve().parents[1]
+# The documents with facts blocks (paths relative to the checkout).
+DOCUMENTS = ("README.md", "kit/student/README.md")
+BLOCK = re.compile(r"(<!-- facts:([a-z-]+) -->\n)(.*?)(<!-- /facts -->)",
+                   re.S)
+
+
+class FactsError(ValueError):
+    """A document names a block this module cannot write."""
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _plural(x: float, word: str = "point") -> str:
+    return f"{_num(x)} {word}{'s' * (x != 1)}"
+
+
+def parts(rubric: Rubric) -> dict[str, float]:
+    """Part number ("1", "2", "3") -> its points (items only)."""
+    found: dict[str, float] = {}
+    for task in rubric.tasks:
+        for item in task.items:
+            part = item.id.split(".")[0]
+            found[part] = found.get(part, 0.0) + item.points
+    return found
+
+
+def score_summary(rubric: Rubric) -> str:
+    """"Scores are out of 16 (Part 1: 4, ...) plus a 1-point bonus"."""
+    per_part = ", ".join(f"Part {p}: {_num(v)}"
+                         for p, v in parts(rubric).items())
+    text = f"Scores are out of {_num(rubric.max_score)} ({per_part})"
+    if rubric.max_bonus:
+        text += f" plus a {_num(rubric.max_bonus)}-point bonus"
+    return text + "; the points live in `autograder/rubric.toml`.\n"
+
+
+def points_table(rubric: Rubric) -> str:
+    """Every item, deduction and bonus of the rubric, one row each."""
+    rows = ["| item | what is graded | points |", "| --- | --- | --- |"]
+    for task in rubric.tasks:
+        rows.append(f"| **{task.title}** | | "
+                    f"**{_num(sum(i.points for i in task.items))}** |")
+        rows += [f"| {i.id} | {i.title} | {_num(i.points)} |"
+                 for i in task.items]
+        rows += [f"| {d.id} | deduction: {d.title} | -{_num(d.points)} |"
+                 for d in task.deductions]
+        rows += [f"| {b.id} | bonus: {b.title} | +{_num(b.points)} |"
+                 for b in task.bonuses]
+    rows.append(f"| | **total** | **{_num(rubric.max_score)}**"
+                + (f" (+{_num(rubric.max_bonus)} bonus)"
+                   if rubric.max_bonus else "") + " |")
+    return "\n".join(rows) + "\n"
+
+
+def task_list(rubric: Rubric) -> str:
+    """One line per notebook task: "- 1.2 (3 points): SelfAttention"."""
+    seen: dict[str, tuple[float, str]] = {}
+    for task in rubric.tasks:
+        name = task.title.split(": ", 1)[-1]
+        for item in task.items:
+            key = notebook_task(item.id)
+            points, _ = seen.get(key, (0.0, name))
+            seen[key] = (points + item.points, name)
+    return "".join(f"- {key} ({_plural(points)}): {name}\n"
+                   for key, (points, name) in seen.items())
+
+
+WRITERS: dict[str, Callable[[Rubric], str]] = {
+    "score-summary": score_summary,
+    "points-table": points_table,
+    "task-list": task_list,
+}
+
+
+def fill(text: str, rubric: Rubric, where: str = "document") -> str:
+    """``text`` with every facts block rewritten from ``rubric``."""
+    def one(match: re.Match) -> str:
+        name = match.group(2)
+        if name not in WRITERS:
+            raise FactsError(f"{where}: unknown facts block {name!r} "
+                             f"(known: {', '.join(WRITERS)})")
+        return match.group(1) + WRITERS[name](rubric) + match.group(4)
+    return BLOCK.sub(one, text)
+
+
+def stale(root: Path = ROOT, rubric: Rubric | None = None) -> list[str]:
+    """Documents whose facts blocks differ from the rubric."""
+    rubric = rubric or load_rubric()
+    return [doc for doc in DOCUMENTS
+            if fill((root / doc).read_text(), rubric, doc)
+            != (root / doc).read_text()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kit.facts",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if a document's facts are stale")
+    parser.add_argument("--rubric", type=Path, default=None,
+                        help="rubric file (default autograder/rubric.toml)")
+    args = parser.parse_args(argv)
+    rubric = load_rubric(args.rubric)
+    try:
+        outdated = stale(ROOT, rubric)
+    except FactsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        for doc in outdated:
+            print(f"{doc}: its points differ from autograder/rubric.toml: "
+                  f"run `make facts`", file=sys.stderr)
+        return 1 if outdated else 0
+    for doc in outdated:
+        path = ROOT / doc
+        path.write_text(fill(path.read_text(), rubric, doc))
+        print(f"updated {doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""A point is one edit: the rubric's facts reach every document that states
+them (kit/facts.py), and nothing built from a changed rubric still states
+the old number."""
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from autograder.rubric import DEFAULT_RUBRIC, load_rubric, parse_rubric
+from kit import facts
+from kit.facts import ROOT, FactsError
+
+
+def changed_rubric(item: str = "2.2", points: float = 2):
+    """The rubric with one item's points changed, the instructor's one
+    edit (no total to keep in step)."""
+    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    assert "max_score" not in data["grading"], \
+        "the total is derived from the items: a second place to edit"
+    for task in data["task"]:
+        for entry in task["item"]:
+            if entry["id"] == item:
+                entry["points"] = points
+    return parse_rubric(data)
+
+
+def test_documents_state_the_rubric():
+    assert facts.stale() == [], "run `make facts`"
+
+
+def test_a_changed_point_reaches_every_block():
+    rubric = changed_rubric("2.2", 2)
+    table = facts.points_table(rubric)
+    assert "| 2.2 | attention probabilities match (causal) | 2 |" in table
+    assert "| **Task 2: MultiHeadSelfAttention** | | **7** |" in table
+    assert "**17** (+1 bonus)" in table and "**16**" not in table
+    summary = facts.score_summary(rubric)
+    assert summary.startswith("Scores are out of 17 (Part 1: 4, Part 2: 7")
+    assert "- 2.2 (2 points): MultiHeadSelfAttention" in \
+        facts.task_list(rubric)
+    for doc in facts.DOCUMENTS:
+        text = (ROOT / doc).read_text()
+        assert facts.fill(text, rubric, doc) != text, doc
+
+
+def test_stale_documents_are_named(tmp_path):
+    for doc in facts.DOCUMENTS:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc).write_text((ROOT / doc).read_text())
+    assert facts.stale(tmp_path, changed_rubric()) == list(facts.DOCUMENTS)
+    assert facts.stale(tmp_path, load_rubric()) == []
+
+
+def test_an_unknown_block_is_an_error():
+    with pytest.raises(FactsError, match="README.md: unknown facts block"):
+        facts.fill("<!-- facts:totals -->\nx\n<!-- /facts -->", load_rubric(),
+                   "README.md")
+
+
+def test_cli_help_states_the_rubric(monkeypatch, tmp_path, capsys):
+    import autograder.rubric
+    from autograder import cli
+    changed = tmp_path / "rubric.toml"
+    changed.write_text(DEFAULT_RUBRIC.read_text().replace(
+        'id = "2.2"\ntitle = "attention probabilities match (causal)"\n'
+        'points = 1\n', 'id = "2.2"\ntitle = "attention probabilities '
+        'match (causal)"\npoints = 2\n'))
+    assert "16 points (+1 bonus)" in cli.build_parser().format_help()
+    monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC", changed)
+    text = cli.build_parser().format_help()
+    assert "17 points (+1 bonus)" in text and "16 points" not in text
+    assert "CausalAttention" in text       # every task, not two classes

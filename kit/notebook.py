@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import inspect
 import json
 import mimetypes
 import re
@@ -130,9 +131,13 @@ def fill_facts(text: str, rubric: Rubric, where: str) -> str:
                 raise MasterError(f"{where}:{number}: unknown placeholder "
                                   f"{match.group(0)!r} (known: "
                                   f"{', '.join(facts)})")
+            wanted = len(inspect.signature(facts[name]).parameters)
+            if len(args) != wanted:
+                raise MasterError(f"{where}:{number}: {match.group(0)!r}: "
+                                  f"{name} takes {wanted} argument(s)")
             try:
                 return facts[name](*args)
-            except (TypeError, ValueError) as error:
+            except ValueError as error:
                 raise MasterError(f"{where}:{number}: {match.group(0)!r}: "
                                   f"{error}") from None
         lines[number - 1] = _PLACEHOLDER.sub(fill, line)
@@ -317,7 +322,8 @@ def build(master: Path | str = MASTER,
     text = master.read_text(encoding="utf-8")
     check_characters(text, where)
     source = jupytext.reads(
-        fill_shape_notation(fill_facts(text, loaded, where)), fmt="md:myst")
+        fill_shape_notation(fill_facts(text, loaded, where), shape_notation),
+        fmt="md:myst")
 
     def locate(key: str, value: str) -> str:
         return _where(text, where, key, value)
@@ -327,6 +333,8 @@ def build(master: Path | str = MASTER,
              else c for c in drop_notes(source.cells)]
     cells = expand_questions(expand_tasks(cells, loaded, locate), locate)
     cells = assign_ids(attach_figures(cells, master.parent))
+    for cell in cells:  # what the expansions wrote, too
+        check_characters(cell.source, f"built cell {cell.id}")
     nb = nbformat.v4.new_notebook(cells=cells, metadata={
         "kernelspec": dict(source.metadata["kernelspec"]),
         "language_info": LANGUAGE_INFO,
@@ -338,9 +346,7 @@ def build(master: Path | str = MASTER,
 def render(master: Path | str = MASTER,
            rubric: Path | str | None = None) -> str:
     """The notebook file's exact text."""
-    text = nbformat.writes(build(master, rubric)) + "\n"
-    check_characters(text, "the built notebook")
-    return text
+    return nbformat.writes(build(master, rubric)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

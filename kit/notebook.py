@@ -15,7 +15,7 @@ chain of small steps, one transformation each:
    ``{{ table_points 1.2 }}`` (``3 (+1 bonus)``), ``{{ bonus_rule 1.2 }}``
    and ``{{ max_score }}`` from ``autograder/rubric.toml``; an unknown
    placeholder is an error naming its line;
-3. ``fill_shape_notation``: the table between the ``<!-- shape-notation``
+3. ``fill_shape_notation``: the text between the ``<!-- shape-notation``
    markers, from ``shape_notation`` (the grader's notation);
 4. ``jupytext.reads`` into cells, then ``drop_notes`` (a markdown cell that
    is only an HTML comment is a note to the instructor);
@@ -144,17 +144,19 @@ def fill_facts(text: str, rubric: Rubric, where: str) -> str:
     return "\n".join(lines)
 
 
-def shape_notation(table: str) -> str:
-    """The shape-comment notation table. For now the source's own table;
-    once the grader exposes it this returns
-    ``autograder.checks.shape_comments.notation_markdown()``."""
-    return table
+def shape_notation(written: str) -> str:
+    """The shape-comment notation (size names, how to write a shape) as
+    the grader reads it. Until the grader's ``notation_markdown()`` is
+    merged this is the text ``written`` between the markers; then it is
+    ``return notation_markdown()`` (``from autograder.checks.shape_notation
+    import notation_markdown``)."""
+    return written
 
 
-def fill_shape_notation(text: str, notation: Callable[[str], str]
-                        = shape_notation) -> str:
-    """The table between the shape-notation markers from ``notation``
-    (given the table written there); the markers themselves are dropped."""
+def fill_shape_notation(text: str,
+                        notation: Callable[[str], str]) -> str:
+    """The text between the shape-notation markers from ``notation``
+    (given the text written there); the markers themselves are dropped."""
     return _NOTATION.sub(
         lambda m: notation(m.group(2)).strip("\n") + "\n", text)
 
@@ -328,9 +330,7 @@ def build(master: Path | str = MASTER,
     def locate(key: str, value: str) -> str:
         return _where(text, where, key, value)
 
-    cells = [_copy(c) if c.cell_type != "markdown"
-             or not ({"task", "question", "sample"} & set(c.metadata))
-             else c for c in drop_notes(source.cells)]
+    cells = [_copy(c) for c in drop_notes(source.cells)]
     cells = expand_questions(expand_tasks(cells, loaded, locate), locate)
     cells = assign_ids(attach_figures(cells, master.parent))
     for cell in cells:  # what the expansions wrote, too

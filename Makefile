@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test facts skeleton test-values check grade \
+.PHONY: help install python-version fresh-values test generate build-notebook facts skeleton test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -47,6 +47,11 @@ fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
 
 test: $(SETUP) ## run the kit's whole test suite
 	$(PY) -m pytest kit_tests
+
+generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
+
+build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb from assignment/attention.md and the rubric
+	$(PY) -m kit.notebook
 
 facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README
 	$(PY) -m kit.facts

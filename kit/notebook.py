@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         current = args.out.read_text() if args.out.exists() else ""
         if current != text:
             print(f"{args.out} is stale (not what {args.master.name} "
-                  f"builds): run `python -m kit.notebook`")
+                  f"builds): run `make build-notebook`")
             return 1
         print(f"{args.out} is up to date")
         return 0

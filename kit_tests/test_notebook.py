@@ -136,7 +136,7 @@ def assigned(tmp_path_factory) -> Path:
 def test_committed_notebook_matches_the_builder():
     assert notebook.OUT.read_text() == notebook.render(), (
         "assignment/attention.ipynb is not what assignment/attention.md "
-        "builds: run `python -m kit.notebook`")
+        "builds: run `make build-notebook`")
 
 
 def test_cli_check_flags_a_stale_file(tmp_path, capsys):

@@ -10,17 +10,20 @@ files.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from autograder.rubric import load_rubric
 
 
-def stale() -> list[str]:
-    """One line per generated file that is stale, saying what to run."""
+def stale(reference_path: Path | None = None) -> list[str]:
+    """One line per generated file that is stale, saying what to run;
+    ``reference_path`` stands in for the reference (tests)."""
     from kit import facts, notebook, skeleton
     from kit.make_test_values import StaleValues, check_fresh
     rubric = load_rubric()
     found = []
-    reference = skeleton.REFERENCE.read_text()
+    reference_path = reference_path or skeleton.REFERENCE
+    reference = reference_path.read_text()
     if skeleton.sync_points(reference, rubric) != reference or \
             not skeleton.SKELETON.exists() or \
             skeleton.SKELETON.read_text() != \
@@ -38,7 +41,7 @@ def stale() -> list[str]:
                          f"`make build-notebook`")
     found += [f"{doc}: run `make facts`" for doc in facts.stale(rubric=rubric)]
     try:
-        check_fresh()
+        check_fresh(reference_path=reference_path)
     except StaleValues as exc:
         found.append(str(exc))
     return found

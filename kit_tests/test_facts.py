@@ -71,3 +71,25 @@ def test_cli_help_states_the_rubric(monkeypatch, tmp_path, capsys):
     text = cli.build_parser().format_help()
     assert "17 points (+1 bonus)" in text and "16 points" not in text
     assert "CausalAttention" in text       # every task, not two classes
+
+
+def test_a_renamed_variable_names_what_to_run(tmp_path):
+    # The instructor renames `bs` in the reference: the first thing that
+    # fails (kit_tests/conftest.py) names `make skeleton` and
+    # `make test-values`, not a bare ValueError in some test.
+    from kit.generated import stale
+    from kit.skeleton import REFERENCE
+    assert stale() == []
+    renamed = tmp_path / "modeling_attention.py"
+    text = REFERENCE.read_text()
+    assert "bs, seq, _ = x.shape" in text
+    renamed.write_text(text.replace("bs, seq, _ = x.shape",
+                                    "batch, seq, _ = x.shape").replace(
+                                        "(bs,", "(batch,"))
+    lines = stale(renamed)
+    assert any("`make test-values`" in line for line in lines), lines
+    # A header's points edited by hand in the reference: `make skeleton`
+    # (it rewrites them from the rubric).
+    renamed.write_text(text.replace("# Task 2.2 (1 point)",
+                                    "# Task 2.2 (5 points)"))
+    assert any("`make skeleton`" in line for line in stale(renamed))

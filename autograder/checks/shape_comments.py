@@ -367,9 +367,11 @@ def check_shape_comments(
 
     ``observed`` is ``ProbeResult.shapes`` (merged over the traced probes):
     first line of a statement -> the distinct lists of shapes it bound.
-    ``dims`` maps canonical names (batch_size, seq_len, input_size,
-    hidden, num_heads, head_size) to the sizes of the traced run;
-    ``dims_by_class`` overrides them for the regions of one class.
+    ``dims`` maps size names to the sizes of the traced run: the keys of
+    ``shape_notation.toml`` (batch_size, seq_len, ...) or names it lists
+    (``d_out``), which supply their row's size; a key it does not list is
+    ignored. ``dims_by_class`` overrides them for the regions of one
+    class.
     ``tasks`` limits the check to the regions of those tasks.
 
     A statement that bound or returned a tensor needs a comment whose

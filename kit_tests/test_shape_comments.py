@@ -12,9 +12,14 @@ import textwrap
 import pytest
 import torch
 
-from autograder.checks.shape_comments import (VOCABULARY, ShapeIssue,
+from autograder.checks.shape_comments import (ShapeIssue,
                                               check_shape_comments,
-                                              parse_comment, statement_text)
+                                              statement_text)
+from autograder.checks.shape_notation import (
+    _NOTATION, VOCABULARY, normalise_dims, notation_markdown, parse_comment,
+    size_of)
+from autograder.grade import ShapeComments
+from autograder.rubric import load_rubric
 from autograder.regions import find_regions, student_statements
 from kit_tests.reference_source import FULL_REFERENCE, ROOT, first_two_classes
 
@@ -177,34 +182,34 @@ SA_STYLES = {
     "einsum and synonyms": """
         q = self.q(x)  # [bs, seq, hidden]
         k = self.k(x)  # (batch, seq_len, hidden_size)
-        v = self.v(x)  # shape: bs x seq x hidden
-        scores = torch.einsum("bsh,bth->bst", q, k)  # [b, s, t]
+        v = self.v(x)  # shape: [b, num_tokens, d_model]
+        scores = torch.einsum("bsh,bth->bst", q, k)  # [b, T, T]
         scores = scores / k.shape[-1] ** 0.5  # [B, T, T]
-        probs = scores.softmax(dim=-1)  # shape [batch_size, L, L]
+        probs = scores.softmax(dim=-1)  # shape [batch_size, seq, seq]
         out = torch.einsum("bst,bth->bsh", probs, v)
-        # [bs, seq, seq] @ [bs, seq, hidden] -> [batch, seq_len, d_model]
-        return out  # [bs, seq, hidden]
+        # [bs, seq, seq] @ [bs, seq, hidden] -> [batch, seq_len, d_out]
+        return out  # [BS, SEQ, HIDDEN]
     """,
     "comments above": """
         # [bs, seq, hidden] each
         q, k, v = self.q(x), self.k(x), self.v(x)
         # scaled scores: [bs, seq, seq]
         scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
-        # B x T x T
+        # (B, T, T)
         probs = torch.softmax(scores, dim=-1)
-        # B x T x C
+        # (B, T, C)
         return probs @ v
     """,
     "one claim per tensor": """
-        q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, h], [bs, \
-seq, h], [bs, seq, h]
-        w = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)  # [n, t, t]
+        q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, C], [bs, \
+seq, C], [bs, seq, C]
+        w = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)  # [b, t, t]
         return w @ v  # -> [bs, seq, hidden]
     """,
-    "chain, arrows and numbers": """
-        q = self.q(x)  # [bs, seq, in] -> [bs, seq, hidden]
-        k = self.k(x)  # [bs, seq, input_size] => [bs, seq, hidden]
-        v = self.v(x)  # [bs, seq, in_features] → [bs, seq, hidden]
+    "chain and numbers": """
+        q = self.q(x)  # [bs, seq, d_in] -> [bs, seq, hidden]
+        k = self.k(x)  # [bs, seq, input_size] -> [bs, seq, hidden]
+        v = self.v(x)  # [bs, seq, 7] -> [bs, seq, 12]
         att = torch.softmax(q @ k.transpose(1, 2) * q.shape[-1] ** -0.5,
                             dim=-1)  # [bs, seq, hidden] @ [bs, hidden,
         # seq] -> [bs, seq, seq]
@@ -264,7 +269,7 @@ MH_FOLDED = {
         # [batch_size * num_heads, seq_len, seq_len]
     """,
     "2.3": """
-        probs = self.dropout(torch.softmax(scores, -1))  # [bs*h, t, t]
+        probs = self.dropout(torch.softmax(scores, -1))  # [bs*nh, t, t]
         att = torch.bmm(probs, v)  # [bs*nh, seq, head_dim]
         att = att.view(bs, self.num_heads, seq, -1).transpose(1, 2)
         # [bs, seq, nh, hs]
@@ -277,19 +282,19 @@ MH_EINSUM = {
         q, k, v = (
             t.view(bs, seq, self.num_heads, self.head_size)
             for t in (self.q(x), self.k(x), self.v(x))
-        )  # q, k, v: [b, s, h, d]
+        )  # q, k, v: [b, T, nh, hd]
         scores = torch.einsum("bshd,bthd->bhst", q, k) / self.scale
-        # [b, h, s, t] (scaled)
+        # [b, nh, T, T] (scaled)
     """,
     "2.2": """
         keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool))  # [T, T]
-        scores = scores.masked_fill(~keep, float("-inf"))  # [B, H, T, T]
+        scores = scores.masked_fill(~keep, float("-inf"))  # [B, NH, T, T]
     """,
     "2.3": """
-        probs = self.dropout(scores.softmax(-1))  # [b, h, s, t]
-        att = torch.einsum("bhst,bthd->bshd", probs, v)  # [b, s, h, d]
-        att = self.mix(att.flatten(2))  # [b, s, h*d]
-        probs = probs.reshape(-1, seq, seq)  # [b*h, s, s]
+        probs = self.dropout(scores.softmax(-1))  # [b, nh, T, T]
+        att = torch.einsum("bhst,bthd->bshd", probs, v)  # [b, T, nh, hd]
+        att = self.mix(att.flatten(2))  # [b, T, nh*hd]
+        probs = probs.reshape(-1, seq, seq)  # [b*nh, T, T]
     """,
 }
 
@@ -300,7 +305,7 @@ MH_GROWING = {
         att = per_head[:, 0]  # [bs, seq, hs]
         for i in range(1, self.num_heads):
             att = torch.cat([att, per_head[:, i]], -1)
-            # [bs, seq, (i + 1) * hs]
+            # [bs, seq, i * hs]
         att = self.mix(att)  # [bs, seq, hidden]
         probs = probs.reshape(bs * self.num_heads, seq, seq)
         # [bs*nh, seq, seq]
@@ -320,17 +325,15 @@ COMMENTS = {
     "[batch_size, seq_len, seq_len]": "[batch_size, seq_len, seq_len]",
     "shape [bs, seq, seq]": "[bs, seq, seq]",
     "(bs, seq, seq)": "[bs, seq, seq]",
-    "shape: bs x seq x seq": "[bs, seq, seq]",
-    "scores: B × T × T": "[B, T, T]",
+    "scores: (B, T, T)": "[B, T, T]",
+    "(bs, seq, seq,)": "[bs, seq, seq]",
     "[bs, seq, hidden] @ [bs, hidden, seq] -> [bs, seq, seq]":
         "[bs, seq, seq]",
     "[bs, seq, seq] (softmax over the last dim)": "[bs, seq, seq]",
-    "[bs, seq len, seq len]": "[bs, seq_len, seq_len]",
-    "[bs, seq-len, seq-len]": "[bs, seq_len, seq_len]",
-    "[b t t]": "[b, t, t]",
+    "[bs,seq,seq]": "[bs, seq, seq]",
     "torch.Size([2, 5, 5])": "[2, 5, 5]",
-    "2x5x5": "[2, 5, 5]",
-    "`[self.batch_size, L, L]`": "[self.batch_size, L, L]",
+    "`[batch_size, T, T]`": "[batch_size, T, T]",
+    "[bs, seq, 5] -> scaled": "[bs, seq, 5]",
 }
 
 
@@ -345,11 +348,10 @@ def test_comment_forms(comment):
 
 @pytest.mark.parametrize("comment", [
     "attention probabilities", "softmax() over the keys", "see (1) and (2)",
-    "(q, k and v)", "",
+    "(q, k and v)", "", "(q, k, v)", "(1, 2)", "[bs, seq, hidden",
 ])
 def test_prose_is_not_a_claim(comment):
-    assert parse_comment(comment).claims == []
-    assert parse_comment(comment).unreadable is None
+    assert not parse_comment(comment).says_something
 
 
 @pytest.mark.parametrize("comment", [
@@ -364,24 +366,53 @@ def test_tuple_claims_pass(comment):
     assert issues_of(source) == []
 
 
-def test_ambiguous_names_accepted_under_any_reading():
-    # "h" is hidden here and num_heads below; "d" is hidden or head_size.
-    source = with_regions(REFERENCE, {
-        "1.2": """
-            q, k, v = self.q(x), self.k(x), self.v(x)  # [b, n, h]
-            probs = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)
-            # [n, t, t]
-            return probs @ v  # [b, t, d]
-        """,
-        "2.3": """
-            probs = self.dropout(scores.softmax(dim=-1))  # [b, h, t, t]
-            att = probs @ v  # [b, h, t, d]
-            att = self.mix(att.transpose(1, 2).reshape(bs, seq, -1))
-            # [b, t, C]
-            probs = probs.reshape(bs * self.num_heads, seq, seq)
-            # [b*h, t, t]
-        """})
-    assert issues_of(source) == []
+@pytest.mark.parametrize("size, name", [
+    (row["key"], name) for row in _NOTATION["size"] for name in row["names"]])
+def test_every_name_of_the_table_means_its_size(size, name):
+    dims = normalise_dims(dict(DIMS, context_length=9))
+    for written in (name, name.upper(), name.lower()):
+        claim, = parse_comment(f"[{written}, 2]").claims
+        assert claim.evaluated(dims) == f"[{dims[size]}, 2]"
+
+
+def test_a_name_means_one_size():
+    names = [n.lower() for names in VOCABULARY.values() for n in names]
+    assert len(names) == len(set(names))
+    assert all(names[0] == key for key, names in VOCABULARY.items())
+
+
+def test_every_size_the_rubric_traces_can_be_written():
+    # The grader's sizes are the rubric's constructor arguments: a student
+    # must be able to write each by its own name.
+    for task in load_rubric().tasks:
+        for check in task.deductions:
+            if check.kind == "shape_comments":
+                for key in ShapeComments.dims(check):
+                    assert size_of(key), (task.id, key)
+
+
+@pytest.mark.parametrize("form", _NOTATION["form"],
+                         ids=[f["example"] for f in _NOTATION["form"]])
+def test_every_form_of_the_notebook_is_read(form):
+    parsed = parse_comment(form["example"])
+    assert parsed.unreadable is None
+    assert [c.text for c in parsed.claims] == form["reads"]
+    assert f"`# {form['example']}`" in notation_markdown()
+
+
+def test_the_notebook_table_promises_what_the_parser_reads():
+    # Read the rendered table back: each row's names, and no others, are
+    # the names the parser gives that row's size.
+    meaning = {row["meaning"]: row["key"] for row in _NOTATION["size"]}
+    promised = {}
+    for line in notation_markdown().splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 2 and cells[0] in meaning:
+            promised[meaning[cells[0]]] = [n.strip(" `")
+                                           for n in cells[1].split(",")]
+    assert promised == {k: list(v) for k, v in VOCABULARY.items()}
+    for key, names in promised.items():
+        assert {size_of(n) for n in names} == {key}
 
 
 def test_never_ran_region_needs_only_some_comment():
@@ -458,12 +489,13 @@ def test_claims_may_describe_non_tensor_targets_too():
 
 
 def test_growing_tensor_with_loop_variable_name():
-    source = with_regions(REFERENCE, MH_GROWING).replace(
-        "# [bs, seq, (i + 1) * hs]", "# [bs, seq, k * hs] for k heads")
-    assert issues_of(source) == []
+    growing = with_regions(REFERENCE, MH_GROWING)
+    for comment in ("[bs, seq, k * hs] for k heads", "[bs, seq, hs]"):
+        source = growing.replace("# [bs, seq, i * hs]", f"# {comment}")
+        assert source != growing
+        assert issues_of(source) == []
     # The dimensions that do not vary are still checked.
-    wrong = with_regions(REFERENCE, MH_GROWING).replace(
-        "# [bs, seq, (i + 1) * hs]", "# [seq, bs, (i + 1) * hs]")
+    wrong = growing.replace("# [bs, seq, i * hs]", "# [seq, bs, hs]")
     assert [i.kind for i in issues_of(wrong)] == ["wrong"]
 
 
@@ -573,9 +605,10 @@ def test_wrong_tuple_message():
 
 
 @pytest.mark.parametrize("comment, token", [
-    ("[bs, sq, hidden]", "sq"), ("shape: bs x seq x hiden", "hiden"),
+    ("[bs, sq, hidden]", "sq"), ("[b h d]", "h"),
     ("[bs, seq, hidden_units]", "hidden_units"), ("[..., seq, hidden]", "..."),
-    ("[bs; seq; hidden]", ";"),
+    ("[bs; seq; hidden]", ";"), ("[bs x seq x hidden]", "x"),
+    ("[bs, seq, hidden // 1]", "/"), ("(bs, seq, hiden)", "hiden"),
 ])
 def test_unreadable(comment, token):
     source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
@@ -670,12 +703,11 @@ def test_reference_with_worker_tracer():
     assert check_shape_comments(REFERENCE, observed, DIMS) == []
 
 
-def test_docs_list_the_whole_vocabulary():
+def test_docs_show_the_notation():
+    # docs/shape-comments.md quotes `python -m autograder.checks.
+    # shape_notation`: rerun it and paste after a change to the notation.
     doc = (ROOT / "docs/shape-comments.md").read_text()
-    for canon, names in VOCABULARY.items():
-        row = next(line for line in doc.splitlines()
-                   if line.startswith(f"| `{canon}`"))
-        assert row.split("|")[2].strip() == ", ".join(names)
+    assert notation_markdown() in doc
 
 
 BOOK_STYLE = '''\
@@ -687,7 +719,7 @@ class Head:
         mask = self.mask[:x.shape[1], :x.shape[1]]  # [num_tokens, num_tokens]
         ctx = keys.view(2, 5, 3, 4)  # [b, num_tokens, num_heads, head_dim]
         full = self.mask  # [context_length, context_length]
-        return ctx  # [b, num_tokens, num_heads, d_out // num_heads]
+        return ctx  # [b, num_tokens, num_heads, head_dim]
         # YOUR CODE ENDS HERE
 '''
 
@@ -702,11 +734,11 @@ def test_grader_size_names_are_understood():
     wrong = {**observed, 8: [[[9, 5]]]}
     assert [(i.line, i.kind) for i in
             check_shape_comments(BOOK_STYLE, wrong, dims)] == [(8, "wrong")]
-    # Without that name among the sizes, context_length is unreadable.
+    # Where the grader has no such size, the claim cannot match.
     del dims["context_length"]
-    assert [(i.line, i.kind) for i in
-            check_shape_comments(BOOK_STYLE, observed, dims)] == \
-        [(8, "unreadable")]
+    issue, = check_shape_comments(BOOK_STYLE, observed, dims)
+    assert (issue.line, issue.kind) == (8, "wrong")
+    assert "[context_length, context_length] = [?, ?]" in issue.message
 
 
 # --------------------------------------------------------------------------
@@ -725,8 +757,8 @@ HOSTILE_COMMENTS = {
                                 ", seq, seq]", "nested more than"),
     "too many terms": ("# [" + " * ".join(["bs"] * 40) + ", seq, seq]",
                        "terms in a dimension"),
-    # was quadratic: every start of a bare shape parsed to the end
-    "unknown names": ("# " + "bs x zz x " * 55, "cannot read `zz`"),
+    # many shapes in one comment: each is read once
+    "unknown names": ("# " + "[bs, zz] " * 66, "cannot read `zz`"),
 }
 
 

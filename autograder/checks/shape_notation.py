@@ -1,0 +1,264 @@
+"""The shape-comment notation: what a comment may say, and how it is read.
+
+The notation is data, ``shape_notation.toml``: the size names a student may
+write and the forms of a shape, each with an example. This module reads
+comments with it (:func:`parse_comment`) and renders the notebook's table
+from it (:func:`notation_markdown`), so that the notebook promises exactly
+what the grader reads. The grammar is the promise and nothing more::
+
+    comment  := text ( "->" text )*     the last part holding a shape counts
+    shape    := "[" dims "]" | "(" dims ")"
+    dims     := dim ( "," dim )* [","]
+    dim      := factor ( "*" factor )*
+    factor   := a name of the table (any case) | an integer
+
+Parentheses are read only when a segment has no square brackets, and only
+when they hold a comma and a known name (else they are prose).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).with_name("shape_notation.toml")
+_NOTATION = tomllib.loads(DATA.read_text())
+
+# Size key -> the names students may write for it (the key first).
+VOCABULARY: dict[str, tuple[str, ...]] = {
+    row["key"]: tuple(row["names"]) for row in _NOTATION["size"]}
+CANONICAL = tuple(VOCABULARY)
+_SIZE_OF = {name.lower(): key for key, names in VOCABULARY.items()
+            for name in names}
+
+VOCABULARY_HINT = (
+    "write shapes like `# [batch_size, seq_len, hidden]` with the names " +
+    ", ".join(f"{names[0]} ({', '.join(names[1:])})" if names[1:] else
+              names[0] for names in VOCABULARY.values()) +
+    ", integers, and products such as `bs * num_heads`")
+
+# Budgets that keep reading linear in the size of the source, whatever a
+# hostile comment holds: a comment text longer than MAX_COMMENT_CHARS,
+# brackets nested deeper than MAX_NESTING, a shape of more than MAX_DIMS
+# dimensions or a dimension of more than MAX_TERMS factors is not read.
+# Such a comment counts as unreadable (a deduction, with a message that
+# says why), never as a pass. Real shape comments are far inside.
+MAX_COMMENT_CHARS = 600
+MAX_NESTING = 8
+MAX_DIMS = 8
+MAX_TERMS = 8
+# The ``unreadable`` culprits that name a budget rather than a token.
+TOO_LONG = "<too long>"
+TOO_DEEP = "<nested too deeply>"
+TOO_BIG = "<too many dimensions or terms>"
+
+_SQUARE = re.compile(r"\[([^\[\]]*)\]")
+_ROUND = re.compile(r"\(([^()\[\]]*)\)")
+_TOKEN = re.compile(r"\.\.\.|…|[A-Za-z_]\w*|\d+|\S")
+_FACTOR = re.compile(r"[A-Za-z_]\w*|\d+")
+
+
+def size_of(name: str) -> str | None:
+    """The size key a written name stands for (``T`` -> seq_len), or
+    None if the table does not list it."""
+    return _SIZE_OF.get(name.lower())
+
+
+def normalise_dims(dims: dict[str, int]) -> dict[str, int]:
+    """``dims`` with lower-case keys, plus the size keys that a listed
+    name among them stands for (``d_out`` -> hidden), and ``head_size``
+    from hidden and num_heads when missing."""
+    out = {k.lower(): v for k, v in dims.items()}
+    for key, size in list(out.items()):
+        if size_of(key):
+            out.setdefault(size_of(key), size)
+    if "head_size" not in out and out.get("num_heads") and \
+            out.get("hidden", 0) % out["num_heads"] == 0:
+        out["head_size"] = out["hidden"] // out["num_heads"]
+    return out
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dimension of a claim: a product of names and integers."""
+
+    factors: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return " * ".join(self.factors)
+
+    def value(self, dims: dict[str, int]) -> int | None:
+        """The size it stands for; None if a name's size is not traced."""
+        sizes = [int(f) if f.isdigit() else dims.get(size_of(f) or "")
+                 for f in self.factors]
+        return None if None in sizes else math.prod(sizes)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The shape a comment claims for one tensor."""
+
+    dims: tuple[Dim, ...]
+
+    @property
+    def text(self) -> str:
+        return "[" + ", ".join(d.text for d in self.dims) + "]"
+
+    def matches(self, shape: list[int], dims: dict[str, int],
+                free: frozenset[int] = frozenset()) -> bool:
+        """Same rank and every dimension fits (those at ``free``
+        positions are not checked)."""
+        return len(shape) == len(self.dims) and all(
+            i in free or d.value(dims) == size
+            for i, (d, size) in enumerate(zip(self.dims, shape)))
+
+    def evaluated(self, dims: dict[str, int]) -> str:
+        """The claim in numbers, ``[2, 5, 5]`` (``?`` for a size the
+        traced run does not have)."""
+        values = (d.value(dims) for d in self.dims)
+        return "[" + ", ".join("?" if v is None else str(v)
+                               for v in values) + "]"
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one comment says: shape claims, or the token that could not be
+    read (``unreadable``), or nothing shape-like at all."""
+
+    text: str
+    claims: tuple[Claim, ...] = ()
+    unreadable: str | None = None
+
+    @property
+    def says_something(self) -> bool:
+        return bool(self.claims) or self.unreadable is not None
+
+
+class _Unreadable(Exception):
+    """A shape that cannot be read; ``token`` is the culprit."""
+
+    def __init__(self, token: str):
+        super().__init__(token)
+        self.token = token
+
+
+def _dims(content: str) -> list[Dim]:
+    """The dimensions of one bracket's content (raises _Unreadable)."""
+    if not content.strip():
+        raise _Unreadable("[]")
+    parts = content.split(",")
+    if len(parts) > 1 and not parts[-1].strip():
+        parts.pop()                         # "(seq,)"
+    if len(parts) > MAX_DIMS:
+        raise _Unreadable(TOO_BIG)
+    dims = []
+    for part in parts:
+        factors = part.split("*")
+        if len(factors) > MAX_TERMS:
+            raise _Unreadable(TOO_BIG)
+        dims.append(Dim(tuple(_factor(f, len(factors) > 1)
+                              for f in factors)))
+    return dims
+
+
+def _factor(text: str, in_product: bool) -> str:
+    """A name or an integer; else _Unreadable naming the first token that
+    is neither (``;``, ``...``), the second of two names (``[b h d]``), or
+    the separator before an empty factor."""
+    tokens = _TOKEN.findall(text)
+    if len(tokens) == 1 and _FACTOR.fullmatch(tokens[0]):
+        return tokens[0]
+    if not tokens:
+        raise _Unreadable("*" if in_product else ",")
+    bad = [t for t in tokens if not _FACTOR.fullmatch(t)] + tokens[1:]
+    raise _Unreadable(bad[0])
+
+
+def _unknown(dims: list[Dim]) -> str | None:
+    """The first name the table does not list."""
+    return next((f for d in dims for f in d.factors
+                 if not f.isdigit() and not size_of(f)), None)
+
+
+def _read_segment(segment: str) -> tuple[list[Claim], str | None]:
+    """The claims of one part of a chain, and the first culprit."""
+    claims, culprit = [], None
+    square = _SQUARE.findall(segment)
+    for content in square or _ROUND.findall(segment):
+        try:
+            dims = _dims(content)
+        except _Unreadable as exc:
+            if square:
+                culprit = culprit or exc.token
+            continue
+        if not square and ("," not in content or all(
+                f.isdigit() or not size_of(f)
+                for d in dims for f in d.factors)):
+            continue                        # "(scaled)", "(q, k, v)": prose
+        bad = _unknown(dims)
+        if bad is None:
+            claims.append(Claim(tuple(dims)))
+        culprit = culprit or bad
+    return claims, culprit
+
+
+def _over_budget(text: str) -> str | None:
+    """Which budget ``text`` exceeds (TOO_LONG, TOO_DEEP), if any."""
+    if len(text) > MAX_COMMENT_CHARS:
+        return TOO_LONG
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "])":
+            depth = max(depth - 1, 0)
+    return TOO_DEEP if deepest > MAX_NESTING else None
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_comment(text: str) -> Parsed:
+    """Read the shape claims of a comment (``#`` already stripped).
+
+    In a chain (``[a] @ [b] -> [c]``) the last part that holds a shape is
+    the claim. Each bracket group of that part is one claim, for one
+    tensor or for all of a statement's tensors. Cached: a statement's
+    texts are read several times (as its own and as its neighbours').
+    """
+    budget = _over_budget(text)
+    if budget is not None:
+        return Parsed(text, unreadable=budget)
+    for segment in reversed(text.split("->")):
+        claims, culprit = _read_segment(segment)
+        if claims or culprit:
+            return Parsed(text, tuple(claims), culprit)
+    return Parsed(text)
+
+
+def notation_markdown() -> str:
+    """The notebook's notation: the table of size names and the forms of a
+    shape, rendered from the same data the parser reads."""
+    rows = [f"| {row['meaning']} | "
+            f"{', '.join(f'`{n}`' for n in row['names'])} |"
+            for row in _NOTATION["size"]]
+    forms = [f"- {form['rule']}: `# {form['example']}`"
+             for form in _NOTATION["form"]]
+    return "\n".join([
+        "Name the dimensions with this vocabulary (any name of a row "
+        "works; case does not matter):",
+        "",
+        "| dimension | names |",
+        "|-----------|-------|",
+        *rows,
+        "",
+        "Write the shape like this:",
+        "",
+        *forms,
+        "",
+        "Nothing else is read: write every dimension out (no `...`), and "
+        "no other arithmetic than products.",
+    ]) + "\n"

@@ -60,6 +60,7 @@ import jupytext
 import nbformat
 from nbformat import NotebookNode
 
+from autograder.checks.shape_notation import notation_markdown
 from autograder.local import (SCOPE, bonus_points, bonus_rule,
                               points_text, task_points)
 from autograder.rubric import Rubric, load_rubric
@@ -146,11 +147,10 @@ def fill_facts(text: str, rubric: Rubric, where: str) -> str:
 
 def shape_notation(written: str) -> str:
     """The shape-comment notation (size names, how to write a shape) as
-    the grader reads it. Until the grader's ``notation_markdown()`` is
-    merged this is the text ``written`` between the markers; then it is
-    ``return notation_markdown()`` (``from autograder.checks.shape_notation
-    import notation_markdown``)."""
-    return written
+    the grader reads it: ``notation_markdown()``, rendered from the same
+    data the parser reads. ``written`` (the source's copy, kept for the
+    preview in JupyterLab) is ignored."""
+    return notation_markdown()
 
 
 def fill_shape_notation(text: str,

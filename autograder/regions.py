@@ -17,19 +17,22 @@ END_MARKER = "# YOUR CODE ENDS HERE"
 _TASK_HEADER = re.compile(r"#\s*Task\s+(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
-# The methods (by class; "" for a module-level function) whose code the
-# student writes between the markers: the skeleton's regions, kept in step
-# with it by kit_tests/test_regions.py. A method of this table without any
-# marker is graded as a whole (``graded_regions``): deleting the markers
-# must not take code out of the checks.
-TASK_METHODS: dict[str, tuple[str, ...]] = {
-    "SelfAttention": ("__init__", "forward"),
-    "MultiHeadSelfAttention": ("forward",),
-    "CausalAttention": ("forward",),
-    "MultiHeadAttentionWrapper": ("forward",),
-    "MultiHeadAttention": ("forward",),
-    "gpt2_small_attention": ("",),
-}
+_TASK_METHODS: dict[str, tuple[str, ...]] = {}
+
+
+def task_methods() -> dict[str, tuple[str, ...]]:
+    """The methods (by class; "" for a module-level function) whose code
+    the student writes between the markers, from the rubric's tasks
+    (``methods``; kit_tests/test_regions.py keeps them in step with the
+    skeleton). A method of this table without any marker is graded as a
+    whole (``graded_regions``): deleting the markers must not take code
+    out of the checks. Read once, before the worker is jailed
+    (autograder/worker.py calls it at import)."""
+    if not _TASK_METHODS:
+        from autograder.rubric import load_rubric
+        for task in load_rubric().tasks:
+            _TASK_METHODS[task.cls] = task.methods
+    return _TASK_METHODS
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
 def graded_regions(source: str, tree: ast.AST | None = None
                    ) -> list[Region]:
     """The regions the grader checks: the marked ones, plus, for each
-    method of TASK_METHODS that holds no marked region, the method's body
+    method of task_methods() that holds no marked region, the method's body
     (docstring aside) as one unmarked region. Linear in the source."""
     tree = tree if tree is not None else parse(source)
     marked = find_regions(source, tree)
@@ -170,10 +173,11 @@ def graded_regions(source: str, tree: ast.AST | None = None
 
 def _task_functions(tree: ast.AST
                     ) -> list[tuple[str, ast.FunctionDef]]:
-    """(owner, function node) for every TASK_METHODS entry present."""
+    """(owner, function node) for every task_methods() entry present."""
     found = []
+    table = task_methods()
     for node in getattr(tree, "body", []):
-        methods = TASK_METHODS.get(getattr(node, "name", ""), ())
+        methods = table.get(getattr(node, "name", ""), ())
         if isinstance(node, ast.ClassDef):
             found += [(node.name, item) for item in node.body
                       if isinstance(item, _FUNCS) and item.name in methods]

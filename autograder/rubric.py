@@ -56,6 +56,9 @@ class Task:
     items: tuple[Check, ...]
     deductions: tuple[Check, ...]
     bonuses: tuple[Check, ...]
+    # The methods whose code the student writes ("" for a module-level
+    # function): a method without markers is graded whole.
+    methods: tuple[str, ...] = ("forward",)
 
     @property
     def max_points(self) -> float:
@@ -188,7 +191,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     for index, raw in enumerate(data["task"], 1):
         label = f"{where}: task #{index}"
         _expect_keys(raw, label, allowed={
-            "id", "title", "class", "item", "deduction", "bonus"},
+            "id", "title", "class", "methods", "item", "deduction",
+            "bonus"},
             required={"id", "title", "class", "item"})
         task_id = _string(raw["id"], f"{label} id")
         if task_id in seen_tasks:
@@ -206,10 +210,15 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
                 for entry in entries)
         if not sections["item"]:
             raise RubricError(f"{label}: a task needs at least one item")
+        methods = raw.get("methods", ["forward"])
+        if not isinstance(methods, list) or not methods or not all(
+                isinstance(m, str) for m in methods):
+            raise RubricError(f"{label}: methods must be a list of method "
+                              f"names (\"\" for a module-level function)")
         tasks.append(Task(task_id, _string(raw["title"], f"{label} title"),
                           _string(raw["class"], f"{label} class"),
                           sections["item"], sections["deduction"],
-                          sections["bonus"]))
+                          sections["bonus"], tuple(methods)))
     # A bonus may require items (passed) and deductions (not taken).
     item_ids = {c.id for t in tasks for c in (*t.items, *t.deductions)}
     for task in tasks:

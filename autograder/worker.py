@@ -30,6 +30,9 @@ from autograder import regions
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
                                  Probe, ProbeResult)
 
+# The rubric's task methods, read here, before the worker is jailed.
+regions.task_methods()
+
 # One name for both copies (plain and traced): a module-level check of
 # __name__ cannot tell them apart.
 MODULE_NAME = "student_modeling_attention"

@@ -2,8 +2,8 @@
 whose markers are missing."""
 from __future__ import annotations
 
-from autograder.regions import (TASK_METHODS, find_regions, graded_regions,
-                                owner_of_line, student_statements)
+from autograder.regions import (find_regions, graded_regions, owner_of_line,
+                                student_statements, task_methods)
 from kit_tests.reference_source import FULL_REFERENCE
 
 
@@ -13,7 +13,9 @@ def test_task_methods_are_the_skeletons_regions():
         owner = region.cls or region.function
         found.setdefault(owner, set()).add(
             region.function if region.cls else "")
-    assert found == {k: set(v) for k, v in TASK_METHODS.items()}
+    assert found == {k: set(v) for k, v in task_methods().items()}, \
+        "a task's `methods` in autograder/rubric.toml differ from the " \
+        "skeleton's marked regions"
 
 
 def test_marked_source_has_no_unmarked_region():
@@ -58,3 +60,17 @@ def test_owner_of_line():
     assert owner_of_line(FULL_REFERENCE, line) == "CausalAttention"
     assert owner_of_line(FULL_REFERENCE, 1) == ""
     assert owner_of_line("def (:", 1) == ""
+
+
+def test_task_methods_must_be_a_list_of_names():
+    import tomllib
+
+    import pytest
+
+    from autograder.rubric import DEFAULT_RUBRIC, RubricError, parse_rubric
+    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    data["task"][1]["methods"] = "forward"
+    with pytest.raises(RubricError, match="methods must be a list"):
+        parse_rubric(data)
+    data["task"][1]["methods"] = ["forward", "merge_heads"]
+    assert parse_rubric(data).tasks[1].methods == ("forward", "merge_heads")

@@ -55,13 +55,13 @@ class Case:
         return self.init.get("input_size", self.init.get("d_in"))
 
 
-# class (or factory function) -> rubric task id
-TASKS = {"SelfAttention": "self_attention",
-         "MultiHeadSelfAttention": "multi_head_self_attention",
-         "CausalAttention": "causal_attention",
-         "MultiHeadAttentionWrapper": "multi_head_wrapper",
-         "MultiHeadAttention": "multi_head_attention",
-         "gpt2_small_attention": "gpt2_small_attention"}
+def _tasks() -> dict[str, str]:
+    """class (or factory function) -> rubric task id, from the rubric."""
+    from autograder.rubric import load_rubric
+    return {task.cls: task.id for task in load_rubric().tasks}
+
+
+TASKS = _tasks()
 
 
 def _sa(name, set_, input_size, hidden, batch, seq, seed, description):

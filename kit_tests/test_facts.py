@@ -30,13 +30,19 @@ def test_documents_state_the_rubric():
 
 
 def test_a_changed_point_reaches_every_block():
-    rubric = changed_rubric("2.2", 2)
+    before = load_rubric()
+    old, new = before.max_score, before.max_score + 1
+    rubric = changed_rubric("2.2", 2)      # 2.2: 1 -> 2 points
+    task2 = sum(i.points for i in rubric.tasks[1].items)
     table = facts.points_table(rubric)
     assert "| 2.2 | attention probabilities match (causal) | 2 |" in table
-    assert "| **Task 2: MultiHeadSelfAttention** | | **7** |" in table
-    assert "**17** (+1 bonus)" in table and "**16**" not in table
+    assert f"| **Task 2: MultiHeadSelfAttention** | | **{task2:g}** |" \
+        in table
+    assert f"**{new:g}** (+1 bonus)" in table
+    assert f"**{old:g}**" not in table
     summary = facts.score_summary(rubric)
-    assert summary.startswith("Scores are out of 17 (Part 1: 4, Part 2: 7")
+    assert f"Scores are out of {new:g} (" in summary
+    assert f"Part 2: {task2:g}" in summary and f" {old:g} " not in summary
     assert "- 2.2 (2 points): MultiHeadSelfAttention" in \
         facts.task_list(rubric)
     for doc in facts.DOCUMENTS:
@@ -58,18 +64,20 @@ def test_an_unknown_block_is_an_error():
                    "README.md")
 
 
-def test_cli_help_states_the_rubric(monkeypatch, tmp_path, capsys):
+def test_cli_help_states_the_rubric(monkeypatch, tmp_path):
     import autograder.rubric
     from autograder import cli
+    total = load_rubric().max_score
     changed = tmp_path / "rubric.toml"
     changed.write_text(DEFAULT_RUBRIC.read_text().replace(
         'id = "2.2"\ntitle = "attention probabilities match (causal)"\n'
         'points = 1\n', 'id = "2.2"\ntitle = "attention probabilities '
         'match (causal)"\npoints = 2\n'))
-    assert "16 points (+1 bonus)" in cli.build_parser().format_help()
+    assert f"{total:g} points (+1 bonus)" in cli.build_parser().format_help()
     monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC", changed)
     text = cli.build_parser().format_help()
-    assert "17 points (+1 bonus)" in text and "16 points" not in text
+    assert f"{total + 1:g} points (+1 bonus)" in text
+    assert f"{total:g} points" not in text
     assert "CausalAttention" in text       # every task, not two classes
 
 

@@ -59,7 +59,10 @@ def _breaks_causality(item: Check, case: Case, mid: str) -> bool:
     module, x = MISTAKES[mid].module, case.tensors["x"].double()
     before, _ = run_case(module, case, x, case.weights)
     after, _ = run_case(module, case, changed_last_token(x), case.weights)
-    return not close(before[:, :-1], after[:, :-1], item.atol)
+    # NaN in both calls did not change, as the grader's check counts it
+    # (a mask that also hides the diagonal gives NaN, and is causal).
+    return not close(before[:, :-1], after[:, :-1], item.atol,
+                     equal_nan=True)
 
 
 def fails(item: Check, case: Case, mid: str) -> bool:

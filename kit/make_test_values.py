@@ -364,10 +364,13 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
 # Everything the bytes depend on, besides torch: a change to any of them
 # makes the committed values stale (``--check``, and the kit's commands
 # that grade or release refuse stale values).
+# The mistakes are the reference edited by kit/variants/mistakes.toml,
+# read by kit/variants.py, applied by kit/examples.py (apply_edits).
 SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
            ROOT / "kit" / "variants" / "mistakes.toml",
-           ROOT / "kit" / "variants.py", ROOT / "kit" / "draws.py",
-           ROOT / "kit" / "exact.py", Path(__file__).resolve())
+           ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
+           ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
+           Path(__file__).resolve())
 
 
 def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:

@@ -276,9 +276,11 @@ def test_a_changed_reference_makes_the_values_stale(tmp_path):
 
 def test_a_changed_mistake_variant_makes_the_values_stale(tmp_path):
     # The mistake outputs come from kit/variants/mistakes.toml (read by
-    # kit/variants.py): editing either makes the values stale.
+    # kit/variants.py, applied by kit/examples.py): editing any of them
+    # makes the values stale.
     from kit.make_test_values import OUT, StaleValues, check_fresh
-    for source in ("kit/variants/mistakes.toml", "kit/variants.py"):
+    for source in ("kit/variants/mistakes.toml", "kit/variants.py",
+                   "kit/examples.py"):
         manifest = json.loads((OUT / "manifest.json").read_text())
         manifest["sources"][source] = "0" * 64
         (tmp_path / "manifest.json").write_text(json.dumps(manifest))

@@ -215,6 +215,20 @@ def test_generator_refuses_a_mistake_without_explanation(tmp_path):
         make_test_values.load_mistakes(catalogue=folder)
 
 
+def test_generator_refuses_a_raise_not_declared(tmp_path, monkeypatch):
+    # A mistake that raises is frozen as its error only when
+    # autograder/mistakes.toml says `raises = true`; else the generator
+    # stops, naming the entry and the case.
+    messages = make_test_values.MISTAKE_MESSAGES.read_text()
+    assert messages.count("\nraises = true\n") == 1
+    undeclared = tmp_path / "mistakes.toml"
+    undeclared.write_text(messages.replace("\nraises = true\n", "\n"))
+    monkeypatch.setattr(make_test_values, "MISTAKE_MESSAGES", undeclared)
+    with pytest.raises(SystemExit, match=r"\[causal_mask_uncut\] raises "
+                       r"on \w+: RuntimeError"):
+        make_test_values.generate(tmp_path / "out", verbose=False)
+
+
 def test_an_edit_that_no_longer_applies_names_its_entry(tmp_path):
     folder = _catalogue_with(tmp_path, "no_mix", [
         ["att = self.mixer(att)", "att"]])

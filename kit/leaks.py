@@ -10,7 +10,8 @@ What counts as a leak (each reported as ``path:line: kind: detail``):
 - a hidden case's name, the hidden file's sha256, or the hidden file itself;
 - hidden tensor data: raw float32 bytes (4 consecutive values) in binary
   files, or 3 consecutive hidden values printed with 3+ decimals in text;
-- files that never ship: ``solutions/``, ``kit/``, ``kit_tests/``,
+- files that never ship: ``solutions/``, ``kit/`` (with ``kit/variants/``,
+  the catalogue of edits of the reference), ``kit_tests/``,
   ``hidden.safetensors``, otter's master-notebook markers.
 
 ``python -m kit.leaks DIR_OR_ZIP`` scans from the command line.
@@ -39,6 +40,7 @@ MIN_NEEDLE = 12        # shorter normalised lines are too generic to match on
 MIN_SAMPLE_LINE = 40   # sample-answer lines shorter than this are generic
 WINDOW = 3             # consecutive printed values that identify a tensor
 _FLOAT = re.compile(r"(?<![\w.])[-+]?(\d+)\.(\d+)(?:[eE]([-+]?\d+))?")
+# "kit" covers kit/variants/: the reference's lines, as edits of it.
 _FORBIDDEN_PARTS = {"solutions", "kit", "kit_tests"}
 _FORBIDDEN_NAMES = {"hidden.safetensors"}
 _MASTER_MARKERS = ("# BEGIN SOLUTION", "# ASSIGNMENT CONFIG",

@@ -6,27 +6,38 @@ outputs are computed in float64 and rounded once to float32, and files are
 written with sorted keys, so regenerating on the same torch version gives
 identical bytes whatever the CPU's kernels (kit_tests/test_test_values.py
 regenerates with other kernels forced and compares).
+
+Besides the right answers it freezes what each common mistake gives: every
+entry of ``kit/variants/mistakes.toml`` is the reference with edits that
+make that mistake, run like the reference on the cases of the classes it
+touches (explanations and items in ``autograder/mistakes.toml``).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import importlib.util
 import json
 import sys
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import torch
 from safetensors.torch import save_file
 
-from kit import draws, mistakes
+from kit import draws, variants
 from kit.exact import exact
 from kit.cases import CASES, Case
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 OUT = ROOT / "test_values"
+# Mistake id -> student-facing message, items, `raises` (read for the ids
+# and `raises` only: the messages do not change the values).
+MISTAKE_MESSAGES = ROOT / "autograder" / "mistakes.toml"
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
@@ -38,13 +49,91 @@ def load_reference(path: Path = REFERENCE) -> ModuleType:
     return module
 
 
+def module_from_source(source: str, name: str, filename: str) -> ModuleType:
+    """A fresh module executed from ``source``, in memory only: an edited
+    reference is never written where a release could pick it up."""
+    module = ModuleType(name)
+    module.__file__ = filename
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def edited_definitions(before: str, after: str) -> frozenset[str]:
+    """Names of the top-level classes and functions whose code differs
+    between two sources (comments and layout aside)."""
+    def definitions(source: str) -> dict[str, str]:
+        return {node.name: ast.dump(node) for node in ast.parse(source).body
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    old, new = definitions(before), definitions(after)
+    return frozenset(name for name in old.keys() | new.keys()
+                     if old.get(name) != new.get(name))
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One catalogue mistake: the reference with its edits, run."""
+
+    id: str
+    label: str                # where its edits live, for messages
+    module: ModuleType        # the edited reference
+    edited: frozenset[str]    # the classes (or functions) it changes
+    raises: bool              # declared to raise on some cases
+
+
+def load_mistakes(reference_path: Path = REFERENCE,
+                  catalogue: Path | None = None) -> dict[str, Mistake]:
+    """id -> :class:`Mistake` of every entry of kit/variants/mistakes.toml
+    (in ``catalogue``, default kit/variants/), each checked against
+    autograder/mistakes.toml (same ids both ways) and to change some code.
+    SystemExit naming the entry otherwise."""
+    declared = tomllib.loads(MISTAKE_MESSAGES.read_text())
+    try:
+        entries = variants.load("mistakes", catalogue or variants.CATALOGUE)
+        base = reference_path.read_text()
+        sources = {mid: v.source(base) for mid, v in entries.items()}
+    except variants.VariantError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if set(entries) != set(declared):
+        raise SystemExit(
+            f"kit/variants/mistakes.toml and autograder/mistakes.toml must "
+            f"list the same mistakes: only in the variants: "
+            f"{sorted(set(entries) - set(declared))}; only in the "
+            f"messages: {sorted(set(declared) - set(entries))}")
+    found = {}
+    for mid, entry in entries.items():
+        edited = edited_definitions(base, sources[mid])
+        if not edited:
+            raise SystemExit(f"{entry.label}: its edits change no code")
+        module = module_from_source(sources[mid], f"mistake_{mid}",
+                                    f"<{entry.label}>")
+        found[mid] = Mistake(mid, entry.label, module, edited,
+                             bool(declared[mid].get("raises")))
+    return found
+
+
+def run_case(module: ModuleType, case: Case, x: torch.Tensor,
+             weights: dict[str, torch.Tensor]
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(output, attention)`` of ``case``'s class from ``module`` (the
+    reference, or a mistake's edited copy) in float64 with the float32
+    ``weights``, in eval mode; ``attention`` is the returned probabilities
+    of Part 2's multi-head class, else None. Raises what the code raises.
+    ``case`` may be any case with ``cls`` and ``init`` (the grader's too)."""
+    built = _load64(getattr(module, case.cls)(**case.init), weights).eval()
+    with torch.no_grad():
+        if case.cls == "MultiHeadSelfAttention":
+            return built(x.double(), return_attention=True)
+        return built(x.double()), None
+
+
 # How the values are computed, recorded in the manifest. Weights and inputs
 # are drawn by kit/draws.py (integer draws, exact float64 arithmetic); every
-# output is computed in float64 by the reference (and the catalogue) under
-# kit/exact.py, whose products, sums and softmax are made of correctly
-# rounded elementwise operations in a fixed order, then rounded once to
-# float32: no CPU kernel (AVX2, AVX-512, MKL's code path, threads) changes a
-# bit. kit_tests/test_test_values.py regenerates with other kernels forced.
+# output is computed in float64 by the reference (and by its mistakes'
+# edited copies) under kit/exact.py, whose products, sums and softmax are
+# made of correctly rounded elementwise operations in a fixed order, then
+# rounded once to float32: no CPU kernel (AVX2, AVX-512, MKL's code path,
+# threads) changes a bit. kit_tests/test_test_values.py regenerates with
+# other kernels forced.
 COMPUTE = ("float64, rounded once to float32 (products, sums and softmax "
            "in a fixed order: kit/exact.py)")
 DRAWS = ("kit/draws.py: nn.Linear's initialisation reproduced from integer "
@@ -75,17 +164,20 @@ def _load64(module: torch.nn.Module, weights: dict[str, torch.Tensor]
     return module.double()
 
 
-def case_tensors(case: Case, reference: ModuleType
+def case_tensors(case: Case, reference: ModuleType,
+                 mistakes: dict[str, Mistake] | None = None
                  ) -> dict[str, torch.Tensor]:
     """Weights, input, outputs and mistake outputs of one case (float32);
     :func:`case_record` also gives the mistakes that raise."""
-    return case_record(case, reference)[0]
+    return case_record(case, reference, mistakes)[0]
 
 
-def case_record(case: Case, reference: ModuleType
+def case_record(case: Case, reference: ModuleType,
+                mistakes: dict[str, Mistake] | None = None
                 ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors of one case, and the error message of each catalogue
-    mistake that raises on it instead of returning an output."""
+    mistake (of ``mistakes``; none by default) that raises on it instead
+    of returning an output."""
     if case.cls == "gpt2_small_attention":
         module, _ = _draw_module(case, reference, {})
         tensors = {"x": _inputs(case), "num_parameters": torch.tensor(
@@ -104,11 +196,15 @@ def case_record(case: Case, reference: ModuleType
             _dropout_probe(case, weights)
     module = _load64(module, weights)
     x64 = x.double()
-    w64 = {k: v.double() for k, v in weights.items()}
     tensors: dict[str, torch.Tensor] = {"x": x, **weights}
     errors: dict[str, str] = {}
+    # The classes this case runs (the wrapper's heads are CausalAttention):
+    # a mistake whose edits touch none of them cannot show here.
+    runs = {type(m).__name__ for m in module.modules()}
     with torch.no_grad():
         plain = module(x64)          # float64 with the CPU's own kernels
+    weights64 = _attention_weights(module, x64) \
+        if case.weights == "dropout_probe" else None
     with torch.no_grad(), exact():
         if case.cls == "MultiHeadSelfAttention":
             out64, probs64 = module(x64, return_attention=True)
@@ -121,18 +217,20 @@ def case_record(case: Case, reference: ModuleType
         if probs64 is not None:
             tensors["attention"] = _rounded(probs64)
         if expected is not None:
-            _assert_agree(case, tensors["output"], expected)
-        check_out, check_att = mistakes.run(case.cls, case.init, x64, w64)
-        _assert_agree(case, check_out, out64)
-        if probs64 is not None:
-            _assert_agree(case, check_att, probs64)
-        for mid, kw in mistakes.catalogue(
-                case.cls, case.init.get("causal", True)).items():
+            _assert_agree(case, tensors["output"], expected,
+                          what="the wrapper's concatenated heads")
+        for mid, mistake in (mistakes or {}).items():
+            if not mistake.edited & runs:
+                continue
             try:
-                out, att = mistakes.run(case.cls, case.init, x64, w64, **kw)
-            except RuntimeError as exc:
-                if mid not in mistakes.RAISES:
-                    raise
+                out, att = run_case(mistake.module, case, x, weights)
+            except Exception as exc:   # noqa: BLE001 - the mistake's error
+                if not mistake.raises:
+                    raise SystemExit(
+                        f"{mistake.label} raises on {case.name}: "
+                        f"{type(exc).__name__}: {exc} (if it should, say "
+                        f"`raises = true` in autograder/mistakes.toml)"
+                    ) from exc
                 errors[mid] = str(exc).splitlines()[0]
                 continue
             out = _rounded(out)
@@ -146,10 +244,8 @@ def case_record(case: Case, reference: ModuleType
                 tensors[f"mistake.{mid}.output"] = out
                 tensors[f"mistake.{mid}.attention"] = att
         if case.cls == "MultiHeadSelfAttention" and case.mode == "train":
-            tensors["value_mix"] = _rounded(mistakes.value_mix(
-                x64, w64, case.init["num_heads"]))
-        if case.weights == "dropout_probe":
-            weights64 = check_att
+            tensors["value_mix"] = _rounded(_value_mix(module, x64))
+        if weights64 is not None:
             heads = case.init.get("num_heads", 1)
             b, n = x.shape[:2]
             tensors["attention"] = _rounded(weights64).reshape(
@@ -158,8 +254,43 @@ def case_record(case: Case, reference: ModuleType
             halves = out64.view(b, n, heads, 2, n)
             per_head = weights64.view(b, -1, n, n).transpose(1, 2)
             for half in (0, 1):
-                _assert_agree(case, halves[:, :, :, half], per_head)
+                _assert_agree(case, halves[:, :, :, half], per_head,
+                              what="the dropout probe's output")
     return {k: v.contiguous() for k, v in tensors.items()}, errors
+
+
+def _attention_weights(module: torch.nn.Module, x64: torch.Tensor
+                       ) -> torch.Tensor:
+    """The attention weights ``module`` computes on ``x64`` (under
+    kit/exact.py): what its one dropout layer receives, as the docstrings
+    of Part 3 specify (dropout on the attention weights)."""
+    seen = []
+    hooks = [m.register_forward_hook(lambda _m, args, _out:
+                                     seen.append(args[0]))
+             for m in module.modules() if isinstance(m, torch.nn.Dropout)]
+    try:
+        with torch.no_grad(), exact():
+            module(x64)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(seen) == 1, f"{len(seen)} dropout calls"
+    return seen[0]
+
+
+def _value_mix(module: torch.nn.Module, x64: torch.Tensor) -> torch.Tensor:
+    """``[b, h, s, hidden]`` tensor G with att = einsum(P, G) + mix.bias,
+    from the reference module's own layers.
+
+    ``att`` is affine in the attention probabilities P, so any returned
+    probabilities (dropped out or not) determine the output they should
+    give; the grader checks train-mode outputs this way.
+    """
+    bs, seq, _ = x64.shape
+    heads, size = module.num_heads, module.head_size
+    v = module.v(x64).view(bs, seq, heads, size).transpose(1, 2)
+    w_mix = module.mix.weight.view(-1, heads, size)
+    return v @ w_mix.permute(1, 2, 0)   # [b, h, t, k] @ [h, k, d]
 
 
 # The book's 3-d embeddings of "Your journey starts with one step".
@@ -202,7 +333,7 @@ def _concatenated(case: Case, reference: ModuleType
     init = source.init
     assert source.cls == "MultiHeadAttentionWrapper" and case.init == {
         **init, "d_out": init["d_out"] * init["num_heads"]}, case.name
-    found = case_tensors(source, reference)
+    found = case_tensors(source, reference)   # its values, no mistakes
     weights = {}
     for name in ("W_query", "W_key", "W_value"):
         for part in ("weight", "bias") if init["qkv_bias"] else ("weight",):
@@ -223,9 +354,8 @@ def _differs(mistake: torch.Tensor, correct: torch.Tensor) -> bool:
 
 
 def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
-                  atol: float = 1e-6, what: str = "kit/mistakes.py") -> None:
-    # The catalogue is only trustworthy if its mistake-free variant IS the
-    # reference; refuse to write values otherwise.
+                  atol: float = 1e-6, what: str = "") -> None:
+    # Two computations of one answer must agree before it is frozen.
     if not torch.allclose(a.double(), b.double(), atol=atol, rtol=0):
         raise SystemExit(f"{case.name}: {what} disagrees with the "
                          f"reference by {(a - b).abs().max():.3g}")
@@ -234,7 +364,11 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
 # Everything the bytes depend on, besides torch: a change to any of them
 # makes the committed values stale (``--check``, and the kit's commands
 # that grade or release refuse stale values).
-SOURCES = (REFERENCE, ROOT / "kit" / "cases.py", ROOT / "kit" / "mistakes.py",
+# The mistakes are the reference edited by kit/variants/mistakes.toml,
+# read by kit/variants.py, applied by kit/examples.py (apply_edits).
+SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
+           ROOT / "kit" / "variants" / "mistakes.toml",
+           ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
            ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
            Path(__file__).resolve())
 
@@ -273,11 +407,32 @@ def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:
                           f"`make test-values` (then `make test`)")
 
 
+def _check_shown(mistakes: dict[str, Mistake], shown: set[str],
+                 raised: set[str]) -> None:
+    """SystemExit unless every mistake changes an output on some case (an
+    edit that makes no mistake, or one no case can see, would never be
+    named) and exactly the mistakes declared to raise raise."""
+    for mid, mistake in mistakes.items():
+        if mid not in shown | raised:
+            raise SystemExit(f"{mistake.label}: the edited reference gives "
+                             f"the right answer on every case: its edits "
+                             f"make no mistake a case can show")
+        if mistake.raises != (mid in raised):
+            raise SystemExit(
+                f"{mistake.label}: autograder/mistakes.toml says raises = "
+                f"{str(mistake.raises).lower()}, but it "
+                f"{'raises' if mid in raised else 'never raises'}")
+
+
 def generate(out: Path = OUT, reference_path: Path = REFERENCE,
-             verbose: bool = True) -> dict:
-    """Write public/hidden safetensors files and manifest.json into ``out``."""
+             verbose: bool = True, catalogue: Path | None = None) -> dict:
+    """Write public/hidden safetensors files and manifest.json into ``out``
+    (the mistakes from ``catalogue``, default kit/variants/)."""
     torch.set_num_threads(1)
     reference = load_reference(reference_path)
+    mistakes = load_mistakes(reference_path, catalogue)
+    shown: set[str] = set()
+    raised: set[str] = set()
     out.mkdir(parents=True, exist_ok=True)
     by_set: dict[str, dict[str, torch.Tensor]] = {s: {} for s in FILES}
     manifest: dict = {
@@ -291,7 +446,10 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         "cases": {},
     }
     for i, case in enumerate(CASES, 1):
-        tensors, errors = case_record(case, reference)
+        tensors, errors = case_record(case, reference, mistakes)
+        shown |= {key.split(".")[1] for key in tensors
+                  if key.startswith("mistake.")}
+        raised |= set(errors)
         if verbose:
             print(f"[{i:2}/{len(CASES)}] {case.set:6} {case.name}")
         for key, value in tensors.items():
@@ -314,6 +472,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
             manifest["cases"][case.name]["same_sizes"] = case.same_sizes
         if errors:
             manifest["cases"][case.name]["mistake_errors"] = errors
+    _check_shown(mistakes, shown, raised)
     for set_name, filename in FILES.items():
         path = out / filename
         save_file(dict(sorted(by_set[set_name].items())), str(path),
@@ -343,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if the values are "
                              "stale (the reference, the cases, the "
-                             "catalogue or the generator changed)")
+                             "mistakes' variants or the generator "
+                             "changed)")
     args = parser.parse_args(argv)
     if args.check:
         try:

@@ -1,9 +1,10 @@
 """The mistake catalogue against the frozen cases and the rubric.
 
-For every catalogue mistake (kit/mistakes.py, explained in
-autograder/mistakes.toml): the items it declares are exactly the value items
-it fails on the frozen cases, its own item (listed first) fails on a PUBLIC
-case, and no two mistakes of one task look the same on the public cases
+For every catalogue mistake (an edit of the reference in
+kit/variants/mistakes.toml, explained in autograder/mistakes.toml): the two
+files name the same mistakes, the items it declares are exactly the value
+items it fails on the frozen cases, its own item (listed first) fails on a
+PUBLIC case, and no two mistakes of one task look the same on the public cases
 unless the catalogue says so (``same_as``). Derived from the rubric's case
 filters and the manifest, so a new case, item or mistake is covered as is.
 """
@@ -21,21 +22,26 @@ from autograder.compare import close
 from autograder.grade import MISTAKES_FILE
 from autograder.rubric import Check, load_rubric, select_cases
 from autograder.values import DEFAULT_DIR, Case, load_cases
-from kit import mistakes
+from kit import variants
+from kit.make_test_values import load_mistakes, load_reference, run_case
 
 # The tensor each value-check kind compares with the frozen one (None: a
 # property of the module's own outputs, computed from the variant). The
 # dropout kinds judge train mode against the submission's own eval output,
-# so an eval-mode catalogue mistake is not theirs.
+# so an eval-mode catalogue mistake is not theirs, unless its code raises
+# there (the train cases run the same forward).
 VALUE_KINDS = {"module_output": "output", "concatenated_heads": "output",
                "attention_probs": "attention", "causal_property": None}
+DROPOUT_KINDS = {"dropout_train", "dropout_on_weights"}
 
 RUBRIC = load_rubric()
 CATALOGUE = tomllib.loads(MISTAKES_FILE.read_text())
+MISTAKES = load_mistakes()
 TASK_OF_ITEM = {item.id: task for task in RUBRIC.tasks for item in task.items}
-WRITTEN = {mid: [task for task in RUBRIC.tasks
-                 if mid in mistakes.written_in(task.cls)]
-           for task in RUBRIC.tasks for mid in mistakes.written_in(task.cls)}
+# mistake -> the tasks whose class its edits change (the wrapper's cases
+# also show its heads' mistakes, but those are CausalAttention's)
+WRITTEN = {mid: [task for task in RUBRIC.tasks if task.cls in m.edited]
+           for mid, m in MISTAKES.items()}
 
 
 @cache
@@ -52,19 +58,21 @@ def _errors() -> dict[str, dict[str, str]]:
 
 def _breaks_causality(item: Check, case: Case, mid: str) -> bool:
     """Does the variant let a later token change an earlier output?"""
-    kw = mistakes.catalogue(case.cls)[mid]
-    weights = {k: v.double() for k, v in case.weights.items()}
-    x = case.tensors["x"].double()
-    before, _ = mistakes.run(case.cls, case.init, x, weights, **kw)
-    after, _ = mistakes.run(case.cls, case.init, changed_last_token(x),
-                            weights, **kw)
-    return not close(before[:, :-1], after[:, :-1], item.atol)
+    module, x = MISTAKES[mid].module, case.tensors["x"].double()
+    before, _ = run_case(module, case, x, case.weights)
+    after, _ = run_case(module, case, changed_last_token(x), case.weights)
+    # NaN in both calls did not change, as the grader's check counts it
+    # (a mask that also hides the diagonal gives NaN, and is causal).
+    return not close(before[:, :-1], after[:, :-1], item.atol,
+                     equal_nan=True)
 
 
 def fails(item: Check, case: Case, mid: str) -> bool:
     """Would a submission with mistake ``mid`` fail ``item`` on ``case``?"""
     if mid in _errors()[case.name]:
         return True    # its code raises there
+    if item.kind in DROPOUT_KINDS:
+        return False
     what = VALUE_KINDS[item.kind]
     if what is None:
         return _breaks_causality(item, case, mid)
@@ -76,11 +84,12 @@ def fails(item: Check, case: Case, mid: str) -> bool:
 @cache
 def failing(mid: str) -> dict[str, tuple[Case, ...]]:
     """Item id -> the cases of that item on which ``mid`` fails it, over
-    the value items of every task whose code the mistake can be in."""
+    the value and dropout items of every task whose code the mistake can
+    be in."""
     found = {}
     for task in WRITTEN[mid]:
         for item in task.items:
-            if item.kind not in VALUE_KINDS:
+            if item.kind not in VALUE_KINDS.keys() | DROPOUT_KINDS:
                 continue
             cases = [c for c in select_cases(item.cases, list(_cases()))
                      if fails(item, c, mid)]
@@ -90,7 +99,12 @@ def failing(mid: str) -> dict[str, tuple[Case, ...]]:
 
 
 def test_every_mistake_is_explained_and_every_explanation_is_a_mistake():
-    assert set(CATALOGUE) == set(WRITTEN)
+    entries = set(variants.load("mistakes"))
+    assert entries == set(CATALOGUE), (
+        f"only in kit/variants/mistakes.toml: "
+        f"{sorted(entries - set(CATALOGUE))}; only in "
+        f"autograder/mistakes.toml: {sorted(set(CATALOGUE) - entries)}")
+    assert all(WRITTEN.values()), "a mistake that edits no task's class"
     for mid, entry in CATALOGUE.items():
         assert entry["message"].strip(), mid
         assert entry["items"] and set(entry["items"]) <= set(TASK_OF_ITEM), \
@@ -101,8 +115,8 @@ def test_value_kinds_are_the_rubrics():
     # A new value-check kind must say here what it compares.
     kinds = {item.kind for task in RUBRIC.tasks for item in task.items}
     assert set(VALUE_KINDS) <= kinds
-    assert kinds - set(VALUE_KINDS) == {"linear_attributes", "dropout_train",
-                                        "dropout_on_weights", "module_size"}
+    assert kinds - set(VALUE_KINDS) - DROPOUT_KINDS == {"linear_attributes",
+                                                        "module_size"}
 
 
 @pytest.mark.parametrize("mid", sorted(WRITTEN))
@@ -130,7 +144,7 @@ def test_raising_mistakes_raise_on_a_public_case_with_a_frozen_error(mid):
 def test_only_the_mistakes_said_to_raise_raise():
     flagged = {m for m, e in CATALOGUE.items() if e.get("raises")}
     raised = {m for errors in _errors().values() for m in errors}
-    assert flagged == raised == mistakes.RAISES
+    assert flagged == raised
 
 
 def _signature(case: Case, mid: str) -> tuple:
@@ -155,7 +169,7 @@ def _same(a: tuple, b: tuple) -> bool:
 @pytest.mark.parametrize("task", RUBRIC.tasks, ids=lambda t: t.id)
 def test_public_cases_tell_the_mistakes_of_a_task_apart(task):
     public = [c for c in _cases() if c.task == task.id and c.set == "public"]
-    ids = list(mistakes.written_in(task.cls))
+    ids = [mid for mid, m in MISTAKES.items() if task.cls in m.edited]
     alike = []
     for i, first in enumerate(ids):
         for second in ids[i + 1:]:
@@ -194,9 +208,8 @@ def test_fails_tells_a_right_answer_from_a_mistake():
     item = next(i for i in TASK_OF_ITEM["2.2"].items if i.id == "2.2")
     assert fails(item, case, "mask_ignored")
     assert not fails(item, case, "no_mix")   # probabilities unaffected
-    weights = {k: v.double() for k, v in case.weights.items()}
-    out, _ = mistakes.run(case.cls, case.init, case.tensors["x"].double(),
-                          weights)
+    out, _ = run_case(load_reference(), case, case.tensors["x"],
+                      case.weights)
     torch.testing.assert_close(out.float(), case.tensors["output"],
                                atol=1e-6, rtol=0)
 

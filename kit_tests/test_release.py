@@ -184,6 +184,27 @@ def test_scanner_names_file_and_line_of_planted_leaks(built, tmp_path,
         release.scan(tree, built[1])
 
 
+def test_the_variant_catalogue_never_ships(built, tmp_path, secrets):
+    """kit/variants/*.toml hold the reference's lines (as the text its
+    edits replace): not in the release, refused by path where it belongs,
+    and by content under any other name."""
+    catalogue = sorted((ROOT / "kit" / "variants").glob("*.toml"))
+    assert catalogue
+    shipped = {p.read_bytes() for p in built[0].rglob("*") if p.is_file()}
+    assert not shipped & {p.read_bytes() for p in catalogue}
+    tree = tmp_path / "student"
+    shutil.copytree(built[0], tree)
+    shutil.copytree(ROOT / "kit" / "variants", tree / "kit" / "variants")
+    renamed = tree / "assignment" / "notes.toml"
+    renamed.write_bytes((ROOT / "kit" / "variants" / "mistakes.toml")
+                        .read_bytes())
+    found = leaks.scan_tree(tree, secrets)
+    forbidden = {leak.path for leak in found if leak.kind == "forbidden file"}
+    assert forbidden == {f"kit/variants/{p.name}" for p in catalogue}
+    assert any(leak.path == "assignment/notes.toml" and
+               leak.kind == "solution line" for leak in found)
+
+
 def test_scanner_ignores_public_values_and_given_code(built, tmp_path,
                                                       secrets):
     public = load_file(str(ROOT / "test_values" / "public.safetensors"))

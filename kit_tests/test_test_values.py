@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 
 from autograder.compare import close
 from autograder.values import DEFAULT_DIR, ValuesError, load_cases
-from kit import draws, make_test_values, mistakes
+from kit import draws, make_test_values, variants
 from kit.cases import CASES
 
 
@@ -157,12 +158,83 @@ def test_mistake_catalogue_differs_from_the_answer():
                     equal_nan=True)), (case.name, mid)
 
 
-def test_generator_refuses_a_catalogue_that_disagrees(monkeypatch, tmp_path):
-    real = mistakes.self_attention
-    monkeypatch.setattr(mistakes, "self_attention",
-                        lambda x, w, **kw: real(x, w, **kw) + 1e-3)
-    with pytest.raises(SystemExit, match="disagrees with the reference"):
-        make_test_values.generate(tmp_path, verbose=False)
+def _catalogue_with(tmp_path: Path, name: str, edits: list) -> Path:
+    """A copy of kit/variants/ whose mistake ``name`` has ``edits``."""
+    import tomllib
+    table = tomllib.loads((variants.CATALOGUE / "mistakes.toml").read_text())
+    assert name in table
+    lines = []
+    for mid, entry in table.items():
+        pairs = edits if mid == name else entry["edits"]
+        lines += [f"[{mid}]", "edits = " + json.dumps(pairs), ""]
+    folder = tmp_path / "variants"
+    folder.mkdir()
+    (folder / "mistakes.toml").write_text("\n".join(lines))
+    return folder
+
+
+def test_the_catalogue_copy_alone_regenerates_the_values(tmp_path):
+    # Control for the two refusals below: the copy as such is accepted.
+    folder = _catalogue_with(tmp_path, "no_mix", variants.load(
+        "mistakes")["no_mix"].edits)
+    make_test_values.generate(tmp_path / "out", verbose=False,
+                              catalogue=folder)
+    assert (tmp_path / "out" / "public.safetensors").read_bytes() == \
+        (DEFAULT_DIR / "public.safetensors").read_bytes()
+
+
+def test_generator_refuses_a_mistake_that_changes_nothing(tmp_path):
+    # An edit that changes the code but not the answer would freeze no
+    # output: the grader could never name the mistake.
+    folder = _catalogue_with(tmp_path, "no_mix", [
+        ["att = self.mix(att)  # [bs, seq, hidden]",
+         "att = self.mix(att * 1)  # [bs, seq, hidden]"]])
+    with pytest.raises(SystemExit, match=r"mistakes.toml \[no_mix\]: the "
+                       r"edited reference gives the right answer"):
+        make_test_values.generate(tmp_path / "out", verbose=False,
+                                  catalogue=folder)
+
+
+def test_generator_refuses_an_edit_of_a_comment_only(tmp_path):
+    folder = _catalogue_with(tmp_path, "no_mix", [
+        ["att = self.mix(att)  # [bs, seq, hidden]",
+         "att = self.mix(att)  # [batch, seq, hidden]"]])
+    with pytest.raises(SystemExit, match=r"\[no_mix\]: its edits change "
+                       r"no code"):
+        make_test_values.load_mistakes(catalogue=folder)
+
+
+def test_generator_refuses_a_mistake_without_explanation(tmp_path):
+    folder = _catalogue_with(tmp_path, "no_mix", variants.load(
+        "mistakes")["no_mix"].edits)
+    text = (folder / "mistakes.toml").read_text()
+    (folder / "mistakes.toml").write_text(
+        text + '[no_mixing]\nedits = [["self.mix(att)", "att"]]\n')
+    with pytest.raises(SystemExit, match=r"only in the variants: "
+                       r"\['no_mixing'\]"):
+        make_test_values.load_mistakes(catalogue=folder)
+
+
+def test_generator_refuses_a_raise_not_declared(tmp_path, monkeypatch):
+    # A mistake that raises is frozen as its error only when
+    # autograder/mistakes.toml says `raises = true`; else the generator
+    # stops, naming the entry and the case.
+    messages = make_test_values.MISTAKE_MESSAGES.read_text()
+    assert messages.count("\nraises = true\n") == 1
+    undeclared = tmp_path / "mistakes.toml"
+    undeclared.write_text(messages.replace("\nraises = true\n", "\n"))
+    monkeypatch.setattr(make_test_values, "MISTAKE_MESSAGES", undeclared)
+    with pytest.raises(SystemExit, match=r"\[causal_mask_uncut\] raises "
+                       r"on \w+: RuntimeError"):
+        make_test_values.generate(tmp_path / "out", verbose=False)
+
+
+def test_an_edit_that_no_longer_applies_names_its_entry(tmp_path):
+    folder = _catalogue_with(tmp_path, "no_mix", [
+        ["att = self.mixer(att)", "att"]])
+    with pytest.raises(SystemExit, match=r"mistakes.toml \[no_mix\].*"
+                       r"appears 0 times"):
+        make_test_values.load_mistakes(catalogue=folder)
 
 
 def test_draws_reproduce_torchs_linear_init_bit_for_bit():
@@ -214,3 +286,17 @@ def test_a_changed_reference_makes_the_values_stale(tmp_path):
     with pytest.raises(StaleValues, match=r"modeling_attention\.py "
                        r"changed.*make test-values"):
         check_fresh(values, renamed)
+
+
+def test_a_changed_mistake_variant_makes_the_values_stale(tmp_path):
+    # The mistake outputs come from kit/variants/mistakes.toml (read by
+    # kit/variants.py, applied by kit/examples.py): editing any of them
+    # makes the values stale.
+    from kit.make_test_values import OUT, StaleValues, check_fresh
+    for source in ("kit/variants/mistakes.toml", "kit/variants.py",
+                   "kit/examples.py"):
+        manifest = json.loads((OUT / "manifest.json").read_text())
+        manifest["sources"][source] = "0" * 64
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(StaleValues, match=re.escape(source)):
+            check_fresh(tmp_path)

@@ -289,8 +289,8 @@ class Receiver:
 
 class _Watchdog:
     """Shuts a socket down when an armed deadline passes (see Receiver).
-    One thread per channel, started on first use; arming and disarming are
-    a lock and a notify, cheap enough for every frame."""
+    One thread per channel, started on first use; arming and disarming
+    take a lock, and wake the thread only for an earlier deadline."""
 
     def __init__(self, fd: int):
         self._fd = fd
@@ -298,6 +298,7 @@ class _Watchdog:
         self._deadline: float | None = None
         self._fired = self._closed = False
         self._thread: threading.Thread | None = None
+        self._wakes: float | None = None   # when the thread next wakes
 
     def arm(self, deadline: float) -> None:
         """Shut the socket down at ``deadline`` unless disarmed first."""
@@ -308,7 +309,11 @@ class _Watchdog:
                     daemon=True)
                 self._thread.start()
             self._deadline = deadline
-            self._cond.notify()
+            # A thread asleep until an earlier time re-reads the deadline
+            # when it wakes: waking it on every frame would cost a context
+            # switch per frame.
+            if self._wakes is None or deadline < self._wakes:
+                self._cond.notify()
 
     def disarm(self) -> bool:
         """Stop watching; whether the deadline fired."""
@@ -328,10 +333,12 @@ class _Watchdog:
         with self._cond:
             while not self._closed:
                 if self._deadline is None:
+                    self._wakes = None
                     self._cond.wait()
                     continue
                 remaining = self._deadline - time.monotonic()
                 if remaining > 0:
+                    self._wakes = self._deadline
                     self._cond.wait(remaining)
                     continue
                 self._fired, self._deadline = True, None

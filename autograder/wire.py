@@ -229,7 +229,9 @@ def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:
 def channel() -> tuple[Connection, Connection]:
     """(parent's end, worker's end) of a result channel: a socket pair,
     because only a socket's blocked read can be ended from another thread
-    (``shutdown``), which is what bounds a frame that stops half-way."""
+    (``shutdown``), which is what bounds a frame that stops half-way.
+    (Descriptors a worker attaches to a frame are dropped by the kernel:
+    the parent reads with plain ``read``, no ancillary data.)"""
     parent, worker = socket.socketpair()
     return Connection(parent.detach()), Connection(worker.detach())
 

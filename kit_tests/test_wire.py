@@ -131,6 +131,25 @@ def soon(seconds: float = 5.0) -> float:
     return time.monotonic() + seconds
 
 
+def receive_within(receiver, deadline: float, limit: float = 5.0):
+    """``receiver.receive(deadline)``, failing (not hanging) if it is still
+    blocked ``limit`` seconds later."""
+    box = {}
+
+    def go():
+        try:
+            box["value"] = receiver.receive(deadline)
+        except BaseException as exc:   # noqa: B902 - re-raised below
+            box["error"] = exc
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert not thread.is_alive(), "receive() blocked past its deadline"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def test_messages_arrive_in_order(pair):
     receiver, theirs = pair
     wire.send(theirs, {"kind": "jail", "pid": 5})
@@ -153,10 +172,10 @@ def test_frame_that_stops_half_way_times_out(pair):
     raw(theirs, struct.pack("!i", 100) + b"{")   # 1 of 100 bytes, then
     start = time.monotonic()                    # nothing: poll says ready
     with pytest.raises(wire.TimedOut):
-        receiver.receive(start + 0.3)
+        receive_within(receiver, start + 0.3)
     assert time.monotonic() - start < 2
     with pytest.raises((wire.TimedOut, wire.Closed)):   # unusable after
-        receiver.receive(soon(0.5))
+        receive_within(receiver, soon(0.5))
 
 
 def test_length_that_stops_half_way_times_out(pair):
@@ -164,7 +183,7 @@ def test_length_that_stops_half_way_times_out(pair):
     raw(theirs, b"\x00\x00")
     start = time.monotonic()
     with pytest.raises(wire.TimedOut):
-        receiver.receive(start + 0.3)
+        receive_within(receiver, start + 0.3)
     assert time.monotonic() - start < 2
 
 
@@ -234,3 +253,23 @@ def test_many_frames_keep_one_watchdog_thread(pair):
         wire.send(theirs, {"i": i})
         assert receiver.receive(soon())[0] == {"i": i}
     assert threading.active_count() <= before + 1
+
+
+def test_descriptors_sent_by_the_worker_do_not_reach_the_parent(pair):
+    import os
+    import socket
+    receiver, theirs = pair
+    before = len(os.listdir("/proc/self/fd"))
+    r, w = os.pipe()
+    sock = socket.socket(fileno=theirs.fileno())
+    try:   # a frame with 10 descriptors attached (SCM_RIGHTS)
+        data = payload({"kind": "ready"})
+        socket.send_fds(sock, [struct.pack("!i", len(data)) + data],
+                        [r, w] * 5)
+    finally:
+        sock.detach()
+    os.close(r)
+    os.close(w)
+    assert receiver.receive(soon()) == ({"kind": "ready"}, [])
+    # Connection's plain reads make the kernel drop passed descriptors.
+    assert len(os.listdir("/proc/self/fd")) <= before

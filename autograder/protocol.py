@@ -2,7 +2,8 @@
 
 The parent never trusts a worker's answer beyond its face value: results are
 decoded without executing code (JSON plus safetensors bytes), sizes are capped,
-and expected values never travel to the worker.
+and expected values never travel to the worker. How they travel, and the caps:
+``autograder/wire.py``.
 """
 from __future__ import annotations
 

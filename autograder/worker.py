@@ -1,10 +1,11 @@
 """Run probes against a student submission, in the current process.
 
-This module executes untrusted code: call it only inside the sandbox's worker
-process (``autograder/sandbox.py``), never in the grading parent. It compiles
-the submission from a string (after a privilege drop the file itself may be
-unreadable), registers the source with ``linecache`` so tracebacks show the
-student's lines, and answers each ``Probe`` with a ``ProbeResult``.
+This module executes untrusted code: call it only inside the sandbox's
+worker process (``autograder/worker_jail.py``), never in the grading parent.
+It compiles the submission from a string (after a privilege drop the file
+itself may be unreadable), registers the source with ``linecache`` so
+tracebacks show the student's lines, and answers each ``Probe`` with a
+``ProbeResult``.
 
 ``trace_shapes`` probes run on a separate, AST-instrumented copy of the
 module that records the shapes of the tensors every student statement binds

@@ -28,8 +28,8 @@ from autograder import report
 from autograder.checks.values import Context
 from autograder.protocol import CRASH, Probe, ProbeResult
 from autograder.rubric import load_rubric
-from autograder.sandbox import (BadMessage, Sandbox, decode_payload,
-                                encode_probes, result_from_header)
+from autograder import wire
+from autograder.sandbox import Sandbox
 from autograder.values import load_cases
 from kit.examples import example_sources
 
@@ -38,15 +38,17 @@ REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
 TARGET_SECONDS = 0.25   # per submission, 2 cores
 GRADESCOPE_MB = 768     # the default container's memory
 
+FRESH_TIMEOUT = 600.0   # seconds for one fresh interpreter's probes
 _FRESH_SCRIPT = """
 import sys
-from autograder.sandbox import decode_probes, result_to_message
+from multiprocessing.connection import Connection
+from autograder import wire
 from autograder.worker import execute_probes
 source = open(sys.argv[1]).read()
-probes = decode_probes(open(sys.argv[2], "rb").read())
-out = sys.stdout.buffer
+probes = wire.decode_probes(open(sys.argv[2], "rb").read())
+results = Connection(int(sys.argv[3]), readable=False)
 for result in execute_probes(source, sys.argv[1], probes):
-    out.write(result_to_message(result))
+    wire.send(results, *wire.result_payload(result))
 """
 
 
@@ -69,28 +71,46 @@ def fresh_interpreter_runner(workdir: Path) -> G.Runner:
             probes: list[Probe]) -> list[ProbeResult]:
         with tempfile.NamedTemporaryFile(dir=workdir, suffix=".probes",
                                          delete=False) as f:
-            f.write(encode_probes(probes))
+            f.write(wire.encode_probes(probes))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run([sys.executable, "-c", _FRESH_SCRIPT,
-                               filename, f.name], capture_output=True,
-                              env=env, check=False)
-        os.unlink(f.name)
-        return _parse_frames(done.stdout, probes)
+        mine, theirs = wire.channel()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _FRESH_SCRIPT, filename, f.name,
+                 str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env)
+        finally:
+            theirs.close()
+        receiver = wire.Receiver(mine)
+        try:
+            return receive_results(receiver, probes,
+                                   time.monotonic() + FRESH_TIMEOUT)
+        finally:
+            receiver.close()
+            try:   # the interpreter's exit is part of its cost
+                proc.wait(FRESH_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            os.unlink(f.name)
     return run
 
 
-def _parse_frames(data: bytes, probes: list[Probe]) -> list[ProbeResult]:
-    results, offset = [], 0
+def receive_results(receiver: wire.Receiver, probes: list[Probe],
+                    deadline: float) -> list[ProbeResult]:
+    """One result per probe from ``receiver``; a probe without a valid
+    result (and every later one) is a crash."""
+    results = []
     for probe in probes:
         try:
-            size = int.from_bytes(data[offset:offset + 8], "big")
-            header, outputs = decode_payload(data[offset + 8:
-                                                  offset + 8 + size])
-            results.append(result_from_header(header, outputs, probe.id))
-            offset += 8 + size
-        except BadMessage:
-            results.append(ProbeResult(probe.id, CRASH, "no result"))
-    return results
+            header, outputs = receiver.receive(deadline)
+            results.append(wire.result_from_header(header, outputs,
+                                                   probe.id))
+        except (wire.BadMessage, wire.Closed, wire.TimedOut):
+            break
+    return results + [ProbeResult(p.id, CRASH, "no result")
+                      for p in probes[len(results):]]
 
 
 def grade_all(paths: list[Path], runner: G.Runner, jobs: int,

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from autograder import sandbox as sb
+from autograder.worker_jail import count_processes
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
                                  TIMEOUT, Probe)
 
@@ -253,10 +254,10 @@ def test_fork_bomb_is_limited_and_cleaned_up(sandbox, worker_user):
         # SIGKILL is asynchronous and orphans are reaped by PID 1: wait
         # (boundedly) for the group to go.
         for _ in range(200):
-            if sb._count_processes(worker_user[0]) == 0:
+            if count_processes(worker_user[0]) == 0:
                 break
             time.sleep(0.05)
-        assert sb._count_processes(worker_user[0]) == 0
+        assert count_processes(worker_user[0]) == 0
 
 
 def test_files_written_stay_in_a_temporary_directory(sandbox, tmp_path,
@@ -307,57 +308,39 @@ def test_worker_runs_unprivileged(sandbox):
     assert f"ids {uid} {uid} {gid} []" in result.message
 
 
-def test_forged_oversized_message_is_a_crash(sandbox):
-    source = REFERENCE.replace("        bs, seq, _ = x.shape", (
-        "        import os, struct\n"
+def _forging(frame_start: str) -> str:
+    """The reference, writing ``frame_start`` (a Python bytes expression)
+    to every descriptor it can before its multi-head forward."""
+    return REFERENCE.replace("        bs, seq, _ = x.shape", (
+        "        import os, struct, time\n"
         "        for fd in range(3, 64):\n"
         "            try:\n"
-        "                os.write(fd, struct.pack('>Q', 1 << 40))\n"
+        f"                os.write(fd, {frame_start})\n"
         "            except OSError:\n"
         "                pass\n"
         "        bs, seq, _ = x.shape"))
+
+
+def test_forged_oversized_message_is_a_crash(sandbox):
+    # A Connection frame's length: -1, then 8 bytes (a terabyte).
+    source = _forging("struct.pack('!iQ', -1, 1 << 40)")
     probes = [mh(), sa()]
     forged, fine = run(sandbox, source, probes)
     assert forged.status == CRASH and "oversized" in forged.message
     assert_correct(fine, probes[1])
-    # Only the result pipe was reachable: the fork server still works.
+    # Only the result channel was reachable: the fork server still works.
     assert all(r.ok for r in run(sandbox, REFERENCE, probes))
 
 
-# ---------------------------------------------------------------- wire
-
-def test_result_validation_rejects_bad_headers():
-    good = {"kind": "result", "id": "p", "status": OK, "n_outputs": 0}
-    assert sb.result_from_header(good, [], "p").status == OK
-    for bad in ({**good, "id": "q"}, {**good, "status": "great"},
-                {**good, "message": 3}, {**good, "shapes": {"x": []}},
-                {**good, "shapes": {"3": [[[1.5]]]}}, {**good, "line": "7"}):
-        with pytest.raises(sb.BadMessage):
-            sb.result_from_header(bad, [], "p")
-
-
-def test_payload_decoding_rejects_garbage():
-    frame = sb.encode_message({"kind": "result", "n_outputs": 1},
-                              [torch.ones(2)])
-    header, outputs = sb.decode_payload(frame[8:])
-    assert torch.equal(outputs[0], torch.ones(2))
-    for payload in (b"", b"\x00\x00\x00\x05{{{{{",
-                    frame[8:-3],
-                    sb.encode_message({"n_outputs": 2}, [torch.ones(2)])[8:],
-                    sb.encode_message({"n_outputs": 1},
-                                      [torch.ones(2, dtype=torch.int64)])[8:]):
-        with pytest.raises(sb.BadMessage):
-            sb.decode_payload(payload)
-
-
-def test_probe_encoding_round_trip_leaves_parent_tensors_alone():
-    probe = mh(inspect=True, kwargs={"return_attention": True,
-                                     "mask": torch.ones(3)})
-    probe.seed = 7
-    [back] = sb.decode_probes(sb.encode_probes([probe]))
-    assert back.id == probe.id and back.seed == 7 and back.inspect
-    assert torch.equal(back.args[0], probe.args[0])
-    assert torch.equal(back.kwargs["mask"], torch.ones(3))
-    assert back.kwargs["return_attention"] is True
-    assert set(back.state) == set(probe.state)
-    assert not probe.args[0].is_shared()
+def test_frame_that_stops_after_its_length_times_out(sandbox):
+    # 100 bytes announced, none sent, then an endless wait: the parent
+    # must not wait for the rest of the frame past the probe's limit.
+    source = _forging("struct.pack('!i', 100)").replace(
+        "        bs, seq, _ = x.shape",
+        "        time.sleep(3600)\n        bs, seq, _ = x.shape", 1)
+    probes = [mh(timeout=1.0), sa()]
+    start = time.monotonic()
+    stalled, fine = run(sandbox, source, probes)
+    assert time.monotonic() - start < 20
+    assert stalled.status == TIMEOUT and "probe mh" in stalled.message
+    assert_correct(fine, probes[1])

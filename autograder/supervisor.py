@@ -1,0 +1,274 @@
+"""The grading parent's side of a run: workers, timeouts and restarts.
+
+``supervise`` runs a submission's probes in order, one worker process per
+attempt. Each ``Attempt`` starts a worker (``worker_jail.keeper_main``),
+receives its messages (``wire.Receiver``) and enforces each probe's timeout
+and the submission's total time. On a timeout, crash or memory failure it
+kills the worker and reports that probe; ``supervise`` then starts a fresh
+worker for the rest, skipping probes whose checks are already lost.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from multiprocessing.process import BaseProcess
+from typing import Any, Callable, Iterator
+
+import torch
+
+from autograder import jail, wire
+from autograder.cpython_internals import WorkerProcess
+from autograder.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR, MEMORY,
+                                 NOT_RUN, TIMEOUT, Probe, ProbeResult)
+from autograder.worker_jail import WorkerSettings, keeper_main, read_leftover
+
+_KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
+_LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
+                 CRASH: "crashed the worker"}
+Starter = Callable[[BaseProcess], None]   # starts a worker process
+
+
+def supervise(start: Starter, source: str, filename: str,
+              probes: list[Probe], settings: WorkerSettings,
+              deadline: float, limit: float
+              ) -> tuple[list[ProbeResult], list[str] | None]:
+    """One result per probe, in order, and the jail's layers (None if no
+    worker reported them). ``deadline`` (``time.monotonic()``) ends the
+    whole run, whose length is ``limit`` seconds."""
+    results: dict[int, ProbeResult] = {}
+    lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
+    layers = None
+    pending = list(range(len(probes)))
+    while pending:
+        todo = []
+        for i in pending:
+            groups = probes[i].groups
+            if time.monotonic() >= deadline:
+                results[i] = ProbeResult(
+                    probes[i].id, TIMEOUT, "skipped: the submission used"
+                    f" up its total time limit of {limit:g} s")
+            elif groups and all(g in lost for g in groups):
+                why = _LOST_BECAUSE[lost[groups[0]].status]
+                results[i] = ProbeResult(
+                    probes[i].id, NOT_RUN,
+                    f"skipped: an earlier call of this check {why}")
+            else:
+                todo.append(i)
+        if not todo:
+            break
+        attempt = Attempt(start, source, filename,
+                          [probes[i] for i in todo], settings,
+                          deadline, limit)
+        got = 0
+        failure = None
+        try:
+            for result in attempt.results():
+                results[todo[got]] = result
+                got += 1
+                if result.status == MEMORY:
+                    break      # a fresh worker for the rest
+        except Failure as exc:
+            failure = exc
+        finally:
+            output = attempt.close()
+            layers = attempt.layers if attempt.layers is not None \
+                else layers
+        if failure is not None:
+            # Before the import finished, every later probe would fail
+            # the same way: no restart. Otherwise only this probe.
+            hit = todo[got:got + 1] if attempt.imported else todo[got:]
+            for i in hit:
+                results[i] = ProbeResult(
+                    probes[i].id, failure.status, failure.message,
+                    phase="" if attempt.imported else "import")
+            results[hit[0]].stdout = _cap_text(output,
+                                               settings.output_limit)
+        for i in todo:
+            result = results.get(i)
+            # A crash after the import loses its checks as a timeout
+            # does: sleeping to each limit and then crashing costs one
+            # limit per check, not one per probe.
+            if result is not None and result.status in _LOST_BECAUSE:
+                for group in probes[i].groups:
+                    lost.setdefault(group, result)
+        pending = [i for i in todo if i not in results]
+    return [results[i] for i in range(len(probes))], layers
+
+
+def _cap_text(text: str, limit: int) -> str:
+    if len(text) <= limit + 100:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+class Failure(Exception):
+    """The worker failed while a probe was pending."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class Attempt:
+    """One worker process answering a run of probes."""
+
+    def __init__(self, start: Starter, source: str, filename: str,
+                 probes: list[Probe], settings: WorkerSettings,
+                 deadline: float, limit: float):
+        self.probes = probes
+        self.total_deadline, self.total_seconds = deadline, limit
+        self.imported = False
+        self.killed = False
+        self.workdir, self.limit = settings.workdir, settings.output_limit
+        mine, theirs = wire.channel()
+        self.receiver = wire.Receiver(mine)
+        self.process = WorkerProcess(
+            target=keeper_main, name="autograder-worker", daemon=True,
+            args=(source, filename, wire.encode_probes(probes), theirs,
+                  settings))
+        try:
+            start(self.process)
+        except BaseException:
+            self.receiver.close()
+            raise
+        finally:
+            theirs.close()
+        self.frames = 0
+        self.inmate: int | None = None     # the process running student code
+        self.layers: list[str] | None = None
+
+    def results(self) -> Iterator[ProbeResult]:
+        """Yield ProbeResults in order; raise Failure when the worker
+        fails, for the next pending probe."""
+        deadline = self._deadline(self.probes[0])
+        index = 0
+        while index < len(self.probes):
+            probe = self.probes[index]
+            header, outputs = self._next_message(deadline, probe)
+            kind = header.get("kind")
+            if self.frames == 1:   # the keeper's, before any student code
+                self._accept_jail(header)
+            elif self.frames == 2:   # the inmate's, before any student code
+                self._accept_jailed(header)
+            elif kind == "ready" and not self.imported:
+                self.imported = True
+            elif kind == "result":
+                try:
+                    result = wire.result_from_header(header, outputs,
+                                                     probe.id)
+                except wire.BadMessage as exc:
+                    raise Failure(CRASH, f"the worker sent a malformed "
+                                  f"result for probe {probe.id} ({exc})")
+                if result.status != IMPORT_ERROR and \
+                        result.phase != "import":
+                    self.imported = True
+                yield result
+                index += 1
+            else:
+                raise Failure(CRASH, "the worker sent an unexpected "
+                              f"message before probe {probe.id}")
+            if index < len(self.probes):
+                deadline = self._deadline(self.probes[index])
+
+    def _deadline(self, probe: Probe) -> float:
+        return min(time.monotonic() + probe.timeout, self.total_deadline)
+
+    def _accept_jail(self, header: dict[str, Any]) -> None:
+        pid = header.get("pid")
+        if header.get("kind") != "jail" or not isinstance(pid, int) or \
+                isinstance(pid, bool) or pid <= 0:
+            raise Failure(ENVIRONMENT, "the worker did not start its jail")
+        self.inmate = pid
+
+    def _accept_jailed(self, header: dict[str, Any]) -> None:
+        layers = header.get("layers")
+        if header.get("kind") != "jailed" or not isinstance(layers, list) \
+                or not set(map(str, layers)) <= set(jail.LAYERS):
+            raise Failure(ENVIRONMENT, "the worker did not report its jail")
+        self.layers = [str(layer) for layer in layers]
+        error = header.get("error")
+        if error:
+            raise Failure(ENVIRONMENT, f"the grader could not lock up the "
+                          f"worker: {str(error)[:500]}")
+
+    def _next_message(self, deadline: float, probe: Probe
+                      ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.frames += 1
+        try:
+            return self.receiver.receive(deadline)
+        except wire.TimedOut:
+            raise Failure(TIMEOUT, self._timeout_message(probe)) from None
+        except wire.Closed:
+            raise self._death(probe) from None
+        except wire.TooLarge as exc:
+            raise Failure(CRASH, f"the worker sent {exc} during probe "
+                          f"{probe.id}") from None
+        except wire.BadMessage as exc:
+            raise Failure(CRASH, f"the worker sent a malformed message "
+                          f"during probe {probe.id} ({exc})") from None
+
+    def _during(self, probe: Probe) -> str:
+        return f"probe {probe.id}" if self.imported else "import"
+
+    def _timeout_message(self, probe: Probe) -> str:
+        if time.monotonic() >= self.total_deadline:
+            return (f"the submission's total time limit of "
+                    f"{self.total_seconds:g} s ran out during "
+                    f"{self._during(probe)}")
+        return (f"time limit of {probe.timeout:g} s exceeded during "
+                f"{self._during(probe)} (an infinite loop?)")
+
+    def _death(self, probe: Probe) -> Failure:
+        """Classify why the worker closed its result pipe."""
+        self.process.join(_KILL_GRACE)
+        code = self.process.exitcode
+        during = self._during(probe)
+        if code is None:
+            self.kill()
+            return Failure(CRASH, f"the worker closed its result pipe "
+                           f"during {during}")
+        if code >= 0:
+            return Failure(CRASH, f"the submission exited (code {code}) "
+                           f"during {during}")
+        sig = -code
+        if sig == signal.SIGKILL:
+            return Failure(MEMORY, f"the worker was killed (SIGKILL) "
+                           f"during {during}, most likely out of memory")
+        if sig == signal.SIGXCPU:
+            return Failure(TIMEOUT, f"CPU time limit exceeded during "
+                           f"{during}")
+        return Failure(CRASH, f"the worker died from signal "
+                       f"{signal.Signals(sig).name} during {during}")
+
+    def kill(self) -> None:
+        """Kill the inmate (its PID namespace dies with it; without one,
+        the keeper kills what it left), then the keeper and its group."""
+        self.killed = True
+        pid = self.process.pid
+        if self.inmate is not None and pid is not None and \
+                jail.parent_of(self.inmate) == pid:
+            try:
+                os.kill(self.inmate, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.join(_KILL_GRACE)
+        if pid is not None:
+            for kill in (lambda: os.killpg(pid, signal.SIGKILL),
+                         lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def close(self) -> str:
+        """Kill leftovers, reap the worker; return the fd-level output it
+        wrote after its last result (e.g. before it crashed)."""
+        self.kill()
+        self.process.join(_KILL_GRACE)
+        self.receiver.close()
+        try:
+            self.process.close()
+        except ValueError:
+            pass
+        return read_leftover(self.workdir, self.limit)

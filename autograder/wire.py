@@ -1,0 +1,355 @@
+"""The wire format between the grading parent and a worker, both directions.
+
+Parent to worker: the probes, as one pickled argument of the worker process
+(plain fields pickled, tensors as safetensors bytes; the parent is trusted).
+
+Worker to parent: one message per event (the jail started, the inmate is
+locked up, the import finished, one result per probe), each a frame of a
+``multiprocessing.connection.Connection`` over a socket pair. A frame's
+payload is a 4-byte header length, a JSON header and safetensors bytes.
+The parent never unpickles or evaluates anything the worker sends, and a
+hostile worker can make it allocate no more than the bounds below nor keep
+it waiting past a deadline (see ``Receiver``).
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import socket
+import struct
+import threading
+import time
+from dataclasses import fields
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
+                                 NOT_RUN, OK, TIMEOUT, Probe, ProbeResult)
+
+# Bounds on what a (possibly forged) frame may make the parent build.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024      # one frame
+MAX_HEADER_BYTES = 1024 * 1024            # its JSON header
+MAX_OUTPUTS = 64                          # tensors per result
+MAX_SHAPE_INTS = 200_000                  # shape entries per result
+MAX_TEXT_CHARS = 200_000                  # each text field, then cut
+MAX_RETAINED_BYTES = 512 * 1024 * 1024    # all frames of one worker
+_HEADER_LENGTH = struct.Struct(">I")      # payload: header length, JSON, ...
+_STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
+# (ENVIRONMENT is the parent's verdict only: a worker cannot claim it)
+
+
+class BadMessage(Exception):
+    """The worker sent something that is not a valid message."""
+
+
+class TooLarge(BadMessage):
+    """A frame, or all of a worker's frames, went over a size bound."""
+
+
+class Closed(Exception):
+    """The worker closed its end between two frames (it ended or died)."""
+
+
+class TimedOut(Exception):
+    """The deadline passed before a whole frame arrived."""
+
+
+# --------------------------------------------------------------------------
+# Parent to worker
+
+def encode_probes(probes: list[Probe]) -> bytes:
+    """Probes as bytes for the worker: plain fields pickled, tensors as
+    safetensors. (Pickling tensors directly would route them through
+    torch's shared-memory reductions, giving the worker write access to the
+    parent's tensors.)"""
+    tensors: dict[str, torch.Tensor] = {}
+    shared: dict[int, str] = {}   # a tensor in several probes goes once
+    metas = []
+    for i, probe in enumerate(probes):
+        meta = {f.name: getattr(probe, f.name) for f in fields(Probe)}
+        state_keys = {}
+        for key, value in probe.state.items():
+            name = shared.setdefault(id(value), f"{i}/state/{key}")
+            tensors[name] = value
+            state_keys[key] = name
+        for j, value in enumerate(probe.args):
+            tensors[f"{i}/arg/{j}"] = value
+        kwargs = {}
+        for key, value in probe.kwargs.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{i}/kw/{key}"] = value
+            else:
+                kwargs[key] = value
+        meta.update(state=state_keys, args=len(probe.args),
+                    kwargs=kwargs, tensor_kwargs=[
+                        k for k, v in probe.kwargs.items()
+                        if isinstance(v, torch.Tensor)])
+        metas.append(meta)
+    blob = st_save({k: v.detach().cpu().contiguous().clone()
+                    for k, v in tensors.items()})
+    return pickle.dumps((metas, blob))
+
+
+def decode_probes(data: bytes) -> list[Probe]:
+    """Inverse of ``encode_probes`` (runs in the worker; the data comes
+    from the trusted parent)."""
+    metas, blob = pickle.loads(data)
+    tensors = st_load(blob)
+    probes = []
+    for i, meta in enumerate(metas):
+        meta = dict(meta)
+        meta["state"] = {k: tensors[name]
+                         for k, name in meta["state"].items()}
+        meta["args"] = [tensors[f"{i}/arg/{j}"] for j in range(meta["args"])]
+        for key in meta.pop("tensor_kwargs"):
+            meta["kwargs"][key] = tensors[f"{i}/kw/{key}"]
+        probes.append(Probe(**meta))
+    return probes
+
+
+# --------------------------------------------------------------------------
+# Worker to parent: payloads
+
+def encode_payload(header: dict[str, Any],
+                   tensors: list[torch.Tensor] = ()) -> bytes:
+    """One message's payload: header length, JSON header, safetensors."""
+    head = json.dumps(header).encode()
+    body = st_save({str(i): t for i, t in enumerate(tensors)}) \
+        if tensors else b""
+    return _HEADER_LENGTH.pack(len(head)) + head + body
+
+
+def send(conn: Connection, header: dict[str, Any],
+         tensors: list[torch.Tensor] = ()) -> None:
+    """Send one message on the worker's end of the channel."""
+    conn.send_bytes(encode_payload(header, tensors))
+
+
+def decode_payload(payload: bytes) -> tuple[dict[str, Any],
+                                            list[torch.Tensor]]:
+    """Header and tensors of one frame's payload; raises BadMessage."""
+    try:
+        (size,) = _HEADER_LENGTH.unpack_from(payload)
+        if size > MAX_HEADER_BYTES or size > len(payload) - 4:
+            raise BadMessage(f"header of {size} bytes")
+        header = json.loads(payload[4:4 + size].decode())
+        body = payload[4 + size:]
+        if not isinstance(header, dict):
+            raise BadMessage("header is not an object")
+        n = header.get("n_outputs", 0)
+        if not isinstance(n, int) or n < 0 or n > MAX_OUTPUTS:
+            raise BadMessage("bad n_outputs")
+        tensors = st_load(body) if body else {}
+        if set(tensors) != {str(i) for i in range(n)}:
+            raise BadMessage("tensor keys do not match n_outputs")
+        outputs = [tensors[str(i)] for i in range(n)]
+        if any(t.dtype != torch.float32 for t in outputs):
+            raise BadMessage("outputs must be float32")
+        return header, outputs
+    except BadMessage:
+        raise
+    except Exception as exc:   # noqa: BLE001 - any decoding failure
+        raise BadMessage(f"{type(exc).__name__}: {exc}") from None
+
+
+def result_payload(result: ProbeResult) -> tuple[dict[str, Any],
+                                                 list[torch.Tensor]]:
+    """A worker-side ProbeResult as a message's header and tensors."""
+    header = {"kind": "result", "id": result.id, "status": result.status,
+              "message": result.message, "output_kind": result.output_kind,
+              "attributes": result.attributes,
+              "shapes": {str(k): v for k, v in result.shapes.items()},
+              "stdout": result.stdout, "seconds": result.seconds,
+              "phase": result.phase, "exception": result.exception,
+              "line": result.line, "n_outputs": len(result.outputs)}
+    return header, result.outputs
+
+
+def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
+                       expected_id: str) -> ProbeResult:
+    """Validate a result header from the worker; raises BadMessage."""
+    def want(key: str, kinds: Any, default: Any = "") -> Any:
+        value = header.get(key, default)
+        if not isinstance(value, kinds) or isinstance(value, bool) and \
+                kinds in (int, float, (int, float)):
+            raise BadMessage(f"field {key!r} has the wrong type")
+        if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+            value = value[:MAX_TEXT_CHARS] + "\n[... cut]"
+        return value
+
+    if header.get("id") != expected_id:
+        raise BadMessage(f"expected the result of probe {expected_id!r}")
+    status = want("status", str)
+    if status not in _STATUSES:
+        raise BadMessage(f"unknown status {status!r}")
+    line = header.get("line")
+    if line is not None and (not isinstance(line, int)
+                             or isinstance(line, bool)):
+        raise BadMessage("field 'line' has the wrong type")
+    return ProbeResult(
+        id=expected_id, status=status, message=want("message", str),
+        outputs=outputs if status == OK else [],
+        output_kind=want("output_kind", str),
+        attributes=want("attributes", dict, {}),
+        shapes=_valid_shapes(want("shapes", dict, {})),
+        stdout=want("stdout", str),
+        seconds=float(want("seconds", (int, float), 0.0)),
+        phase=want("phase", str), exception=want("exception", str),
+        line=line)
+
+
+def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:
+    shapes = {}
+    budget = MAX_SHAPE_INTS
+    for key, entries in raw.items():
+        budget -= 1 + sum(1 + len(shape) for entry in entries
+                          if isinstance(entry, list) for shape in entry
+                          if isinstance(shape, list)) \
+            if isinstance(entries, list) else 1
+        if budget < 0:
+            raise BadMessage("too many shapes")
+        ok = key.isdigit() and isinstance(entries, list) and all(
+            isinstance(entry, list) and all(
+                isinstance(shape, list) and all(
+                    isinstance(d, int) and not isinstance(d, bool)
+                    for d in shape) for shape in entry) for entry in entries)
+        if not ok:
+            raise BadMessage("malformed shapes")
+        shapes[int(key)] = entries
+    return shapes
+
+
+# --------------------------------------------------------------------------
+# Worker to parent: the parent's end
+
+def channel() -> tuple[Connection, Connection]:
+    """(parent's end, worker's end) of a result channel: a socket pair,
+    because only a socket's blocked read can be ended from another thread
+    (``shutdown``), which is what bounds a frame that stops half-way.
+    (Descriptors a worker attaches to a frame are dropped by the kernel:
+    the parent reads with plain ``read``, no ancillary data.)"""
+    parent, worker = socket.socketpair()
+    return Connection(parent.detach()), Connection(worker.detach())
+
+
+class Receiver:
+    """The parent's end of one worker's channel, within bounds and time.
+
+    ``Connection.recv_bytes(maxlength)`` reads a frame's length first and
+    raises before allocating when it is over ``maxlength`` (CPython 3.8-3.13;
+    ``autograder.cpython_internals`` checks that the code relied on is
+    unchanged), so allocation is bounded. It blocks until the whole frame is
+    there, though, so a frame that stops half-way would hold the parent
+    forever: a watchdog thread shuts the socket down at the deadline, which
+    ends the blocked read."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.received = 0   # bytes of all frames so far
+        self._watchdog = _Watchdog(conn.fileno())
+
+    def receive(self, deadline: float) -> tuple[dict[str, Any],
+                                                list[torch.Tensor]]:
+        """The next message (header, tensors) by ``deadline`` (a
+        ``time.monotonic()`` time). Raises TimedOut, Closed, TooLarge or
+        BadMessage; after any of them the channel is unusable."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not self.conn.poll(remaining):
+            raise TimedOut()
+        budget = min(MAX_MESSAGE_BYTES, MAX_RETAINED_BYTES - self.received)
+        self._watchdog.arm(deadline)
+        try:
+            payload = self.conn.recv_bytes(budget)
+        except (EOFError, OSError) as exc:
+            if self._watchdog.disarm():
+                raise TimedOut() from None
+            if isinstance(exc, EOFError):
+                raise Closed() from None
+            if not self.conn.readable or self.conn.closed:  # over budget
+                if budget < MAX_MESSAGE_BYTES:
+                    raise TooLarge(f"more than {MAX_RETAINED_BYTES >> 20} "
+                                   "MB of results") from None
+                raise TooLarge(f"an oversized message (over "
+                               f"{MAX_MESSAGE_BYTES >> 20} MB)") from None
+            raise Closed() from None   # end of file inside a frame
+        if self._watchdog.disarm():
+            # The frame completed as the deadline passed, but the socket
+            # is shut down now: nothing more can come.
+            raise TimedOut()
+        self.received += len(payload) + 4
+        return decode_payload(payload)
+
+    def close(self) -> None:
+        """Stop the watchdog and close the parent's end."""
+        self._watchdog.close()
+        self.conn.close()
+
+
+class _Watchdog:
+    """Shuts a socket down when an armed deadline passes (see Receiver).
+    One thread per channel, started on first use; arming and disarming
+    take a lock, and wake the thread only for an earlier deadline."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._fired = self._closed = False
+        self._thread: threading.Thread | None = None
+        self._wakes: float | None = None   # when the thread next wakes
+
+    def arm(self, deadline: float) -> None:
+        """Shut the socket down at ``deadline`` unless disarmed first."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="autograder-watchdog",
+                    daemon=True)
+                self._thread.start()
+            self._deadline = deadline
+            # A thread asleep until an earlier time re-reads the deadline
+            # when it wakes: waking it on every frame would cost a context
+            # switch per frame.
+            if self._wakes is None or deadline < self._wakes:
+                self._cond.notify()
+
+    def disarm(self) -> bool:
+        """Stop watching; whether the deadline fired."""
+        with self._cond:
+            self._deadline = None
+            return self._fired
+
+    def close(self) -> None:
+        """End the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._wakes = None
+                    self._cond.wait()
+                    continue
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._wakes = self._deadline
+                    self._cond.wait(remaining)
+                    continue
+                self._fired, self._deadline = True, None
+                # A socket object on the same descriptor, detached again:
+                # shutdown acts on the socket, closing stays with the owner.
+                sock = socket.socket(fileno=self._fd)
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                finally:
+                    sock.detach()

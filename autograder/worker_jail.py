@@ -1,0 +1,303 @@
+"""What runs in the worker process: the keeper and the inmate.
+
+The fork server forks the worker process (the keeper) from a warm copy of
+the grader with torch imported. The keeper starts a new session (the parent
+kills its whole process group), reads stdin from /dev/null, sends fd-level
+output to a file in a fresh temporary working directory, closes every
+inherited descriptor but its result channel, scrubs the environment and
+enters the jail's namespaces (``autograder/jail.py``). It forks the inmate,
+tells the parent the inmate's pid, and when the inmate ends kills what it
+left and exits with its status.
+
+The inmate, before any student code, sets resource limits (address space,
+processes, file size, CPU), builds its own view of the filesystem, drops
+privilege (to ``settings.uid`` when started as root) and applies Landlock;
+then it runs the probes (``autograder/worker.py``) and sends one message
+per result (``autograder/wire.py``), its captured output attached.
+"""
+from __future__ import annotations
+
+import io
+import os
+import resource
+import signal
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+import torch
+
+from autograder import jail, wire
+
+_EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
+_FILE_LIMIT = 64 * 1024 * 1024
+OUTPUT_FILE = ".autograder-output"
+
+
+@dataclass
+class WorkerSettings:
+    """What the parent decided about the worker's environment."""
+
+    memory_mb: int
+    output_limit: int
+    cpu_seconds: int
+    workdir: str
+    uid: int | None = None    # drop to this uid/gid when not None
+    gid: int | None = None
+    readable: list[str] = field(default_factory=list)   # what it may read
+    namespaces: bool = True   # try the namespace layers of the jail
+    landlock: bool = True     # try Landlock
+
+
+class _CappedStream(io.TextIOBase):
+    """sys.stdout/sys.stderr replacement: keeps the first ``limit``
+    characters of a probe's output and counts the rest (a submission that
+    prints 100 MB costs only its own formatting time)."""
+
+    def __init__(self, limit: int, fileno: int):
+        super().__init__()
+        self.limit, self._fileno = limit, fileno
+        self.parts: list[str] = []
+        self.kept = self.dropped = 0
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def fileno(self) -> int:
+        return self._fileno
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def take(self) -> str:
+        """The output so far (with a truncation note) and a fresh start."""
+        text = _with_note("".join(self.parts), self.dropped, "characters")
+        self.parts, self.kept, self.dropped = [], 0, 0
+        return text
+
+
+def count_processes(uid: int) -> int:
+    """How many processes ``uid`` runs (from /proc)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += os.stat(f"/proc/{entry}").st_uid == uid
+            except OSError:
+                pass
+    return count
+
+
+def _vm_size_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _set_limits(settings: WorkerSettings) -> None:
+    memory = _vm_size_bytes() + settings.memory_mb * 1024 * 1024
+    uid = settings.uid if settings.uid is not None else os.getuid()
+    nproc = count_processes(uid) + _EXTRA_PROCESSES
+    limits = {resource.RLIMIT_AS: memory, resource.RLIMIT_NPROC: nproc,
+              resource.RLIMIT_FSIZE: _FILE_LIMIT, resource.RLIMIT_CORE: 0,
+              resource.RLIMIT_CPU: settings.cpu_seconds}
+    for which, value in limits.items():
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        hard_value = value + 5 if which == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            hard_value = min(hard_value, hard)
+        resource.setrlimit(which, (value, hard_value))
+    # Over the file-size limit, writes fail (EFBIG) instead of killing us.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    # Processes the submission forks are reaped at once: no zombies
+    # holding RLIMIT_NPROC slots of the worker user.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+
+class _FdOutput:
+    """fd-level stdout/stderr (C code, os.write, subprocesses) go to a
+    file; after each probe the worker reads what is new and empties it."""
+
+    def __init__(self, path: str, limit: int):
+        self.limit = limit
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        writer = os.open(path, flags, 0o600)
+        self.reader = os.open(path, os.O_RDONLY)
+        os.dup2(writer, 1)
+        os.dup2(writer, 2)
+        self.reader_truncate = writer   # kept: fd 1 may get closed
+
+    def take(self) -> str:
+        """What was written since the last call (truncated), then empty."""
+        try:
+            size = os.fstat(self.reader).st_size
+            data = os.pread(self.reader, self.limit, 0) if size else b""
+            os.ftruncate(self.reader_truncate, 0)
+        except OSError:   # the submission closed or replaced its fds
+            return ""
+        return _with_note(data.decode(errors="replace"), size - len(data),
+                          "bytes")
+
+
+def _with_note(text: str, dropped: int, unit: str) -> str:
+    if dropped > 0:
+        text += f"\n[... {dropped} more {unit} of output cut]"
+    return text
+
+
+def _close_fds(keep: set[int]) -> None:
+    """Close every fd but ``keep``: the fork server hands its children the
+    write end of its liveness pipe and the resource tracker's pipe, and
+    student code writing there could stop the server or make the (root)
+    tracker unlink shared memory."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass   # the fd of the listdir itself
+
+
+def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
+    """The keeper's part: its own session, stdin from /dev/null, output to
+    a file, no inherited descriptor, a scrubbed environment."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    output = _FdOutput(os.path.join(settings.workdir, OUTPUT_FILE),
+                       settings.output_limit)
+    _close_fds({0, 1, 2, result_fd, output.reader, output.reader_truncate})
+    os.chdir(settings.workdir)
+    home = settings.workdir
+    os.environ.clear()   # secrets in the grader's environment stay there
+    os.environ.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=home,
+                      TMPDIR=home, LANG="C.UTF-8", OMP_NUM_THREADS="1")
+    tempfile.tempdir = home
+    # Forking from this process later is safe only if no parallel torch op
+    # has started an OpenMP pool; one thread also keeps memory modest.
+    torch.set_num_threads(1)
+    # torch reads /proc/cpuinfo on first use; the inmate has no /proc.
+    torch.backends.cpu.get_cpu_capability()
+    return output
+
+
+def _lock_up(settings: WorkerSettings, plan: jail.JailPlan) -> None:
+    """The inmate's part, before any student code: limits, its own view of
+    the filesystem, no privilege, Landlock."""
+    _set_limits(settings)
+    if "mount-namespace" in plan.active:
+        jail.build_root(plan)
+    jail.drop_privileges(plan)
+    if settings.landlock:
+        jail.apply_landlock(plan, plan.readable)
+
+
+def keeper_main(source: str, filename: str, encoded: bytes,
+                results: Connection, settings: WorkerSettings) -> None:
+    """Entry point of the worker process (runs in the forked child): the
+    keeper. It enters the jail's namespaces, forks the inmate that runs the
+    submission, tells the parent the inmate's pid, and when the inmate ends
+    kills whatever it left and exits with its status."""
+    output = _isolate(settings, results.fileno())
+    plan = jail.JailPlan(workdir=settings.workdir,
+                         readable=settings.readable, uid=settings.uid,
+                         gid=settings.gid, namespaces=settings.namespaces)
+    jail.enter_namespaces(plan)
+    if "pid-namespace" not in plan.active and jail.become_subreaper():
+        plan.active.append("subreaper")
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_w)
+        try:
+            jail.die_with_parent()
+            os.read(go_r, 1)    # the parent knows our pid: go
+            os.close(go_r)
+            _inmate_main(source, filename, encoded, results, output,
+                         settings, plan)
+        finally:
+            os._exit(1)
+    os.close(go_r)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    wire.send(results, {"kind": "jail", "pid": pid})
+    os.write(go_w, b"x")
+    os.close(go_w)
+    status = jail.wait_status(pid)
+    if "pid-namespace" not in plan.active:
+        jail.kill_children()
+    if status < 0:   # report the inmate's death as our own
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status if status >= 0 else 1)
+
+
+def _inmate_main(source: str, filename: str, encoded: bytes,
+                 results: Connection, output: _FdOutput,
+                 settings: WorkerSettings, plan: jail.JailPlan) -> None:
+    """Runs the submission, locked up (see ``_lock_up``)."""
+    from autograder.worker import execute_probes
+
+    me = os.getpid()
+
+    def send(header: dict, tensors: list[torch.Tensor] = ()) -> None:
+        if os.getpid() != me:    # a process the submission forked
+            os._exit(0)
+        wire.send(results, header, tensors)
+
+    try:
+        os.setsid()   # its own group: kill(0) reaches only the submission
+        _lock_up(settings, plan)
+    except Exception as exc:   # noqa: BLE001 - the grader's failure
+        send({"kind": "jailed", "layers": plan.active,
+              "error": f"{type(exc).__name__}: {exc}"})
+        os._exit(1)
+    send({"kind": "jailed", "layers": plan.active})
+    probes = wire.decode_probes(encoded)
+    stream = _CappedStream(settings.output_limit, 1)
+    sys.stdout = sys.stderr = stream
+
+    def ready() -> None:
+        send({"kind": "ready"})
+
+    for result in execute_probes(source, filename, probes, on_import=ready):
+        result.stdout = stream.take() + output.take()
+        send(*wire.result_payload(result))
+    os._exit(0)
+
+
+def read_leftover(workdir: str, limit: int) -> str:
+    """The fd-level output a finished worker wrote after its last result
+    (e.g. before it crashed), at most ``limit`` bytes (runs in the parent)."""
+    try:
+        # O_NOFOLLOW: the submission may have replaced the file by a link.
+        fd = os.open(os.path.join(workdir, OUTPUT_FILE),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, limit, 0)
+    finally:
+        os.close(fd)
+    return _with_note(data.decode(errors="replace"), size - len(data),
+                      "bytes")

@@ -7,10 +7,10 @@ import jsonschema
 import pytest
 
 from autograder import report
-from autograder.grade import failed_grade, grade_source, sandbox_runner
+from autograder.grade import failed_grade
 from autograder.rubric import load_rubric
-from autograder.values import load_cases
 from kit import variants
+from kit_tests.grading_batch import grade_batch
 
 VISIBILITY = ["hidden", "after_due_date", "after_published", "visible"]
 
@@ -53,13 +53,11 @@ NAMES = list(VARIANTS)
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, dict]:
-    rubric, cases = load_rubric(), load_cases()
-    found = {}
-    for name in NAMES:
-        grade = grade_source(variants.find(VARIANTS[name]).source(),
-                             f"{name}.py", rubric, cases, sandbox_runner(),
-                             name=name)
-        found[name] = json.loads(json.dumps(report.results_json(grade)))
+    rubric = load_rubric()
+    graded = grade_batch({name: variants.find(key).source()
+                          for name, key in VARIANTS.items()})
+    found = {name: json.loads(json.dumps(report.results_json(grade)))
+             for name, grade in graded.items()}
     found["internal_error"] = report.results_json(failed_grade(
         "x", "x.py", rubric, internal_error="Traceback: boom"))
     found["not_found"] = report.results_json(failed_grade(

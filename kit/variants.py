@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = ROOT / "kit" / "variants"
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

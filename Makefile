@@ -81,7 +81,7 @@ release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak
 autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
 	$(PY) -m kit.gradescope
 
-demo: $(SETUP) fresh-values ## build both, grade examples/ (+ reference, skeleton), print a score table
+demo: $(SETUP) fresh-values ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
 	$(PY) -m kit.demo
 
 clean: ## remove build outputs (keeps .venv)

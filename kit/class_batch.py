@@ -1,6 +1,6 @@
 """A generated class of at least 50 submissions for the staff tools (class
-report, similarity): the kit's corpus (correct styles, catalogued
-mistakes, hostile code), the examples, and near-copies (local names
+report, similarity): the variant catalogue (kit/variants/: correct
+styles, mistakes, hostile code, the examples), and near-copies (local names
 renamed, comments reworded, statements reordered) of independent
 solutions, some with notebooks whose inline answers are copied too.
 
@@ -19,10 +19,10 @@ from pathlib import Path
 import nbformat
 
 from kit import near_copies as C
-from kit.examples import example_sources
+from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "kit_tests" / "submissions"
+# Correct styles that rewrite whole methods: independent solutions.
 INDEPENDENT = ("reference", "einsum", "loop_heads", "nanogpt_style")
 DISGUISES = {"copy1": lambda s: C.recomment(C.rename(s)),
              "copy2": lambda s: C.reorder(C.rename(s)),
@@ -71,12 +71,15 @@ def build(dest: Path) -> list[Path]:
     """Write the class into ``dest`` (replaced); returns the submissions."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    corpus = {p.stem: p.read_text() for p in sorted(CORPUS.glob("*.py"))}
+    # Folder names: the entry's name, with its group's for a name taken.
+    corpus: dict[str, str] = {}
+    for key, variant in variants.load_all().items():
+        name = variant.name if variant.name not in corpus else \
+            key.replace("/", "_")
+        corpus[name] = variant.source()
     for i, (name, source) in enumerate(corpus.items()):
         own = answer(i) if i % 2 == 0 or name == "reference" else None
         _folder(dest, name, source, own)
-    for name, source in example_sources().items():
-        _folder(dest, f"example_{name}", source)
     for original in INDEPENDENT:
         for label, disguise in DISGUISES.items():
             # the first copy also copies the reference's answer, reworded

@@ -2,7 +2,8 @@
 
 1. builds the student release (``kit.release``: leak scan, self-grade) and
    the Gradescope zip (``kit.gradescope``);
-2. stages ``build/demo/submissions/``: ``examples/*`` (typical mistakes),
+2. stages ``build/demo/submissions/``: the examples (typical mistakes,
+   ``kit/variants/examples.toml``),
    the reference (copied in now, never committed there), the skeleton, and
    the reference as the release's ``make submission`` would zip it;
 3. grades them with ``python -m autograder grade`` into

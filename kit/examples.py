@@ -1,54 +1,33 @@
 """The example submissions: the reference with one typical mistake each.
 
-``examples/examples.toml`` lists each example as exact edits of the
-reference; ``python -m kit.examples [--out DIR]`` writes them as
-``DIR/<name>.py`` (default ``build/examples/``). Generating them keeps them
-in step with the reference: an edit that no longer matches it is an error,
-not a stale example.
+They are the group ``examples`` of the variant catalogue
+(``kit/variants/examples.toml``, read by kit/variants.py): exact edits of
+the reference, with what each must score. ``python -m kit.examples [--out
+DIR]`` writes them as ``DIR/<name>.py`` (default ``build/examples/``).
+Generating them keeps them in step with the reference: an edit that no
+longer matches it is an error naming the entry, not a stale example.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
 
+from kit.variants import CATALOGUE, REFERENCE, VariantError, load
+
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "examples" / "examples.toml"
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 OUT = ROOT / "build" / "examples"
+GROUP = "examples"
+ExampleError = VariantError   # the name callers catch
+__all__ = ["REFERENCE", "ExampleError", "build_examples", "example_sources"]
 
 
-class ExampleError(ValueError):
-    """An example's edit does not apply to the reference."""
-
-
-def apply_edits(source: str, edits: list, label: str,
-                where: str = REFERENCE.name) -> str:
-    """``source`` with each ``(old, new)`` edit applied; every ``old`` must
-    appear exactly once (else ExampleError naming ``label``)."""
-    for old, new in edits:
-        count = source.count(old)
-        if count != 1:
-            raise ExampleError(
-                f"{label}: {old.strip()!r} appears {count} times in {where} "
-                f"(expected once): update the edit to the reference")
-        source = source.replace(old, new)
-    return source
-
-
-def example_sources(spec: Path = SPEC,
-                    reference: Path = REFERENCE) -> dict[str, str]:
-    """name -> source of every example, in file order."""
-    examples = tomllib.loads(spec.read_text())
-    base = reference.read_text()
-    sources = {}
-    for name, example in examples.items():
-        source = apply_edits(base, example["edits"], f"{spec.name} [{name}]",
-                             reference.name)
-        header = f"# Example submission: {example['description']}.\n"
-        sources[name] = header + source
-    return sources
+def example_sources(catalogue: Path = CATALOGUE) -> dict[str, str]:
+    """name -> source of every example, in file order, each headed by
+    what the student got wrong."""
+    return {name: f"# Example submission: {variant.about}.\n"
+            + variant.source()
+            for name, variant in load(GROUP, catalogue).items()}
 
 
 def build_examples(out: Path = OUT) -> list[Path]:
@@ -70,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         paths = build_examples(args.out)
-    except ExampleError as exc:
+    except VariantError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {len(paths)} examples to {args.out}")

@@ -12,9 +12,26 @@ Every entry is a TOML table::
     [name]
     about = "what it is (and what the grader once got wrong)"
     edits = [["exact text in the reference", "its replacement"], ...]
+    base = "skeleton"        # optional: edit the generated skeleton instead
+    loses = ["2.1", "2.pep8"]   # rubric ids it must lose (default: none)
+    mistake = "no_scale"     # catalogue mistake its feedback must name
+    says = ["text the feedback must contain", ...]
+    never = ["text the feedback must not contain", ...]
+    timeout = 1.5            # seconds per probe (hostile code)
+    scores = { task_id = points }   # only for a partially scored item
+    known_bug = "..."        # a grader bug: the test skips with this reason
+    in_process = false       # unsafe to run outside the sandbox
 
-Further keys are the group's own (what the entry must score, what its
-feedback must say); :class:`Variant` keeps them in ``fields``.
+``loses`` names items, deductions (taken) and bonuses; a bonus whose
+``requires`` (rubric.toml) includes a lost id is lost too, without being
+written. A task id stands for all of that task's items, ``"*"`` for every
+item of every task. The score of every task is computed from the rubric
+(:func:`expect`), so a change of points changes no entry. In group
+``mistakes`` an entry's name is a mistake id of autograder/mistakes.toml:
+it loses that mistake's ``items`` and its feedback must name it.
+
+A replacement may use the words of :data:`EXPAND` for text too long to
+write in the file.
 """
 from __future__ import annotations
 
@@ -23,16 +40,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.examples import ExampleError, apply_edits
-
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = ROOT / "kit" / "variants"
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+MISTAKES = ROOT / "autograder" / "mistakes.toml"
+EXPAND = {"{DEEP}": "[" * 1500 + "]" * 1500}   # nested past any limit
+BASES = ("reference", "skeleton")
+KEYS = {"about", "edits", "base", "loses", "mistake", "says", "never",
+        "timeout", "scores", "known_bug", "in_process"}
 
 
-class VariantError(ExampleError):
+class VariantError(ValueError):
     """A variant's edit does not apply to the reference, or an entry is
     malformed; the message names the entry and what to update."""
+
+
+def apply_edits(source: str, edits, label: str,
+                where: str = REFERENCE.name) -> str:
+    """``source`` with each ``(old, new)`` edit applied; every ``old`` must
+    appear exactly once (else VariantError naming ``label``)."""
+    for old, new in edits:
+        count = source.count(old)
+        if count != 1:
+            raise VariantError(
+                f"{label}: {old.strip()!r} appears {count} times in {where} "
+                f"(expected once): if the reference changed on purpose, "
+                f"update this edit to match it")
+        source = source.replace(old, new)
+    return source
 
 
 @dataclass(frozen=True)
@@ -49,16 +84,47 @@ class Variant:
     def label(self) -> str:
         return f"kit/variants/{self.group}.toml [{self.name}]"
 
+    @property
+    def key(self) -> str:
+        """``group/name``: unique across the catalogue."""
+        return f"{self.group}/{self.name}"
+
     def source(self, reference: str | None = None) -> str:
-        """The reference (``reference`` text, else the live file) with this
+        """The reference (``reference`` text, else the live file), or the
+        skeleton generated from it for ``base = "skeleton"``, with this
         variant's edits applied."""
         base = REFERENCE.read_text() if reference is None else reference
-        try:
-            return apply_edits(base, self.edits, self.label)
-        except ExampleError as exc:
-            raise VariantError(
-                f"{exc}; if the reference changed on purpose, edit "
-                f"{self.label} to match it") from None
+        if self.fields.get("base") == "skeleton":
+            from kit.skeleton import generate_skeleton
+            base = generate_skeleton(base)
+        edits = []
+        for old, new in self.edits:
+            for word, text in EXPAND.items():
+                new = new.replace(word, text)
+            edits.append((old, new))
+        return apply_edits(base, edits, self.label)
+
+
+def _check_entry(label: str, entry: Any) -> None:
+    if not isinstance(entry, dict) or "edits" not in entry:
+        raise VariantError(f"{label}: an entry needs `edits`")
+    edits = entry["edits"]
+    if not isinstance(edits, list) or not all(
+            isinstance(e, list) and len(e) == 2
+            and all(isinstance(s, str) for s in e) for e in edits):
+        raise VariantError(f"{label}: `edits` must be a list of "
+                           f"[old, new] string pairs")
+    unknown = sorted(set(entry) - KEYS)
+    if unknown:
+        raise VariantError(f"{label}: unknown key(s) {unknown}; an entry "
+                           f"may have {sorted(KEYS)}")
+    if entry.get("base", "reference") not in BASES:
+        raise VariantError(f"{label}: `base` must be one of {BASES}")
+    for key in ("loses", "says", "never"):
+        value = entry.get(key, [])
+        if not isinstance(value, list) or not all(
+                isinstance(s, str) for s in value):
+            raise VariantError(f"{label}: `{key}` must be a list of strings")
 
 
 def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
@@ -71,17 +137,11 @@ def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
         raise VariantError(f"kit/variants/{group}.toml: {exc}") from None
     variants = {}
     for name, entry in table.items():
-        label = f"kit/variants/{group}.toml [{name}]"
-        if not isinstance(entry, dict) or "edits" not in entry:
-            raise VariantError(f"{label}: an entry needs `edits`")
-        edits = entry["edits"]
-        if not all(isinstance(e, list) and len(e) == 2
-                   and all(isinstance(s, str) for s in e) for e in edits):
-            raise VariantError(f"{label}: `edits` must be a list of "
-                               f"[old, new] string pairs")
+        _check_entry(f"kit/variants/{group}.toml [{name}]", entry)
         rest = {k: v for k, v in entry.items() if k not in ("about", "edits")}
         variants[name] = Variant(name, group, entry.get("about", ""),
-                                 tuple((old, new) for old, new in edits),
+                                 tuple((old, new)
+                                       for old, new in entry["edits"]),
                                  rest)
     return variants
 
@@ -89,3 +149,97 @@ def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
 def groups(catalogue: Path = CATALOGUE) -> list[str]:
     """The catalogue's groups (its file names), sorted."""
     return sorted(p.stem for p in catalogue.glob("*.toml"))
+
+
+def load_all(catalogue: Path = CATALOGUE) -> dict[str, Variant]:
+    """``group/name`` -> :class:`Variant` of every group, groups sorted."""
+    return {v.key: v for g in groups(catalogue)
+            for v in load(g, catalogue).values()}
+
+
+def find(name: str, catalogue: Path = CATALOGUE) -> Variant:
+    """The entry ``group/name`` (for tests that need one variant)."""
+    group, _, entry = name.partition("/")
+    try:
+        return load(group, catalogue)[entry]
+    except (KeyError, FileNotFoundError):
+        raise VariantError(f"no entry {name!r} in kit/variants/: expected "
+                           f"'group/name'") from None
+
+
+# --------------------------------------------------------------------------
+# What an entry must get, from the rubric
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What grading a variant must give: the rubric ids lost (items failed,
+    deductions taken, bonuses not earned), each task's score, and what the
+    feedback must (not) say."""
+
+    lost: frozenset[str]
+    scores: dict[str, float]
+    mistake: str | None = None
+    says: tuple[str, ...] = ()
+    never: tuple[str, ...] = ()
+
+
+def mistake_items(path: Path = MISTAKES) -> dict[str, list[str]]:
+    """Catalogue mistake id -> the rubric items it fails
+    (autograder/mistakes.toml)."""
+    return {mid: list(entry.get("items", []))
+            for mid, entry in tomllib.loads(path.read_text()).items()}
+
+
+def expect(variant: Variant, rubric, mistakes: dict[str, list[str]]
+           | None = None) -> Expectation:
+    """The :class:`Expectation` of ``variant`` under ``rubric`` (an
+    ``autograder.rubric.Rubric``); ``mistakes`` is :func:`mistake_items`
+    (read when needed). Raises VariantError on an id the rubric or the
+    mistake catalogue does not know."""
+    f = variant.fields
+    mistake = f.get("mistake")
+    loses = list(f.get("loses", []))
+    if variant.group == "mistakes":
+        mistake = variant.name
+    if mistake is not None:
+        mistakes = mistake_items() if mistakes is None else mistakes
+        if mistake not in mistakes:
+            raise VariantError(f"{variant.label}: {mistake!r} is not a "
+                               f"mistake of autograder/mistakes.toml")
+        if variant.group == "mistakes":
+            loses += mistakes[mistake]
+    ids = {c.id for c in rubric.checks()}
+    lost: set[str] = set()
+    for word in loses:
+        task = next((t for t in rubric.tasks if t.id == word), None)
+        if word == "*":
+            lost |= {i.id for t in rubric.tasks for i in t.items}
+        elif task is not None:
+            lost |= {i.id for i in task.items}
+        elif word in ids:
+            lost.add(word)
+        else:
+            raise VariantError(
+                f"{variant.label}: `loses` names {word!r}, which is no "
+                f"item, deduction, bonus or task of autograder/rubric.toml; "
+                f"update the entry to the rubric")
+    scores = {}
+    for task in rubric.tasks:
+        for bonus in task.bonuses:
+            if any(r in lost for r in bonus.requires):
+                lost.add(bonus.id)
+        earned = sum(i.points for i in task.items if i.id not in lost)
+        for deduction in task.deductions:
+            if deduction.id in lost:
+                earned -= min(deduction.points, earned)
+        earned += sum(b.points for b in task.bonuses if b.id not in lost)
+        scores[task.id] = earned
+    override = f.get("scores", {})
+    unknown = set(override) - set(scores)
+    if unknown:
+        raise VariantError(f"{variant.label}: `scores` names unknown "
+                           f"task(s) {sorted(unknown)}")
+    scores.update(override)
+    return Expectation(frozenset(lost), scores, mistake,
+                       tuple(f.get("says", [])), tuple(f.get("never", [])))

@@ -10,13 +10,15 @@ verdict comes from agree item by item on the public cases.
   function its ``grader.check`` cells call, one call per notebook task
   (its per-item lines; the task passes only if all its items do).
 
-The corpus: kit_tests/submissions/, the examples (examples/examples.toml)
-and the Part 3 corpus of test_grading_part3.py. Three hostile entries stay
-out (IN_PROCESS_UNSAFE): the student's checkers run the student's code in
-the student's own process, with no time or memory limit and no wall
-against patching torch, which only the sandboxed grader must survive
-(test_grading_corpus.py grades them). Items and cases come from
-the rubric and the manifest, so new public cases are covered as they come.
+The corpus: every entry of the variant catalogue (kit/variants/) but the
+group ``mistakes`` (one entry per catalogue mistake: each costs about 5 s
+here, and the examples and fidelity groups bring mistakes in) and those
+marked ``in_process = false``: the student's checkers run the student's
+code in the student's own process, with no time or memory limit and no
+wall against exiting, writing files or patching torch, which only the
+sandboxed grader must survive (test_grading_corpus.py grades them). Items
+and cases come from the rubric and the manifest, so new public cases are
+covered as they come.
 """
 from __future__ import annotations
 
@@ -33,34 +35,22 @@ from autograder import cli
 from autograder.local import SCOPE, notebook_task, task_points, \
     value_rubric
 from autograder.rubric import load_rubric
-from kit.examples import example_sources
-from kit_tests.test_grading_part3 import MISTAKES as PART3_MISTAKES
-from kit_tests.test_grading_part3 import REFERENCE, STYLES, with_region
+from kit import variants
 from transformer_lm.checks import run_check
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "kit_tests" / "submissions"
 ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]
 VERDICT = re.compile(r"^\s*\[(ok  |FAIL)\] (\S+) ", re.MULTILINE)
 MARK = re.compile(r"^([✔✘]) (\S+) \(", re.MULTILINE)
-# Entries that would hang, exhaust or patch the process running them.
-IN_PROCESS_UNSAFE = {"hostile_infinite_loop", "hostile_memory_hog",
-                     "hostile_patches_torch"}
+VARIANTS = {key: v for key, v in variants.load_all().items()
+            if v.group != "mistakes"}
 
 
 def corpus() -> dict[str, str]:
-    """Submission name -> source, every entry of the kit's corpus."""
-    found = {f"corpus-{path.stem}": path.read_text()
-             for path in sorted(SUBMISSIONS.glob("*.py"))
-             if path.stem not in IN_PROCESS_UNSAFE}
-    found.update({f"example-{name}": source
-                  for name, source in example_sources().items()})
-    found["part3-reference"] = REFERENCE
-    found.update({f"part3-{name}": with_region(*spec)
-                  for name, spec in STYLES.items()})
-    found.update({f"part3-{name}": spec[0]
-                  for name, spec in PART3_MISTAKES.items()})
-    return found
+    """Submission name (``group-name``) -> source, every entry of the
+    catalogue that is safe to run in this process."""
+    return {key.replace("/", "-"): v.source() for key, v in VARIANTS.items()
+            if v.fields.get("in_process", True)}
 
 
 CORPUS = corpus()
@@ -164,14 +154,12 @@ def notebook_verdicts(path: Path) -> dict[str, bool]:
     return verdicts
 
 
-def test_corpus_is_the_kits_corpus():
-    names = set(CORPUS)
-    assert {f"corpus-{p.stem}" for p in SUBMISSIONS.glob("*.py")
-            if p.stem not in IN_PROCESS_UNSAFE} <= names
-    assert {"corpus-hostile_prints", "corpus-hostile_exit_at_import"} <= \
-        names
-    assert {f"example-{n}" for n in example_sources()} <= names
-    assert {f"part3-{n}" for n in (*STYLES, *PART3_MISTAKES)} <= names
+def test_corpus_is_the_catalogue():
+    unsafe = {k.replace("/", "-") for k, v in VARIANTS.items()
+              if not v.fields.get("in_process", True)}
+    assert set(CORPUS) | unsafe == {k.replace("/", "-") for k in VARIANTS}
+    assert {"hostile-prints", "hostile-exit_at_import",
+            "styles-reference", "examples-no_scale"} <= set(CORPUS)
 
 
 @pytest.mark.parametrize("name", list(CORPUS))

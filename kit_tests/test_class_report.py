@@ -19,11 +19,15 @@ import pytest
 
 from autograder import class_report
 from autograder.submission import submission_name
+from kit import variants
 from kit.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-CORPUS = Path(__file__).resolve().parent / "submissions"
+# file name -> entry of the variant catalogue (kit/variants/)
+VARIANTS = {"pep8_violation": "diagnoses/pep8_violation",
+            "hostile_infinite_loop": "hostile/infinite_loop_sa",
+            "syntax_error": "examples/syntax_error"}
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 EVIL = submission_name(Path(HOSTILE_NAME))   # names are sanitised
 HOSTILE_ANSWER = ("</blockquote>\n\n## alice\n\n<script>alert(2)</script>"
@@ -54,8 +58,8 @@ def graded(tmp_path_factory) -> tuple[Path, str]:
     examples = example_sources()
     for name in ("mask_diagonal", "no_scale", "softmax_wrong_axis"):
         (subs / f"{name}.py").write_text(examples[name])
-    for name in ("pep8_violation", "hostile_infinite_loop", "syntax_error"):
-        shutil.copy2(CORPUS / f"{name}.py", subs / f"{name}.py")
+    for name, key in VARIANTS.items():
+        (subs / f"{name}.py").write_text(variants.find(key).source())
     ref = subs / "reference"
     (ref / "transformer_lm").mkdir(parents=True)
     shutil.copy2(REFERENCE, ref / "transformer_lm" / "modeling_attention.py")

@@ -13,10 +13,27 @@ from pathlib import Path
 import pytest
 
 from autograder.rubric import load_rubric
+from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "kit_tests" / "submissions"
 VALUES = ROOT / "test_values"
+
+
+def variant_file(folder: Path, key: str, name: str) -> Path:
+    """The catalogue's entry ``key`` (group/name) written to
+    ``folder/name``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(variants.find(key).source())
+    return path
+
+
+def expected_row(key: str) -> list[str]:
+    """The grades.csv row (after the name) the entry ``key`` must get."""
+    rubric = load_rubric()
+    scores = variants.expect(variants.find(key), rubric).scores
+    return [f"{sum(scores.values()):g}", f"{rubric.max_score:g}",
+            *(f"{scores[t.id]:g}" for t in rubric.tasks)]
 
 
 def run(*args: str, env: dict[str, str] | None = None,
@@ -31,15 +48,13 @@ def run(*args: str, env: dict[str, str] | None = None,
 def batch(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """One batch: a .py, a folder, a zip, a repeated name, an empty zip."""
     src = tmp_path_factory.mktemp("subs")
-    shutil.copy(CORPUS / "reference.py", src / "alice.py")
-    folder = src / "bob" / "transformer_lm"
-    folder.mkdir(parents=True)
-    shutil.copy(CORPUS / "no_mix.py", folder / "modeling_attention.py")
+    variant_file(src, "styles/reference", "alice.py")
+    variant_file(src / "bob" / "transformer_lm",
+                 "examples/merge_no_transpose", "modeling_attention.py")
     with zipfile.ZipFile(src / "carol.zip", "w") as zf:
-        zf.write(CORPUS / "skeleton.py",
-                 "transformer_lm/modeling_attention.py")
-    (src / "again").mkdir()
-    shutil.copy(CORPUS / "syntax_error.py", src / "again" / "alice.py")
+        zf.writestr("transformer_lm/modeling_attention.py",
+                    variants.find("diagnoses/skeleton").source())
+    variant_file(src / "again", "examples/syntax_error", "alice.py")
     with zipfile.ZipFile(src / "empty.zip", "w") as zf:
         zf.writestr("README.txt", "oops")
     (src / "dave.txt").write_text("my answers\n")   # not a submission
@@ -61,14 +76,13 @@ def test_grade_exits_zero_and_writes_csv(batch):
     assert rows[0] == ["submission", "score", "max_score", *tasks]
     assert tasks[:2] == ["self_attention", "multi_head_self_attention"]
     scores = {r[0]: r[1:] for r in rows[1:]}
-    top = f"{rubric.max_score:g}"
-    part3 = ["0"] * (len(tasks) - 2)   # the corpus has Parts 1-2 only
-    assert scores == {"alice": ["11", top, "5", "6", *part3],
-                      "bob": ["10", top, "5", "5", *part3],
-                      "carol": ["0", top, "0", "0", *part3],
-                      "alice-2": ["0", top, "0", "0", *part3],
-                      "empty": ["0", top, "0", "0", *part3],
-                      "dave.txt": ["0", top, "0", "0", *part3]}
+    nothing = ["0", f"{rubric.max_score:g}", *["0"] * len(tasks)]
+    assert scores == {"alice": expected_row("styles/reference"),
+                      "bob": expected_row("examples/merge_no_transpose"),
+                      "carol": expected_row("diagnoses/skeleton"),
+                      "alice-2": expected_row("examples/syntax_error"),
+                      "empty": nothing, "dave.txt": nothing}
+    assert scores["alice"][0] == f"{rubric.max_score + rubric.max_bonus:g}"
     assert "alice-2" in done.stdout and "submission" in done.stdout
 
 
@@ -78,7 +92,7 @@ def test_grade_writes_results_and_feedback(batch):
         data = json.loads((out / name / "results.json").read_text())
         assert data["output_format"] == "md" and data["tests"]
         assert (out / name / "feedback.md").read_text().startswith("# ")
-    assert "no_mix" in (out / "bob" / "feedback.md").read_text()
+    assert "merge_no_transpose" in (out / "bob" / "feedback.md").read_text()
     assert "not implemented yet" in (out / "carol" / "feedback.md").read_text()
     assert "dave.txt is not a submission" in \
         (out / "dave.txt" / "feedback.md").read_text()
@@ -92,7 +106,7 @@ def test_usage_errors_exit_two(tmp_path):
     bad = tmp_path / "rubric.toml"
     bad.write_text("[[task]]\nid = 'x'\n")
     done = run("grade", "--rubric", str(bad), "--out", str(tmp_path),
-               str(CORPUS / "reference.py"))
+               str(variant_file(tmp_path, "styles/reference", "ref.py")))
     assert done.returncode == 2 and "missing key" in done.stderr
     assert run().returncode == 2
 
@@ -116,16 +130,20 @@ def public_only_values(tmp_path) -> Path:
 
 
 def test_check_on_public_cases_only(public_only_values, tmp_path):
-    package = tmp_path / "transformer_lm"
-    package.mkdir()
-    shutil.copy(CORPUS / "mask_diagonal.py",
-                package / "modeling_attention.py")
+    variant_file(tmp_path / "transformer_lm", "examples/mask_diagonal",
+                 "modeling_attention.py")
     done = run("check", env={"AUTOGRADER_VALUES": str(public_only_values)},
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    top = f"{load_rubric().max_score:g}"
-    assert f"public: 8 / {top} points (+1 bonus); hidden cases: graded " \
-        f"after you submit" in done.stdout
+    rubric = load_rubric()
+    expected = variants.expect(variants.find("examples/mask_diagonal"),
+                               rubric)
+    bonus = sum(b.points for t in rubric.tasks for b in t.bonuses
+                if b.id not in expected.lost)
+    points = sum(expected.scores.values()) - bonus
+    assert f"public: {points:g} / {rubric.max_score:g} points " \
+        f"(+{bonus:g} bonus); hidden cases: graded after you submit" \
+        in done.stdout
     assert "values, PEP 8 and shape comments" in done.stdout
     assert "mask_diagonal" in done.stdout
     # Hidden cases are announced, never described.
@@ -140,21 +158,19 @@ def test_check_missing_file_exits_two(tmp_path):
 
 def test_gradescope_writes_results(tmp_path):
     root = tmp_path / "autograder"
-    (root / "submission" / "transformer_lm").mkdir(parents=True)
-    shutil.copy(CORPUS / "reference.py",
-                root / "submission" / "transformer_lm" /
-                "modeling_attention.py")
+    variant_file(root / "submission" / "transformer_lm", "styles/reference",
+                 "modeling_attention.py")
     done = run("gradescope", env={"AUTOGRADER_ROOT": str(root)})
     assert done.returncode == 0, done.stderr
     data = json.loads((root / "results" / "results.json").read_text())
-    assert data["score"] == 11
+    rubric = load_rubric()
+    assert data["score"] == rubric.max_score + rubric.max_bonus
 
 
 def test_gradescope_writes_results_even_when_the_grader_breaks(tmp_path):
     root = tmp_path / "autograder"
-    (root / "submission").mkdir(parents=True)
-    shutil.copy(CORPUS / "reference.py",
-                root / "submission" / "modeling_attention.py")
+    variant_file(root / "submission", "styles/reference",
+                 "modeling_attention.py")
     done = run("gradescope", env={"AUTOGRADER_ROOT": str(root),
                                   "AUTOGRADER_VALUES": str(tmp_path)})
     assert done.returncode == 0, done.stderr

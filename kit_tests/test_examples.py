@@ -1,12 +1,15 @@
-"""The demo's example submissions are edits of the live reference."""
+"""The demo's example submissions are the catalogue group ``examples``:
+edits of the live reference, written by ``python -m kit.examples``."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from kit.examples import REFERENCE, ExampleError, build_examples, \
-    example_sources
+from kit.examples import ExampleError, build_examples, example_sources
+from kit.variants import REFERENCE, ROOT
 
 
 def test_every_example_is_the_reference_with_its_mistake(tmp_path: Path):
@@ -24,8 +27,16 @@ def test_every_example_is_the_reference_with_its_mistake(tmp_path: Path):
 
 
 def test_an_edit_that_no_longer_matches_is_an_error(tmp_path: Path):
-    spec = tmp_path / "examples.toml"
-    spec.write_text('[stale]\ndescription = "x"\n'
-                    'edits = [["text not in the reference", "y"]]\n')
+    (tmp_path / "examples.toml").write_text(
+        '[stale]\nabout = "x"\nedits = [["text not in the reference", "y"]]\n')
     with pytest.raises(ExampleError, match=r"\[stale\].*appears 0 times"):
-        example_sources(spec)
+        example_sources(tmp_path)
+
+
+def test_the_command_writes_build_examples(tmp_path: Path):
+    done = subprocess.run([sys.executable, "-m", "kit.examples", "--out",
+                           str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.stem for p in tmp_path.glob("*.py")) == \
+        sorted(example_sources())

@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 
 from autograder import report
-from autograder.grade import failed_grade, grade_source, sandbox_runner
+from autograder.grade import failed_grade
 from autograder.rubric import load_rubric
-from autograder.values import load_cases
+from kit import variants
+from kit_tests.grading_batch import grade_batch
 
-CORPUS = Path(__file__).resolve().parent / "submissions"
 VISIBILITY = ["hidden", "after_due_date", "after_published", "visible"]
 
 SCHEMA = {
@@ -43,19 +42,22 @@ SCHEMA = {
         }},
     },
 }
-NAMES = ["reference", "skeleton", "syntax_error", "mask_diagonal",
-         "pep8_violation", "probs_not_flattened"]
+# name -> entry of the variant catalogue (kit/variants/)
+VARIANTS = {"reference": "styles/reference", "skeleton": "diagnoses/skeleton",
+            "syntax_error": "examples/syntax_error",
+            "mask_diagonal": "examples/mask_diagonal",
+            "pep8_violation": "diagnoses/pep8_violation",
+            "probs_not_flattened": "diagnoses/probs_not_flattened"}
+NAMES = list(VARIANTS)
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, dict]:
-    rubric, cases = load_rubric(), load_cases()
-    found = {}
-    for name in NAMES:
-        grade = grade_source((CORPUS / f"{name}.py").read_text(),
-                             f"{name}.py", rubric, cases, sandbox_runner(),
-                             name=name)
-        found[name] = json.loads(json.dumps(report.results_json(grade)))
+    rubric = load_rubric()
+    graded = grade_batch({name: variants.find(key).source()
+                          for name, key in VARIANTS.items()})
+    found = {name: json.loads(json.dumps(report.results_json(grade)))
+             for name, grade in graded.items()}
     found["internal_error"] = report.results_json(failed_grade(
         "x", "x.py", rubric, internal_error="Traceback: boom"))
     found["not_found"] = report.results_json(failed_grade(
@@ -82,8 +84,10 @@ def test_schema_and_sums(results, name):
                 (test["score"] == test["max_score"])
 
 
-def test_reference_scores_eleven(results):
-    assert results["reference"]["score"] == 11
+def test_reference_scores_everything(results):
+    rubric = load_rubric()
+    assert results["reference"]["score"] == rubric.max_score + \
+        rubric.max_bonus
 
 
 def test_hidden_details_are_after_published(results):

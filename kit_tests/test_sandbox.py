@@ -1,5 +1,6 @@
 """The sandbox (autograder/sandbox.py): isolation, limits and recovery,
-exercised with the hostile submissions in kit_tests/submissions_hostile/.
+exercised with the hostile variants of the catalogue
+(kit/variants/hostile.toml: the reference with hostile code inserted).
 
 Expected values are computed here, in the trusted test process, from the
 reference solution; the sandbox only ever sees probes.
@@ -21,9 +22,10 @@ from autograder import sandbox as sb
 from autograder.worker_jail import count_processes
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
                                  TIMEOUT, Probe)
+from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
-HOSTILE = Path(__file__).resolve().parent / "submissions_hostile"
+HOSTILE = variants.load("hostile")
 REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
              ).read_text()
 SA_INIT = {"input_size": 7, "hidden": 9}
@@ -86,7 +88,15 @@ def assert_correct(result, probe: Probe) -> None:
 
 
 def hostile(name: str) -> str:
-    return (HOSTILE / name).read_text()
+    """The source of the catalogue's hostile entry ``name``."""
+    return HOSTILE[name].source()
+
+
+def line_of(source: str, text: str) -> int:
+    """The line number of the one line of ``source`` containing ``text``."""
+    [number] = [n for n, line in enumerate(source.splitlines(), 1)
+                if text in line]
+    return number
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +137,10 @@ def test_reference_passes_with_shapes_and_attributes(sandbox):
     assert results[1].output_kind == "tuple"
 
 
-def test_compact_correct_submission_matches_reference(sandbox):
+def test_another_correct_style_matches_reference(sandbox):
     probes = [sa(), mh()]
-    for result, probe in zip(run(sandbox, hostile("correct_compact.py"),
-                                 probes), probes):
+    style = variants.find("styles/loop_heads").source()
+    for result, probe in zip(run(sandbox, style, probes), probes):
         assert_correct(result, probe)
 
 
@@ -164,7 +174,7 @@ def test_not_implemented_message_is_verbatim(sandbox):
 
 def test_infinite_loop_times_out_and_later_probes_run(sandbox):
     probes = [mh("mh1"), sa(), mh("mh2", seed=3)]
-    first, loop, last = run(sandbox, hostile("infinite_loop_sa.py"), probes)
+    first, loop, last = run(sandbox, hostile("infinite_loop_sa"), probes)
     assert loop.status == TIMEOUT and "probe sa" in loop.message
     assert_correct(first, probes[0])
     assert_correct(last, probes[2])
@@ -178,7 +188,7 @@ def test_infinite_loop_at_import_times_out_every_probe(sandbox):
 
 
 def test_sys_exit_at_import(sandbox):
-    results = run(sandbox, hostile("exit_at_import.py"), [sa(), mh()])
+    results = run(sandbox, hostile("exit_at_import"), [sa(), mh()])
     assert [r.status for r in results] == [CRASH, CRASH]
     assert all("the submission exited (code 0) during import" in r.message
                for r in results)
@@ -186,7 +196,7 @@ def test_sys_exit_at_import(sandbox):
 
 def test_sys_exit_in_forward(sandbox):
     probes = [mh(), sa()]
-    crash, fine = run(sandbox, hostile("exit_in_forward.py"), probes)
+    crash, fine = run(sandbox, hostile("exit_in_forward"), probes)
     assert crash.status == CRASH
     assert "the submission exited (code 0) during probe mh" in crash.message
     assert_correct(fine, probes[1])
@@ -194,7 +204,7 @@ def test_sys_exit_in_forward(sandbox):
 
 def test_os_exit_in_forward_restarts_worker(sandbox):
     probes = [sa(), mh(), sa("sa2", seed=4)]
-    crash, fine, again = run(sandbox, hostile("os_exit_in_forward.py"),
+    crash, fine, again = run(sandbox, hostile("os_exit_in_forward"),
                              probes)
     assert crash.status == CRASH
     assert "the submission exited (code 3) during probe sa" in crash.message
@@ -204,14 +214,14 @@ def test_os_exit_in_forward_restarts_worker(sandbox):
 
 def test_memory_hog_is_stopped(sandbox):
     probes = [sa(timeout=10.0), mh()]
-    hog, fine = run(sandbox, hostile("memory_hog.py"), probes, memory_mb=512)
+    hog, fine = run(sandbox, hostile("memory_hog"), probes, memory_mb=512)
     assert hog.status == MEMORY, hog.message
     assert_correct(fine, probes[1])
 
 
 def test_fifty_megabytes_of_output_are_truncated(sandbox):
     probes = [sa(timeout=10.0), mh()]
-    flood, fine = run(sandbox, hostile("prints_50mb.py"), probes,
+    flood, fine = run(sandbox, hostile("prints_50mb"), probes,
                       output_limit=1000)
     assert_correct(flood, probes[0])
     assert len(flood.stdout) < 3000
@@ -222,7 +232,7 @@ def test_fifty_megabytes_of_output_are_truncated(sandbox):
 
 def test_patched_torch_does_not_matter(sandbox):
     probes = [sa(), mh()]
-    results = run(sandbox, hostile("patches_torch.py"), probes)
+    results = run(sandbox, hostile("patches_torch"), probes)
     for result, probe in zip(results, probes):
         assert_correct(result, probe)
     assert not torch.allclose(torch.zeros(1), torch.ones(1))
@@ -231,23 +241,27 @@ def test_patched_torch_does_not_matter(sandbox):
 
 def test_raise_in_init(sandbox):
     probes = [sa(), mh()]
-    bad, fine = run(sandbox, hostile("raises_in_init.py"), probes)
+    source = hostile("raises_in_init")
+    bad, fine = run(sandbox, source, probes)
     assert bad.status == ERROR and bad.phase == "init"
     assert bad.message.startswith("ValueError: no weights for you")
-    assert "line 13, in __init__: raise ValueError" in bad.message
+    line = line_of(source, "no weights for you")
+    assert f"line {line}, in __init__: raise ValueError" in bad.message
     assert_correct(fine, probes[1])
 
 
 def test_syntax_error_is_import_error_with_line(sandbox):
-    results = run(sandbox, hostile("syntax_error.py"), [sa(), mh()])
+    source = variants.find("examples/syntax_error").source()
+    results = run(sandbox, source, [sa(), mh()])
     assert [r.status for r in results] == [IMPORT_ERROR, IMPORT_ERROR]
     assert "SyntaxError" in results[0].message
-    assert "(line 37)" in results[0].message
+    assert f"(line {line_of(source, 'self.mix(att  #')})" in \
+        results[0].message
 
 
 def test_fork_bomb_is_limited_and_cleaned_up(sandbox, worker_user):
     probes = [sa(timeout=5.0), mh()]
-    bomb, fine = run(sandbox, hostile("fork_bomb.py"), probes)
+    bomb, fine = run(sandbox, hostile("fork_bomb"), probes)
     assert bomb.status in (OK, ERROR, CRASH, TIMEOUT), bomb.message
     assert_correct(fine, probes[1])
     if worker_user is not None:
@@ -264,7 +278,7 @@ def test_files_written_stay_in_a_temporary_directory(sandbox, tmp_path,
                                                      monkeypatch):
     monkeypatch.chdir(tmp_path)
     probes = [sa(), mh()]
-    results = run(sandbox, hostile("writes_files.py"), probes)
+    results = run(sandbox, hostile("writes_files"), probes)
     for result, probe in zip(results, probes):
         assert_correct(result, probe)
     assert list(tmp_path.iterdir()) == []
@@ -272,7 +286,7 @@ def test_files_written_stay_in_a_temporary_directory(sandbox, tmp_path,
 
 def test_environment_is_scrubbed(sandbox, monkeypatch):
     monkeypatch.setenv("AUTOGRADER_TEST_SECRET", "hunter2")
-    [result] = run(sandbox, hostile("steals_secrets.py"), [sa()])
+    [result] = run(sandbox, hostile("steals_secrets"), [sa()])
     assert result.status == ERROR
     assert "env=<no env>" in result.message
     assert "hunter2" not in result.message
@@ -285,7 +299,7 @@ def test_worker_cannot_read_root_only_file(sandbox, tmp_path, monkeypatch):
     hidden.chmod(0o600)
     # The submission finds the path through its own probe kwargs? No: it
     # is told through the env, which the worker scrubs, so inject it.
-    source = hostile("steals_secrets.py").replace(
+    source = hostile("steals_secrets").replace(
         '"AUTOGRADER_TEST_SECRET_FILE", "/etc/shadow"',
         f'"AUTOGRADER_TEST_SECRET_FILE", {str(hidden)!r}')
     [result] = run(sandbox, source, [sa()])

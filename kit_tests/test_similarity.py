@@ -12,11 +12,12 @@ from pathlib import Path
 
 from autograder import similarity as S
 from kit import near_copies as C
+from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parent / "submissions"
-# Written independently of each other (the kit's other correct styles are
-# edits of the reference, so they are near-copies of it by construction).
+# Correct styles of the catalogue (kit/variants/styles.toml) that rewrite
+# whole methods of the reference: far enough from it and from each other
+# to stand for independent solutions.
 INDEPENDENT = ("reference", "einsum", "loop_heads", "nanogpt_style")
 COPIES = {"copy_einsum": ("einsum", lambda s: C.recomment(C.rename(s))),
           "copy_loop": ("loop_heads", C.reorder),
@@ -26,7 +27,7 @@ COPIES = {"copy_einsum": ("einsum", lambda s: C.recomment(C.rename(s))),
 
 
 def _sources() -> dict[str, str]:
-    sources = {n: (CORPUS / f"{n}.py").read_text() for n in INDEPENDENT}
+    sources = {n: variants.find(f"styles/{n}").source() for n in INDEPENDENT}
     for name, (original, disguise) in COPIES.items():
         sources[name] = disguise(sources[original])
     return sources

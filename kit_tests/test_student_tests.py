@@ -17,7 +17,7 @@ import torch
 from autograder.local import SCOPE, value_rubric
 from autograder.rubric import load_rubric
 from autograder.values import ValuesError, load_cases
-from kit.examples import apply_edits
+from kit import variants
 from kit.skeleton import REFERENCE, SKELETON
 from transformer_lm import test_values
 
@@ -65,12 +65,18 @@ def run_student_tests(implementation: Path | None, tmp_path: Path,
     return Run(done.returncode, done.stdout + done.stderr, outcomes)
 
 
-def broken_reference(tmp_path: Path, old: str, new: str) -> Path:
-    """A copy of the reference with ``old`` (found once) replaced."""
-    path = tmp_path / "broken_attention.py"
-    path.write_text(apply_edits(REFERENCE.read_text(), [(old, new)],
-                                "test_student_tests"))
+def variant(tmp_path: Path, key: str) -> Path:
+    """The catalogue's entry ``group/name`` written to a file."""
+    path = tmp_path / "variant_attention.py"
+    path.write_text(variants.find(key).source())
     return path
+
+
+def value_items_lost(key: str) -> set[str]:
+    """The rubric items the entry ``key`` must fail that the student tests
+    check (the value items; deductions and bonuses are static)."""
+    expected = variants.expect(variants.find(key), load_rubric())
+    return expected.lost & set(ITEMS)
 
 
 def test_reference_passes_one_test_per_rubric_item(tmp_path: Path):
@@ -102,15 +108,13 @@ def test_default_implementation_is_the_project_skeleton(tmp_path: Path):
 
 
 def test_a_mistake_fails_its_items_with_the_graders_explanation(tmp_path):
-    no_scaling = broken_reference(
-        tmp_path, "q @ k.transpose(2, 3) / self.scale",
-        "q @ k.transpose(2, 3)")
-    run = run_student_tests(no_scaling, tmp_path)
+    run = run_student_tests(variant(tmp_path, "examples/no_scale"), tmp_path)
     assert run.returncode == 1
     assert run.named("error") == []
-    # Part 2's value items fail; dropout is judged against the
-    # submission's own eval probabilities, so 2.3b passes, as graded.
-    assert set(run.named("failure")) == {"2.1", "2.2", "2.3a"}, run.output
+    # The items the grader takes (dropout is judged against the
+    # submission's own eval probabilities, so 2.3b passes, as graded).
+    assert set(run.named("failure")) == value_items_lost(
+        "examples/no_scale"), run.output
     for shown in ("largest difference", "at index [", "expected ", "got ",
                   f"(tolerance {load_rubric().atol:g})",
                   "Common mistake `no_scale`"):
@@ -118,23 +122,18 @@ def test_a_mistake_fails_its_items_with_the_graders_explanation(tmp_path):
 
 
 def test_a_wrong_shape_is_named(tmp_path: Path):
-    unmerged = broken_reference(
-        tmp_path, "probs = probs.reshape(bs * self.num_heads, seq, seq)",
-        "pass")
-    run = run_student_tests(unmerged, tmp_path)
-    assert "2.1" in run.named("failure")
+    key = "diagnoses/probs_not_flattened"
+    run = run_student_tests(variant(tmp_path, key), tmp_path)
+    assert set(run.named("failure")) == value_items_lost(key)
     assert "probabilities not flattened: they have shape [3, 3, 5, 5], " \
         "expected [9, 5, 5]" in run.output
 
 
 def test_part3_dropout_on_the_output_fails_only_its_item(tmp_path):
-    path = broken_reference(
-        tmp_path, "        attn_weights = self.dropout(attn_weights)\n"
-                  "        # [b, num_tokens, num_tokens]\n"
-                  "        context_vec = attn_weights @ values",
-        "        context_vec = self.dropout(attn_weights @ values)")
-    run = run_student_tests(path, tmp_path)
-    assert run.named("failure") == ["3.1d"], run.output
+    key = "diagnoses/ca_dropout_on_output"
+    run = run_student_tests(variant(tmp_path, key), tmp_path)
+    assert set(run.named("failure")) == value_items_lost(key) == {"3.1d"}, \
+        run.output
 
 
 # transformer_lm/test_values.py, which ships with the tests.
@@ -193,13 +192,9 @@ def test_load_public_cases_refuses_a_damaged_file(tmp_path: Path):
 def test_part3_uncut_mask_fails_only_its_own_unit(tmp_path: Path):
     # The public cases shorter than their context show an uncut mask; the
     # wrapper's item, whose code is right, is not charged for it.
-    uncut = broken_reference(
-        tmp_path, "        # [b, num_tokens, num_tokens]\n"
-                  "        mask_bool = self.mask.bool()[:num_tokens, "
-                  ":num_tokens]",
-        "        # [b, num_tokens, num_tokens]\n"
-        "        mask_bool = self.mask.bool()")
-    run = run_student_tests(uncut, tmp_path)
+    key = "fidelity/ca_mask_not_cut"
+    run = run_student_tests(variant(tmp_path, key), tmp_path)
     failed = run.named("failure")
-    assert "3.1" in failed, run.output
-    assert all(item.startswith("3.1") for item in failed), failed
+    assert set(failed) == value_items_lost(key), run.output
+    assert "3.1" in failed and all(item.startswith("3.1")
+                                   for item in failed), failed

@@ -1,0 +1,128 @@
+"""The variant catalogue (kit/variants.py, kit/variants/*.toml) without the
+sandbox: every entry applies to the live reference, its expectation comes
+from the rubric and the mistake catalogue, and a stale or malformed entry
+is an error that names it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder.rubric import load_rubric
+from kit import variants as V
+
+ROOT = Path(__file__).resolve().parents[1]
+RUBRIC_FILE = ROOT / "autograder" / "rubric.toml"
+ALL = V.load_all()
+
+
+@pytest.mark.parametrize("key", list(ALL))
+def test_every_entry_applies_and_states_what_it_loses(key):
+    variant = ALL[key]
+    source = variant.source()
+    assert source != V.REFERENCE.read_text() or not variant.edits
+    expected = V.expect(variant, load_rubric())
+    if "SyntaxError" not in expected.says:
+        compile(source, key, "exec")
+
+
+def test_a_renamed_variable_names_the_stale_entry(tmp_path: Path):
+    # The instructor renames `bs` in the reference: every entry whose edit
+    # quotes it fails with its own name and what to update.
+    renamed = V.REFERENCE.read_text().replace("bs, seq", "batch, seq")
+    stale = []
+    for variant in ALL.values():
+        try:
+            variant.source(renamed)
+        except V.VariantError as exc:
+            stale.append(variant)
+            message = str(exc)
+            assert message.startswith(variant.label + ": "), message
+            assert "appears 0 times" in message
+            assert "update this edit" in message
+    assert {v.key for v in stale} >= {"examples/merge_no_transpose",
+                                      "diagnoses/pep8_violation"}
+
+
+def test_expected_scores_come_from_the_rubric(tmp_path: Path):
+    # 2.3b from 1 point to 2: no entry changes, its expectation does.
+    text = RUBRIC_FILE.read_text()
+    changed = re.sub(r'(id = "2\.3b"\ntitle = [^\n]*\npoints = )1\n',
+                     r"\g<1>2\n", text)
+    changed = changed.replace("max_score = 16 ", "max_score = 17 ")
+    assert changed != text
+    path = tmp_path / "rubric.toml"
+    path.write_text(changed)
+    before, after = load_rubric(), load_rubric(path)
+    dropout = ALL["diagnoses/dropout_on_output"]
+    task = "multi_head_self_attention"
+    assert V.expect(dropout, before).scores[task] == 5
+    assert V.expect(dropout, after).scores[task] == 5
+    reference = ALL["styles/reference"]
+    assert V.expect(reference, after).scores[task] == \
+        V.expect(reference, before).scores[task] + 1
+
+
+def test_a_bonus_is_lost_with_what_it_requires():
+    rubric = load_rubric()
+    expected = V.expect(ALL["diagnoses/missing_shape_comment"], rubric)
+    assert expected.lost == {"1.shapes", "1.bonus"}
+    # 5 points of items, -1 deduction, no bonus
+    assert expected.scores["self_attention"] == 3
+    everything = V.expect(ALL["examples/syntax_error"], rubric)
+    assert all(s == 0 for s in everything.scores.values())
+
+
+def test_the_mistakes_group_loses_the_items_of_its_mistake(tmp_path: Path):
+    # Group `mistakes`: the entry's name is the mistake; what it loses and
+    # names comes from autograder/mistakes.toml.
+    (tmp_path / "mistakes.toml").write_text('''
+[no_scale]
+about = "no 1/sqrt(d) anywhere"
+edits = [["q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1",
+          "q @ k.transpose(1, 2), dim=-1"]]
+
+[wrapper_interleaved]
+about = "heads stacked on a new last dimension, then flattened"
+edits = [["torch.cat([head(x) for head in self.heads], dim=-1)",
+          "torch.stack([head(x) for head in self.heads], -1).flatten(2)"]]
+''')
+    found = V.load("mistakes", tmp_path)
+    rubric = load_rubric()
+    items = V.mistake_items()
+    no_scale = V.expect(found["no_scale"], rubric)
+    assert no_scale.mistake == "no_scale"
+    assert no_scale.lost == set(items["no_scale"]) | {"1.bonus"}
+    wrapper = V.expect(found["wrapper_interleaved"], rubric)
+    assert wrapper.lost == {"3.2"}
+    assert wrapper.scores["multi_head_wrapper"] == 0
+    found["wrapper_interleaved"].source()
+
+
+@pytest.mark.parametrize("entry, error", [
+    ('[x]\nedits = []\nlose = ["1.2"]\n',
+     r"\[x\]: unknown key\(s\) \['lose'\]"),
+    ('[x]\nedits = [["a"]]\n', r"\[x\]: `edits` must be"),
+    ('[x]\nabout = "no edits"\n', r"\[x\]: an entry needs `edits`"),
+    ('[x]\nedits = []\nloses = ["9.9"]\n', r"\[x\]: `loses` names '9.9'"),
+    ('[x]\nedits = []\nmistake = "nope"\n', r"\[x\]: 'nope' is not a mistake"),
+    ('[x]\nedits = []\nscores = { nope = 1 }\n', r"\[x\]: `scores` names"),
+])
+def test_a_malformed_entry_is_named(tmp_path: Path, entry: str, error: str):
+    (tmp_path / "g.toml").write_text(entry)
+    with pytest.raises(V.VariantError, match=error):
+        for variant in V.load("g", tmp_path).values():
+            V.expect(variant, load_rubric())
+
+
+def test_the_skeleton_base_is_generated_from_the_live_reference():
+    skeleton = ALL["diagnoses/skeleton"].source()
+    assert skeleton == (ROOT / "transformer_lm" /
+                        "modeling_attention.py").read_text()
+
+
+def test_find_names_what_it_wants():
+    assert V.find("styles/reference").name == "reference"
+    with pytest.raises(V.VariantError, match="'group/name'"):
+        V.find("reference")

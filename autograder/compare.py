@@ -94,12 +94,10 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, atol: float,
     return Comparison("values", message, float(diff.flatten()[worst]))
 
 
-def match_mistake(got: torch.Tensor, candidates: dict[str, torch.Tensor],
-                  order: list[str], atol: float) -> str | None:
-    """The first mistake id (in catalogue ``order``) whose frozen tensor
-    ``got`` equals within ``atol`` (NaN matching NaN), or None."""
-    for mistake_id in order:
-        tensor = candidates.get(mistake_id)
-        if tensor is not None and close(got, tensor, atol, equal_nan=True):
-            return mistake_id
-    return None
+def matching_mistakes(got: torch.Tensor, candidates: dict[str, torch.Tensor],
+                      order: list[str], atol: float) -> tuple[str, ...]:
+    """Every mistake id (in catalogue ``order``) whose frozen tensor ``got``
+    equals within ``atol`` (NaN matching NaN): on some cases two mistakes
+    coincide (one head: sqrt(hidden) is sqrt(head_size))."""
+    return tuple(m for m in order if candidates.get(m) is not None
+                 and close(got, candidates[m], atol, equal_nan=True))

@@ -38,6 +38,9 @@ class Case:
     # How the weights were made (kit/cases.py): "init" (seeded), or for
     # Part 3 "dropout_probe" / "concat" (a wrapper's heads fused).
     recipe: str = "init"
+    # Mistake id -> the error its code raises on this case (the catalogue's
+    # mistakes that raise instead of returning an output).
+    mistake_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
@@ -110,6 +113,7 @@ def load_cases(directory: Path | None = None,
                 mode=record["mode"], seed=record["seed"],
                 description=record["description"],
                 recipe=record.get("weights", "init").split(":")[0],
+                mistake_errors=record.get("mistake_errors", {}),
                 tensors={k[len(prefix):]: v for k, v in tensors.items()
                          if k.startswith(prefix)}))
     return cases

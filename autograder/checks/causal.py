@@ -467,5 +467,6 @@ class ConcatenatedHeads(CaseCheck):
         if not close(found[0], joined, check.atol, equal_nan=True):
             return Verdict(False, verdict.message + "; nor is it your own "
                            "heads' outputs concatenated along the last "
-                           "dimension", verdict.short, verdict.mistake)
+                           "dimension", verdict.short, verdict.mistake,
+                           verdict.candidates)
         return Verdict(True, evidence=_informative(heads))

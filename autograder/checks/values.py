@@ -14,7 +14,8 @@ from typing import Any, Callable
 import torch
 
 from autograder import probes as P
-from autograder.compare import close, compare, fmt_shape, match_mistake
+from autograder.compare import (close, compare, fmt_shape,
+                                matching_mistakes)
 from autograder.protocol import Probe, ProbeResult
 from autograder.rubric import Check, Outcome, Task, register
 
@@ -40,6 +41,9 @@ class Verdict:
     message: str = ""            # full, student-facing
     short: str = ""              # a few words, no values (hidden cases)
     mistake: str | None = None
+    # Every catalogue mistake this case's answer equals (catalogue order);
+    # ``mistake`` is the first of them.
+    candidates: tuple[str, ...] = ()
     not_implemented: bool = False
     # A passing case that shows nothing of the behaviour the item names
     # (e.g. outputs all NaN): the item needs at least one case with
@@ -65,10 +69,15 @@ def named_mistake(verdicts: list[Verdict]) -> str | None:
     different ones, is no diagnosis: the wrong name misleads more than no
     name)."""
     failing = [v for v in verdicts if not v.ok]
-    found = {v.mistake for v in failing}
-    if len(found) == 1 and None not in found:
-        return found.pop()
-    return None
+    if not failing:
+        return None
+    # Where two mistakes coincide on a case (one head: sqrt(hidden) is
+    # sqrt(head_size)) the case is explained by either; name the one that
+    # explains every case.
+    options = [v.candidates or ((v.mistake,) if v.mistake else ())
+               for v in failing]
+    common = set(options[0]).intersection(*options[1:])
+    return next((m for m in options[0] if m in common), None)
 
 
 def _failed_probe(results: list[ProbeResult],
@@ -115,6 +124,18 @@ def _explain_mask_size(verdict: Verdict | None, case: Any) -> Verdict | None:
                             f"input, self.mask.bool()[:num_tokens, "
                             f":num_tokens])")
         verdict.short += " (mask not cut to num_tokens?)"
+    return verdict
+
+
+def _name_error(verdict: Verdict | None, case: Any) -> Verdict | None:
+    """A failure whose error is the one a catalogue mistake's code raises
+    on this case (frozen by the generator) is that mistake's candidate."""
+    errors = getattr(case, "mistake_errors", {})
+    if verdict is None or verdict.ok or not errors:
+        return verdict
+    found = tuple(m for m, text in errors.items() if text in verdict.message)
+    if found:
+        verdict.candidates, verdict.mistake = found, found[0]
     return verdict
 
 
@@ -212,8 +233,8 @@ class CaseCheck:
             probes = self.case_probes(check, case)
             got = [results[p.id] for p in probes]
             need = slice(self.required_probes)
-            failed = _explain_mask_size(_explain_other_task(
-                _failed_probe(got[need], probes[need]), check), case)
+            failed = _name_error(_explain_mask_size(_explain_other_task(
+                _failed_probe(got[need], probes[need]), check), case), case)
             verdicts.append(failed or self.judge(check, case, got, probes,
                                                  ctx))
         if verdicts and all(v.ok for v in verdicts) and \
@@ -259,7 +280,8 @@ def _diagnose(got: torch.Tensor, expected: torch.Tensor,
     order = [m for m in ctx.mistake_messages
              if m in mistakes and not close(mistakes[m], expected,
                                             ctx.mistake_atol, equal_nan=True)]
-    mistake = match_mistake(got, mistakes, order, ctx.mistake_atol)
+    candidates = matching_mistakes(got, mistakes, order, ctx.mistake_atol)
+    mistake = candidates[0] if candidates else None
     short = {"shape": "wrong shape", "nan": "NaN or infinite values",
              "values": "wrong values"}[result.kind]
     message = result.message
@@ -270,7 +292,7 @@ def _diagnose(got: torch.Tensor, expected: torch.Tensor,
                     f"different formula?)")
     # The hint is added by ``aggregate``, only if the mistake explains every
     # failing case of the item.
-    return Verdict(False, message, short, mistake)
+    return Verdict(False, message, short, mistake, candidates)
 
 
 @dataclass
@@ -436,12 +458,17 @@ class AttentionProbs(CaseCheck):
                      f"num_heads, seq_len, seq_len] (reshape them, keeping "
                      f"the heads of one batch element next to each other)")
             if verdict.ok:
+                # The catalogue freezes this answer unflattened: name it.
+                named = matching_mistakes(got, mistakes,
+                                          list(ctx.mistake_messages),
+                                          ctx.mistake_atol)
                 return Verdict(False, shape + "; after that reshape the "
                                "values are right.", "not flattened to "
-                               "[b*h, s, s]")
+                               "[b*h, s, s]", named[0] if named else None,
+                               named)
             return Verdict(False, f"{shape}; even after that reshape, "
                            f"{verdict.message}", "wrong shape and values",
-                           verdict.mistake)
+                           verdict.mistake, verdict.candidates)
         return _diagnose(got, expected, mistakes, ctx, check, what)
 
 
@@ -482,10 +509,21 @@ class DropoutTrain(CaseCheck):
         p = float(case.init["dropout"])
         if tuple(probs.shape) in ((b, h, s, s),):
             probs = probs.reshape(clean.shape)   # 2.1 already says so
+        own, _ = _outputs(results[1], probes[1], 2)
+        eval_att = case.tensors["output"].double()
+        value_path = True
         if tuple(probs.shape) != tuple(clean.shape):
-            return Verdict(False, f"in train mode the probabilities have "
-                           f"shape {fmt_shape(probs.shape)}, expected "
-                           f"{fmt_shape(clean.shape)}", "wrong shape")
+            if own is None or tuple(own[1].shape) != tuple(probs.shape) \
+                    or tuple(own[0].shape) != tuple(att.shape):
+                return Verdict(False, f"in train mode the probabilities "
+                               f"have shape {fmt_shape(probs.shape)}, "
+                               f"expected {fmt_shape(clean.shape)}",
+                               "wrong shape")
+            # A wrong head split (e.g. head_size heads of num_heads) makes
+            # another shape in eval mode too: 2.1-2.3a cost that; dropout
+            # is judged against the submission's own eval probabilities.
+            clean, eval_att = own[1].double(), own[0].double()
+            value_path = False
         value_mix = case.tensors["value_mix"].double()
         bias = case.weights["mix.bias"].double()
 
@@ -494,10 +532,8 @@ class DropoutTrain(CaseCheck):
                                 value_mix) + bias
 
         att_atol = check.params.get("att_atol", 1e-5)
-        own, _ = _outputs(results[1], probes[1], 2)
-        eval_att = case.tensors["output"].double()
-        value_path = True
-        if own is not None and own[1].numel() == clean.numel() and \
+        if value_path and own is not None and \
+                own[1].numel() == clean.numel() and \
                 tuple(own[0].shape) == tuple(att.shape):
             clean = own[1].double().reshape(clean.shape)
             eval_att = own[0].double()

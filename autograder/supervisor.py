@@ -246,12 +246,16 @@ class Attempt:
         the keeper kills what it left), then the keeper and its group."""
         self.killed = True
         pid = self.process.pid
-        if self.inmate is not None and pid is not None and \
-                jail.parent_of(self.inmate) == pid:
-            try:
-                os.kill(self.inmate, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if self.inmate is not None and pid is not None:
+            if jail.parent_of(self.inmate) == pid:
+                try:
+                    os.kill(self.inmate, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            # Whether we killed the inmate or it had just ended, the keeper
+            # is now killing what it left (without a PID namespace, a
+            # subreaper's sweep): killing the keeper mid-sweep would hand
+            # the rest to init, so let it finish first.
             self.process.join(_KILL_GRACE)
         if pid is not None:
             for kill in (lambda: os.killpg(pid, signal.SIGKILL),

@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test generate build-notebook facts skeleton test-values check grade \
+.PHONY: help install python-version fresh-values test test-all generate build-notebook facts skeleton test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -45,8 +45,17 @@ python-version: # with PY=: stop at once unless it is Python >= 3.11
 fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
 	@$(PY) -m kit.make_test_values --check >/dev/null
 
-test: $(SETUP) ## run the kit's whole test suite
-	$(PY) -m pytest kit_tests
+# Test processes: one more than the cores (the end-to-end tests wait on
+# subprocesses); one file per process (--dist loadfile) so that a module's
+# shared fixture (a graded batch, a built release) is built once.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadfile
+
+test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (about 1 minute)
+	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL) -m "not e2e"
+
+test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5 minutes)
+	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
 
 generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
 

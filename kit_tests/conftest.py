@@ -1,8 +1,34 @@
 """Before any test: every generated file must be in step with what
-generates it (kit/generated.py), else one message says what to run."""
+generates it (kit/generated.py), else one message says what to run.
+
+Tests that run a deployed thing end to end (the CLI in its own process,
+the student release as unzipped, the Gradescope image as setup.sh builds
+it, the attack suite, the notebook in a real kernel, the class report in
+a browser, the installer) are marked ``e2e``: ``make test`` (the quick
+loop) leaves them out, ``make test-all`` (CI) runs everything.
+"""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+E2E = {"test_attacks", "test_checker_parity", "test_class_report",
+       "test_cli", "test_gradescope", "test_gradescope_export",
+       "test_gradescope_image", "test_install", "test_isolation_disk_search",
+       "test_notebook", "test_preflight", "test_regrade", "test_release",
+       "test_student_tests", "test_submission_zip"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "e2e: runs a deployed thing end to end (make test-all)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).stem in E2E:
+            item.add_marker(pytest.mark.e2e)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -3,26 +3,12 @@ them (kit/facts.py), and nothing built from a changed rubric still states
 the old number."""
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
-from autograder.rubric import DEFAULT_RUBRIC, load_rubric, parse_rubric
+from autograder.rubric import DEFAULT_RUBRIC, load_rubric
 from kit import facts
 from kit.facts import ROOT, FactsError
-
-
-def changed_rubric(item: str = "2.2", points: float = 2):
-    """The rubric with one item's points changed, the instructor's one
-    edit (no total to keep in step)."""
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
-    assert "max_score" not in data["grading"], \
-        "the total is derived from the items: a second place to edit"
-    for task in data["task"]:
-        for entry in task["item"]:
-            if entry["id"] == item:
-                entry["points"] = points
-    return parse_rubric(data)
+from kit_tests.rubrics import rubric_with
 
 
 def test_documents_state_the_rubric():
@@ -32,7 +18,7 @@ def test_documents_state_the_rubric():
 def test_a_changed_point_reaches_every_block():
     before = load_rubric()
     old, new = before.max_score, before.max_score + 1
-    rubric = changed_rubric("2.2", 2)      # 2.2: 1 -> 2 points
+    rubric = rubric_with("2.2", 2)      # 2.2: 1 -> 2 points
     task2 = sum(i.points for i in rubric.tasks[1].items)
     table = facts.points_table(rubric)
     assert "| 2.2 | attention probabilities match (causal) | 2 |" in table
@@ -54,7 +40,8 @@ def test_stale_documents_are_named(tmp_path):
     for doc in facts.DOCUMENTS:
         (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / doc).write_text((ROOT / doc).read_text())
-    assert facts.stale(tmp_path, changed_rubric()) == list(facts.DOCUMENTS)
+    changed = rubric_with("2.2", 2)
+    assert facts.stale(tmp_path, changed) == list(facts.DOCUMENTS)
     assert facts.stale(tmp_path, load_rubric()) == []
 
 

@@ -17,6 +17,7 @@ import torch
 from autograder.regions import END_MARKER, START_MARKER, find_regions
 from kit.skeleton import REFERENCE, SKELETON, generate_skeleton, \
     solution_lines
+from kit_tests.rubrics import rubric_with
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_SOURCE = REFERENCE.read_text()
@@ -258,30 +259,17 @@ def test_generator_refuses_broken_markup(broken: str, error: str):
         generate_skeleton(broken)
 
 
-def _rubric_with(item: str, points: float):
-    """The grader's rubric with one item's points changed (the one edit an
-    instructor makes: the total follows)."""
-    import tomllib
-    from autograder.rubric import DEFAULT_RUBRIC, parse_rubric
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
-    for task in data["task"]:
-        for entry in task["item"]:
-            if entry["id"] == item:
-                entry["points"] = points
-    return parse_rubric(data)
-
-
 def test_task_points_come_from_the_rubric():
     # The README's example: 2.2 from 1 to 2 points, changed in the rubric
     # only, reaches the skeleton students read.
     from kit.skeleton import sync_points
     reference = REFERENCE.read_text()
     assert "# Task 2.2 (1 point)" in generate_skeleton(reference)
-    changed = _rubric_with("2.2", 2)
+    changed = rubric_with("2.2", 2)
     assert "# Task 2.2 (2 points)" in generate_skeleton(reference, changed)
     assert "# Task 2.2 (2 points)" in sync_points(reference, changed)
     # A task of several items adds them up; its bonus stays attached.
-    halves = _rubric_with("3.1c", 1.5)
+    halves = rubric_with("3.1c", 1.5)
     assert "# Task 3.1 (3 points)" in generate_skeleton(reference, halves)
     assert "(3 points, +1 bonus" in generate_skeleton(reference, halves)
 

@@ -281,11 +281,15 @@ def test_a_question_without_its_sample_names_its_line(tmp_path):
 
 
 def test_a_task_unknown_to_the_rubric_names_its_line(tmp_path):
+    # 9.9: a task id no rubric will have (4.1 was one, until it was added).
+    unknown = "9.9"
+    assert not any(item.id.startswith(unknown)
+                   for task in load_rubric().tasks for item in task.items)
     copy = _source_copy(tmp_path, '+++ {"task": "3.4"}',
-                        '+++ {"task": "4.1"}')
-    line = _line(copy, '+++ {"task": "4.1"}')
+                        f'+++ {{"task": "{unknown}"}}')
+    line = _line(copy, f'+++ {{"task": "{unknown}"}}')
     with pytest.raises(notebook.MasterError,
-                       match=rf"attention.md:{line}: no task '4.1'"):
+                       match=rf"attention.md:{line}: no task '{unknown}'"):
         notebook.build(copy)
 
 

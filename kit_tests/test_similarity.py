@@ -5,6 +5,7 @@ the CLI ranks a graded folder and its side-by-side pages escape student
 text."""
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -26,8 +27,37 @@ COPIES = {"copy_einsum": ("einsum", lambda s: C.recomment(C.rename(s))),
           "copy_ref": ("reference", lambda s: C.reorder(C.rename(s)))}
 
 
+def _definitions(source: str) -> dict[str, str]:
+    """Top-level class and function name -> its source text."""
+    tree = ast.parse(source)
+    return {node.name: ast.get_source_segment(source, node)
+            for node in tree.body
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+
+
+def _common_as_given(sources: dict[str, str]) -> dict[str, str]:
+    """``sources`` with every definition that all of them write alike (a
+    task no style rewrites, as the reference has it) replaced by the
+    skeleton's: code every solution shares is no evidence of copying, and
+    each new task of the reference would otherwise make the independent
+    styles look closer."""
+    given = _definitions(S.SKELETON.read_text())
+    found = {n: _definitions(s) for n, s in sources.items()}
+    first = next(iter(found.values()))
+    common = [name for name, text in first.items() if name in given
+              and all(d.get(name) == text for d in found.values())]
+    result = {}
+    for name, source in sources.items():
+        for definition in common:
+            source = source.replace(found[name][definition],
+                                    given[definition])
+        result[name] = source
+    return result
+
+
 def _sources() -> dict[str, str]:
-    sources = {n: variants.find(f"styles/{n}").source() for n in INDEPENDENT}
+    sources = _common_as_given(
+        {n: variants.find(f"styles/{n}").source() for n in INDEPENDENT})
     for name, (original, disguise) in COPIES.items():
         sources[name] = disguise(sources[original])
     return sources

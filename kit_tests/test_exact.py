@@ -56,3 +56,48 @@ def test_other_reductions_are_refused(call):
     call(t)   # fine outside
     with exact(), pytest.raises(RuntimeError, match="not exact"):
         call(t)
+
+
+def test_sin_cos_and_number_powers_are_accurate():
+    # Against the C library element by element, over the angles rotary
+    # embeddings make (position times frequency) and beyond.
+    t = torch.linspace(-300, 300, 60_001, dtype=torch.float64)
+    t = torch.cat([t, torch.tensor([0.0, -0.0, math.pi / 4, 1e-300])])
+    with exact():
+        sin, cos = t.sin(), torch.cos(t)
+        powers = 10000.0 ** (-torch.arange(0, 64, 2).double() / 64)
+    for got, f in ((sin, math.sin), (cos, math.cos)):
+        want = torch.tensor([f(v) for v in t.tolist()], dtype=torch.float64)
+        assert (got - want).abs().max() <= 2.3e-16
+    assert math.copysign(1, sin[-3]) == -1      # sin(-0) is -0
+    want = torch.tensor([10000.0 ** (-i / 64) for i in range(0, 64, 2)],
+                        dtype=torch.float64)
+    assert ((powers - want) / want).abs().max() < 2e-15
+    edges = torch.tensor([float("nan"), float("inf")], dtype=torch.float64)
+    with exact():
+        found = (edges.sin(), edges.cos())
+    assert all(torch.isnan(f).all() for f in found)
+
+
+def test_sin_cos_do_not_call_the_c_library():
+    # The same bits whichever kernel torch would pick: the result is made
+    # of +, -, *, / and round only, so it cannot depend on the CPU; here,
+    # it must at least not be torch's own (SLEEF or libm) result verbatim
+    # on every element, which would mean the call went through.
+    t = torch.linspace(-40, 40, 10_001, dtype=torch.float64)
+    with exact():
+        sin = t.sin()
+    assert not torch.equal(sin, torch.sin(t))
+    torch.testing.assert_close(sin, torch.sin(t), atol=3e-16, rtol=0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.tan(), lambda t: t.sin_(), lambda t: torch.atan2(t, t),
+    lambda t: t ** 1.7, lambda t: torch.pow(t, t), lambda t: t.exp_(),
+    lambda t: torch.special.expit(t), lambda t: torch.nn.functional.gelu(t),
+    lambda t: torch.special.erf(t)])
+def test_other_transcendental_functions_are_refused(call):
+    t = torch.ones(2, 2, dtype=torch.float64)
+    call(t.clone())   # fine outside
+    with exact(), pytest.raises(RuntimeError, match="not exact"):
+        call(t.clone())

@@ -35,6 +35,7 @@ write in the file.
 """
 from __future__ import annotations
 
+import ast
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,12 +56,38 @@ class VariantError(ValueError):
     malformed; the message names the entry and what to update."""
 
 
+def _occurrences(source: str, old: str) -> list[str]:
+    """Where ``old`` occurs in ``source``: "Name (line n)" per occurrence,
+    Name the top-level class or function around it."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    spans = [(node.lineno, node.end_lineno, node.name) for node in tree.body
+             if isinstance(node, (ast.ClassDef, ast.FunctionDef))]
+    found, start = [], source.find(old)
+    while start != -1:
+        line = source.count("\n", 0, start) + 1
+        names = [name for first, last, name in spans if first <= line <= last]
+        found.append(f"{names[0] if names else 'module'} (line {line})")
+        start = source.find(old, start + 1)
+    return found
+
+
 def apply_edits(source: str, edits, label: str,
                 where: str = REFERENCE.name) -> str:
     """``source`` with each ``(old, new)`` edit applied; every ``old`` must
-    appear exactly once (else VariantError naming ``label``)."""
+    appear exactly once (else VariantError naming ``label``, and where the
+    text occurs when it occurs more than once)."""
     for old, new in edits:
         count = source.count(old)
+        if count > 1:
+            raise VariantError(
+                f"{label}: {old.strip()!r} appears {count} times in {where} "
+                f"(expected once), in {', '.join(_occurrences(source, old))}:"
+                f" if new code repeats these lines, write it differently or "
+                f"quote more of the context in this edit so that it matches "
+                f"once")
         if count != 1:
             raise VariantError(
                 f"{label}: {old.strip()!r} appears {count} times in {where} "

@@ -100,6 +100,26 @@ edits = [["torch.cat([head(x) for head in self.heads], dim=-1)",
     found["wrapper_interleaved"].source()
 
 
+def test_a_line_a_new_task_repeats_names_both_places():
+    # A new task that copies a line an entry edits (adding RotaryAttention
+    # with SelfAttention's projections broke 20 entries): the error says
+    # which definitions hold the line, not only that it changed.
+    line = "q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, hidden]"
+    added = V.REFERENCE.read_text() + f"""
+
+class NewTask:
+    def forward(self, x):
+        {line}
+        return q
+"""
+    with pytest.raises(V.VariantError) as raised:
+        ALL["hostile/memory_hog"].source(added)
+    message = str(raised.value)
+    assert "appears 2 times" in message
+    assert re.search(r"in SelfAttention \(line \d+\), NewTask "
+                     r"\(line \d+\): if new code repeats", message), message
+
+
 @pytest.mark.parametrize("entry, error", [
     ('[x]\nedits = []\nlose = ["1.2"]\n',
      r"\[x\]: unknown key\(s\) \['lose'\]"),

@@ -10,13 +10,12 @@ verdict comes from agree item by item on the public cases.
   function its ``grader.check`` cells call, one call per notebook task
   (its per-item lines; the task passes only if all its items do).
 
-The corpus: every entry of the variant catalogue (kit/variants/) but the
-group ``mistakes`` (one entry per catalogue mistake: each costs about 5 s
-here, and the examples and fidelity groups bring mistakes in) and those
-marked ``in_process = false``: the student's checkers run the student's
-code in the student's own process, with no time or memory limit and no
-wall against exiting, writing files or patching torch, which only the
-sandboxed grader must survive (test_grading_corpus.py grades them). Items
+The corpus: every entry of the variant catalogue (kit/variants/), the
+common mistakes included, but those marked ``in_process = false``: the
+student's checkers run the student's code in the student's own process,
+with no time or memory limit and no wall against exiting, writing files
+or patching torch, which only the sandboxed grader must survive
+(test_grading_corpus.py grades them). Items
 and cases come from the rubric and the manifest, so new public cases are
 covered as they come.
 """
@@ -42,8 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]
 VERDICT = re.compile(r"^\s*\[(ok  |FAIL)\] (\S+) ", re.MULTILINE)
 MARK = re.compile(r"^([✔✘]) (\S+) \(", re.MULTILINE)
-VARIANTS = {key: v for key, v in variants.load_all().items()
-            if v.group != "mistakes"}
+VARIANTS = variants.load_all()
 
 
 def corpus() -> dict[str, str]:

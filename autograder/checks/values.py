@@ -642,6 +642,17 @@ class DropoutTrain(CaseCheck):
                            f"probabilities for the weighted sum of the "
                            f"values and return those same probabilities.",
                            "att does not follow from the probabilities")
+        if not value_path and dropout_pattern(
+                att.double(), eval_att, p,
+                check.params.get("relative_tolerance", 1e-5)).kind == "ok":
+            # att cannot be checked against these probabilities, but
+            # dropout on att itself shows (a dropped-out copy returned).
+            return Verdict(False, f"dropout is applied to the output att "
+                           f"(in train mode, dropout {p:g}, every value of "
+                           f"att is 0 or its eval value / (1 - p)). Use the "
+                           f"dropped-out probabilities for the weighted sum "
+                           f"of the values.", "probabilities not dropped "
+                           "out")
         if not value_path and same_att:
             return Verdict(False, "att equals the eval output, so att was "
                            "computed from the probabilities before "

@@ -481,6 +481,8 @@ def _split_value_mix(case: Any, shape: torch.Size) -> torch.Tensor | None:
     own v and mix weights; None if no split of ``hidden`` makes it."""
     b, s, _ = case.tensors["x"].shape
     w = case.weights
+    if not {"v.weight", "v.bias", "mix.weight"} <= set(w):
+        return None   # not MultiHeadSelfAttention's layers
     hidden = w["v.weight"].shape[0]
     if len(shape) != 3 or tuple(shape[1:]) != (s, s) or not shape[0] or \
             shape[0] % b or hidden % (shape[0] // b):

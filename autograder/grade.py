@@ -150,15 +150,19 @@ class ShapeComments:
     """Every tensor-producing student statement of the class carries a
     shape comment that matches the shapes a traced run observed."""
 
-    def _traces(self, check: Check, task: Task) -> list[Probe]:
+    def _traces(self, check: Check, task: Task, ctx: Context
+                ) -> list[Probe]:
         params = check.params
         # Seeded, so that each traced call has an untraced twin with the
-        # same weights and input.
-        return [replace(p, seed=P.TRACE_SEED) for p in P.trace_probes(
+        # same weights and input; the worker traces the unmarked methods
+        # of the rubric being graded.
+        traces = P.trace_probes(
             task.cls, params["init"], params["input"],
             vary_init=params.get("vary_init"),
             vary_kwargs=params.get("vary_kwargs"),
-            vary_train=params.get("vary_train"), timeout=check.timeout)]
+            vary_train=params.get("vary_train"), timeout=check.timeout)
+        return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods)
+                for p in traces]
 
     @staticmethod
     def _twin(probe: Probe) -> Probe:
@@ -169,7 +173,7 @@ class ShapeComments:
         """Traced calls with fresh weights and all-distinct sizes, each
         with its untraced twin (code must not behave differently when its
         shapes are traced)."""
-        traces = self._traces(check, task)
+        traces = self._traces(check, task, ctx)
         return traces + [self._twin(p) for p in traces]
 
     @staticmethod
@@ -196,7 +200,7 @@ class ShapeComments:
         from autograder.regions import graded_regions
         observed: dict[int, list[list[list[int]]]] = {}
         failed: list[tuple[Probe, ProbeResult]] = []
-        for probe in self._traces(check, task):
+        for probe in self._traces(check, task, ctx):
             result = results[probe.id]
             if not result.ok:
                 failed.append((probe, result))
@@ -210,11 +214,13 @@ class ShapeComments:
                     f"behaves differently when its shapes are traced ("
                     f"{_difference(probe, result, twin)}), so its comments "
                     f"cannot be checked; the deduction applies"])
+        methods = ctx.task_methods or None
         try:
-            issues = [i for i in check_shape_comments(ctx.source, observed,
-                                                      self.dims(check))
-                      if i.cls == task.cls]
-            unmarked = [r for r in graded_regions(ctx.source)
+            issues = [i for i in check_shape_comments(
+                ctx.source, observed, self.dims(check), methods=methods)
+                if i.cls == task.cls]
+            unmarked = [r for r in graded_regions(ctx.source,
+                                                  methods=methods)
                         if not r.marked and r.cls == task.cls]
         except SyntaxError:
             return Outcome(0.0, True, [f"- {PASS} (the module does not "
@@ -437,7 +443,8 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
                         max_bonus=rubric.max_bonus, public_only=public_only)
     try:
         ctx = Context(mistake_messages or load_mistake_messages(),
-                      rubric.mistake_atol, source, public_only)
+                      rubric.mistake_atol, source, public_only,
+                      task_methods={t.cls: t.methods for t in rubric.tasks})
         planned = plan_checks(rubric, cases, ctx, timeout)
         probes = _unique(p for _, found in planned for p in found)
         results = run_phased(planned, source, filename, runner)

@@ -44,6 +44,10 @@ class Probe:
     call: bool = True            # False: construct (and inspect) only
     inspect: bool = False        # report the module's attributes
     trace_shapes: bool = False   # run instrumented code, report shapes
+    # trace_shapes: the graded rubric's task methods (class -> methods),
+    # whose bodies are traced when they hold no markers (empty: the
+    # default rubric's).
+    methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
     timeout: float = 10.0        # seconds of wall clock for this probe
     # The checks this probe serves. Once a probe hits the time or memory
     # limit, its checks are lost (all-or-nothing), so the sandbox skips any

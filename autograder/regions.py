@@ -142,16 +142,19 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
     return regions
 
 
-def graded_regions(source: str, tree: ast.AST | None = None
+def graded_regions(source: str, tree: ast.AST | None = None,
+                   methods: dict[str, tuple[str, ...]] | None = None
                    ) -> list[Region]:
     """The regions the grader checks: the marked ones, plus, for each
-    method of task_methods() that holds no marked region, the method's body
-    (docstring aside) as one unmarked region. Linear in the source."""
+    method of ``methods`` (class -> methods, the rubric's; default
+    task_methods(), the default rubric's) that holds no marked region, the
+    method's body (docstring aside) as one unmarked region. Linear in the
+    source."""
     tree = tree if tree is not None else parse(source)
     marked = find_regions(source, tree)
     lines = source.splitlines()
     extra = []
-    for owner, body in _task_functions(tree):
+    for owner, body in _task_functions(tree, methods or task_methods()):
         # A marker inside the method (its region may run past the last
         # statement into trailing comments).
         if any(body.lineno <= r.start - 1 <= body.end_lineno
@@ -171,11 +174,10 @@ def graded_regions(source: str, tree: ast.AST | None = None
     return sorted(marked + extra, key=lambda r: r.start)
 
 
-def _task_functions(tree: ast.AST
+def _task_functions(tree: ast.AST, table: dict[str, tuple[str, ...]]
                     ) -> list[tuple[str, ast.FunctionDef]]:
-    """(owner, function node) for every task_methods() entry present."""
+    """(owner, function node) for every ``table`` entry present."""
     found = []
-    table = task_methods()
     for node in getattr(tree, "body", []):
         methods = table.get(getattr(node, "name", ""), ())
         if isinstance(node, ast.ClassDef):

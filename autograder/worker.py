@@ -257,12 +257,15 @@ class _Instrumenter(ast.NodeTransformer):
         return node
 
 
-def instrument(source: str, recorder: str) -> ast.Module:
+def instrument(source: str, recorder: str,
+               methods: dict[str, tuple[str, ...]] | None = None
+               ) -> ast.Module:
     """The AST of ``source`` with shape recording on its student
-    statements; line numbers are the original ones."""
+    statements (``methods``: see ``regions.graded_regions``); line numbers
+    are the original ones."""
     tree = ast.parse(source)
     found = regions.student_statements(
-        tree, regions.graded_regions(source, tree))
+        tree, regions.graded_regions(source, tree, methods))
     wanted = {id(node) for _, node in found}
     tree = _Instrumenter(wanted, recorder).visit(tree)
     return ast.fix_missing_locations(tree)
@@ -271,12 +274,13 @@ def instrument(source: str, recorder: str) -> ast.Module:
 class TracedModule:
     """The instrumented copy of a submission and its recorder."""
 
-    def __init__(self, source: str, filename: str):
+    def __init__(self, source: str, filename: str,
+                 methods: dict[str, tuple[str, ...]] | None = None):
         self.recorder, name = install_recorder()
         plain = sys.modules.get(MODULE_NAME)
         try:
             self.module = load_module(source, filename,
-                                      tree=instrument(source, name))
+                                      tree=instrument(source, name, methods))
         finally:
             if plain is not None:   # lookups by __name__ find the plain one
                 sys.modules[MODULE_NAME] = plain
@@ -494,7 +498,7 @@ def execute_probes(source: str, filename: str, probes: list[Probe],
             continue
         if traced is None:
             try:
-                traced = TracedModule(source, filename)
+                traced = TracedModule(source, filename, probe.methods)
             except ImportFailure as failure:
                 traced = failure
         if isinstance(traced, ImportFailure):

@@ -120,6 +120,35 @@ ATTACKS: dict[str, str] = {
     time.sleep(0.3)
     return {"spawned": True}
 ''',
+    # Outrun the keeper's sweep (without a PID namespace, a subreaper
+    # killing its children in a loop): chains of shells that each start
+    # the next and exit (the live one changes pid every millisecond), and a
+    # thread forking setsid'd double forks until the worker exits.
+    "leave_runners": '''
+    global SPAWNED
+    if globals().get("SPAWNED"):
+        return {"spawned": True}
+    SPAWNED = True
+    import threading
+
+    def spawn():
+        while True:
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.execv("/bin/sleep", ["sleep", MARK])
+                os._exit(0)
+            time.sleep(0.002)
+    threading.Thread(target=spawn, daemon=True).start()
+    chain = ('n=$1; if [ $n -gt 0 ]; then sh -c "$0" "$0" $((n-1)) & '
+             'else exec sleep ' + MARK + '; fi')
+    for _ in range(8):
+        if os.fork() == 0:
+            os.setsid()
+            os.execv("/bin/sh", ["sh", "-c", chain, chain, "3000"])
+    time.sleep(0.3)
+    return {"spawned": True}
+''',
     # Kill everything it may signal: the grader, other workers.
     "kill_everyone": '''
     killed = []

@@ -199,6 +199,7 @@ def test_no_other_submission_is_seen(batch):
 
 def test_no_process_outlives_its_submission(batch):
     assert _found(batch, "leave_process")["spawned"]
+    assert _found(batch, "leave_runners")["spawned"]
     assert batch["leftovers"] == ""
 
 

@@ -362,6 +362,7 @@ def check_shape_comments(
         dims: dict[str, int],
         tasks: set[str] | None = None,
         dims_by_class: dict[str, dict[str, int]] | None = None,
+        methods: dict[str, tuple[str, ...]] | None = None,
 ) -> list[ShapeIssue]:
     """The shape-comment issues of the student regions of ``source``.
 
@@ -372,7 +373,9 @@ def check_shape_comments(
     (``d_out``), which supply their row's size; a key it does not list is
     ignored. ``dims_by_class`` overrides them for the regions of one
     class.
-    ``tasks`` limits the check to the regions of those tasks.
+    ``tasks`` limits the check to the regions of those tasks;
+    ``methods`` is the graded rubric's task methods
+    (``regions.graded_regions``).
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -385,7 +388,7 @@ def check_shape_comments(
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}
-    regions = [r for r in graded_regions(source, tree)
+    regions = [r for r in graded_regions(source, tree, methods)
                if tasks is None or r.task in tasks]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]

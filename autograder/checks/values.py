@@ -31,6 +31,9 @@ class Context:
     source: str = ""
     public_only: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # The graded rubric's task methods (class -> methods; empty: the
+    # default rubric's): which unmarked methods the deductions read.
+    task_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -472,6 +475,35 @@ class AttentionProbs(CaseCheck):
         return _diagnose(got, expected, mistakes, ctx, check, what)
 
 
+def _split_value_mix(case: Any, shape: torch.Size) -> torch.Tensor | None:
+    """``value_mix`` (att = einsum(P, G) + mix.bias) of the head split
+    that probabilities of ``shape`` [b * heads, s, s] say, from the case's
+    own v and mix weights; None if no split of ``hidden`` makes it."""
+    b, s, _ = case.tensors["x"].shape
+    w = case.weights
+    if not {"v.weight", "v.bias", "mix.weight"} <= set(w):
+        return None   # not MultiHeadSelfAttention's layers
+    hidden = w["v.weight"].shape[0]
+    if len(shape) != 3 or tuple(shape[1:]) != (s, s) or not shape[0] or \
+            shape[0] % b or hidden % (shape[0] // b):
+        return None
+    heads = shape[0] // b
+    size = hidden // heads
+    v = case.tensors["x"].double() @ w["v.weight"].double().T + \
+        w["v.bias"].double()
+    v = v.view(b, s, heads, size).transpose(1, 2)
+    w_mix = w["mix.weight"].double().view(-1, heads, size)
+    return v @ w_mix.permute(1, 2, 0)
+
+
+def _wrong_train_shape(probs: torch.Tensor, clean: torch.Tensor) -> Verdict:
+    return Verdict(False, f"in train mode the probabilities have shape "
+                   f"{fmt_shape(probs.shape)}, expected "
+                   f"{fmt_shape(clean.shape)}, and their head split does "
+                   f"not give your own eval att, so dropout cannot be "
+                   f"checked", "wrong shape")
+
+
 @register("item", "dropout_train", uses_cases=True,
           params={"relative_tolerance": float, "att_atol": float})
 class DropoutTrain(CaseCheck):
@@ -498,6 +530,8 @@ class DropoutTrain(CaseCheck):
         hiding a whole row) are left out, and when its own eval ``att``
         does not follow from its own eval probabilities (a wrong split,
         merge or mix), ``att`` is only required to change with dropout.
+        Probabilities of another shape are judged only if the head split
+        that shape says gives the submission's own eval ``att``.
         """
         outputs, problem = _outputs(results[0], probes[0], 2)
         if outputs is None:
@@ -511,28 +545,33 @@ class DropoutTrain(CaseCheck):
             probs = probs.reshape(clean.shape)   # 2.1 already says so
         own, _ = _outputs(results[1], probes[1], 2)
         eval_att = case.tensors["output"].double()
-        value_path = True
-        if tuple(probs.shape) != tuple(clean.shape):
-            if own is None or tuple(own[1].shape) != tuple(probs.shape) \
-                    or tuple(own[0].shape) != tuple(att.shape):
-                return Verdict(False, f"in train mode the probabilities "
-                               f"have shape {fmt_shape(probs.shape)}, "
-                               f"expected {fmt_shape(clean.shape)}",
-                               "wrong shape")
-            # A wrong head split (e.g. head_size heads of num_heads) makes
-            # another shape in eval mode too: 2.1-2.3a cost that; dropout
-            # is judged against the submission's own eval probabilities.
-            clean, eval_att = own[1].double(), own[0].double()
-            value_path = False
         value_mix = case.tensors["value_mix"].double()
         bias = case.weights["mix.bias"].double()
+        att_atol = check.params.get("att_atol", 1e-5)
 
         def weighted(weights: torch.Tensor) -> torch.Tensor:
-            return torch.einsum("bhst,bhtd->bsd", weights.view(b, h, s, s),
-                                value_mix) + bias
+            return torch.einsum("bhst,bhtd->bsd", weights.reshape(
+                b, value_mix.shape[1], s, s), value_mix) + bias
 
-        att_atol = check.params.get("att_atol", 1e-5)
-        if value_path and own is not None and \
+        value_path = True
+        if tuple(probs.shape) != tuple(clean.shape):
+            # A wrong head split (e.g. head_size heads of num_heads) makes
+            # another shape in eval mode too: 2.1-2.3a cost that. Dropout
+            # is judged against the submission's own eval probabilities,
+            # and only where the split its shape says explains its own
+            # eval att: else any shape would let att merely change (a
+            # dropped-out copy returned, dropout on the output).
+            split = _split_value_mix(case, probs.shape)
+            if own is None or split is None \
+                    or tuple(own[1].shape) != tuple(probs.shape) \
+                    or tuple(own[0].shape) != tuple(att.shape):
+                return _wrong_train_shape(probs, clean)
+            clean, eval_att, value_mix = (own[1].double(), own[0].double(),
+                                          split)
+            if not close(eval_att, weighted(clean), att_atol,
+                         equal_nan=True):
+                return _wrong_train_shape(probs, case.tensors["attention"])
+        elif own is not None and \
                 own[1].numel() == clean.numel() and \
                 tuple(own[0].shape) == tuple(att.shape):
             clean = own[1].double().reshape(clean.shape)
@@ -608,6 +647,17 @@ class DropoutTrain(CaseCheck):
                            f"probabilities for the weighted sum of the "
                            f"values and return those same probabilities.",
                            "att does not follow from the probabilities")
+        if not value_path and dropout_pattern(
+                att.double(), eval_att, p,
+                check.params.get("relative_tolerance", 1e-5)).kind == "ok":
+            # att cannot be checked against these probabilities, but
+            # dropout on att itself shows (a dropped-out copy returned).
+            return Verdict(False, f"dropout is applied to the output att "
+                           f"(in train mode, dropout {p:g}, every value of "
+                           f"att is 0 or its eval value / (1 - p)). Use the "
+                           f"dropped-out probabilities for the weighted sum "
+                           f"of the values.", "probabilities not dropped "
+                           "out")
         if not value_path and same_att:
             return Verdict(False, "att equals the eval output, so att was "
                            "computed from the probabilities before "

@@ -51,10 +51,10 @@ fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
 TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadfile
 
-test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (about 1 minute)
+test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (about 1.5 minutes)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL) -m "not e2e"
 
-test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5 minutes)
+test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5.5 minutes)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
 
 generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them

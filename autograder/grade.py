@@ -230,7 +230,9 @@ class ShapeComments:
                 f"- {FAIL} shape comments in {task.cls}: the code is nested "
                 f"too deeply for the grader to read, so its comments "
                 f"cannot be checked; the deduction applies"])
-        note = [f"- no `# YOUR CODE STARTS HERE` markers in "
+        note = [f"- `{r.function}`, which your {task.cls} code calls, is "
+                f"checked with it" if r.helper else
+                f"- no `# YOUR CODE STARTS HERE` markers in "
                 f"{r.cls or r.function}.{r.function}: the whole method is "
                 f"checked" if r.cls else f"- no `# YOUR CODE STARTS HERE` "
                 f"markers in {r.function}: the whole function is checked"

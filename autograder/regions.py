@@ -45,6 +45,10 @@ class Region:
     cls: str     # enclosing class name ("" at module level)
     function: str  # enclosing function name ("" if none)
     marked: bool = True  # False: a whole method whose markers are missing
+    # True: a function the task's code calls (a helper method or a
+    # module-level function), graded with that task: moving code out of
+    # the marked places must not take it out of the deductions.
+    helper: bool = False
 
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -171,7 +175,68 @@ def graded_regions(source: str, tree: ast.AST | None = None,
         extra.append(Region(start, end, _task_in(lines, body.lineno, end),
                             owner if owner != body.name else "", body.name,
                             marked=False))
-    return sorted(marked + extra, key=lambda r: r.start)
+    base = sorted(marked + extra, key=lambda r: r.start)
+    return sorted(base + _helpers(tree, base, methods or task_methods()),
+                  key=lambda r: r.start)
+
+
+def _body_start(node: ast.AST) -> int | None:
+    """The first line of a function's body, its docstring aside."""
+    stmts = node.body
+    if stmts and isinstance(stmts[0], ast.Expr) and \
+            isinstance(stmts[0].value, ast.Constant) and \
+            isinstance(stmts[0].value.value, str):
+        stmts = stmts[1:]
+    return stmts[0].lineno if stmts else None
+
+
+def _helpers(tree: ast.AST, base: list[Region],
+             table: dict[str, tuple[str, ...]]) -> list[Region]:
+    """The functions the graded code calls, transitively, that no region
+    covers: ``self.name(...)`` of a method of the same class, or
+    ``name(...)`` of a module-level function that is no task's. Each is
+    graded with the first task (in file order) whose code calls it."""
+    body = getattr(tree, "body", [])
+    functions = {n.name: n for n in body if isinstance(n, _FUNCS)
+                 and "" not in table.get(n.name, ())}
+    methods = {(c.name, f.name): f for c in body
+               if isinstance(c, ast.ClassDef) for f in c.body
+               if isinstance(f, _FUNCS)}
+    owners = {(r.cls, r.function): r for r in base}
+    done = {id(f) for key, f in methods.items() if key in owners}
+    done |= {id(f) for name, f in functions.items() if ("", name) in owners}
+    found: list[Region] = []
+    queue = list(base)
+    while queue:
+        region = queue.pop(0)
+        scope = methods.get((region.cls, region.function)) if region.cls \
+            else None
+        scope = scope or functions.get(region.function) or \
+            next((n for n in body if isinstance(n, _FUNCS)
+                  and n.name == region.function), None)
+        if scope is None:
+            continue
+        for call in ast.walk(scope):
+            if not isinstance(call, ast.Call) or \
+                    not region.start <= call.lineno <= region.end:
+                continue
+            func, target = call.func, None
+            if isinstance(func, ast.Name):
+                target = functions.get(func.id)
+            elif isinstance(func, ast.Attribute) and region.cls and \
+                    isinstance(func.value, ast.Name) and \
+                    func.value.id == "self":
+                target = methods.get((region.cls, func.attr))
+            start = _body_start(target) if target is not None else None
+            if start is None or id(target) in done:
+                continue
+            done.add(id(target))
+            helper = Region(start, target.end_lineno, region.task,
+                            region.cls, target.name, marked=False,
+                            helper=True)
+            found.append(helper)
+            queue.append(helper)
+    return found
 
 
 def _task_functions(tree: ast.AST, table: dict[str, tuple[str, ...]]

@@ -74,3 +74,48 @@ def test_task_methods_must_be_a_list_of_names():
         parse_rubric(data)
     data["task"][1]["methods"] = ["forward", "merge_heads"]
     assert parse_rubric(data).tasks[1].methods == ("forward", "merge_heads")
+
+
+def test_code_the_task_calls_is_graded_with_it():
+    # Moving code into a helper (a method no rubric lists, a module-level
+    # function, and what they call in turn) must not take it out of the
+    # deductions; code nothing calls, and another task's function, stay
+    # out. A helper belongs to the first task whose code calls it.
+    source = '''
+def _inner(t):
+    return t * 2
+
+
+def _outer(t):
+    return _inner(t) + 1
+
+
+def _unused(t):
+    return t
+
+
+class A:
+    def forward(self, x):
+        # YOUR CODE STARTS HERE
+        y = self.helper(x)
+        return _outer(y)
+        # YOUR CODE ENDS HERE
+
+    def helper(self, x):
+        return x + 1
+
+    def given(self, x):
+        return x
+
+
+class B:
+    def forward(self, x):
+        # YOUR CODE STARTS HERE
+        return _outer(x)
+        # YOUR CODE ENDS HERE
+'''
+    found = graded_regions(source, methods={"A": ("forward",),
+                                            "B": ("forward",)})
+    helpers = {(r.cls, r.function) for r in found if r.helper}
+    assert helpers == {("A", "helper"), ("A", "_outer"), ("A", "_inner")}
+    assert all(not r.marked for r in found if r.helper)

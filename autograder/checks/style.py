@@ -129,6 +129,19 @@ def style_issues(source: str, cls: str) -> list[StyleIssue]:
         spans = [span for name in classes for span in by_name[name]]
         return [i for i in issues if i.code in FILE_LEVEL_CODES or
                 not any(a <= i.line <= b for a, b in spans)]
-    spans = by_name.get(cls, ())
+    # The module-level functions the class's code calls are graded with
+    # it (regions.graded_regions' helpers): a helper moved out of the
+    # class must not escape the style check.
+    spans = by_name.get(cls, ()) + tuple(
+        span for r in _helper_regions(source) if r.cls == cls
+        for span in by_name.get(r.function, ())
+        if not any(a <= span[0] <= b for a, b in by_name.get(cls, ())))
     return [i for i in issues if i.code not in FILE_LEVEL_CODES and
             any(a <= i.line <= b for a, b in spans)]
+
+
+def _helper_regions(source: str) -> list:
+    try:
+        return [r for r in regions.graded_regions(source) if r.helper]
+    except (SyntaxError, RecursionError, MemoryError):
+        return []

@@ -124,7 +124,8 @@ class Pycodestyle:
         from autograder.checks.style import style_issues, too_long
         reason = too_long(ctx.source)
         try:
-            issues = [] if reason else style_issues(ctx.source, task.cls)
+            issues = [] if reason else style_issues(
+                ctx.source, task.cls, ctx.task_methods or None)
         except (RecursionError, MemoryError):
             reason = ("the code is nested too deeply for the style check, "
                       "so the deduction applies")

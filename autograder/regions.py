@@ -164,14 +164,9 @@ def graded_regions(source: str, tree: ast.AST | None = None,
         if any(body.lineno <= r.start - 1 <= body.end_lineno
                for r in marked):
             continue
-        stmts = body.body
-        if stmts and isinstance(stmts[0], ast.Expr) and \
-                isinstance(stmts[0].value, ast.Constant) and \
-                isinstance(stmts[0].value.value, str):
-            stmts = stmts[1:]
-        if not stmts:
+        start, end = _body_start(body), body.end_lineno
+        if start is None:
             continue
-        start, end = stmts[0].lineno, body.end_lineno
         extra.append(Region(start, end, _task_in(lines, body.lineno, end),
                             owner if owner != body.name else "", body.name,
                             marked=False))
@@ -197,23 +192,21 @@ def _helpers(tree: ast.AST, base: list[Region],
     ``name(...)`` of a module-level function that is no task's. Each is
     graded with the first task (in file order) whose code calls it."""
     body = getattr(tree, "body", [])
-    functions = {n.name: n for n in body if isinstance(n, _FUNCS)
-                 and "" not in table.get(n.name, ())}
+    module = {n.name: n for n in body if isinstance(n, _FUNCS)}
+    functions = {name: f for name, f in module.items()
+                 if "" not in table.get(name, ())}
     methods = {(c.name, f.name): f for c in body
                if isinstance(c, ast.ClassDef) for f in c.body
                if isinstance(f, _FUNCS)}
-    owners = {(r.cls, r.function): r for r in base}
-    done = {id(f) for key, f in methods.items() if key in owners}
-    done |= {id(f) for name, f in functions.items() if ("", name) in owners}
+    graded = {(r.cls, r.function) for r in base}
+    done = {id(f) for key, f in methods.items() if key in graded}
+    done |= {id(f) for name, f in module.items() if ("", name) in graded}
     found: list[Region] = []
     queue = list(base)
     while queue:
         region = queue.pop(0)
-        scope = methods.get((region.cls, region.function)) if region.cls \
-            else None
-        scope = scope or functions.get(region.function) or \
-            next((n for n in body if isinstance(n, _FUNCS)
-                  and n.name == region.function), None)
+        scope = (methods.get((region.cls, region.function)) if region.cls
+                 else None) or module.get(region.function)
         if scope is None:
             continue
         for call in ast.walk(scope):

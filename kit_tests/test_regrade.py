@@ -78,15 +78,14 @@ def test_regrade_page_says_why(regraded):
 
 def test_compare_refuses_its_own_output_folder(regraded, tmp_path):
     base, _ = regraded
-    same = subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", "--out",
-         str(base / "after"), "--compare", str(base / "after"),
-         str(REFERENCE)], capture_output=True, text=True, cwd=ROOT,
-        timeout=120)
+
+    def compare(out: Path, previous: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "autograder", "grade", "--out", str(out),
+             "--compare", str(previous), str(REFERENCE)],
+            capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+    same = compare(base / "after", base / "after")
     assert same.returncode == 2 and "new folder" in same.stderr
-    missing = subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", "--out",
-         str(tmp_path / "x"), "--compare", str(tmp_path / "nothing"),
-         str(REFERENCE)], capture_output=True, text=True, cwd=ROOT,
-        timeout=120)
+    missing = compare(tmp_path / "x", tmp_path / "nothing")
     assert missing.returncode == 2 and "grades.csv" in missing.stderr

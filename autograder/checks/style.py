@@ -109,8 +109,12 @@ def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
     return {name: tuple(found) for name, found in spans.items()}
 
 
-def style_issues(source: str, cls: str) -> list[StyleIssue]:
-    """The violations on lines of class ``cls`` (decorators to last line).
+def style_issues(source: str, cls: str,
+                 methods: dict[str, tuple[str, ...]] | None = None
+                 ) -> list[StyleIssue]:
+    """The violations on lines of class ``cls`` (decorators to last line)
+    and of the module-level functions its code calls (``methods``: the
+    graded rubric's task methods, as for ``regions.graded_regions``).
 
     ``cls=""`` gives the violations outside every class, including the
     file-level ones (W391, W292), which are never attributed to a class.
@@ -132,16 +136,21 @@ def style_issues(source: str, cls: str) -> list[StyleIssue]:
     # The module-level functions the class's code calls are graded with
     # it (regions.graded_regions' helpers): a helper moved out of the
     # class must not escape the style check.
+    table = tuple(sorted((methods or regions.task_methods()).items()))
     spans = by_name.get(cls, ()) + tuple(
-        span for r in _helper_regions(source) if r.cls == cls
-        for span in by_name.get(r.function, ())
+        span for owner, name in _helpers(source, table) if owner == cls
+        for span in by_name.get(name, ())
         if not any(a <= span[0] <= b for a, b in by_name.get(cls, ())))
     return [i for i in issues if i.code not in FILE_LEVEL_CODES and
             any(a <= i.line <= b for a, b in spans)]
 
 
-def _helper_regions(source: str) -> list:
+@functools.lru_cache(maxsize=8)
+def _helpers(source: str, table: tuple) -> tuple[tuple[str, str], ...]:
+    """(owner class, function) of every helper the graded code calls:
+    once per source, not once per task."""
     try:
-        return [r for r in regions.graded_regions(source) if r.helper]
+        return tuple((r.cls, r.function) for r in regions.graded_regions(
+            source, methods=dict(table)) if r.helper)
     except (SyntaxError, RecursionError, MemoryError):
-        return []
+        return ()

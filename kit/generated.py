@@ -21,24 +21,14 @@ def stale(reference_path: Path | None = None) -> list[str]:
     from kit import facts, notebook, skeleton
     from kit.make_test_values import StaleValues, check_fresh
     rubric = load_rubric()
-    found = []
     reference_path = reference_path or skeleton.REFERENCE
-    reference = reference_path.read_text()
-    if skeleton.sync_points(reference, rubric) != reference or \
-            not skeleton.SKELETON.exists() or \
-            skeleton.SKELETON.read_text() != \
-            skeleton.generate_skeleton(reference):
-        found.append(f"{skeleton.SKELETON.relative_to(facts.ROOT)} (or the "
-                     f"reference's task headers): run `make skeleton`")
+    found = [skeleton.stale(reference_path, rubric=rubric)]
     try:
-        built = notebook.render(notebook.MASTER, None)
+        found.append(notebook.stale())
     except notebook.MasterError as exc:
         found.append(f"{exc}: fix {notebook.MASTER.name}, then run "
                      f"`make build-notebook`")
-    else:
-        if not notebook.OUT.exists() or notebook.OUT.read_text() != built:
-            found.append(f"{notebook.OUT.relative_to(facts.ROOT)}: run "
-                         f"`make build-notebook`")
+    found = [line for line in found if line]
     found += [f"{doc}: run `make facts`" for doc in facts.stale(rubric=rubric)]
     try:
         check_fresh(reference_path=reference_path)

@@ -349,6 +349,17 @@ def render(master: Path | str = MASTER,
     return nbformat.writes(build(master, rubric)) + "\n"
 
 
+def stale(master: Path = MASTER, out: Path = OUT,
+          rubric: Path | None = None) -> str | None:
+    """Why ``out`` is not what ``master`` builds, with what to run, or
+    None. Raises MasterError if the source does not build."""
+    current = out.read_text() if out.exists() else ""
+    if current != render(master, rubric):
+        return (f"{out} is stale (not what {master.name} builds): run "
+                f"`make build-notebook`")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the notebook, or with --check compare it to the file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -362,18 +373,14 @@ def main(argv: list[str] | None = None) -> int:
                              "builds")
     args = parser.parse_args(argv)
     try:
+        if args.check:
+            problem = stale(args.master, args.out, args.rubric)
+            print(problem or f"{args.out} is up to date")
+            return 1 if problem else 0
         text = render(args.master, args.rubric)
     except MasterError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.check:
-        current = args.out.read_text() if args.out.exists() else ""
-        if current != text:
-            print(f"{args.out} is stale (not what {args.master.name} "
-                  f"builds): run `make build-notebook`")
-            return 1
-        print(f"{args.out} is up to date")
-        return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(f"wrote {args.out}")

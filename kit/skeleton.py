@@ -182,6 +182,21 @@ def solution_lines(reference_source: str) -> list[tuple[int, str]]:
     return found
 
 
+def stale(reference_path: Path = REFERENCE, output: Path = SKELETON,
+          rubric=None) -> str | None:
+    """What is out of step, with what to run, or None: the reference's
+    task headers against the rubric, or ``output`` against a fresh
+    generation."""
+    reference = reference_path.read_text()
+    if sync_points(reference, rubric or load_rubric()) != reference:
+        return (f"{reference_path}: its task headers' points differ from "
+                f"autograder/rubric.toml: run `make skeleton`")
+    current = output.read_text() if output.exists() else ""
+    if current != generate_skeleton(reference):
+        return f"{output} is stale: run `make skeleton`"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the skeleton, or with ``--check`` compare it; 1 when stale."""
     parser = argparse.ArgumentParser(prog="python -m kit.skeleton",
@@ -203,18 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         args.output.write_text(generated)
         print(f"wrote {args.output}")
         return 0
-    if synced != reference:
-        print(f"{args.reference}: its task headers' points differ from "
-              f"autograder/rubric.toml: run `make skeleton`")
-        return 1
-    current = args.output.read_text() if args.output.exists() else ""
-    if current == generated:
+    problem = stale(args.reference, args.output)
+    if problem is None:
         print(f"{args.output} is up to date")
         return 0
-    sys.stdout.writelines(difflib.unified_diff(
-        current.splitlines(keepends=True), generated.splitlines(keepends=True),
-        f"{args.output} (committed)", f"{args.output} (generated)"))
-    print(f"\n{args.output} is stale: run `make skeleton`")
+    if synced == reference:      # the file itself: show how it differs
+        current = args.output.read_text() if args.output.exists() else ""
+        sys.stdout.writelines(difflib.unified_diff(
+            current.splitlines(keepends=True),
+            generated.splitlines(keepends=True),
+            f"{args.output} (committed)", f"{args.output} (generated)"))
+        print()
+    print(problem)
     return 1
 
 

@@ -291,10 +291,13 @@ def summary_table(grades: list[GradeResult], task_ids: list[str]) -> str:
     rows = []
     for grade in grades:
         by_task = {t.task.id: t.score for t in grade.tasks}
+        # a terminal: names and errors without control or invisible
+        # characters (an escape sequence in a file name is the student's)
         note = ("GRADER ERROR" if grade.internal_error else
-                grade.error[:60] if grade.error else
-                ", ".join(grade.mistakes())[:60])
-        rows.append([grade.name, f"{_pts(grade.score)}/"
+                mdsafe.clean(grade.error, 60).replace("\n", " ")
+                if grade.error else ", ".join(grade.mistakes())[:60])
+        rows.append([mdsafe.clean(grade.name, 200).replace("\n", " "),
+                     f"{_pts(grade.score)}/"
                      f"{_pts(grade.max_score)}",
                      *(_pts(by_task.get(t, 0.0)) for t in task_ids), note])
     widths = [max(len(str(r[i])) for r in [header, *rows])

@@ -272,4 +272,6 @@ def answers_markdown(answers: dict[str, str] | None,
         text = answers.get(question, "").strip()
         lines += [f"**{question}**", "",
                   _quote(text) if text else "_(no answer)_", ""]
+        if len(text) > mdsafe.ANSWER_LIMIT:
+            lines += ["_(Cut here; the TAs read your whole answer.)_", ""]
     return "\n".join(lines)

@@ -21,7 +21,9 @@ QUESTIONS: tuple[str, ...] = ("Q1", "Q2", "Q3", "Q4", "Q5")
 
 # Bounds on what a notebook can make the grading parent read (it runs in
 # the parent, beside every other submission's grading threads).
-MAX_NOTEBOOK_BYTES = 20 * 1024 ** 2   # the .ipynb file
+# the .ipynb file: outputs (figures) included, as large as one file of a
+# submission zip may be (submission.MAX_ZIP_FILE_BYTES)
+MAX_NOTEBOOK_BYTES = 50_000_000
 MAX_CELLS = 5000                      # cells looked at
 MAX_CELL_CHARS = 100_000              # characters kept of one cell
 MAX_ANSWER_CHARS = 200_000            # characters kept of one answer
@@ -125,8 +127,8 @@ def read_notebook(path: Path | str) -> nbformat.NotebookNode:
                            f"cannot be collected")
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
-        raise AnswersError(f"{path.name} is {size / 1024 ** 2:.0f} MB, more "
-                           f"than the {MAX_NOTEBOOK_BYTES // 1024 ** 2} MB "
+        raise AnswersError(f"{path.name} is {size / 1e6:.0f} MB, more "
+                           f"than the {MAX_NOTEBOOK_BYTES / 1e6:.0f} MB "
                            f"read for answers: clear the cells' outputs "
                            f"(Kernel > Restart & Clear Output), save and "
                            f"resubmit")

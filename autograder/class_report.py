@@ -287,9 +287,9 @@ def render_markdown(text: str, title: str) -> str:
     try:
         body = _renderer().render(text)
     except ImportError:
-        body = f"<pre>{html.escape(text)}</pre>"
+        body = f"<pre>{_e(text)}</pre>"
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{_PAGE_CSS}</style>"
+            f"<title>{_e(title)}</title><style>{_PAGE_CSS}</style>"
             f"</head><body><p><a href='{'../' * title.count('/')}"
             f"{REPORT_NAME}'>&larr; class report</a></p>{body}</body>"
             f"</html>\n")

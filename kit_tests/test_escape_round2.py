@@ -383,3 +383,16 @@ def test_attribute_names_and_types_in_module_size_are_escaped():
                               "value": "`![x](http://b)`"})
     html = RENDER("- " + shown)
     assert "<img" not in html and "<code>" in html
+
+
+def test_every_csv_the_grader_writes_goes_through_csvsafe():
+    """One writer: no module of the grader or the kit opens a csv writer
+    of its own (it would skip the formula neutralisation)."""
+    offenders = []
+    for path in [*(ROOT / "autograder").rglob("*.py"),
+                 *(ROOT / "kit").rglob("*.py")]:
+        if path.name == "csvsafe.py":
+            continue
+        if re.search(r"csv\.(writer|DictWriter)\(", path.read_text()):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []

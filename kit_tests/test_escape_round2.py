@@ -156,6 +156,7 @@ def _no_invisible(text: str, where: str) -> None:
 # --------------------------------------------------------------------------
 # Markdown and HTML
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_feedback_and_results_json_show_the_type_name_as_text(graded):
     feedback = (graded / "submission_101" / "feedback.md").read_text()
     data = json.loads((graded / "submission_101" / "results.json")
@@ -173,6 +174,7 @@ def test_feedback_and_results_json_show_the_type_name_as_text(graded):
         assert "is a `# heading <U+202E><U+2062><U+E0041><U+00AD> " in text
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_html_pages_load_nothing_and_hide_nothing(graded):
     pages = [graded / "report.html", *graded.glob("*/feedback.html"),
              *graded.glob("answers/*.html"),
@@ -191,6 +193,7 @@ def test_html_pages_load_nothing_and_hide_nothing(graded):
         assert tag != "script" or "src" not in attrs
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_answer_pages_write_invisible_characters_out(graded):
     q1 = (graded / "answers" / "Q1.md").read_text()
     _no_invisible(q1, "Q1.md")
@@ -205,6 +208,7 @@ def test_answer_pages_write_invisible_characters_out(graded):
 # --------------------------------------------------------------------------
 # Answers complete for the TA
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_a_cut_answer_links_its_full_text(graded):
     page = (graded / "answers" / "Q4.md").read_text()
     assert LONG_TAIL not in page                   # cut on the page ...
@@ -220,6 +224,7 @@ def test_a_cut_answer_links_its_full_text(graded):
     assert (graded / "answers" / href).is_file()
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_an_answer_below_its_empty_answer_cell_is_collected(graded):
     page = (graded / "answers" / "Q2.md").read_text()
     section = page.split("## submission_101")[1].split("## ")[0]
@@ -227,6 +232,7 @@ def test_an_answer_below_its_empty_answer_cell_is_collected(graded):
     assert mdsafe.inline(BELOW) in section
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_a_crafted_prefix_cell_does_not_stall_the_batch(graded):
     # The crafted cell carries no question: it is no answer, and the run
     # finished (the fixture); Q3 is unanswered.
@@ -318,6 +324,7 @@ def _raw_cells(path: Path) -> list[list[str]]:
         return list(csv.reader(handle))
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_no_csv_cell_starts_a_formula(graded):
     for name in ("grades.csv", "gradescope_scores.csv"):
         rows = _raw_cells(graded / name)
@@ -327,6 +334,7 @@ def test_no_csv_cell_starts_a_formula(graded):
                 assert not value.startswith(FORMULA_START), (name, value)
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_csv_names_read_back_exactly_and_scores_stay_numbers(graded):
     scores = csvsafe.read_rows(graded / "gradescope_scores.csv")
     header, body = scores[0], scores[1:]
@@ -346,6 +354,7 @@ def test_csv_names_read_back_exactly_and_scores_stay_numbers(graded):
                for row in raw[1:])
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_class_report_reads_the_neutralised_names_back(graded):
     report = (graded / "report.html").read_text()
     text = "".join(Page(report).text)

@@ -9,8 +9,10 @@ rates with the most frequent offending patterns, the submissions that hit
 limits apart from the grader's own failures, links to each submission's
 feedback and the per-question answer pages, and a table a TA can sort and
 filter. Markdown pages it links to are rendered next to it as HTML
-(``feedback.html``, ``answers/Q*.html``). Student text is escaped
-everywhere (``html.escape``; markdown rendered with raw HTML disabled).
+(``feedback.html``, ``answers/Q*.html``, ``answers/full/Q*/*.html``).
+Student text is escaped everywhere (``mdsafe.html_text``: invisible
+characters written out; markdown rendered with raw HTML and images
+disabled and relative links only).
 """
 from __future__ import annotations
 
@@ -274,9 +276,8 @@ _MD_LINK = re.compile(r"\.md$")
 
 
 def _relative_link(url: str) -> bool:
-    # No scheme, no host, no absolute path, no parent: a file beside.
-    return bool(url) and ":" not in url and not url.startswith(("/", "\\")) \
-        and ".." not in url.split("/")
+    # No scheme, no host, no absolute path: a page of the graded folder.
+    return bool(url) and ":" not in url and not url.startswith(("/", "\\"))
 
 
 def render_markdown(text: str, title: str) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from autograder import mdsafe
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
 from autograder.compare import close
@@ -391,7 +392,9 @@ def _evaluate(check: Check, task: Task, cases: list,
         return Outcome(0.0, False, [
             "- the grader could not evaluate this check (a bug in the "
             "grader, not in your code; staff have the details)"],
-            hidden_lines=[traceback.format_exc()])
+            # the traceback may quote the submission's values: a block
+            hidden_lines=[mdsafe.code_block(traceback.format_exc(),
+                                            20_000)])
 
 
 def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from autograder import mdsafe
 from autograder import probes as P
 from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
                                       Verdict, _diagnose, _explain_other_task,
@@ -217,7 +218,8 @@ def _describe(found: dict[str, Any] | None) -> str:
     if found is None:
         return "missing"
     details = ", ".join(f"{k}={v}" for k, v in found.items() if k != "type")
-    return f"{found.get('type')}({details})"
+    # a type's __name__ is the student's: a code span, escaped
+    return mdsafe.code_span(f"{found.get('type')}({details})")
 
 
 def _same_failure(a: ProbeResult, b: ProbeResult) -> bool:
@@ -283,8 +285,8 @@ class ModuleSize:
                          f"`{name}`")
                 ok = got == value
                 passed &= ok
-                lines.append(f"- {PASS if ok else FAIL} {label}: "
-                             f"{got if got is not None else 'missing'}"
+                shown = "missing" if got is None else mdsafe.inline(got, 60)
+                lines.append(f"- {PASS if ok else FAIL} {label}: {shown}"
                              f"{'' if ok else f', expected {value:,}'}")
             own = results[own_inspect.id]
             if not own.ok:
@@ -298,7 +300,8 @@ class ModuleSize:
                 ok = not differ
                 passed &= ok
                 shown = "; ".join(
-                    f"`{k}` is {_describe(attrs.get(k))}, expected "
+                    f"{mdsafe.code_span(k)} is {_describe(attrs.get(k))}, "
+                    f"expected "
                     f"{_describe(own.attributes.get(k))}"
                     for k in differ[:4])
                 lines.append(f"- {PASS} it is your {own_text}" if ok else

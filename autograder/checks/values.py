@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from autograder import mdsafe
 from autograder import probes as P
 from autograder.compare import (close, compare, fmt_shape,
                                 matching_mistakes)
@@ -374,12 +375,16 @@ class LinearAttributes:
             if found is None:
                 problem = f"{made} has no attribute `{name}`"
             elif "in_features" not in found:
-                problem = (f"`self.{name}` is a {found.get('type')}, expected"
+                # the type's __name__ is the student's: escaped
+                kind = mdsafe.code_span(found.get("type"), 100)
+                problem = (f"`self.{name}` is a {kind}, expected"
                            f" nn.Linear({want_in}, {want_out})")
             elif (found["in_features"], found["out_features"]) != \
                     (want_in, want_out):
+                got_in, got_out = (mdsafe.inline(found[k], 40) for k in
+                                   ("in_features", "out_features"))
                 problem = (f"`self.{name}` is nn.Linear("
-                           f"{found['in_features']}, {found['out_features']})"
+                           f"{got_in}, {got_out})"
                            f" in {made}, expected nn.Linear({want_in}, "
                            f"{want_out}) (input_size -> hidden)")
             elif not found.get("bias"):

@@ -537,12 +537,12 @@ class ConcatenatedHeads(CaseCheck):
             if close(out, torch.cat(known, -1), 1e-6):
                 return Verdict(True)
             if close(out, torch.cat([known[0]] * heads, -1), 1e-6):
-                return Verdict(False, f"; every head gives the first "
-                               f"head's output: your heads are one module "
-                               f"(only one {head_class} was built for "
-                               f"{heads} heads; `[{head_class}(...)] * "
-                               f"num_heads` repeats the same object, so the "
-                               f"heads share their weights). Build each "
+                return Verdict(False, f"; your heads are one module: "
+                               f"only one {head_class} was built for "
+                               f"{heads} heads (`[{head_class}(...)] * "
+                               f"num_heads` repeats the same object, so "
+                               f"every head has the same weights and the "
+                               f"same output). Build each "
                                f"head separately: nn.ModuleList"
                                f"([{head_class}(...) for _ in "
                                f"range(num_heads)])", "heads share a module")

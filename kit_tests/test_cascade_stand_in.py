@@ -120,6 +120,6 @@ def test_gpt2_calls_share_one_seed():
     # Dropout left on in eval draws the same masks in both 3.4 calls.
     check = _check("3.4")
     case = next(c for c in CASES.values() if c.cls == "gpt2_small_attention")
-    _, _, made, own = causal.ModuleSize()._probes(check, case)
+    _, _, _, made, own = causal.ModuleSize()._probes(check, case)
     assert made.seed is not None and made.seed == own.seed
     assert made.drawn_seed == own.drawn_seed

@@ -302,6 +302,15 @@ class ModuleSize:
         drawn = _drawn_shapes(case)
         x = case.tensors["x"]
         shape = "x".join(str(d) for d in x.shape)
+        # The configuration alone, whatever the student's own class does:
+        # the factory with a stand-in for that class (Probe.stand_in),
+        # which checks its constructor's arguments. First, so that an own
+        # class that hangs cannot make the sandbox skip it.
+        config = Probe(id=f"{case.name}:stand-in-{own_cls}:x{shape}",
+                       cls=case.cls, init=dict(case.init), args=[x],
+                       drawn_seed=seed, timeout=check.timeout,
+                       stand_in={"cls": own_cls, "init": own_init,
+                                 "shape": [int(d) for d in x.shape]})
         # Both calls seeded alike: dropout left on in eval mode (Task
         # 3.3's item) draws the same masks on both sides, not a difference.
         made = Probe(id=f"{case.name}:eval:x{shape}:seed{seed}",
@@ -312,30 +321,51 @@ class ModuleSize:
                     cls=own_cls, init=own_init, drawn=drawn,
                     drawn_seed=seed, args=[x], seed=seed,
                     timeout=check.timeout)
-        return [P.inspect_probe(case.cls, case.init, check.timeout),
+        return [config, P.inspect_probe(case.cls, case.init, check.timeout),
                 P.inspect_probe(own_cls, own_init, check.timeout), made, own]
 
     def plan(self, check: Check, task: Task, cases: list,
              ctx: Context) -> list[Probe]:
-        """Inspect the module and the student's own class; call both with
-        the same weights."""
+        """The factory with a stand-in class; inspect the module and the
+        student's own class; call both with the same weights."""
         return [p for case in cases for p in self._probes(check, case)]
+
+    @staticmethod
+    def _configured(result: ProbeResult, probe: Probe) -> bool:
+        """Whether the factory built the stand-in with the expected
+        arguments and returned it (its output is the first instance's)."""
+        found, _ = _outputs(result, probe, None) if result.ok else (None, "")
+        return found is not None and close(found[0], stand_in_output(
+            probe.drawn_seed, 0, probe.stand_in["shape"]), 0.0)
 
     def evaluate(self, check: Check, task: Task, cases: list,
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
-        """Every expectation listed, pass or fail."""
-        lines, passed = [], True
+        """Every expectation listed, pass or fail. A failure that is the
+        student's own class's (its attributes, size or output, or an
+        exception in its code) is not charged when the factory passes the
+        expected configuration (Task 3.3's items charge it)."""
+        lines: list[str] = []
+        factory_fault = own_fault = False
         own_cls = check.params.get("own_class", "MultiHeadAttention")
         own_init = check.params.get("own_init", {})
         args = ", ".join(f"{k}={v}" for k, v in own_init.items())
         own_text = f"{own_cls}({args})"
+        configured = True
         for case in cases:
-            inspect, own_inspect, call, own_call = self._probes(check, case)
+            config, inspect, own_inspect, call, own_call = \
+                self._probes(check, case)
+            configured &= self._configured(results[config.id], config)
             found = results[inspect.id]
             if not found.ok:
-                return Outcome(0.0, False,
-                               [f"- {FAIL} {P.failure_text(found, inspect)}"],
-                               not_implemented=P.is_not_implemented(found))
+                if owner_of_line(ctx.source, found.line) != own_cls:
+                    return Outcome(
+                        0.0, False,
+                        [f"- {FAIL} {P.failure_text(found, inspect)}"],
+                        not_implemented=P.is_not_implemented(found))
+                own_fault = True
+                lines.append(f"- {FAIL} {P.failure_text(found, inspect)} "
+                             f"(raised in {own_cls}'s code)")
+                continue
             attrs = found.attributes
             want = {"num_heads": check.params["num_heads"],
                     "head_dim": check.params["head_dim"],
@@ -345,60 +375,77 @@ class ModuleSize:
                 label = ("parameters" if name == "__parameters__" else
                          f"`{name}`")
                 ok = got == value
-                passed &= ok
+                own_fault |= not ok
                 lines.append(f"- {PASS if ok else FAIL} {label}: "
                              f"{got if got is not None else 'missing'}"
                              f"{'' if ok else f', expected {value:,}'}")
             own = results[own_inspect.id]
             if not own.ok:
-                passed = False
+                own_fault = True
                 lines.append(f"- {FAIL} your {own_text} could not be built "
                              f"to compare with: "
                              f"{P.failure_text(own, own_inspect)}")
             else:
                 differ = sorted(k for k in {*attrs, *own.attributes}
                                 if attrs.get(k) != own.attributes.get(k))
-                ok = not differ
-                passed &= ok
+                factory_fault |= bool(differ)
                 shown = "; ".join(
                     f"`{k}` is {_describe(attrs.get(k))}, expected "
                     f"{_describe(own.attributes.get(k))}"
                     for k in differ[:4])
-                lines.append(f"- {PASS} it is your {own_text}" if ok else
+                lines.append(f"- {PASS} it is your {own_text}" if
+                             not differ else
                              f"- {FAIL} it is not your {own_text}: {shown}")
-            lines += self._forward(check, call, own_call, results, ctx,
-                                   own_text)
-            passed &= not any(line.startswith(f"- {FAIL}")
-                              for line in lines[-1:])
+            line, own_side = self._forward(check, call, own_call, results,
+                                           ctx, own_text)
+            lines.append(line)
+            if line.startswith(f"- {FAIL}"):
+                own_fault |= own_side
+                factory_fault |= not own_side
+        passed = not (factory_fault or own_fault)
+        if not passed and not factory_fault and configured:
+            # Only the student's own class is wrong: its items charge it.
+            passed = True
+            lines.append(f"- {PASS} {task.cls}() builds "
+                         f"{own_text} (checked with a stand-in {own_cls}): "
+                         f"the {FAIL} above are your {own_cls}'s, which "
+                         f"Task 3.3's items charge, not this one")
         return Outcome(check.points if passed else 0.0, passed, lines)
 
     @staticmethod
     def _forward(check: Check, call: Probe, own_call: Probe,
                  results: dict[str, ProbeResult], ctx: Context,
-                 own_text: str) -> list[str]:
+                 own_text: str) -> tuple[str, bool]:
+        """The line on the module's forward, and whether a failure there
+        is the student's own class's (it does the same)."""
         shape = tuple(call.args[0].shape)
         result, own = results[call.id], results[own_call.id]
         where = f"forward on {fmt_shape(shape)}"
         if not result.ok:
-            if _same_failure(result, own) and owner_of_line(
-                    ctx.source, result.line) == own_call.cls:
-                # The student's own class raised: its own item (3.3)
-                # charges that, not this one.
-                return [f"- {where} not checked: your {own_call.cls} "
-                        f"raises there too (Task 3.3's item charges that): "
-                        f"{P.failure_text(result, call)}"]
-            return [f"- {FAIL} {where}: {P.failure_text(result, call)}"]
+            loading = result.phase == own.phase == "load" and \
+                result.message == own.message
+            if _same_failure(result, own) and (loading or owner_of_line(
+                    ctx.source, result.line) == own_call.cls):
+                # The student's own class raised (or lacks a layer the
+                # weights need): its own item (3.3) charges that.
+                return (f"- {where} not checked: your {own_call.cls} "
+                        f"fails there too (Task 3.3's item charges that): "
+                        f"{P.failure_text(result, call)}"), True
+            return f"- {FAIL} {where}: {P.failure_text(result, call)}", False
         found, problem = _outputs(result, call, None)
+        mine, _ = _outputs(own, own_call, None) if own.ok else (None, "")
+        same = found is not None and mine is not None and close(
+            found[0], mine[0], 1e-5, equal_nan=True) or (
+            found is None and mine is None and own.ok
+            and result.output_kind == own.output_kind)
         if found is None or tuple(found[0].shape) != shape:
             problem = problem or (f"returned {fmt_shape(found[0].shape)}, "
                                   f"expected the input's shape")
-            return [f"- {FAIL} {where}: {problem}"]
-        mine, _ = _outputs(own, own_call, None) if own.ok else (None, "")
-        if mine is not None and not close(found[0], mine[0], 1e-5,
-                                          equal_nan=True):
-            return [f"- {FAIL} {where}: the output differs from your "
-                    f"{own_text} with the same weights"]
-        return [f"- {PASS} {where} keeps the shape"]
+            return f"- {FAIL} {where}: {problem}", same
+        if mine is not None and not same:
+            return (f"- {FAIL} {where}: the output differs from your "
+                    f"{own_text} with the same weights"), False
+        return f"- {PASS} {where} keeps the shape", True
 
 
 def _informative(heads: list[torch.Tensor]) -> bool:

@@ -415,7 +415,7 @@ def _stand_in_class(probe: Probe, real: Any) -> type:
     try:
         signature = inspect.signature(real) if isinstance(real, type) \
             else None
-    except (TypeError, ValueError):
+    except Exception:   # noqa: BLE001 - a hostile class: bind by position
         signature = None
     made = [0]
 

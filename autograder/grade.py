@@ -147,7 +147,7 @@ class Pycodestyle:
 @register("deduction", "shape_comments", required=("init", "input"),
           params={"init": dict, "input": list, "vary_init": dict,
                   "vary_kwargs": dict, "vary_train": list,
-                  "extra_dims": dict})
+                  "extra_dims": dict, "stand_in": dict})
 class ShapeComments:
     """Every tensor-producing student statement of the class carries a
     shape comment that matches the shapes a traced run observed."""
@@ -163,8 +163,12 @@ class ShapeComments:
             vary_init=params.get("vary_init"),
             vary_kwargs=params.get("vary_kwargs"),
             vary_train=params.get("vary_train"), timeout=check.timeout)
-        return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods)
-                for p in traces]
+        # stand_in (see Probe.stand_in): another class the traced one
+        # uses, replaced, so that its mistakes do not change this class's
+        # shapes (the wrapper's heads).
+        stand_in = dict(params.get("stand_in", {}))
+        return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods,
+                        stand_in=stand_in) for p in traces]
 
     @staticmethod
     def _twin(probe: Probe) -> Probe:

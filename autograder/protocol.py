@@ -60,6 +60,14 @@ class Probe:
     # gives two probes the same weights.
     drawn: dict[str, list[int]] = field(default_factory=dict)
     drawn_seed: int = 0
+    # A stand-in for one class of the submission, so that an item judges
+    # its own unit whatever that class does (raise, hang, compute wrong):
+    # {"cls": "CausalAttention", "init": {...}, "shape": [b, n, d]}. While
+    # the probe runs, that name in the submission's module is a module
+    # class whose k-th instance checks it is built with ``init`` and
+    # called on ``args[0]``, and returns ``stand_in_output(drawn_seed, k,
+    # shape)``: known numbers, never an expected value.
+    stand_in: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,3 +103,10 @@ class ProbeResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+
+def stand_in_output(seed: int, index: int, shape: list[int]) -> torch.Tensor:
+    """What the ``index``-th stand-in module of a probe returns (see
+    ``Probe.stand_in``): the parent computes the same numbers to judge."""
+    generator = torch.Generator().manual_seed(1000 * int(seed) + int(index))
+    return torch.randn(*shape, generator=generator)

@@ -520,10 +520,20 @@ class DropoutTrain(CaseCheck):
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
         """One seeded train-mode call with return_attention=True, and the
         same call in eval mode (shared with 2.1/2.3a)."""
+        scaled = P.case_probe(case, timeout=check.timeout,
+                              kwargs={"return_attention": True})
+        scaled.id, scaled.args = scaled.id + "*2", [2 * case.tensors["x"]]
         return [P.case_probe(case, train=True, timeout=check.timeout,
                              kwargs={"return_attention": True}),
                 P.case_probe(case, timeout=check.timeout,
-                             kwargs={"return_attention": True})]
+                             kwargs={"return_attention": True}), scaled]
+
+    # No points without attention: the eval probabilities must change with
+    # the input (on x and 2x), as softmax(q k^T) does; fixed weights
+    # (uniform, constant) show dropout on nothing the module computed.
+    no_evidence = ("in every case the eval probabilities are the same for "
+                   "x and 2x: the attention weights do not depend on the "
+                   "input. Compute them from the queries and keys")
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
@@ -669,4 +679,7 @@ class DropoutTrain(CaseCheck):
                            "dropout. Use the dropped-out probabilities for "
                            "the weighted sum of the values.",
                            "att does not follow from the probabilities")
-        return Verdict(True)
+        other, _ = _outputs(results[2], probes[2], 2)
+        return Verdict(True, evidence=other is not None and own is not None
+                       and not close(own[1], other[1], 1e-4,
+                                     equal_nan=True))

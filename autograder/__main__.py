@@ -1,7 +1,12 @@
 """``python -m autograder grade|check|gradescope``: see autograder/cli.py."""
 import sys
 
-from autograder.cli import main
-
 if __name__ == "__main__":
+    # Re-execute with the clean environment before importing anything
+    # heavy: importing autograder.cli imports torch, which the new process
+    # would import again (autograder/cleanenv.py).
+    from autograder import cleanenv
+    if not cleanenv.pending():
+        cleanenv.reexec_clean(sys.argv[1:])   # returns only if impossible
+    from autograder.cli import main
     sys.exit(main())

@@ -200,13 +200,18 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
 # --------------------------------------------------------------------------
 # Commands
 
-def _preflight(sandbox: Any, *, quiet: bool = False) -> list[str]:
+def _preflight(sandbox: Any, *, quiet: bool = False,
+               remember: bool = False) -> list[str]:
     """The canary through the real sandbox, or ConfigError: no score is
-    written on a machine where a correct submission would not pass."""
+    written on a machine where a correct submission would not pass.
+    ``remember`` (``check`` only, a preview): a canary that passed in this
+    environment before counts (autograder/preflight.py)."""
     from autograder.jail import LAYERS
-    from autograder.preflight import PreflightError, run_preflight
+    from autograder.preflight import (PreflightError, remembered_preflight,
+                                      run_preflight)
     try:
-        layers = run_preflight(sandbox)
+        layers = (remembered_preflight if remember else run_preflight)(
+            sandbox)
     except PreflightError as exc:
         raise ConfigError(str(exc)) from None
     if not quiet:
@@ -440,12 +445,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         with _sandbox_context() as sandbox:
             rubric, cases = _load_config(args.rubric, args.values,
                                          ("public",))
-            _preflight(sandbox, quiet=True)
+            _preflight(sandbox, quiet=True, remember=True)
             sub = resolve(path, workdir)
             sub.filename = str(path)
             grade = _grade_one(sub, rubric, cases, sandbox_runner(
                 sandbox, total_seconds=rubric.submission_timeout),
                 public_only=True, timeout=args.timeout)
+            if grade.internal_error:   # prove the environment next time
+                from autograder.preflight import forget_preflight
+                forget_preflight(sandbox)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.check_text(grade))

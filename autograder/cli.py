@@ -226,6 +226,30 @@ def _preflight(sandbox: Any, *, quiet: bool = False,
     return layers
 
 
+def _beside_canary(sandbox: Any, load: Any) -> tuple[Any, list[str]]:
+    """``load()`` (reading the rubric and the values) while the canary
+    runs in the sandbox, so the worker's CPU and the parent's overlap;
+    then both results. Nothing is graded before both succeeded; an error
+    of ``load`` comes first, as when they ran one after the other."""
+    outcome: dict[str, Any] = {}
+
+    def canary() -> None:
+        try:
+            outcome["layers"] = _preflight(sandbox)
+        except BaseException as exc:   # noqa: B902 - re-raised below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=canary, name="canary", daemon=True)
+    thread.start()
+    try:
+        loaded = load()
+    finally:
+        thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return loaded, outcome["layers"]
+
+
 def _warn_if_values_exposed(values: Path | None) -> None:
     # As root the worker drops to an unprivileged user, which protects only
     # files that user cannot read: say so when the hidden values are open.
@@ -470,10 +494,9 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     grade: GradeResult | None = None
     rubric = None
     try:
-        rubric, cases = _load_config(rubric_path, values,
-                                     ("public", "hidden"))
-        layers = _preflight(sandbox if sandbox is not None
-                            else _default_sandbox())
+        (rubric, cases), layers = _beside_canary(
+            sandbox if sandbox is not None else _default_sandbox(),
+            lambda: _load_config(rubric_path, values, ("public", "hidden")))
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:

@@ -119,3 +119,34 @@ def test_check_after_a_passed_canary_still_stops_in_a_broken_env(tmp_path):
                           str(tmp_path / "m.py")], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "canary" in bad.stderr
+
+
+def test_gradescope_loads_its_inputs_while_the_canary_runs(monkeypatch):
+    import threading
+    started, loaded = threading.Event(), threading.Event()
+
+    def canary(sandbox, quiet=False, remember=False):
+        started.set()
+        assert loaded.wait(30), "the inputs were not read meanwhile"
+        return list(LAYERS_SEEN)
+    monkeypatch.setattr(cli, "_preflight", canary)
+
+    def load():
+        assert started.wait(30), "the canary had not started"
+        loaded.set()
+        return "config"
+    assert cli._beside_canary(FakeSandbox(), load) == ("config",
+                                                       LAYERS_SEEN)
+
+
+def test_no_grading_after_a_failed_canary_or_input(monkeypatch):
+    def failing(sandbox, quiet=False, remember=False):
+        raise cli.ConfigError("canary failed")
+    monkeypatch.setattr(cli, "_preflight", failing)
+    with pytest.raises(cli.ConfigError, match="canary failed"):
+        cli._beside_canary(FakeSandbox(), lambda: "config")
+
+    def bad_values():
+        raise cli.ConfigError("no test cases found")
+    with pytest.raises(cli.ConfigError, match="no test cases"):
+        cli._beside_canary(FakeSandbox(), bad_values)

@@ -116,7 +116,7 @@ def test_a_constructor_raising_on_unset_weights_is_built_normally():
             self.a = nn.Linear(400, 400)
             # Kaiming-uniform values lie within 1/sqrt(400) = 0.05 with a
             # std near 0.029: unset memory (zeros or garbage) does not.
-            w = self.a.weight
+            w = self.a.weight.detach()
             if not bool((w.abs() <= 0.05).all()) or float(w.std()) < 0.01:
                 raise ValueError("not initialised")
 

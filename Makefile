@@ -43,7 +43,7 @@ python-version: # with PY=: stop at once unless it is Python >= 3.11
 	@$(PY) kit/install_deps.py --check
 
 fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
-	@$(PY) -m kit.make_test_values --check >/dev/null
+	@$(PY) -m kit.values_fresh >/dev/null   # no torch: kit/values_fresh.py
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's

@@ -200,13 +200,18 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
 # --------------------------------------------------------------------------
 # Commands
 
-def _preflight(sandbox: Any, *, quiet: bool = False) -> list[str]:
+def _preflight(sandbox: Any, *, quiet: bool = False,
+               remember: bool = False) -> list[str]:
     """The canary through the real sandbox, or ConfigError: no score is
-    written on a machine where a correct submission would not pass."""
+    written on a machine where a correct submission would not pass.
+    ``remember`` (``check`` only, a preview): a canary that passed in this
+    environment before counts (autograder/preflight.py)."""
     from autograder.jail import LAYERS
-    from autograder.preflight import PreflightError, run_preflight
+    from autograder.preflight import (PreflightError, remembered_preflight,
+                                      run_preflight)
     try:
-        layers = run_preflight(sandbox)
+        layers = (remembered_preflight if remember else run_preflight)(
+            sandbox)
     except PreflightError as exc:
         raise ConfigError(str(exc)) from None
     if not quiet:
@@ -219,6 +224,30 @@ def _preflight(sandbox: Any, *, quiet: bool = False) -> list[str]:
                   file=sys.stderr)
     assert set(layers) <= set(LAYERS)
     return layers
+
+
+def _beside_canary(sandbox: Any, load: Any) -> tuple[Any, list[str]]:
+    """``load()`` (reading the rubric and the values) while the canary
+    runs in the sandbox, so the worker's CPU and the parent's overlap;
+    then both results. Nothing is graded before both succeeded; an error
+    of ``load`` comes first, as when they ran one after the other."""
+    outcome: dict[str, Any] = {}
+
+    def canary() -> None:
+        try:
+            outcome["layers"] = _preflight(sandbox)
+        except BaseException as exc:   # noqa: B902 - re-raised below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=canary, name="canary", daemon=True)
+    thread.start()
+    try:
+        loaded = load()
+    finally:
+        thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return loaded, outcome["layers"]
 
 
 def _warn_if_values_exposed(values: Path | None) -> None:
@@ -440,12 +469,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         with _sandbox_context() as sandbox:
             rubric, cases = _load_config(args.rubric, args.values,
                                          ("public",))
-            _preflight(sandbox, quiet=True)
+            _preflight(sandbox, quiet=True, remember=True)
             sub = resolve(path, workdir)
             sub.filename = str(path)
             grade = _grade_one(sub, rubric, cases, sandbox_runner(
                 sandbox, total_seconds=rubric.submission_timeout),
                 public_only=True, timeout=args.timeout)
+            if grade.internal_error:   # prove the environment next time
+                from autograder.preflight import forget_preflight
+                forget_preflight(sandbox)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.check_text(grade))
@@ -462,10 +494,9 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     grade: GradeResult | None = None
     rubric = None
     try:
-        rubric, cases = _load_config(rubric_path, values,
-                                     ("public", "hidden"))
-        layers = _preflight(sandbox if sandbox is not None
-                            else _default_sandbox())
+        (rubric, cases), layers = _beside_canary(
+            sandbox if sandbox is not None else _default_sandbox(),
+            lambda: _load_config(rubric_path, values, ("public", "hidden")))
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:

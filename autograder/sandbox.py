@@ -29,7 +29,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from autograder import cpython_internals, jail
+from autograder import cpython_internals, jail, memlimit
 from autograder.protocol import Probe, ProbeResult
 from autograder.supervisor import supervise
 from autograder.worker_jail import WorkerSettings
@@ -149,7 +149,10 @@ class Sandbox:
             uid, gid = self.user
             os.chown(workdir, uid, gid)
         return WorkerSettings(
-            memory_mb=memory_mb or self.memory_mb,
+            # Below what the container's cgroup has left: over it the
+            # kernel's OOM killer would act first (autograder/memlimit.py).
+            memory_mb=memlimit.worker_allowance_mb(
+                memory_mb or self.memory_mb),
             output_limit=output_limit or self.output_limit,
             cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
             workdir=workdir, uid=uid, gid=gid, readable=self.readable,

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from autograder import jail, wire
+from autograder import jail, memlimit, wire
 from autograder.cpython_internals import WorkerProcess
 from autograder.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR, MEMORY,
                                  NOT_RUN, TIMEOUT, Probe, ProbeResult)
@@ -121,6 +121,7 @@ class Attempt:
         self.imported = False
         self.killed = False
         self.workdir, self.limit = settings.workdir, settings.output_limit
+        self.oom_kills = memlimit.oom_kills()   # the cgroup's, before
         mine, theirs = wire.channel()
         self.receiver = wire.Receiver(mine)
         self.process = WorkerProcess(
@@ -228,6 +229,10 @@ class Attempt:
             self.kill()
             return Failure(CRASH, f"the worker closed its result pipe "
                            f"during {during}")
+        if memlimit.oom_kills() > self.oom_kills:
+            return Failure(MEMORY, f"the worker was killed by the kernel's "
+                           f"out-of-memory killer during {during}: the "
+                           f"machine's memory ran out (use less memory)")
         if code >= 0:
             return Failure(CRASH, f"the submission exited (code {code}) "
                            f"during {during}")

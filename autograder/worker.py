@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn as nn
 
-from autograder import regions
+from autograder import fastbuild, regions
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
                                  Probe, ProbeResult, stand_in_output)
 
@@ -310,9 +310,16 @@ def drawn_state(shapes: dict[str, list[int]], seed: int
     """The weights a probe asks the worker to draw (see Probe.drawn)."""
     if not shapes:
         return {}
-    generator = torch.Generator().manual_seed(seed)
-    return {path: 0.02 * torch.randn(*shape, generator=generator)
-            for path, shape in sorted(shapes.items())}
+    key = (seed, tuple(sorted((p, tuple(s)) for p, s in shapes.items())))
+    if key not in _drawn:
+        generator = torch.Generator().manual_seed(seed)
+        _drawn.clear()   # one set kept: the probes of a case come together
+        _drawn[key] = {path: 0.02 * torch.randn(*shape, generator=generator)
+                       for path, shape in sorted(shapes.items())}
+    return dict(_drawn[key])   # load_state copies from them
+
+
+_drawn: dict[tuple, dict[str, torch.Tensor]] = {}
 
 
 def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
@@ -495,8 +502,8 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             raise ProbeFailure(ERROR, f"the submission defines no class or "
                                f"function {probe.cls}", "init")
         if probe.seed is not None:
-            torch.manual_seed(probe.seed)   # weights not in state repeat too
-        instance = cls(**probe.init)
+            _seed(probe.seed)   # weights not in state repeat too
+        instance = _construct(cls, probe)
         if not isinstance(instance, nn.Module):
             got = type(instance).__name__
             raise ProbeFailure(ERROR, f"{probe.cls}() returned a {got}, "
@@ -512,7 +519,7 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             phase = "call"
             instance.train(probe.train)
             if probe.seed is not None:
-                torch.manual_seed(probe.seed)
+                _seed(probe.seed)
             args = [_copy(a) for a in probe.args]
             kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
             if recorder is not None:
@@ -537,6 +544,27 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
         recorder.reset()
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _seed(seed: int) -> None:
+    # The CPU generator is all a worker draws from; torch.manual_seed also
+    # queues CUDA's lazy seeding, formatting a traceback on every call.
+    torch.default_generator.manual_seed(seed)
+
+
+def _construct(cls: Callable[..., Any], probe: Probe) -> Any:
+    """``cls(**probe.init)``, without random weights the probe overwrites
+    or never reads (autograder/fastbuild.py)."""
+    sizes = [t.numel() for t in probe.state.values()]
+    for shape in probe.drawn.values():
+        size = 1
+        for dim in shape:
+            size *= dim
+        sizes.append(size)
+    if not fastbuild.worth_it(probe.call, sizes):
+        return cls(**probe.init)
+    return fastbuild.build(lambda: cls(**probe.init), call=probe.call,
+                           paths=[*probe.drawn, *probe.state])
 
 
 def _copy(value: Any) -> Any:

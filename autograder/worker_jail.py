@@ -175,10 +175,21 @@ def _close_fds(keep: set[int]) -> None:
                 pass   # the fd of the listdir itself
 
 
+def _oom_first() -> None:
+    """Where memory runs out, the kernel's OOM killer takes the worker
+    (and what it forks), never the grading parent or the fork server."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:
+        pass
+
+
 def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
     """The keeper's part: its own session, stdin from /dev/null, output to
     a file, no inherited descriptor, a scrubbed environment."""
     os.setsid()
+    _oom_first()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -244,7 +255,8 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     if "pid-namespace" not in plan.active:
         jail.kill_children()
     if status < 0:   # report the inmate's death as our own
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):   # no handler
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     os._exit(status if status >= 0 else 1)
 

@@ -1,0 +1,131 @@
+"""The memory the machine's cgroup leaves a worker, and its OOM kills.
+
+A container (Gradescope's is 768 MB) limits the memory of all its
+processes together. A worker whose own limit is larger than what the
+container has left is killed by the kernel's OOM killer before it reaches
+that limit, and the student would read a crash. So the parent gives each
+worker at most what the cgroup has left minus room for itself
+(``worker_allowance_mb``), and a worker that dies while the cgroup's OOM
+kill count rises is reported as memory (``oom_kills``).
+
+Both cgroup versions are read: v2 ``memory.max``/``memory.current``/
+``memory.events``, v1 ``memory.limit_in_bytes``/``memory.usage_in_bytes``/
+``memory.oom_control``, in the process's own cgroup and every ancestor up
+to the mount (a limit may be set on any of them).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+PARENT_RESERVE_MB = 128   # what the grading parent may still need
+MIN_WORKER_MB = 128       # below this the worker could not import torch
+_UNLIMITED = 1 << 60      # v1 reports "no limit" as a huge number
+_MIB = 1024 * 1024
+
+
+def cgroup_folders(proc: Path = Path("/proc/self")) -> list[Path]:
+    """The folders of this process's memory cgroup, its own first, then
+    each ancestor up to the hierarchy's mount point; [] when there is no
+    memory controller (or not Linux)."""
+    try:
+        lines = (proc / "cgroup").read_text().splitlines()
+        mounts = (proc / "mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    paths = {}
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") or [""]:
+                paths[controller] = parts[2]
+    for mount in mounts:
+        left, _, right = mount.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        root, point, fstype = fields[3], fields[4], tail[0]
+        if fstype == "cgroup" and "memory" in tail[2].split(","):
+            own, limit_file = paths.get("memory"), "memory.limit_in_bytes"
+        elif fstype == "cgroup2":
+            own, limit_file = paths.get(""), "memory.max"
+        else:
+            continue
+        folders = _chain(Path(point), root, own)
+        if folders and (folders[0] / limit_file).exists():
+            return folders
+    return []
+
+
+def _chain(point: Path, root: str, own: str | None) -> list[Path]:
+    if own is None:
+        return []
+    relative = Path(own).relative_to(root) if own.startswith(root) \
+        else Path(own.lstrip("/"))
+    folder = point / relative
+    folders = [folder]
+    while folder != point and point in folder.parents:
+        folder = folder.parent
+        folders.append(folder)
+    return folders
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if text == "max" or not text.isdigit():
+        return None
+    value = int(text)
+    return value if value < _UNLIMITED else None
+
+
+def headroom_bytes(folders: list[Path] | None = None) -> int | None:
+    """Bytes the cgroup can still charge before a limit is reached (the
+    tightest of the chain), or None when nothing limits it."""
+    folders = cgroup_folders() if folders is None else folders
+    room = None
+    for folder in folders:
+        for limit_name, usage_name in (("memory.max", "memory.current"),
+                                       ("memory.limit_in_bytes",
+                                        "memory.usage_in_bytes")):
+            limit = _read_int(folder / limit_name)
+            if limit is None:
+                continue
+            usage = _read_int(folder / usage_name) or 0
+            left = max(0, limit - usage)
+            room = left if room is None else min(room, left)
+    return room
+
+
+def worker_allowance_mb(requested_mb: int,
+                        folders: list[Path] | None = None) -> int:
+    """The memory (MiB) a worker may add to its size at start: what was
+    asked, or less where the cgroup could not hold it beside the parent."""
+    room = headroom_bytes(folders)
+    if room is None:
+        return requested_mb
+    fits = room // _MIB - PARENT_RESERVE_MB
+    return min(requested_mb, max(MIN_WORKER_MB, fits))
+
+
+def oom_kills(folders: list[Path] | None = None) -> int:
+    """How many processes the kernel's OOM killer has killed in this
+    cgroup and its ancestors so far (0 when unknown); compare two reads."""
+    folders = cgroup_folders() if folders is None else folders
+    total = 0
+    for folder in folders:
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                text = (folder / name).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    total += int(value)
+    return total
+
+
+__all__ = ["cgroup_folders", "headroom_bytes", "oom_kills",
+           "worker_allowance_mb"]

@@ -213,6 +213,14 @@ def test_no_file_is_left_in_shared_folders(batch):
 
 
 def test_filling_temporary_folders_hurts_nobody(batch):
+    text = (batch["out"] / "fill_tmp" / "feedback.md").read_text()
+    if attacks.report(text) is None:
+        # Without a mount namespace (no tmpfs to fill up) the keeper stops
+        # a submission whose files outgrow the same bound; nothing was
+        # written in a shared folder (test_no_file_is_left_...).
+        assert "files grew past 64 MiB" in text, text
+        assert batch["files"] == []
+        return
     wrote = _found(batch, "fill_tmp")["wrote_mb"]
     # Its own scratch space is bounded; shared folders are not writable.
     assert all(wrote[f] == 0 for f in ("/tmp", "/var/tmp", "/dev/shm"))

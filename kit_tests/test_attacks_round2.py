@@ -278,3 +278,36 @@ def test_a_failing_keeper_is_a_grader_failure(tmp_path, namespaces):
     for leak in LEAKS:
         assert leak not in shown, leak
     assert results["extra_data"]["internal_error"]
+
+
+@pytest.mark.parametrize("namespaces", [True, False],
+                         ids=["gradescope", "gradescope-no-namespaces"])
+@pytest.mark.parametrize("attack", ["fork_server", "keyrings"])
+def test_the_gradescope_layout_holds(tmp_path, canaries, attack, namespaces):
+    """Gradescope's harness (``gradescope`` in an /autograder layout, as
+    root there): the same attacks, the same verdicts."""
+    if not namespaces and _skip_reason("root-no-namespaces" if is_root
+                                       else "user-no-namespaces"):
+        pytest.skip(_skip_reason("root-no-namespaces"))
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "submission" / "modeling_attention.py").write_text(
+        attacks_round2.submission(attack, canaries["targets"],
+                                  canaries["mark"]))
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "AUTOGRADER_ROOT": str(tmp_path)}
+    if not namespaces:
+        env["AUTOGRADER_NO_NAMESPACES"] = "1"
+    done = subprocess.run(_planted(canaries, [
+        sys.executable, "-m", "autograder", "gradescope"]), env=env,
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    text = (tmp_path / "results" / "results.json").read_text()
+    assert canaries["payload"] not in text
+    found = attacks.report(json.loads(text)["tests"][0]["output"] + "".join(
+        t.get("output", "") for t in json.loads(text)["tests"]))
+    assert found is not None, (done.stderr[-2000:], text[:3000])
+    if attack == "fork_server":
+        assert canaries["targets"]["sockets"][0] in found["found"]
+        assert found["connected"] == [], found
+    else:
+        assert found["payloads"] == [] and not found["planted"], found

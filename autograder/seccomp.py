@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import platform
 import sys
 
@@ -133,13 +134,8 @@ def install() -> bool:
         if err == errno.EINVAL:   # a kernel built without seccomp
             return False
         raise OSError(err, f"prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER): "
-                      f"{errno.errorcode.get(err, err)} {_strerror(err)}")
+                      f"{errno.errorcode.get(err, err)} ({os.strerror(err)})")
     return True
-
-
-def _strerror(err: int) -> str:
-    import os
-    return os.strerror(err)
 
 
 __all__ = ["DENIED", "install", "program"]

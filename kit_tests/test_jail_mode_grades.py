@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import variants
 from autograder.rubric import load_rubric
+from kit import variants
 from kit_tests import attacks
 from kit_tests.test_attacks import _as_user, _test_user
 from kit_tests.test_attacks_round2 import MODES, _skip_reason

@@ -131,8 +131,8 @@ def _staff_log(text: str, filename: str) -> bool:
     if not text.strip():
         return False
     lines = "\n".join("  " + line for line in text.rstrip().splitlines())
-    print(f"grader (staff log): the worker for {filename} printed:\n{lines}",
-          file=sys.stderr, flush=True)
+    print(f"grader (staff log): the worker for {filename!r} printed:\n"
+          f"{lines}", file=sys.stderr, flush=True)
     return "Traceback (most recent call last)" in text
 
 

@@ -120,16 +120,11 @@ def install() -> bool:
     CAP_SYS_ADMIN; it is inherited by every child and cannot be removed).
     Returns whether it is in force; raises OSError if the kernel refused
     it where it should work."""
-    if sys.platform != "linux":
+    if sys.platform != "linux" or _COMPILED is None:
         return False
-    code = program()
-    if not code:
-        return False
-    filters = (_Filter * len(code))(*[_Filter(*c) for c in code])
-    prog = _Program(len(code), filters)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog),
-                  0, 0) != 0:
+    _filters, prog = _COMPILED
+    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog),
+                   0, 0) != 0:
         err = ctypes.get_errno()
         if err == errno.EINVAL:   # a kernel built without seccomp
             return False
@@ -137,5 +132,19 @@ def install() -> bool:
                       f"{errno.errorcode.get(err, err)} ({os.strerror(err)})")
     return True
 
+
+def _compile() -> tuple | None:
+    code = program()
+    if not code or sys.platform != "linux":
+        return None
+    filters = (_Filter * len(code))(*[_Filter(*c) for c in code])
+    return filters, _Program(len(code), filters)
+
+
+# Built once, when the fork server preloads the jail: a worker only
+# installs it.
+_COMPILED = _compile()
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" \
+    else None
 
 __all__ = ["DENIED", "install", "program"]

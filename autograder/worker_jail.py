@@ -315,7 +315,9 @@ def _watch(pid: int, settings: WorkerSettings) -> int:
 
 def _usage(folder: str) -> tuple[int, int]:
     """Bytes allocated and entries under ``folder`` (not following links),
-    counting stops past the limits."""
+    counting stops past the limits. A folder the keeper may not read (the
+    inmate, same uid as an unprivileged keeper, may chmod its own) counts
+    as over the limit: hiding files is no way around the bound."""
     used = entries = 0
     stack = [folder]
     while stack and used <= jail.SCRATCH_BYTES and entries <= _MAX_ENTRIES:
@@ -330,7 +332,9 @@ def _usage(folder: str) -> tuple[int, int]:
                     used += info.st_blocks * 512
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
-        except OSError:
+        except PermissionError:
+            return jail.SCRATCH_BYTES + 1, entries
+        except OSError:   # removed meanwhile
             continue
     return used, entries
 

@@ -215,13 +215,8 @@ def _preflight(sandbox: Any, *, quiet: bool = False,
     except PreflightError as exc:
         raise ConfigError(str(exc)) from None
     if not quiet:
-        missing = [x for x in ("mount-namespace", "pid-namespace",
-                               "landlock") if x not in layers]
-        print(f"jail: {', '.join(layers) or 'none'}", file=sys.stderr)
-        if missing:
-            print(f"warning: jail layers unavailable here: "
-                  f"{', '.join(missing)} (see README, Isolation)",
-                  file=sys.stderr)
+        from autograder.preflight import describe_jail
+        print(describe_jail(sandbox, layers), file=sys.stderr)
     assert set(layers) <= set(LAYERS)
     return layers
 

@@ -51,7 +51,12 @@ SIZE = 4
 
 
 class PreflightError(Exception):
-    """The grader cannot grade here; ``str(self)`` says why and what to do."""
+    """The grader cannot grade here; ``str(self)`` says why and what to do
+    (``cause``: the failure alone)."""
+
+    def __init__(self, message: str, cause: str = ""):
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass
@@ -82,17 +87,31 @@ def make_canary(timeout: float = 60.0) -> Canary:
 def run_preflight(sandbox, timeout: float = 60.0) -> list[str]:
     """Run the canary through ``sandbox``; return the jail's active layers.
     Where the namespaces exist but the jail cannot be built in them (a
-    container that allows unshare but not mount), fall back to the layers
-    without namespaces once. Raises PreflightError with the cause and the
-    remedy."""
+    container that allows unshare but not mount, a chroot whose / is no
+    mount point), fall back to the layers without namespaces once, and
+    record why in ``sandbox.fallback`` (the failing call and its errno).
+    Raises PreflightError with the cause and the remedy; when the fallback
+    fails too, it names both causes."""
     try:
         return _run_canary(sandbox, timeout)
     except PreflightError as error:
         if "lock up" not in str(error) or not getattr(sandbox, "namespaces",
                                                       False):
             raise
+        first = error.cause
     sandbox.namespaces = False
+    sandbox.fallback = (f"the jail's namespaces could not be built "
+                        f"({first.split('lock up the worker: ')[-1]}"
+                        f"{_namespace_hint(first)}); fell back to the "
+                        f"layers without namespaces")
     return _run_canary(sandbox, timeout)
+
+
+def _namespace_hint(cause: str) -> str:
+    if "mount('/'" in cause and "EINVAL" in cause or "pivot_root" in cause:
+        return ("; / is not a mount point here, as in a plain chroot: "
+                "bind-mount the root onto itself before entering it")
+    return ""
 
 
 def _run_canary(sandbox, timeout: float) -> list[str]:
@@ -100,12 +119,14 @@ def _run_canary(sandbox, timeout: float) -> list[str]:
     try:
         result = sandbox.run(CANARY_SOURCE, CANARY_FILE, [canary.probe])[0]
     except Exception as exc:   # noqa: BLE001 - any failure is the grader's
-        raise PreflightError(_explain(sandbox, None, f"{exc}")) from None
+        raise PreflightError(_explain(sandbox, None, f"{exc}"),
+                             f"{exc}") from None
     if result.status != OK or len(result.outputs) != 1 or \
             result.outputs[0].shape != canary.expected.shape or \
             not torch.allclose(result.outputs[0], canary.expected,
                                atol=1e-5, rtol=0):
-        raise PreflightError(_explain(sandbox, result, ""))
+        raise PreflightError(_explain(sandbox, result, ""),
+                             f"{result.status}: {result.message}")
     return list(sandbox.layers)
 
 
@@ -120,7 +141,14 @@ def _explain(sandbox, result: ProbeResult | None, error: str) -> str:
     if detail:
         lines.append("  worker output: " + detail[-800:].replace(
             "\n", "\n    "))
+    fallback = getattr(sandbox, "fallback", "")
+    if fallback:
+        lines.append(f"  before that: {fallback}; the cause above is "
+                     f"the fallback's")
     lines.append("  remedy: " + _remedy(sandbox, f"{what}\n{detail}"))
+    if fallback:
+        lines.append("  or: make the namespaces work here, so that the "
+                     "worker needs no access to the checkout's folders")
     return "\n".join(lines)
 
 
@@ -254,6 +282,30 @@ def _write_cache(path: Path, entries: dict) -> None:
         pass
 
 
+def describe_jail(sandbox, layers: list[str]) -> str:
+    """The lines every grading command prints: the jail's layers in use
+    and, for each one missing, why (the failing call and its errno)."""
+    lines = [f"jail: {', '.join(layers) or 'none'}"]
+    missing = [x for x in ("mount-namespace", "pid-namespace", "landlock",
+                           "seccomp") if x not in layers]
+    if missing:
+        why = list(getattr(sandbox, "refused", []))
+        fallback = getattr(sandbox, "fallback", "")
+        off = [r for r in why if r.startswith("namespaces: turned off")]
+        why = [r for r in why if r not in off]
+        if fallback:
+            why.insert(0, fallback)
+        elif off and os.environ.get("AUTOGRADER_NO_NAMESPACES"):
+            why.insert(0, "namespaces: turned off by "
+                          "AUTOGRADER_NO_NAMESPACES=1")
+        elif off:
+            why.insert(0, off[0])
+        lines.append(f"warning: jail layers unavailable here: "
+                     f"{', '.join(missing)} (see README, Isolation)")
+        lines += [f"  because {reason}" for reason in why]
+    return "\n".join(lines)
+
+
 def _user_name(uid: int) -> str:
     try:
         return repr(pwd.getpwuid(uid).pw_name)
@@ -262,5 +314,5 @@ def _user_name(uid: int) -> str:
 
 
 __all__ = ["CANARY_SOURCE", "Canary", "PreflightError", "cache_dir",
-           "environment_key", "forget_preflight", "make_canary",
-           "remembered_preflight", "run_preflight"]
+           "describe_jail", "environment_key", "forget_preflight",
+           "make_canary", "remembered_preflight", "run_preflight"]

@@ -32,7 +32,7 @@ from typing import Any
 from autograder import cpython_internals, jail, memlimit
 from autograder.protocol import Probe, ProbeResult
 from autograder.supervisor import supervise
-from autograder.worker_jail import WorkerSettings
+from autograder.worker_jail import SCRATCH, WorkerSettings
 
 DEFAULT_USER = "autograder-worker"
 GRADER_HOME = Path(__file__).resolve().parent.parent   # kit or source root
@@ -86,6 +86,8 @@ class Sandbox:
         self.landlock = landlock
         self.total_seconds = 300.0    # per submission (the rubric's)
         self.layers: list[str] = []    # the jail's layers, once a run told
+        self.refused: list[str] = []   # layers that failed: "layer: call"
+        self.fallback = ""   # why the preflight turned namespaces off
         if preload:
             self.context.set_forkserver_preload(
                 ["torch", "autograder.worker", "autograder.sandbox"])
@@ -132,22 +134,28 @@ class Sandbox:
         settings = self._settings(probes, memory_mb, output_limit)
         limit = total_seconds or self.total_seconds
         try:
-            results, layers = supervise(
+            results, layers, refused = supervise(
                 self.start, source, filename, list(probes), settings,
                 time.monotonic() + limit, limit)
         finally:
             shutil.rmtree(settings.workdir, ignore_errors=True)
         if layers is not None:
-            self.layers = layers
+            self.layers, self.refused = layers, refused
         return results
 
     def _settings(self, probes: list[Probe], memory_mb: int | None,
                   output_limit: int | None) -> WorkerSettings:
+        # The keeper's files (output, staff log) in workdir; the inmate's
+        # in its scratch subfolder, which the worker user owns: it may
+        # pass through workdir (0711) but list or read nothing there.
         workdir = tempfile.mkdtemp(prefix="autograder-worker-")
+        scratch = os.path.join(workdir, SCRATCH)
+        os.mkdir(scratch, 0o700)
         uid = gid = None
         if self.user is not None:
             uid, gid = self.user
-            os.chown(workdir, uid, gid)
+            os.chmod(workdir, 0o711)
+            os.chown(scratch, uid, gid)
         return WorkerSettings(
             # Below what the container's cgroup has left: over it the
             # kernel's OOM killer would act first (autograder/memlimit.py).

@@ -6,11 +6,17 @@ receives its messages (``wire.Receiver``) and enforces each probe's timeout
 and the submission's total time. On a timeout, crash or memory failure it
 kills the worker and reports that probe; ``supervise`` then starts a fresh
 worker for the rest, skipping probes whose checks are already lost.
+
+What the keeper (the grader's own code in the worker) prints is never the
+student's output: it goes to this process's stderr (the staff log), and a
+traceback there makes the run a grader failure (``ENVIRONMENT``: no score,
+regrade), never a student's error.
 """
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Iterator
@@ -21,7 +27,9 @@ from autograder import jail, memlimit, wire
 from autograder.cpython_internals import WorkerProcess
 from autograder.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR, MEMORY,
                                  NOT_RUN, TIMEOUT, Probe, ProbeResult)
-from autograder.worker_jail import WorkerSettings, keeper_main, read_leftover
+from autograder.worker_jail import (WorkerSettings, keeper_main,
+                                    read_keeper_log, read_leftover,
+                                    scratch_verdict)
 
 _KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
 _LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
@@ -29,16 +37,23 @@ _LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
 Starter = Callable[[BaseProcess], None]   # starts a worker process
 
 
+GRADER_FAILURE = ("the grader's own worker process failed (its error is in "
+                  "the staff log, not shown here); this is not the "
+                  "submission's fault: regrade it")
+
+
 def supervise(start: Starter, source: str, filename: str,
               probes: list[Probe], settings: WorkerSettings,
               deadline: float, limit: float
-              ) -> tuple[list[ProbeResult], list[str] | None]:
-    """One result per probe, in order, and the jail's layers (None if no
-    worker reported them). ``deadline`` (``time.monotonic()``) ends the
+              ) -> tuple[list[ProbeResult], list[str] | None, list[str]]:
+    """One result per probe, in order, the jail's layers (None if no
+    worker reported them) and the layers it could not build, each with
+    the failing call. ``deadline`` (``time.monotonic()``) ends the
     whole run, whose length is ``limit`` seconds."""
     results: dict[int, ProbeResult] = {}
     lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
     layers = None
+    refused: list[str] = []
     pending = list(range(len(probes)))
     while pending:
         todo = []
@@ -74,6 +89,17 @@ def supervise(start: Starter, source: str, filename: str,
             output = attempt.close()
             layers = attempt.layers if attempt.layers is not None \
                 else layers
+            refused = attempt.refused or refused
+            staff = read_keeper_log(settings.workdir)
+        if _staff_log(staff, filename):
+            # The grader failed, not the submission: no score for it.
+            index = todo[min(got, len(todo) - 1)]
+            results[index] = ProbeResult(probes[index].id, ENVIRONMENT,
+                                         GRADER_FAILURE)
+            for i in todo:
+                results.setdefault(i, ProbeResult(
+                    probes[i].id, NOT_RUN, "skipped: " + GRADER_FAILURE))
+            break
         if failure is not None:
             # Before the import finished, every later probe would fail
             # the same way: no restart. Otherwise only this probe.
@@ -93,7 +119,21 @@ def supervise(start: Starter, source: str, filename: str,
                 for group in probes[i].groups:
                     lost.setdefault(group, result)
         pending = [i for i in todo if i not in results]
-    return [results[i] for i in range(len(probes))], layers
+    for i in range(len(probes)):
+        results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
+                                          "skipped: " + GRADER_FAILURE))
+    return [results[i] for i in range(len(probes))], layers, refused
+
+
+def _staff_log(text: str, filename: str) -> bool:
+    """Print what the keeper wrote to the grader's stderr (the staff log);
+    whether it is a failure of the grader (a traceback)."""
+    if not text.strip():
+        return False
+    lines = "\n".join("  " + line for line in text.rstrip().splitlines())
+    print(f"grader (staff log): the worker for {filename!r} printed:\n"
+          f"{lines}", file=sys.stderr, flush=True)
+    return "Traceback (most recent call last)" in text
 
 
 def _cap_text(text: str, limit: int) -> str:
@@ -138,6 +178,7 @@ class Attempt:
         self.frames = 0
         self.inmate: int | None = None     # the process running student code
         self.layers: list[str] | None = None
+        self.refused: list[str] = []
 
     def results(self) -> Iterator[ProbeResult]:
         """Yield ProbeResults in order; raise Failure when the worker
@@ -188,6 +229,9 @@ class Attempt:
                 or not set(map(str, layers)) <= set(jail.LAYERS):
             raise Failure(ENVIRONMENT, "the worker did not report its jail")
         self.layers = [str(layer) for layer in layers]
+        refused = header.get("refused")
+        if isinstance(refused, list):
+            self.refused = [str(r)[:300] for r in refused[:10]]
         error = header.get("error")
         if error:
             raise Failure(ENVIRONMENT, f"the grader could not lock up the "
@@ -233,6 +277,10 @@ class Attempt:
             return Failure(MEMORY, f"the worker was killed by the kernel's "
                            f"out-of-memory killer during {during}: the "
                            f"machine's memory ran out (use less memory)")
+        if scratch_verdict(self.workdir):
+            return Failure(MEMORY, f"the submission's files grew past "
+                           f"{jail.SCRATCH_BYTES >> 20} MiB (or too many "
+                           f"files) during {during}")
         if code >= 0:
             return Failure(CRASH, f"the submission exited (code {code}) "
                            f"during {during}")

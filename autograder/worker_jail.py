@@ -2,12 +2,18 @@
 
 The fork server forks the worker process (the keeper) from a warm copy of
 the grader with torch imported. The keeper starts a new session (the parent
-kills its whole process group), reads stdin from /dev/null, sends fd-level
-output to a file in a fresh temporary working directory, closes every
-inherited descriptor but its result channel, scrubs the environment and
-enters the jail's namespaces (``autograder/jail.py``). It forks the inmate,
-tells the parent the inmate's pid, and when the inmate ends kills what it
-left and exits with its status.
+kills its whole process group), reads stdin from /dev/null, sends its own
+fd-level output to the staff log (``KEEPER_LOG``: the grader's failures are
+never shown as the student's output), closes every inherited descriptor
+but its result channel, scrubs the environment and enters the jail's
+namespaces (``autograder/jail.py``). It forks the inmate, tells the parent
+the inmate's pid, and when the inmate ends kills what it left and exits
+with its status. Without a mount namespace it also watches the scratch
+folder's size (a tmpfs bounds it otherwise).
+
+The worker's folder (``settings.workdir``) holds the keeper's files; the
+inmate may write only in its ``scratch`` subfolder, which is all it sees of
+it (a private tmpfs there with a mount namespace).
 
 The inmate, before any student code, sets resource limits (address space,
 processes, file size, CPU), builds its own view of the filesystem, drops
@@ -20,10 +26,12 @@ from __future__ import annotations
 import io
 import os
 import resource
+import shutil
 import signal
 import stat
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -34,6 +42,11 @@ from autograder import jail, wire
 _EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
 _FILE_LIMIT = 64 * 1024 * 1024
 OUTPUT_FILE = ".autograder-output"
+KEEPER_LOG = ".autograder-keeper"      # the keeper's stderr: staff only
+VERDICT_FILE = ".autograder-verdict"   # why the keeper killed the inmate
+SCRATCH = "scratch"                    # the inmate's folder in workdir
+_WATCH_SECONDS = 0.05                  # scratch size check interval
+_MAX_ENTRIES = 10_000                  # files the scratch may hold
 
 
 @dataclass
@@ -49,6 +62,11 @@ class WorkerSettings:
     readable: list[str] = field(default_factory=list)   # what it may read
     namespaces: bool = True   # try the namespace layers of the jail
     landlock: bool = True     # try Landlock
+
+    @property
+    def scratch(self) -> str:
+        """The inmate's working folder (the only one it may write)."""
+        return os.path.join(self.workdir, SCRATCH)
 
 
 class _CappedStream(io.TextIOBase):
@@ -139,9 +157,13 @@ class _FdOutput:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
         writer = os.open(path, flags, 0o600)
         self.reader = os.open(path, os.O_RDONLY)
-        os.dup2(writer, 1)
-        os.dup2(writer, 2)
         self.reader_truncate = writer   # kept: fd 1 may get closed
+
+    def attach(self) -> None:
+        """Make this file fd 1 and 2 (in the inmate only: the keeper's own
+        output goes to the staff log)."""
+        os.dup2(self.reader_truncate, 1)
+        os.dup2(self.reader_truncate, 2)
 
     def take(self) -> str:
         """What was written since the last call (truncated), then empty."""
@@ -193,11 +215,18 @@ def _isolate(settings: WorkerSettings, result_fd: int) -> _FdOutput:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    log = os.open(os.path.join(settings.workdir, KEEPER_LOG),
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                  0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     output = _FdOutput(os.path.join(settings.workdir, OUTPUT_FILE),
                        settings.output_limit)
     _close_fds({0, 1, 2, result_fd, output.reader, output.reader_truncate})
-    os.chdir(settings.workdir)
-    home = settings.workdir
+    home = settings.scratch
+    _empty(home)   # a fresh worker after a failure starts clean
+    os.chdir(home)
     os.environ.clear()   # secrets in the grader's environment stay there
     os.environ.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=home,
                       TMPDIR=home, LANG="C.UTF-8", OMP_NUM_THREADS="1")
@@ -216,9 +245,13 @@ def _lock_up(settings: WorkerSettings, plan: jail.JailPlan) -> None:
     _set_limits(settings)
     if "mount-namespace" in plan.active:
         jail.build_root(plan)
+    else:
+        os.chdir(plan.workdir)
     jail.drop_privileges(plan)
+    jail.new_session_keyring(plan)
     if settings.landlock:
         jail.apply_landlock(plan, plan.readable)
+    jail.apply_seccomp(plan)
 
 
 def keeper_main(source: str, filename: str, encoded: bytes,
@@ -228,7 +261,7 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     submission, tells the parent the inmate's pid, and when the inmate ends
     kills whatever it left and exits with its status."""
     output = _isolate(settings, results.fileno())
-    plan = jail.JailPlan(workdir=settings.workdir,
+    plan = jail.JailPlan(workdir=settings.scratch,
                          readable=settings.readable, uid=settings.uid,
                          gid=settings.gid, namespaces=settings.namespaces)
     jail.enter_namespaces(plan)
@@ -239,6 +272,7 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     if pid == 0:
         os.close(go_w)
         try:
+            output.attach()
             jail.die_with_parent()
             os.read(go_r, 1)    # the parent knows our pid: go
             os.close(go_r)
@@ -251,14 +285,100 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     wire.send(results, {"kind": "jail", "pid": pid})
     os.write(go_w, b"x")
     os.close(go_w)
-    status = jail.wait_status(pid)
+    if "mount-namespace" in plan.active:
+        status = jail.wait_status(pid)
+    else:
+        status = _watch(pid, settings)
     if "pid-namespace" not in plan.active:
         jail.kill_children()
     if status < 0:   # report the inmate's death as our own
-        if -status not in (signal.SIGKILL, signal.SIGSTOP):   # no handler
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):
+            # (SIGKILL's action cannot be set: EINVAL. That was the
+            # keeper's traceback once shown as a looping class's output.)
             signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     os._exit(status if status >= 0 else 1)
+
+
+def _watch(pid: int, settings: WorkerSettings) -> int:
+    """Wait for the inmate while bounding its scratch folder as the tmpfs
+    of a mount namespace would (``jail.SCRATCH_BYTES``, and a number of
+    files): over it, kill the inmate and say why in ``VERDICT_FILE``."""
+    killed = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            if os.WIFSIGNALED(status):
+                return -os.WTERMSIG(status)
+            return os.WEXITSTATUS(status)
+        used, entries = _usage(settings.scratch)
+        if not killed and (used > jail.SCRATCH_BYTES or
+                           entries > _MAX_ENTRIES):
+            killed = True
+            os.kill(pid, signal.SIGKILL)
+            path = os.path.join(settings.workdir, VERDICT_FILE)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                         os.O_NOFOLLOW, 0o600)
+            os.write(fd, b"scratch")
+            os.close(fd)
+        time.sleep(_WATCH_SECONDS)
+
+
+def _usage(folder: str) -> tuple[int, int]:
+    """Bytes allocated and entries under ``folder`` (not following links),
+    counting stops past the limits. A folder the keeper may not read (the
+    inmate, same uid as an unprivileged keeper, may chmod its own) counts
+    as over the limit: hiding files is no way around the bound."""
+    used = entries = 0
+    stack = [folder]
+    while stack and used <= jail.SCRATCH_BYTES and entries <= _MAX_ENTRIES:
+        try:
+            with os.scandir(stack.pop()) as found:
+                for entry in found:
+                    entries += 1
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += info.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except PermissionError:
+            return jail.SCRATCH_BYTES + 1, entries
+        except OSError:   # removed meanwhile
+            continue
+    return used, entries
+
+
+def _empty(folder: str) -> None:
+    """Remove what an earlier worker left in ``folder`` (no links
+    followed)."""
+    try:
+        found = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in found:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def scratch_verdict(workdir: str) -> str | None:
+    """Why the keeper killed the inmate (runs in the parent), if it did."""
+    path = os.path.join(workdir, VERDICT_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 64).decode(errors="replace")
+    finally:
+        os.close(fd)
+        os.unlink(path)
 
 
 def _inmate_main(source: str, filename: str, encoded: bytes,
@@ -279,9 +399,10 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
         _lock_up(settings, plan)
     except Exception as exc:   # noqa: BLE001 - the grader's failure
         send({"kind": "jailed", "layers": plan.active,
+              "refused": plan.refused,
               "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
-    send({"kind": "jailed", "layers": plan.active})
+    send({"kind": "jailed", "layers": plan.active, "refused": plan.refused})
     probes = wire.decode_probes(encoded)
     stream = _CappedStream(settings.output_limit, 1)
     sys.stdout = sys.stderr = stream
@@ -293,6 +414,24 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
     os._exit(0)
+
+
+def read_keeper_log(workdir: str, limit: int = 20_000) -> str:
+    """What the keeper (trusted code) printed, then empty it (runs in the
+    parent): staff only, never the student's output."""
+    path = os.path.join(workdir, KEEPER_LOG)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        data = os.pread(fd, limit, 0)
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace")
 
 
 def read_leftover(workdir: str, limit: int) -> str:

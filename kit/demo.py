@@ -114,6 +114,10 @@ def main() -> int:
         return 1
     print(f"graded {len(subs)} submissions in "
           f"{time.monotonic() - t0:.0f} s into {out.relative_to(ROOT)}/")
+    # The jail's layers (and why any is missing), as `grade` printed them.
+    print("\n".join(line for line in done.stderr.splitlines()
+                    if line.startswith(("jail:", "warning: jail",
+                                        "  because "))))
     rows = []
     for sub in subs:
         name = re.sub(r"\.(py|zip)$", "", sub.name)

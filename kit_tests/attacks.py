@@ -9,7 +9,12 @@ protected), ``@MARK@`` (a token unique to the run, used for leftovers).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import stat
+import sys
+from pathlib import Path
 
 HARNESS = '''\
 import ctypes
@@ -260,6 +265,70 @@ def submission(name: str, targets: list[str], mark: str) -> str:
     # The replay attack compares with the probe's input.
     return source.replace("found = attack()",
                           "global X\n        X = x\n        found = attack()")
+
+
+def processes_matching(text: str) -> list[int]:
+    """Pids whose command line contains ``text`` (``pgrep -f``, from /proc:
+    a minimal Debian has no procps)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                line = handle.read().replace(b"\0", b" ").decode(
+                    errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(int(entry))
+    return found
+
+
+def kill_matching(text: str) -> None:
+    """SIGKILL every process ``processes_matching(text)``."""
+    for pid in processes_matching(text):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+_BECOME = ("import os, sys; u, g = int(sys.argv[1]), int(sys.argv[2]); "
+           "os.setgroups([]); os.setgid(g); os.setuid(u); "
+           "os.execvp(sys.argv[3], sys.argv[3:])")
+
+
+def as_uid(uid: int, gid: int, command: list[str]) -> list[str]:
+    """``command`` run as uid/gid with no supplementary group (what
+    ``setpriv --reuid --regid --clear-groups`` does, without needing it)."""
+    return [sys.executable, "-c", _BECOME, str(uid), str(gid), *command]
+
+
+def closed_to(uid: int, gid: int, path: str) -> str | None:
+    """The first folder from ``path``'s top-level folder down to ``path``
+    itself, skipping the folders above it that a private tmpfs can open
+    (see test_attacks._as_user), that ``uid`` cannot enter: the path
+    itself closed (a checkout at mode 700), or a folder inside the
+    blocked one. None when it could enter them all."""
+    from autograder.jail import readable_by
+    stop = readable_by(uid, gid, path)
+    if stop is None:
+        return None
+    current = Path(path)
+    depth = len(Path(stop).parts)
+    for folder in [*reversed(current.parents), current]:
+        if len(folder.parts) <= depth:
+            continue
+        info = folder.stat()
+        need = stat.S_IXOTH
+        if info.st_uid == uid:
+            need <<= 6
+        elif info.st_gid == gid:
+            need <<= 3
+        if not info.st_mode & need:
+            return str(folder)
+    return None
 
 
 def report(text: str) -> dict | None:

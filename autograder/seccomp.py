@@ -1,0 +1,150 @@
+"""The jail's ``seccomp`` layer: system calls student code never needs.
+
+A classic-BPF filter (``prctl(PR_SET_SECCOMP)``, Linux >= 3.5, allowed by
+Docker's default profile) makes these fail with EPERM:
+
+- ``keyctl``, ``add_key``, ``request_key``: the kernel keyrings. A fresh
+  session keyring hides the grader's session keyring, but the *user*
+  keyring is reached by uid, and an unprivileged grader without a user
+  namespace shares its uid with the inmate (Kerberos and AFS tokens live
+  there on university machines).
+- ``socket(AF_UNIX, ...)``: no unix socket to connect with, so no grader
+  endpoint (multiprocessing's fork server listens on a named socket), SSH
+  agent, D-Bus or Kerberos KCM can be reached, whatever the inmate knows
+  of their addresses. The inmate's result channel is an inherited,
+  already connected socket pair; a datagram socket pair (which could
+  connect() again) is refused too.
+- ``io_uring_*``: io_uring opens sockets and files without these calls.
+- ``ptrace``, ``process_vm_readv/writev``: no reading another process's
+  memory (Landlock also refuses it outside its domain; this holds where
+  Landlock is missing).
+
+The filter checks the audit architecture first: a call made through
+another ABI (32-bit ``int 0x80`` or x32 on x86-64) is refused whole, so
+the numbers below cannot be dodged. Unknown architectures get no filter
+(the layer is then not reported).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import sys
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_AF_UNIX, _SOCK_DGRAM = 1, 2
+_X32_BIT = 0x40000000
+
+# Per architecture: the audit arch and the numbers of the denied calls.
+_ARCHES = {
+    "x86_64": (0xC000003E, {
+        "keyctl": 250, "add_key": 248, "request_key": 249,
+        "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "ptrace": 101,
+        "process_vm_readv": 310, "process_vm_writev": 311}, 41, 53),
+    "aarch64": (0xC00000B7, {
+        "keyctl": 219, "add_key": 217, "request_key": 218,
+        "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "ptrace": 117,
+        "process_vm_readv": 270, "process_vm_writev": 271}, 198, 199),
+}
+DENIED = ("keyctl", "add_key", "request_key", "socket(AF_UNIX)",
+          "socketpair(SOCK_DGRAM)",
+          "io_uring_setup", "io_uring_enter", "io_uring_register",
+          "ptrace", "process_vm_readv", "process_vm_writev")
+
+# Classic BPF opcodes and seccomp return values.
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_ALU_AND_K = 0x54
+_RET_ALLOW = 0x7FFF0000
+_RET_EPERM = 0x00050000 | errno.EPERM
+# struct seccomp_data: nr at 0, arch at 4, args[i] (low half, LE) at
+# 16 + 8 i.
+_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8),
+                ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16),
+                ("filter", ctypes.POINTER(_Filter))]
+
+
+def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions (code, jt, jf, k) for ``machine`` (this
+    one by default); empty for an architecture it does not know."""
+    arch, numbers, socket_nr, socketpair_nr = _ARCHES.get(
+        machine or platform.machine(), (None, {}, None, None))
+    if arch is None:
+        return []
+    # Written with labels ("allow", "deny"), resolved into offsets below.
+    code: list[tuple[int, object, object, int]] = [
+        (_LD_W_ABS, 0, 0, _ARCH),
+        (_JEQ_K, 0, "deny", arch),
+        (_LD_W_ABS, 0, 0, _NR)]
+    if arch == _ARCHES["x86_64"][0]:
+        code.append((_JGE_K, "deny", 0, _X32_BIT))   # x32 calls: refused
+    for number in sorted(set(numbers.values())):
+        code.append((_JEQ_K, "deny", 0, number))
+    code += [(_JEQ_K, 0, "pair", socket_nr),
+             (_LD_W_ABS, 0, 0, _ARG0),
+             (_JEQ_K, "deny", "allow", _AF_UNIX),
+             # A datagram socket pair could connect() to a named socket.
+             ("pair", _JEQ_K, 0, "allow", socketpair_nr),
+             (_LD_W_ABS, 0, 0, _ARG1),
+             (_ALU_AND_K, 0, 0, 0xF),
+             (_JEQ_K, "deny", "allow", _SOCK_DGRAM),
+             ("allow", _RET_K, 0, 0, _RET_ALLOW),
+             ("deny", _RET_K, 0, 0, _RET_EPERM)]
+    labels = {}
+    plain = []
+    for i, ins in enumerate(code):
+        if isinstance(ins[0], str):
+            labels[ins[0]] = i
+            ins = ins[1:]
+        plain.append(ins)
+    out = []
+    for i, (op, jt, jf, k) in enumerate(plain):
+        jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        out.append((op, jt, jf, k))
+    return out
+
+
+def install() -> bool:
+    """Install the filter on this thread's process (needs no_new_privs or
+    CAP_SYS_ADMIN; it is inherited by every child and cannot be removed).
+    Returns whether it is in force; raises OSError if the kernel refused
+    it where it should work."""
+    if sys.platform != "linux" or _COMPILED is None:
+        return False
+    _filters, prog = _COMPILED
+    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog),
+                   0, 0) != 0:
+        err = ctypes.get_errno()
+        if err == errno.EINVAL:   # a kernel built without seccomp
+            return False
+        raise OSError(err, f"prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER): "
+                      f"{errno.errorcode.get(err, err)} ({os.strerror(err)})")
+    return True
+
+
+def _compile() -> tuple | None:
+    code = program()
+    if not code or sys.platform != "linux":
+        return None
+    filters = (_Filter * len(code))(*[_Filter(*c) for c in code])
+    return filters, _Program(len(code), filters)
+
+
+# Built once, when the fork server preloads the jail: a worker only
+# installs it.
+_COMPILED = _compile()
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" \
+    else None
+
+__all__ = ["DENIED", "install", "program"]

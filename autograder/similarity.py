@@ -33,6 +33,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from autograder import layout
 from autograder.regions import END_MARKER, START_MARKER, find_regions
 
 SKELETON = Path(__file__).resolve().parents[1] / "transformer_lm" / \
@@ -235,12 +236,10 @@ def read_folder(out: Path | str) -> tuple[dict[str, str], dict[str, dict]]:
     """Sources (``source.py``) and answers (``answers.json``) kept by
     ``grade`` in each submission's folder."""
     sources, answers = {}, {}
-    for folder in sorted(Path(out).iterdir()):
-        if not folder.is_dir() or folder.name.startswith("."):
-            continue
+    for name, folder in layout.submission_dirs(out).items():
         source = folder / "source.py"
         if source.is_file():
-            sources[folder.name] = source.read_text(errors="replace")
+            sources[name] = source.read_text(errors="replace")
         found = folder / "answers.json"
         if found.is_file():
             try:
@@ -248,8 +247,8 @@ def read_folder(out: Path | str) -> tuple[dict[str, str], dict[str, dict]]:
             except ValueError:
                 continue
             if isinstance(data, dict):
-                answers[folder.name] = {str(k): str(v)
-                                        for k, v in data.items()}
+                answers[name] = {str(k): str(v)
+                                 for k, v in data.items()}
     return sources, answers
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.layout import submission_dir
 from autograder import class_report
 from autograder.submission import submission_name
 from kit import variants
@@ -109,7 +110,7 @@ def test_grade_writes_the_report_and_its_linked_pages(graded):
     out, stdout = graded
     assert f"class report: {out / 'report.html'}" in stdout
     for name in ("reference", "mask_diagonal", EVIL):
-        assert (out / name / "feedback.html").is_file()
+        assert (submission_dir(out, name) / "feedback.html").is_file()
     assert (out / "answers" / "Q1.html").is_file()
 
 
@@ -205,7 +206,7 @@ def test_a_grader_failure_is_reported_as_the_graders(graded, tmp_path):
 def test_student_text_is_escaped_in_the_report_and_pages(graded):
     out, _ = graded
     pages = [out / "report.html", out / "answers" / "Q1.html",
-             out / EVIL / "feedback.html"]
+             submission_dir(out, EVIL) / "feedback.html"]
     for path in pages:
         page = Page(path.read_text())
         assert not [a for a in page.all("img")], path

@@ -388,7 +388,19 @@ def _class_report(out: Path) -> str:
     try:
         return f"class report: {class_report.write_report(out)}"
     except Exception as exc:   # noqa: BLE001 - grades are already safe
-        return f"class report: not written ({type(exc).__name__}: {exc})"
+        why = f"{type(exc).__name__}: {str(exc)[:300]}"
+        try:   # a page that says what failed, where the report would be
+            import html
+            (out / class_report.REPORT_NAME).write_text(
+                f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+                f"Class report</title></head><body><h1>Class report not "
+                f"written</h1><p>{html.escape(why)}</p><p>grades.csv and "
+                f"each submission's results are complete; "
+                f"<code>python -m autograder report {html.escape(str(out))}"
+                f"</code> tries again.</p></body></html>\n")
+        except OSError:
+            pass
+        return f"class report: not written ({why})"
 
 
 def _check_compare(previous: Path, out: Path) -> None:

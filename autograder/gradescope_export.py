@@ -21,12 +21,13 @@ ready to upload back to Gradescope or an LMS gradebook.
 from __future__ import annotations
 
 import csv
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from autograder.submission import (SubmissionError, safe_extract,
-                                   shown_name)
+                                   shown_name, zip_names)
 
 METADATA = "submission_metadata.yml"
 SCORES_CSV = "gradescope_scores.csv"
@@ -81,11 +82,9 @@ def find_export(paths: list[Path]) -> Path | None:
 
 def _zip_has_metadata(path: Path) -> bool:
     try:
-        with zipfile.ZipFile(path) as archive:
-            return any(PurePosixPath(n).name == METADATA and
-                       len(PurePosixPath(n).parts) <= 2
-                       for n in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
+        return any(PurePosixPath(n).name == METADATA and
+                   len(PurePosixPath(n).parts) <= 2 for n in zip_names(path))
+    except (zipfile.BadZipFile, OSError, ValueError, struct.error):
         return False
 
 

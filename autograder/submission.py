@@ -289,6 +289,15 @@ def _open_zip(archive: Path, scratch: Path) -> zipfile.ZipFile:
     return zf
 
 
+def zip_names(archive: Path) -> list[str]:
+    """The entry names of ``archive`` (names flagged UTF-8 that are not
+    read as bytes, as ``safe_extract`` reads them). Raises what
+    ``zipfile`` raises for an unreadable archive, or OSError."""
+    with tempfile.TemporaryDirectory(prefix="zip-names-") as scratch:
+        with _open_zip(archive, Path(scratch)) as zf:
+            return zf.namelist()
+
+
 _EOCD = struct.Struct("<4s4H2LH")
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")

@@ -1,9 +1,9 @@
 """The staff's view of a graded batch: ``OUT/report.html``.
 
 Reads what ``grade`` wrote (``OUT/grades.csv`` and each
-``OUT/submissions/<submission>/results.json``, see autograder/layout.py;
-nothing is re-graded) and writes one self-contained HTML page (inline CSS,
-SVG and script; no network, works opened from disk) with the score distribution, per-item pass rates, the
+``OUT/submissions/<name>/results.json``; nothing is re-graded) and writes one
+self-contained HTML page (inline CSS, SVG and script; no network, works
+opened from disk) with the score distribution, per-item pass rates, the
 named mistakes ranked with their explanations and submissions, deduction
 rates with the most frequent offending patterns, the submissions that hit
 limits apart from the grader's own failures, links to each submission's

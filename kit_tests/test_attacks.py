@@ -156,7 +156,8 @@ def batch(request):
 
 
 def _results(batch, name: str) -> dict:
-    return json.loads((submission_dir(batch["out"], name) / "results.json").read_text())
+    return json.loads((submission_dir(batch["out"], name) /
+                       "results.json").read_text())
 
 
 def _found(batch, name: str) -> dict:
@@ -221,7 +222,8 @@ def test_no_grader_secret_in_memory(batch):
     found = _found(batch, "memory_secrets")
     assert found == {"secret": False, "victim": False}
     for name in attacks.ATTACKS:
-        assert SECRET not in (submission_dir(batch["out"], name) / "feedback.md"
+        assert SECRET not in (submission_dir(batch["out"], name) /
+                              "feedback.md"
                               ).read_text()
 
 

@@ -193,8 +193,8 @@ def test_a_similarity_failure_leaves_the_report(tmp_path, monkeypatch):
     assert "Not computed: MemoryError: simulated" in page
 
 
-def test_a_class_report_failure_leaves_a_page_saying_so(tmp_path,
-                                                       monkeypatch):
+def test_a_class_report_failure_leaves_a_page_saying_so(
+        tmp_path, monkeypatch):
     from autograder import cli
 
     def broken(out):
@@ -208,11 +208,12 @@ def test_a_class_report_failure_leaves_a_page_saying_so(tmp_path,
 
 def test_similarity_bounds_tokens_and_time(monkeypatch):
     notes: list[str] = []
+    lines = similarity.MAX_TOKENS // 3 + 1     # 3 tokens a line
     codes = {"a": "x = 1\n" * 10, "b": "x = 1\n" * 10,
-             "huge": "y = z\n" * (similarity.MAX_TOKENS // 3 + 1)}
+             "huge": "y = z\n" * lines}
     similarity.code_pairs(codes, "", notes)
-    assert notes == [f"huge: not compared ({3 * (similarity.MAX_TOKENS // 3 + 1)} "
-                     f"tokens of code; the limit is {similarity.MAX_TOKENS})"]
+    assert notes == [f"huge: not compared ({3 * lines} tokens of code; "
+                     f"the limit is {similarity.MAX_TOKENS})"]
     notes.clear()
     many = {f"s{i}": f"v{i} = w + {i}\n" * 5 for i in range(30)}
     similarity.code_pairs(many, "", notes, budget=0.0)

@@ -112,7 +112,8 @@ def test_round_trip_through_the_grader(student, tmp_path):
     subprocess.run([sys.executable, "-m", "autograder", "grade", "--out",
                     str(out), str(submission)], cwd=ROOT, env=env,
                    capture_output=True, text=True, timeout=600, check=True)
-    results = json.loads((submission_dir(out, "alice") / "results.json").read_text())
+    results = json.loads((submission_dir(out, "alice") / "results.json"
+                          ).read_text())
     assert results["score"] == FULL
     page = (out / "answers" / "Q2.md").read_text()
     assert "## alice" in page and "sqrt(head_size)" in page

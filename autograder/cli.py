@@ -300,6 +300,22 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     broken = threading.Event()
 
     def work(pair: tuple[Path, str]) -> GradeResult:
+        try:
+            return grade_one(pair)
+        except ConfigError:
+            raise
+        except Exception:   # noqa: BLE001 - one submission, not the batch
+            path, name = pair
+            grade = failed_grade(name, str(path), rubric,
+                                 internal_error=traceback.format_exc())
+            try:
+                _write_outputs(grade, layout.submission_dir(out, name))
+            except OSError:
+                pass   # its row in grades.csv still says what happened
+            progress.step(name)
+            return grade
+
+    def grade_one(pair: tuple[Path, str]) -> GradeResult:
         path, name = pair
         sub = resolve(path, workdir, name)
         if broken.is_set():

@@ -317,8 +317,11 @@ class Receiver:
                 raise Closed() from None
             if not self.conn.readable or self.conn.closed:  # over budget
                 if budget < MAX_MESSAGE_BYTES:
-                    raise TooLarge(f"more than {self.budget.limit >> 20} "
-                                   "MB of results in all") from None
+                    raise TooLarge(f"an oversized message (over the "
+                                   f"{budget / 2 ** 20:.1f} MB left of the "
+                                   f"{self.budget.limit >> 20} MB of "
+                                   f"results a submission may send in all)"
+                                   ) from None
                 raise TooLarge(f"an oversized message (over "
                                f"{MAX_MESSAGE_BYTES >> 20} MB)") from None
             raise Closed() from None   # end of file inside a frame

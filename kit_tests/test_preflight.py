@@ -184,6 +184,7 @@ def _assert_grades_reference_fully(python: Path, folder: Path,
                           cwd=kit, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    data = json.loads((folder / "out" / "m" / "results.json").read_text())
+    data = json.loads((submission_dir(folder / "out", "m") /
+                       "results.json").read_text())
     rubric = load_rubric()
     assert data["score"] == rubric.max_score + rubric.max_bonus

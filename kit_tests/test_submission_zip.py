@@ -130,7 +130,8 @@ def test_missing_notebook_is_reported_and_costs_nothing(tmp_path):
     subprocess.run([sys.executable, "-m", "autograder", "grade", "--out",
                     str(out), str(REFERENCE)], cwd=ROOT, env=env,
                    capture_output=True, text=True, timeout=600, check=True)
-    results = json.loads((out / "modeling_attention" / "results.json")
+    results = json.loads((submission_dir(out, "modeling_attention") /
+                          "results.json")
                          .read_text())
     assert results["score"] == FULL
     assert "Could not read your answers: no notebook" in results["output"]

@@ -98,6 +98,7 @@ def hostile_batch(tmp_path_factory):
     return out, done
 
 
+@pytest.mark.e2e   # the CLI in its own process
 def test_every_submission_gets_its_row(hostile_batch):
     out, done = hostile_batch
     assert done.returncode == 0, done.stderr[-3000:]
@@ -112,6 +113,7 @@ def test_every_submission_gets_its_row(hostile_batch):
     assert "deep" in rows
 
 
+@pytest.mark.e2e   # the CLI in its own process
 def test_batch_files_stay_files(hostile_batch):
     out, _ = hostile_batch
     for name in ("grades.csv", "report.html"):
@@ -128,6 +130,7 @@ def test_batch_files_stay_files(hostile_batch):
     assert (out / layout.SUBMISSIONS / "alice" / "feedback.html").is_file()
 
 
+@pytest.mark.e2e   # the CLI in its own process
 def test_the_unparseable_source_is_left_out_of_similarity_only(
         hostile_batch):
     out, _ = hostile_batch
@@ -149,6 +152,7 @@ def test_a_bad_zip_name_is_read_as_bytes(tmp_path):
     assert sub.filename == "carol.zip/transformer_lm/modeling_attention.py"
 
 
+@pytest.mark.e2e   # the CLI in its own process
 def test_an_export_with_bad_names_grades_the_rest(tmp_path):
     metadata = "".join(
         f"{folder}:\n  :submitters:\n  - :name: {who}\n    :sid: '{sid}'\n"

@@ -10,6 +10,10 @@ The whole process tree (parent, fork server, workers) is sampled from
 /proc (proportional set size) every 50 ms; prints the peak of the tree,
 of the parent alone, the wall time, and whether grades.csv and the class
 report were written with full marks for every correct submission.
+
+Measured (2026-11-25, 2 shared and loaded cores, --jobs 2, --timeout 2):
+100 submissions in 636 s; peak 1316 MiB for the tree, 456 MiB for the
+parent; 100 rows, the 20 correct ones at full marks, report.html written.
 """
 from __future__ import annotations
 

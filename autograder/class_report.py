@@ -1,7 +1,7 @@
 """The staff's view of a graded batch: ``OUT/report.html``.
 
 Reads what ``grade`` wrote (``OUT/grades.csv`` and each
-``OUT/<submission>/results.json``; nothing is re-graded) and writes one
+``OUT/submissions/<name>/results.json``; nothing is re-graded) and writes one
 self-contained HTML page (inline CSS, SVG and script; no network, works
 opened from disk) with the score distribution, per-item pass rates, the
 named mistakes ranked with their explanations and submissions, deduction
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from autograder import csvsafe, mdsafe
+from autograder import csvsafe, layout, mdsafe
 
 REPORT_NAME = "report.html"
 MAX_RESULTS_BYTES = 20_000_000   # a results.json larger than this is skipped
@@ -188,14 +188,15 @@ def read_batch(out: Path | str) -> Batch:
     if csv_path.is_file():
         header, rows = csvsafe.read_dicts(csv_path)
     else:
-        rows = [{"submission": p.parent.name}
-                for p in sorted(out.glob("*/results.json"))]
+        rows = [{"submission": name} for name in
+                layout.submission_dirs(out, "results.json")]
     subs = []
     for row in rows:
         name = row.get("submission", "")
         if not name or "/" in name or name.startswith("."):
             continue
-        subs.append(read_submission(out / name, name))
+        subs.append(read_submission(layout.submission_dir(out, name),
+                                    name))
     task_ids = list(dict.fromkeys(t for s in subs for t in s.tasks))
     # Columns besides the scores (names, emails of a Gradescope export)
     known = {"submission", "score", "max_score", *task_ids}
@@ -302,12 +303,13 @@ def write_linked_pages(batch: Batch) -> dict[str, str]:
     ``answers:<Q>``."""
     links = {}
     for sub in batch.submissions:
-        source = batch.out / sub.name / "feedback.md"
+        folder = layout.submission_link(batch.out, sub.name)
+        source = batch.out / folder / "feedback.md"
         if source.is_file():
             target = source.with_suffix(".html")
             target.write_text(render_markdown(
-                source.read_text(errors="replace"), f"{sub.name}/feedback"))
-            links[f"feedback:{sub.name}"] = f"{quote(sub.name)}/feedback.html"
+                source.read_text(errors="replace"), f"{folder}/feedback"))
+            links[f"feedback:{sub.name}"] = f"{quote(folder)}/feedback.html"
     for page in sorted((batch.out / "answers").glob("Q*.md")):
         target = page.with_suffix(".html")
         target.write_text(render_markdown(page.read_text(errors="replace"),
@@ -596,7 +598,13 @@ def _similarity_section(batch: Batch, links: dict[str, str]) -> list[str]:
         from autograder import similarity
     except ImportError:
         return []
-    return [similarity.report_section(batch.out, links)]
+    try:
+        return [similarity.report_section(batch.out, links)]
+    except Exception as exc:   # noqa: BLE001 - the rest of the page stands
+        # (MemoryError and RecursionError included: they are Exceptions)
+        return [f"<section id='similarity'><h2>Similarity</h2><p>Not "
+                f"computed: {html.escape(type(exc).__name__)}: "
+                f"{html.escape(str(exc)[:300])}</p></section>"]
 
 
 _NAV = (("summary", "Summary"), ("distribution", "Scores"),

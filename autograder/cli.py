@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from autograder import report
+from autograder import layout, report
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, load_mistake_messages,
                               sandbox_runner)
@@ -58,8 +58,8 @@ holds exactly one modeling_attention.py; transformer_lm/ is preferred), or a
 FOLDER/* (or `make grade SUBMISSIONS=FOLDER`).
 
 Writes OUT/grades.csv (submission, score, max_score, one column per task)
-and, per submission, OUT/<name>/results.json (Gradescope format) and
-OUT/<name>/feedback.md. A submission whose code cannot be found (no
+and, per submission, OUT/submissions/<name>/results.json (Gradescope
+format) and feedback.md. A submission whose code cannot be found (no
 modeling_attention.py in its folder or zip, an unsafe zip) gets 0 with the
 reason; it does not stop the batch. Submission names come from the file,
 folder or zip name (repeats get -2, -3, ...).
@@ -293,7 +293,10 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
     except gse.ExportError as exc:
         raise ConfigError(str(exc)) from None
     if not export.paths:
-        raise ConfigError(f"{found}: the export lists no submission folder")
+        left_out = "".join(f"\n  left out: {name} ({why})"
+                           for name, why in export.skipped[:10])
+        raise ConfigError(f"{found}: the export lists no submission "
+                          f"folder{left_out}")
     return export
 
 
@@ -309,8 +312,10 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     if "mount-namespace" not in layers and "landlock" not in layers:
         _warn_if_values_exposed(args.values)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
     names = unique_names([submission_name(p) for p in paths])
+    if export is not None:
+        export.folders = {n: p.name for n, p in zip(names, paths)}
     task_ids = [t.id for t in rubric.tasks]
     progress = Progress(len(paths))
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
@@ -319,6 +324,22 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     broken = threading.Event()
 
     def work(pair: tuple[Path, str]) -> GradeResult:
+        try:
+            return grade_one(pair)
+        except ConfigError:
+            raise
+        except Exception:   # noqa: BLE001 - one submission, not the batch
+            path, name = pair
+            grade = failed_grade(name, str(path), rubric,
+                                 internal_error=traceback.format_exc())
+            try:
+                _write_outputs(grade, layout.submission_dir(out, name))
+            except OSError:
+                pass   # its row in grades.csv still says what happened
+            progress.step(name)
+            return grade
+
+    def grade_one(pair: tuple[Path, str]) -> GradeResult:
         path, name = pair
         sub = resolve(path, workdir, name)
         if broken.is_set():
@@ -340,8 +361,9 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
         found = _read_answers(grade, sub)
         if found is not None:
             answers_by_name[name] = found
-        _write_outputs(grade, out / name)
-        _keep_for_staff(sub, found, out / name)
+        folder = layout.submission_dir(out, name)
+        _write_outputs(grade, folder)
+        _keep_for_staff(sub, found, folder)
         progress.step(name)
         return grade
 
@@ -354,7 +376,8 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
         shutil.rmtree(workdir, ignore_errors=True)
     print(report.summary_table(grades, task_ids))
     print(f"\n{len(grades)} graded into {out}/ (grades.csv, "
-          f"<submission>/results.json, <submission>/feedback.md)")
+          f"{layout.SUBMISSIONS}/<submission>/results.json and "
+          f"feedback.md)")
     if note:
         print(note)
     for line in _staff_outputs(out, args.compare, export):
@@ -405,7 +428,19 @@ def _class_report(out: Path) -> str:
     try:
         return f"class report: {class_report.write_report(out)}"
     except Exception as exc:   # noqa: BLE001 - grades are already safe
-        return f"class report: not written ({type(exc).__name__}: {exc})"
+        why = f"{type(exc).__name__}: {str(exc)[:300]}"
+        try:   # a page that says what failed, where the report would be
+            import html
+            (out / class_report.REPORT_NAME).write_text(
+                f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+                f"Class report</title></head><body><h1>Class report not "
+                f"written</h1><p>{html.escape(why)}</p><p>grades.csv and "
+                f"each submission's results are complete; "
+                f"<code>python -m autograder report {html.escape(str(out))}"
+                f"</code> tries again.</p></body></html>\n")
+        except OSError:
+            pass
+        return f"class report: not written ({why})"
 
 
 def _check_compare(previous: Path, out: Path) -> None:
@@ -422,8 +457,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """(Re)write OUT/report.html from a graded folder."""
     out = Path(args.out)
     if not (out / "grades.csv").is_file() and \
-            not any(out.glob("*/results.json")):
-        raise ConfigError(f"{out}: no grades.csv or */results.json (grade "
+            not layout.submission_dirs(out, "results.json"):
+        raise ConfigError(f"{out}: no grades.csv or results.json (grade "
                           f"into it first: python -m autograder grade "
                           f"--out {out} PATH...)")
     class_report = _staff_tool("class_report")
@@ -445,8 +480,8 @@ def _staff_tool(name: str) -> Any:
 def cmd_similarity(args: argparse.Namespace) -> int:
     """Print the similarity ranking of a graded folder."""
     out = Path(args.out)
-    if not any(out.glob("*/source.py")):
-        raise ConfigError(f"{out}: no */source.py (grade into it first: "
+    if not layout.submission_dirs(out, "source.py"):
+        raise ConfigError(f"{out}: no source.py kept (grade into it first: "
                           f"python -m autograder grade --out {out} PATH...)")
     print(_staff_tool("similarity").summary(out))
     return 0

@@ -20,12 +20,14 @@ ready to upload back to Gradescope or an LMS gradebook.
 """
 from __future__ import annotations
 
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from autograder import csvsafe
-from autograder.submission import SubmissionError, safe_extract
+from autograder.submission import (SubmissionError, safe_extract,
+                                   shown_name, zip_names)
 
 METADATA = "submission_metadata.yml"
 SCORES_CSV = "gradescope_scores.csv"
@@ -56,6 +58,11 @@ class Export:
     paths: list[Path]
     submitters: dict[str, list[Submitter]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # listed, no folder
+    # entries left out of the zip (unsafe or unreadable names), as shown
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    # grades.csv's submission name -> its folder (set by ``grade``: names
+    # are made safe and unique, so they may differ from the folder's)
+    folders: dict[str, str] = field(default_factory=dict)
 
 
 def find_export(paths: list[Path]) -> Path | None:
@@ -75,22 +82,23 @@ def find_export(paths: list[Path]) -> Path | None:
 
 def _zip_has_metadata(path: Path) -> bool:
     try:
-        with zipfile.ZipFile(path) as archive:
-            return any(PurePosixPath(n).name == METADATA and
-                       len(PurePosixPath(n).parts) <= 2
-                       for n in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
+        return any(PurePosixPath(n).name == METADATA and
+                   len(PurePosixPath(n).parts) <= 2 for n in zip_names(path))
+    except (zipfile.BadZipFile, OSError, ValueError, struct.error):
         return False
 
 
-def _extract(archive: Path, dest: Path) -> Path:
+def _extract(archive: Path, dest: Path,
+             skipped: list[tuple[str, str]]) -> Path:
     """Extract safely (the submissions' own extractor: no absolute or
     parent paths, no links, bounded by the export's caps, each file counted
     as it decompresses) and return the folder that holds the metadata
-    file."""
+    file. An entry with an unsafe or unreadable name is left out and
+    listed in ``skipped``: it is one submission's problem, not the
+    export's."""
     try:
         safe_extract(archive, dest, max_entries=MAX_ENTRIES,
-                     max_total=MAX_BYTES)
+                     max_total=MAX_BYTES, skipped=skipped)
     except SubmissionError as exc:
         raise ExportError(str(exc)) from None
     found = sorted(dest.rglob(METADATA), key=lambda p: len(p.parts))
@@ -129,13 +137,29 @@ def read_metadata(path: Path) -> dict[str, list[Submitter]]:
 def open_export(source: Path, workdir: Path) -> Export:
     """Open the export at ``source`` (zip or folder), extracting a zip
     into ``workdir``. Raises ExportError if it cannot be read."""
-    root = _extract(source, workdir) if source.is_file() else source
+    skipped: list[tuple[str, str]] = []
+    root = _extract(source, workdir, skipped) if source.is_file() \
+        else source
     submitters = read_metadata(root / METADATA)
-    paths = [root / name for name in sorted(submitters)
-             if (root / name).is_dir()]
-    missing = [name for name in sorted(submitters)
-               if not (root / name).is_dir()]
-    return Export(root, paths, submitters, missing)
+    paths, missing = [], []
+    for name in sorted(submitters):
+        if _is_folder(root, name):
+            paths.append(root / name)
+        else:
+            missing.append(shown_name(name))
+    return Export(root, paths, submitters, missing, skipped)
+
+
+def _is_folder(root: Path, name: str) -> bool:
+    """Whether the metadata's ``name`` is a submission folder right under
+    ``root`` (a name with a path in it, or one the file system refuses,
+    never is)."""
+    if not name or name in (".", "..") or "/" in name or "\x00" in name:
+        return False
+    try:
+        return (root / name).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def annotate(out: Path, export: Export) -> str:
@@ -152,7 +176,7 @@ def annotate(out: Path, export: Export) -> str:
     upload = []
     annotated = []
     for row in body:
-        folder = row[0]
+        folder = export.folders.get(row[0], row[0])
         people = export.submitters.get(folder, [])
         sub_id = folder.removeprefix("submission_")
         # score, max_score and the tasks stay numbers (csvsafe.cell)
@@ -171,6 +195,10 @@ def annotate(out: Path, export: Export) -> str:
         *sorted(upload, key=lambda r: (r[0], r[2]))])
     note = (f"; listed without files: {', '.join(export.missing)}"
             if export.missing else "")
+    if export.skipped:
+        note += (f"; {len(export.skipped)} entries of the zip left out "
+                 f"(unsafe or unreadable names): " + ", ".join(
+                     f"{name} ({why})" for name, why in export.skipped[:10]))
     return (f"Gradescope export: {len(body)} submissions, {len(upload)} "
             f"students: names in grades.csv, scores to upload in "
             f"{out / SCORES_CSV}{note}")

@@ -24,17 +24,17 @@ import shutil
 import stat
 import tempfile
 import threading
-import time
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from autograder import cpython_internals, jail, memlimit
+from autograder import cpython_internals, jail, memlimit, parent_clock
 from autograder.protocol import Probe, ProbeResult
 from autograder.supervisor import supervise
 from autograder.worker_jail import SCRATCH, WorkerSettings
 
 DEFAULT_USER = "autograder-worker"
+RESULTS_MB = 64   # see Sandbox.results_mb (the reference: 0.5 MB)
 GRADER_HOME = Path(__file__).resolve().parent.parent   # kit or source root
 
 
@@ -85,6 +85,10 @@ class Sandbox:
             if namespaces is None else namespaces
         self.landlock = landlock
         self.total_seconds = 300.0    # per submission (the rubric's)
+        # Results the parent receives (and keeps until the submission is
+        # judged) per submission, across all its workers: with --jobs
+        # submissions at a time, what the parent may hold for all of them.
+        self.results_mb = RESULTS_MB
         self.layers: list[str] = []    # the jail's layers, once a run told
         self.refused: list[str] = []   # layers that failed: "layer: call"
         self.fallback = ""   # why the preflight turned namespaces off
@@ -136,7 +140,8 @@ class Sandbox:
         try:
             results, layers, refused = supervise(
                 self.start, source, filename, list(probes), settings,
-                time.monotonic() + limit, limit)
+                parent_clock.now() + limit, limit,
+                results_bytes=self.results_mb << 20)
         finally:
             shutil.rmtree(settings.workdir, ignore_errors=True)
         if layers is not None:

@@ -28,11 +28,13 @@ import json
 import keyword
 import re
 import statistics
+import time
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from autograder import layout
 from autograder.regions import END_MARKER, START_MARKER, find_regions
 
 SKELETON = Path(__file__).resolve().parents[1] / "transformer_lm" / \
@@ -43,6 +45,14 @@ SHINGLE = 3                      # words per answer shingle
 MIN_WORDS = 6                    # shorter answers are not compared
 TOP = 15                         # pairs shown
 LEAD_Z = 2.0                     # robust z from which a pair is a lead
+# Bounds of the step's own time and memory (issue 19: a source with a
+# 100,000-character expression once raised MemoryError in the parser and
+# took the class report with it). A source over a cap is left out, with
+# a note; pairs stop at the time budget, with a note.
+MAX_SOURCE_CHARS = 200_000       # of a kept source.py
+MAX_TOKENS = 20_000              # of a submission's compared code
+MAX_ANSWER_CHARS = 50_000        # of one inline answer
+TIME_BUDGET = 60.0               # seconds for all pairs of a batch
 DISCLAIMER = ("Similarity is a lead for a human, not a verdict: correct "
               "solutions of a short homework look alike, and students may "
               "share a study group's understanding. Read the side-by-side "
@@ -83,7 +93,9 @@ def student_code(source: str, skeleton: str) -> str:
     given = _given_lines(skeleton)
     try:
         regions = find_regions(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # (CPython's parser reports a deeply nested expression as a
+        # MemoryError or RecursionError: the source's, not the grader's)
         regions = []
     if regions:
         chosen = [lines[i] for r in regions
@@ -161,19 +173,35 @@ def shared_spans(code: str, other: set[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def code_pairs(codes: dict[str, str], skeleton: str) -> list[Pair]:
+def code_pairs(codes: dict[str, str], skeleton: str,
+               notes: list[str] | None = None,
+               budget: float = TIME_BUDGET) -> list[Pair]:
     """Every pair of submissions with code of their own, scored by the
     share of winnowed fingerprints they have in common (the mean over both
     sides, as MOSS reports it); the top pairs carry the character spans
-    both share, for the side-by-side view."""
+    both share, for the side-by-side view. Code of more than MAX_TOKENS
+    tokens is left out, and pairs stop after ``budget`` seconds; both
+    are said in ``notes``."""
+    notes = notes if notes is not None else []
+    deadline = time.monotonic() + budget
     boilerplate = set(_kgram_hashes(tokens(skeleton)))
     prints = {}
     for name, code in codes.items():
+        toks = tokens(code)
+        if len(toks) > MAX_TOKENS:
+            notes.append(f"{name}: not compared ({len(toks)} tokens of "
+                         f"code; the limit is {MAX_TOKENS})")
+            continue
         found = fingerprints(code) - boilerplate
         if found:
             prints[name] = found
     pairs = []
+    total = len(prints) * (len(prints) - 1) // 2
     for a, b in combinations(sorted(prints), 2):
+        if time.monotonic() > deadline:
+            notes.append(f"code: stopped after {len(pairs)} of {total} "
+                         f"pairs (time budget of {budget:g} s)")
+            break
         shared = len(prints[a] & prints[b])
         score = (shared / len(prints[a]) + shared / len(prints[b])) / 2
         pairs.append(Pair(a, b, score))
@@ -194,13 +222,25 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
             for i in range(len(words) - SHINGLE + 1)}
 
 
-def answer_pairs(answers: dict[str, dict[str, str]]) -> list[Pair]:
+def answer_pairs(answers: dict[str, dict[str, str]],
+                 notes: list[str] | None = None,
+                 budget: float = TIME_BUDGET) -> list[Pair]:
     """Every pair of submissions that answered a common question, scored
-    by the mean Jaccard similarity of their answers' word shingles."""
-    shingled = {name: {q: _shingles(t) for q, t in found.items()}
+    by the mean Jaccard similarity of their answers' word shingles (each
+    answer's first MAX_ANSWER_CHARS characters; pairs stop after
+    ``budget`` seconds, said in ``notes``)."""
+    notes = notes if notes is not None else []
+    deadline = time.monotonic() + budget
+    shingled = {name: {q: _shingles(t[:MAX_ANSWER_CHARS])
+                       for q, t in found.items()}
                 for name, found in answers.items()}
     pairs = []
+    total = len(shingled) * (len(shingled) - 1) // 2
     for a, b in combinations(sorted(shingled), 2):
+        if time.monotonic() > deadline:
+            notes.append(f"answers: stopped after {len(pairs)} of {total} "
+                         f"pairs (time budget of {budget:g} s)")
+            break
         per = {}
         for question, left in shingled[a].items():
             right = shingled[b].get(question, set())
@@ -231,16 +271,28 @@ def rank(pairs: list[Pair]) -> list[Pair]:
 # --------------------------------------------------------------------------
 # A graded folder
 
-def read_folder(out: Path | str) -> tuple[dict[str, str], dict[str, dict]]:
+def read_folder(out: Path | str, notes: list[str] | None = None
+                ) -> tuple[dict[str, str], dict[str, dict]]:
     """Sources (``source.py``) and answers (``answers.json``) kept by
-    ``grade`` in each submission's folder."""
+    ``grade`` in each submission's folder; a source of more than
+    MAX_SOURCE_CHARS characters is left out, said in ``notes``."""
+    notes = notes if notes is not None else []
     sources, answers = {}, {}
-    for folder in sorted(Path(out).iterdir()):
-        if not folder.is_dir() or folder.name.startswith("."):
-            continue
+    for name, folder in layout.submission_dirs(out).items():
         source = folder / "source.py"
         if source.is_file():
-            sources[folder.name] = source.read_text(errors="replace")
+            size = source.stat().st_size
+            if size > MAX_SOURCE_CHARS * 4:   # UTF-8: up to 4 bytes each
+                notes.append(f"{name}: not compared (source of {size} "
+                             f"bytes)")
+                continue
+            text = source.read_text(errors="replace")
+            if len(text) > MAX_SOURCE_CHARS:
+                notes.append(f"{name}: not compared (source of "
+                             f"{len(text)} characters; the limit is "
+                             f"{MAX_SOURCE_CHARS})")
+                continue
+            sources[name] = text
         found = folder / "answers.json"
         if found.is_file():
             try:
@@ -248,18 +300,22 @@ def read_folder(out: Path | str) -> tuple[dict[str, str], dict[str, dict]]:
             except ValueError:
                 continue
             if isinstance(data, dict):
-                answers[folder.name] = {str(k): str(v)
-                                        for k, v in data.items()}
+                answers[name] = {str(k): str(v)
+                                 for k, v in data.items()}
     return sources, answers
 
 
-def analyse(out: Path | str, skeleton: Path = SKELETON
+def analyse(out: Path | str, skeleton: Path = SKELETON,
+            notes: list[str] | None = None
             ) -> tuple[list[Pair], list[Pair], dict[str, str]]:
-    """Code pairs, answer pairs and each submission's compared code."""
-    sources, answers = read_folder(out)
+    """Code pairs, answer pairs and each submission's compared code; what
+    was left out (caps, time budget) is said in ``notes``."""
+    notes = notes if notes is not None else []
+    sources, answers = read_folder(out, notes)
     skeleton_text = skeleton.read_text() if skeleton.is_file() else ""
     codes = {n: student_code(s, skeleton_text) for n, s in sources.items()}
-    return code_pairs(codes, skeleton_text), answer_pairs(answers), codes
+    return (code_pairs(codes, skeleton_text, notes),
+            answer_pairs(answers, notes), codes)
 
 
 def _marked(code: str, spans: list[tuple[int, int]]) -> str:
@@ -336,7 +392,8 @@ def report_section(out: Path | str, report_links: dict[str, str],
     pages it links)."""
     out = Path(out)
     head = "<section id='similarity'><h2>Similarity</h2>"
-    code, answers, codes = analyse(out, skeleton)
+    notes: list[str] = []
+    code, answers, codes = analyse(out, skeleton, notes)
     links = write_side_by_side(out, code, codes)
     leads = sum(p.z >= LEAD_Z for p in code)
     parts = [head, f"<p><strong>{html.escape(DISCLAIMER)}</strong></p>",
@@ -350,6 +407,9 @@ def report_section(out: Path | str, report_links: dict[str, str],
                  f"(word {SHINGLE}-grams, questions both answered).</p>")
     parts.append(_rows(answers, {}, report_links) if answers else
                  "<p>No two submissions answered a common question.</p>")
+    if notes:
+        parts.append("<h3>Left out</h3><ul>" + "".join(
+            f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -357,7 +417,8 @@ def report_section(out: Path | str, report_links: dict[str, str],
 def summary(out: Path | str, skeleton: Path = SKELETON) -> str:
     """The terminal ranking of ``python -m autograder similarity OUT``."""
     out = Path(out)
-    code, answers, codes = analyse(out, skeleton)
+    notes: list[str] = []
+    code, answers, codes = analyse(out, skeleton, notes)
     links = write_side_by_side(out, code, codes)
     lines = [DISCLAIMER, ""]
     for title, pairs in (("code (TODO regions)", code),
@@ -368,6 +429,7 @@ def summary(out: Path | str, skeleton: Path = SKELETON) -> str:
             lines.append(f"  {pair.score:5.2f}  z {pair.z:5.1f}  "
                          f"{pair.a} ~ {pair.b}  {view}".rstrip())
         lines.append("")
+    lines += [f"left out: {note}" for note in notes]
     return "\n".join(lines)
 
 

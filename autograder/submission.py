@@ -7,8 +7,12 @@ no links, and caps on entries and sizes. Nothing here executes student code.
 """
 from __future__ import annotations
 
+import hashlib
+import mmap
 import re
+import shutil
 import stat
+import struct
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -20,6 +24,8 @@ MAX_SOURCE_BYTES = 1_000_000
 MAX_ZIP_ENTRIES = 2_000
 MAX_ZIP_FILE_BYTES = 50_000_000
 MAX_ZIP_TOTAL_BYTES = 200_000_000
+MAX_NAME_CHARS = 80          # of a submission's name (a folder name in OUT)
+MAX_SHOWN_CHARS = 200        # of a file name quoted in a message
 # Not part of anyone's submission: editor, OS and environment debris.
 SKIPPED_DIRS = {"__MACOSX", "__pycache__", ".ipynb_checkpoints", ".git",
                 ".venv", "venv", "site-packages", "node_modules"}
@@ -43,13 +49,34 @@ class Submission:
 
 
 def submission_name(path: Path) -> str:
-    """The stem of the file, directory or zip, safe as a directory name."""
+    """The stem of the file, directory or zip, safe as a directory name:
+    ASCII letters, digits, ``._-`` only (non-UTF-8 bytes and control
+    characters become ``_``) and at most MAX_NAME_CHARS characters (a
+    longer name keeps its start and a hash of the whole)."""
     stem = path.name
     for suffix in (".zip", ".py"):
         if stem.lower().endswith(suffix):
             stem = stem[:-len(suffix)]
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._")
+    if len(cleaned) > MAX_NAME_CHARS:
+        digest = hashlib.sha256(_raw(stem)).hexdigest()[:10]
+        cleaned = f"{cleaned[:MAX_NAME_CHARS - 11].rstrip('._')}-{digest}"
     return cleaned or "submission"
+
+
+def _raw(name: str) -> bytes:
+    """A file name's bytes as the OS gave them (undecodable bytes are
+    surrogate escapes in Python's str)."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+def shown_name(name: str) -> str:
+    """A file name for a message: undecodable bytes as U+FFFD, bounded in
+    length (the escaping for its context happens where it is written)."""
+    text = _raw(name).decode("utf-8", "replace")
+    if len(text) > MAX_SHOWN_CHARS:
+        text = text[:MAX_SHOWN_CHARS] + "..."
+    return text
 
 
 def unique_names(names: list[str]) -> list[str]:
@@ -81,22 +108,27 @@ def resolve(path: Path, workdir: Path, name: str | None = None
     modeling_attention.py, bad zip, unreadable file) give ``error``."""
     path = Path(path)
     sub = Submission(name or submission_name(path), path)
+    shown = shown_name(path.name)
     try:
         if path.is_dir():
-            _from_directory(sub, path, shown=path.name)
+            _from_directory(sub, path, shown=shown)
         elif path.suffix.lower() == ".zip":
             target = Path(tempfile.mkdtemp(prefix="zip-", dir=workdir))
             safe_extract(path, target)
-            _from_directory(sub, target, shown=path.name, lone_py=True)
+            _from_directory(sub, target, shown=shown, lone_py=True)
         elif path.suffix.lower() == ".py":
-            _read(sub, path, shown=path.name)
+            _read(sub, path, shown=shown)
         else:
             raise SubmissionError(
-                f"{path.name} is not a submission: hand in "
+                f"{shown} is not a submission: hand in "
                 f"modeling_attention.py, the transformer_lm/ folder, or a "
                 f".zip of either")
     except SubmissionError as exc:
         sub.error = str(exc)
+    except (OSError, ValueError) as exc:
+        # A name the file system refuses (too long, ...): this
+        # submission's problem, never the batch's.
+        sub.error = f"{shown} could not be read ({type(exc).__name__})"
     return sub
 
 
@@ -152,59 +184,167 @@ def _from_directory(sub: Submission, root: Path, shown: str,
             f"no {TARGET} found in {shown}: hand in "
             f"{PACKAGE}/{TARGET} (or just {TARGET})")
     if len(matches) > 1:
-        listed = ", ".join(str(m.relative_to(root)) for m in matches[:5])
+        listed = ", ".join(shown_name(str(m.relative_to(root)))
+                           for m in matches[:5])
         raise SubmissionError(
             f"several {TARGET} files in {shown} ({listed}): hand in "
             f"exactly one, ideally {PACKAGE}/{TARGET}")
-    _read(sub, matches[0], f"{shown}/{matches[0].relative_to(root)}")
+    _read(sub, matches[0],
+          f"{shown}/{shown_name(str(matches[0].relative_to(root)))}")
 
 
 def safe_extract(archive: Path, target: Path, *,
                  max_entries: int | None = None,
-                 max_total: int | None = None) -> None:
+                 max_total: int | None = None,
+                 skipped: list[tuple[str, str]] | None = None) -> None:
     """Extract ``archive`` into ``target``, refusing path traversal,
     absolute names, links, and archives beyond the entry and size caps
     (one submission's by default; a Gradescope export passes its own).
-    Raises SubmissionError (nothing is extracted outside ``target``)."""
+    Raises SubmissionError (nothing is extracted outside ``target``).
+    An entry whose name is flagged UTF-8 but is not is read as bytes
+    (cp437, as zip names without the flag are). With ``skipped`` (an
+    export of many submissions), an entry with an unsafe name is left out
+    and listed there as (name, reason) instead of refusing the archive."""
     max_entries = max_entries or MAX_ZIP_ENTRIES
     max_total = max_total or MAX_ZIP_TOTAL_BYTES
+    shown = shown_name(archive.name)
     try:
-        with zipfile.ZipFile(archive) as zf:
+        with _open_zip(archive, target) as zf:
             infos = zf.infolist()
             if len(infos) > max_entries:
-                raise SubmissionError(f"{archive.name} has {len(infos)} "
+                raise SubmissionError(f"{shown} has {len(infos)} "
                                       f"entries; the limit is "
                                       f"{max_entries}")
             total = 0
             root = target.resolve()
             for info in infos:
-                name = PurePosixPath(info.filename.replace("\\", "/"))
-                if name.is_absolute() or ".." in name.parts or \
-                        ":" in info.filename:
-                    raise SubmissionError(f"{archive.name} contains an unsafe"
-                                          f" path: {info.filename!r}")
-                mode = info.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    continue   # links could point anywhere: ignored
-                if info.is_dir():
+                try:
+                    dest = _destination(info, root, shown)
+                except SubmissionError as exc:
+                    if skipped is None:
+                        raise
+                    skipped.append((shown_name(info.filename), str(exc)))
+                    continue
+                if dest is None:
                     continue
                 if info.file_size > MAX_ZIP_FILE_BYTES:
-                    raise SubmissionError(f"{archive.name}: {info.filename} "
+                    raise SubmissionError(f"{shown}: "
+                                          f"{shown_name(info.filename)} "
                                           f"is too large")
                 total += info.file_size
                 if total > max_total:
-                    raise SubmissionError(f"{archive.name} is too large once "
+                    raise SubmissionError(f"{shown} is too large once "
                                           f"extracted")
-                dest = (root / Path(*name.parts)).resolve()
-                if root not in dest.parents:
-                    raise SubmissionError(f"{archive.name} contains an unsafe"
-                                          f" path: {info.filename!r}")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                _copy_capped(zf, info, dest)
+                try:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    _copy_capped(zf, info, dest)
+                except OSError as exc:   # a name the file system refuses
+                    if skipped is None:
+                        raise
+                    skipped.append((shown_name(info.filename),
+                                    f"not extracted ({exc.strerror})"))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError,
-            NotImplementedError, RuntimeError) as exc:
-        raise SubmissionError(f"{archive.name} is not a readable zip "
-                              f"({exc})") from None
+            NotImplementedError, RuntimeError, ValueError,
+            struct.error) as exc:
+        raise SubmissionError(f"{shown} is not a readable zip "
+                              f"({type(exc).__name__}: "
+                              f"{shown_name(str(exc))})") from None
+
+
+def _destination(info: zipfile.ZipInfo, root: Path, shown: str
+                 ) -> Path | None:
+    """Where a zip entry goes under ``root``; None for what is not
+    extracted (folders, links); SubmissionError for an unsafe name."""
+    name = PurePosixPath(info.filename.replace("\\", "/"))
+    unsafe = SubmissionError(f"{shown} contains an unsafe path: "
+                             f"{shown_name(info.filename)!r}")
+    if name.is_absolute() or ".." in name.parts or \
+            ":" in info.filename or "\x00" in info.filename:
+        raise unsafe
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode) or info.is_dir():
+        return None   # links could point anywhere: ignored
+    dest = (root / Path(*name.parts)).resolve()
+    if root not in dest.parents:
+        raise unsafe
+    return dest
+
+
+def _open_zip(archive: Path, scratch: Path) -> zipfile.ZipFile:
+    """``archive`` opened; when a name flagged UTF-8 is not (zipfile then
+    raises UnicodeDecodeError for the whole archive), a copy in
+    ``scratch`` with that flag cleared on those entries, so their names
+    read as bytes (cp437) and the rest of the archive is unaffected."""
+    try:
+        return zipfile.ZipFile(archive)
+    except UnicodeDecodeError:
+        pass
+    copy = scratch / ".names-as-bytes.zip"
+    shutil.copyfile(archive, copy)
+    with open(copy, "r+b") as handle, \
+            mmap.mmap(handle.fileno(), 0) as data:
+        _clear_false_utf8_flags(data)
+    zf = zipfile.ZipFile(copy)
+    copy.unlink()   # the open handle keeps it readable
+    return zf
+
+
+def zip_names(archive: Path) -> list[str]:
+    """The entry names of ``archive`` (names flagged UTF-8 that are not
+    read as bytes, as ``safe_extract`` reads them). Raises what
+    ``zipfile`` raises for an unreadable archive, or OSError."""
+    with tempfile.TemporaryDirectory(prefix="zip-names-") as scratch:
+        with _open_zip(archive, Path(scratch)) as zf:
+            return zf.namelist()
+
+
+_EOCD = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
+_UTF8_FLAG = 0x800
+
+
+def _clear_false_utf8_flags(data: mmap.mmap) -> None:
+    """Clear the UTF-8 flag of every entry (central directory and local
+    header) whose name is not UTF-8. Raises ValueError if the archive's
+    structure cannot be followed."""
+    at = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
+    if at < 0:
+        raise ValueError("no end of central directory")
+    _, _, _, _, count, size, offset, _ = _EOCD.unpack_from(data, at)
+    end = at
+    if offset == 0xFFFFFFFF or count == 0xFFFF:
+        sig, _, where, _ = _ZIP64_LOCATOR.unpack_from(data, at - 20)
+        if sig != b"PK\x06\x07":
+            raise ValueError("bad zip64 locator")
+        fields = _ZIP64_EOCD.unpack_from(data, where)
+        count, size, offset = fields[7], fields[8], fields[9]
+        end = at - 20 - _ZIP64_EOCD.size
+    concat = end - size - offset   # bytes prepended to the archive
+    pos = offset + concat
+    for _ in range(count):
+        head = _CENTRAL.unpack_from(data, pos)
+        if head[0] != b"PK\x01\x02":
+            raise ValueError("bad central directory")
+        flags, n, m, k, local = head[5], head[12], head[13], head[14], \
+            head[18]
+        name = bytes(data[pos + 46:pos + 46 + n])
+        if flags & _UTF8_FLAG and not _is_utf8(name):
+            struct.pack_into("<H", data, pos + 8, flags & ~_UTF8_FLAG)
+            lh = local + concat
+            if local != 0xFFFFFFFF and data[lh:lh + 4] == b"PK\x03\x04":
+                (lflags,) = struct.unpack_from("<H", data, lh + 6)
+                struct.pack_into("<H", data, lh + 6, lflags & ~_UTF8_FLAG)
+        pos += 46 + n + m + k
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
@@ -215,6 +355,6 @@ def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
         while chunk := src.read(1 << 16):
             written += len(chunk)
             if written > MAX_ZIP_FILE_BYTES:
-                raise SubmissionError(f"{info.filename} is too large once "
-                                      f"decompressed")
+                raise SubmissionError(f"{shown_name(info.filename)} is too "
+                                      f"large once decompressed")
             out.write(chunk)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from autograder import jail, memlimit, wire
+from autograder import jail, memlimit, parent_clock, wire
 from autograder.cpython_internals import WorkerProcess
 from autograder.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR, MEMORY,
                                  NOT_RUN, TIMEOUT, Probe, ProbeResult)
@@ -44,13 +44,17 @@ GRADER_FAILURE = ("the grader's own worker process failed (its error is in "
 
 def supervise(start: Starter, source: str, filename: str,
               probes: list[Probe], settings: WorkerSettings,
-              deadline: float, limit: float
+              deadline: float, limit: float, *,
+              results_bytes: int = wire.MAX_RETAINED_BYTES
               ) -> tuple[list[ProbeResult], list[str] | None, list[str]]:
     """One result per probe, in order, the jail's layers (None if no
     worker reported them) and the layers it could not build, each with
-    the failing call. ``deadline`` (``time.monotonic()``) ends the
-    whole run, whose length is ``limit`` seconds."""
+    the failing call. ``deadline`` (``parent_clock.now()``) ends the
+    whole run, whose length is ``limit`` seconds. The parent receives at
+    most ``results_bytes`` of results for the submission as a whole
+    (``wire.Budget``), however many workers it takes."""
     results: dict[int, ProbeResult] = {}
+    budget = wire.Budget(results_bytes)
     lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
     layers = None
     refused: list[str] = []
@@ -59,7 +63,7 @@ def supervise(start: Starter, source: str, filename: str,
         todo = []
         for i in pending:
             groups = probes[i].groups
-            if time.monotonic() >= deadline:
+            if parent_clock.now() >= deadline:
                 results[i] = ProbeResult(
                     probes[i].id, TIMEOUT, "skipped: the submission used"
                     f" up its total time limit of {limit:g} s")
@@ -74,7 +78,7 @@ def supervise(start: Starter, source: str, filename: str,
             break
         attempt = Attempt(start, source, filename,
                           [probes[i] for i in todo], settings,
-                          deadline, limit)
+                          deadline, limit, budget)
         got = 0
         failure = None
         try:
@@ -155,7 +159,8 @@ class Attempt:
 
     def __init__(self, start: Starter, source: str, filename: str,
                  probes: list[Probe], settings: WorkerSettings,
-                 deadline: float, limit: float):
+                 deadline: float, limit: float,
+                 budget: wire.Budget | None = None):
         self.probes = probes
         self.total_deadline, self.total_seconds = deadline, limit
         self.imported = False
@@ -163,7 +168,7 @@ class Attempt:
         self.workdir, self.limit = settings.workdir, settings.output_limit
         self.oom_kills = memlimit.oom_kills()   # the cgroup's, before
         mine, theirs = wire.channel()
-        self.receiver = wire.Receiver(mine)
+        self.receiver = wire.Receiver(mine, budget)
         self.process = WorkerProcess(
             target=keeper_main, name="autograder-worker", daemon=True,
             args=(source, filename, wire.encode_probes(probes), theirs,
@@ -214,7 +219,8 @@ class Attempt:
                 deadline = self._deadline(self.probes[index])
 
     def _deadline(self, probe: Probe) -> float:
-        return min(time.monotonic() + probe.timeout, self.total_deadline)
+        # On the parent's clock: its own stalls are not the probe's time.
+        return min(parent_clock.now() + probe.timeout, self.total_deadline)
 
     def _accept_jail(self, header: dict[str, Any]) -> None:
         pid = header.get("pid")
@@ -241,7 +247,8 @@ class Attempt:
                       ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         self.frames += 1
         try:
-            return self.receiver.receive(deadline)
+            return self.receiver.receive(
+                time.monotonic() + (deadline - parent_clock.now()))
         except wire.TimedOut:
             raise Failure(TIMEOUT, self._timeout_message(probe)) from None
         except wire.Closed:
@@ -257,7 +264,7 @@ class Attempt:
         return f"probe {probe.id}" if self.imported else "import"
 
     def _timeout_message(self, probe: Probe) -> str:
-        if time.monotonic() >= self.total_deadline:
+        if parent_clock.now() >= self.total_deadline:
             return (f"the submission's total time limit of "
                     f"{self.total_seconds:g} s ran out during "
                     f"{self._during(probe)}")

@@ -27,6 +27,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from autograder import parent_clock
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                  NOT_RUN, OK, TIMEOUT, Probe, ProbeResult)
 
@@ -236,6 +237,32 @@ def channel() -> tuple[Connection, Connection]:
     return Connection(parent.detach()), Connection(worker.detach())
 
 
+class Budget:
+    """Bytes of results the parent may receive (and so keep) for one
+    submission, across all its workers: a fresh worker after a failure
+    does not get a fresh budget for the same submission (issue 19)."""
+
+    def __init__(self, limit: int | None = None):
+        self._limit = limit      # None: MAX_RETAINED_BYTES, read when used
+        self.used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def limit(self) -> int:
+        """Bytes allowed in all."""
+        return MAX_RETAINED_BYTES if self._limit is None else self._limit
+
+    @property
+    def left(self) -> int:
+        """Bytes still allowed."""
+        return self.limit - self.used
+
+    def take(self, size: int) -> None:
+        """Count ``size`` bytes received."""
+        with self._lock:
+            self.used += size
+
+
 class Receiver:
     """The parent's end of one worker's channel, within bounds and time.
 
@@ -247,21 +274,40 @@ class Receiver:
     forever: a watchdog thread shuts the socket down at the deadline, which
     ends the blocked read."""
 
-    def __init__(self, conn: Connection):
+    def __init__(self, conn: Connection, budget: Budget | None = None):
+        """``budget``: the bytes this channel may still deliver, shared by
+        every worker of one submission (default: a fresh one of
+        MAX_RETAINED_BYTES)."""
         self.conn = conn
-        self.received = 0   # bytes of all frames so far
+        self.budget = budget if budget is not None else Budget()
+        self.received = 0   # bytes of this channel's frames so far
         self._watchdog = _Watchdog(conn.fileno())
+
+    def _budget(self) -> int:
+        return max(0, min(MAX_MESSAGE_BYTES, self.budget.left))
 
     def receive(self, deadline: float) -> tuple[dict[str, Any],
                                                 list[torch.Tensor]]:
         """The next message (header, tensors) by ``deadline`` (a
-        ``time.monotonic()`` time). Raises TimedOut, Closed, TooLarge or
-        BadMessage; after any of them the channel is unusable."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not self.conn.poll(remaining):
-            raise TimedOut()
-        budget = min(MAX_MESSAGE_BYTES, MAX_RETAINED_BYTES - self.received)
-        self._watchdog.arm(deadline)
+        ``time.monotonic()`` time, moved later by any stall of the parent
+        itself during the call: see autograder/parent_clock.py; a frame
+        already waiting when the parent looks is never late). Raises
+        TimedOut, Closed, TooLarge or BadMessage; after a TimedOut the
+        channel is still usable, after the others it is not."""
+        base = parent_clock.stalled()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining > 0 and self.conn.poll(remaining):
+                break
+            if self.conn.poll(0):   # already there: the parent was late
+                break
+            # The parent's own stalls meanwhile are not the worker's time.
+            extra = parent_clock.stalled() - base
+            if extra <= 0:
+                raise TimedOut()
+            deadline, base = deadline + extra, base + extra
+        budget = self._budget()
+        self._watchdog.arm(deadline, base)
         try:
             payload = self.conn.recv_bytes(budget)
         except (EOFError, OSError) as exc:
@@ -271,8 +317,11 @@ class Receiver:
                 raise Closed() from None
             if not self.conn.readable or self.conn.closed:  # over budget
                 if budget < MAX_MESSAGE_BYTES:
-                    raise TooLarge(f"more than {MAX_RETAINED_BYTES >> 20} "
-                                   "MB of results") from None
+                    raise TooLarge(f"an oversized message (over the "
+                                   f"{budget / 2 ** 20:.1f} MB left of the "
+                                   f"{self.budget.limit >> 20} MB of "
+                                   f"results a submission may send in all)"
+                                   ) from None
                 raise TooLarge(f"an oversized message (over "
                                f"{MAX_MESSAGE_BYTES >> 20} MB)") from None
             raise Closed() from None   # end of file inside a frame
@@ -281,6 +330,7 @@ class Receiver:
             # is shut down now: nothing more can come.
             raise TimedOut()
         self.received += len(payload) + 4
+        self.budget.take(len(payload) + 4)
         return decode_payload(payload)
 
     def close(self) -> None:
@@ -301,10 +351,15 @@ class _Watchdog:
         self._fired = self._closed = False
         self._thread: threading.Thread | None = None
         self._wakes: float | None = None   # when the thread next wakes
+        self._stall_base: float | None = None
 
-    def arm(self, deadline: float) -> None:
-        """Shut the socket down at ``deadline`` unless disarmed first."""
+    def arm(self, deadline: float, stall_base: float | None = None
+            ) -> None:
+        """Shut the socket down at ``deadline`` unless disarmed first;
+        with ``stall_base`` (``parent_clock.stalled()`` when the deadline
+        was set), later stalls of the parent move the deadline."""
         with self._cond:
+            self._stall_base = stall_base
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._watch, name="autograder-watchdog",
@@ -339,6 +394,8 @@ class _Watchdog:
                     self._cond.wait()
                     continue
                 remaining = self._deadline - time.monotonic()
+                if remaining <= 0 and self._stall_base is not None:
+                    remaining += parent_clock.stalled() - self._stall_base
                 if remaining > 0:
                     self._wakes = self._deadline
                     self._cond.wait(remaining)

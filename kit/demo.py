@@ -26,6 +26,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from autograder import layout
 from kit import gradescope, release
 from kit.examples import build_examples
 
@@ -121,7 +122,7 @@ def main() -> int:
     rows = []
     for sub in subs:
         name = re.sub(r"\.(py|zip)$", "", sub.name)
-        path = out / name / "results.json"
+        path = layout.submission_dir(out, name) / "results.json"
         result = json.loads(path.read_text()) if path.exists() else {}
         rows.append((name, result.get("score", "-"),
                      sum(t.get("max_score", 0)
@@ -138,7 +139,8 @@ def main() -> int:
     print(f"\nGradescope run_autograder on reference.py: score "
           f"{gs['score']:g} ({time.monotonic() - t0:.0f} s)")
     print(f"TA pages: {(out / 'answers').relative_to(ROOT)}/Q1.md ... "
-          f"Q5.md; feedback: {out.relative_to(ROOT)}/<name>/feedback.md")
+          f"Q5.md; feedback: {out.relative_to(ROOT)}/{layout.SUBMISSIONS}/"
+          f"<name>/feedback.md")
     return 0
 
 

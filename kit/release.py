@@ -29,7 +29,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import STAFF_ONLY
+from autograder import STAFF_ONLY, layout
 from kit.make_test_values import StaleValues, check_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def self_grade(release: Path, python: str = sys.executable) -> dict:
             text=True, timeout=600)
         results = {}
         for name in ("skeleton", "reference"):
-            path = out / name / "results.json"
+            path = layout.submission_dir(out, name) / "results.json"
             if not path.exists():
                 raise ReleaseError(
                     f"the release's grader wrote no {name}/results.json "

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.layout import submission_dir
 from autograder.jail import landlock_abi, readable_by
 from autograder.rubric import load_rubric
 from kit_tests import attacks
@@ -158,11 +159,12 @@ def batch(request):
 
 
 def _results(batch, name: str) -> dict:
-    return json.loads((batch["out"] / name / "results.json").read_text())
+    return json.loads((submission_dir(batch["out"], name) /
+                       "results.json").read_text())
 
 
 def _found(batch, name: str) -> dict:
-    text = (batch["out"] / name / "feedback.md").read_text()
+    text = (submission_dir(batch["out"], name) / "feedback.md").read_text()
     found = attacks.report(text)
     assert found is not None, f"{name}: the attack did not report\n{text}"
     return found
@@ -231,7 +233,8 @@ def test_no_grader_secret_in_memory(batch):
     found = _found(batch, "memory_secrets")
     assert found == {"secret": False, "victim": False}
     for name in attacks.ATTACKS:
-        assert SECRET not in (batch["out"] / name / "feedback.md"
+        assert SECRET not in (submission_dir(batch["out"], name) /
+                              "feedback.md"
                               ).read_text()
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder.layout import submission_dir
 from autograder import cli
 from autograder.local import SCOPE, notebook_task, task_points, \
     value_rubric
@@ -81,7 +82,7 @@ def graded(files: Path, tmp_path_factory) -> Path:
 
 def grader_verdicts(out: Path, name: str) -> dict[str, bool]:
     """Item -> passed, from the grader's results.json."""
-    data = json.loads((out / name / "results.json").read_text())
+    data = json.loads((submission_dir(out, name) / "results.json").read_text())
     assert not data["extra_data"]["internal_error"], data["output"]
     return {t["number"]: t["status"] == "passed" for t in data["tests"]
             if t.get("number") in ITEMS}

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.layout import submission_dir
 from autograder import class_report
 from autograder.submission import submission_name
 from kit import variants
@@ -109,7 +110,7 @@ def test_grade_writes_the_report_and_its_linked_pages(graded):
     out, stdout = graded
     assert f"class report: {out / 'report.html'}" in stdout
     for name in ("reference", "mask_diagonal", EVIL):
-        assert (out / name / "feedback.html").is_file()
+        assert (submission_dir(out, name) / "feedback.html").is_file()
     assert (out / "answers" / "Q1.html").is_file()
 
 
@@ -164,7 +165,8 @@ def test_deduction_rates_name_the_offending_pattern(graded):
     rates = {r["number"]: r for r in class_report.pass_rates(batch)}
     assert rates["2.pep8"]["passed"] == rates["2.pep8"]["n"] - 1
     section = _report(out).split("id='deductions'")[1]
-    assert re.search(r"E\d{3} [^:]+: 1 \(<a href='pep8_violation/", section)
+    assert re.search(r"E\d{3} [^:]+: 1 \(<a href='submissions/"
+                     r"pep8_violation/", section)
 
 
 def test_pass_rates_and_distribution_count_graded_submissions(graded):
@@ -185,7 +187,7 @@ def test_a_grader_failure_is_reported_as_the_graders(graded, tmp_path):
     out, _ = graded
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    results = copy / "mask_diagonal" / "results.json"
+    results = submission_dir(copy, "mask_diagonal") / "results.json"
     data = json.loads(results.read_text())
     data.update(score=0.0, tests=[{"name": "Grading", "score": 0.0,
                                    "max_score": 16.0, "status": "failed",
@@ -193,7 +195,8 @@ def test_a_grader_failure_is_reported_as_the_graders(graded, tmp_path):
                                    "visible"}])
     data["extra_data"]["internal_error"] = True
     results.write_text(json.dumps(data))
-    (copy / "no_scale" / "results.json").write_text("{ truncated")
+    (submission_dir(copy, "no_scale") / "results.json").write_text(
+        "{ truncated")
     class_report.write_report(copy)
     section = _report(copy).split("id='failures'")[1].split("<h3>")[1]
     assert "mask_diagonal" in section and "no_scale" in section
@@ -205,7 +208,7 @@ def test_a_grader_failure_is_reported_as_the_graders(graded, tmp_path):
 def test_student_text_is_escaped_in_the_report_and_pages(graded):
     out, _ = graded
     pages = [out / "report.html", out / "answers" / "Q1.html",
-             out / EVIL / "feedback.html"]
+             submission_dir(out, EVIL) / "feedback.html"]
     for path in pages:
         page = Page(path.read_text())
         assert not [a for a in page.all("img")], path

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.layout import submission_dir
 from autograder.rubric import load_rubric
 from kit import variants
 
@@ -89,14 +90,18 @@ def test_grade_exits_zero_and_writes_csv(batch):
 def test_grade_writes_results_and_feedback(batch):
     out, _ = batch
     for name in ("alice", "bob", "carol", "alice-2", "empty"):
-        data = json.loads((out / name / "results.json").read_text())
+        folder = submission_dir(out, name)
+        data = json.loads((folder / "results.json").read_text())
         assert data["output_format"] == "md" and data["tests"]
-        assert (out / name / "feedback.md").read_text().startswith("# ")
-    assert "merge_no_transpose" in (out / "bob" / "feedback.md").read_text()
-    assert "not implemented yet" in (out / "carol" / "feedback.md").read_text()
-    assert "dave.txt is not a submission" in \
-        (out / "dave.txt" / "feedback.md").read_text()
-    empty = json.loads((out / "empty" / "results.json").read_text())
+        assert (folder / "feedback.md").read_text().startswith("# ")
+
+    def feedback(name: str) -> str:
+        return (submission_dir(out, name) / "feedback.md").read_text()
+    assert "merge_no_transpose" in feedback("bob")
+    assert "not implemented yet" in feedback("carol")
+    assert "dave.txt is not a submission" in feedback("dave.txt")
+    empty = json.loads((submission_dir(out, "empty") / "results.json"
+                        ).read_text())
     assert "no modeling_attention.py" in empty["tests"][0]["output"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.layout import submission_dir
 from autograder.preflight import PreflightError, run_preflight
 from autograder.protocol import CRASH, OK, ProbeResult
 from autograder.sandbox import Sandbox
@@ -53,7 +54,7 @@ def test_grade_stops_before_any_score(broken_env, tmp_path):
     assert "canary" in done.stderr
     assert "install the package 'numpy'" in done.stderr
     assert not (out / "grades.csv").exists()
-    assert not (out / "reference" / "results.json").exists()
+    assert not (submission_dir(out, "reference") / "results.json").exists()
 
 
 def test_check_stops_with_the_cause(broken_env, tmp_path):
@@ -183,6 +184,7 @@ def _assert_grades_reference_fully(python: Path, folder: Path,
                           cwd=kit, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    data = json.loads((folder / "out" / "m" / "results.json").read_text())
+    data = json.loads((submission_dir(folder / "out", "m") /
+                       "results.json").read_text())
     rubric = load_rubric()
     assert data["score"] == rubric.max_score + rubric.max_bonus

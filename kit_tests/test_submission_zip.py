@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.layout import submission_dir
 from autograder.rubric import load_rubric
 from kit import release
 from kit.examples import example_sources
@@ -111,13 +112,14 @@ def test_round_trip_through_the_grader(student, tmp_path):
     subprocess.run([sys.executable, "-m", "autograder", "grade", "--out",
                     str(out), str(submission)], cwd=ROOT, env=env,
                    capture_output=True, text=True, timeout=600, check=True)
-    results = json.loads((out / "alice" / "results.json").read_text())
+    results = json.loads((submission_dir(out, "alice") / "results.json"
+                          ).read_text())
     assert results["score"] == FULL
     page = (out / "answers" / "Q2.md").read_text()
     assert "## alice" in page and "sqrt(head_size)" in page
     assert "_(no answer)_" in (out / "answers" / "Q1.md").read_text()
     # The student sees their own answers in their feedback too.
-    feedback = (out / "alice" / "feedback.md").read_text()
+    feedback = (submission_dir(out, "alice") / "feedback.md").read_text()
     assert "Each head scales by sqrt(head_size)." in feedback
     assert "Each head scales by sqrt(head_size)." in results["output"]
 
@@ -128,7 +130,8 @@ def test_missing_notebook_is_reported_and_costs_nothing(tmp_path):
     subprocess.run([sys.executable, "-m", "autograder", "grade", "--out",
                     str(out), str(REFERENCE)], cwd=ROOT, env=env,
                    capture_output=True, text=True, timeout=600, check=True)
-    results = json.loads((out / "modeling_attention" / "results.json")
+    results = json.loads((submission_dir(out, "modeling_attention") /
+                          "results.json")
                          .read_text())
     assert results["score"] == FULL
     assert "Could not read your answers: no notebook" in results["output"]

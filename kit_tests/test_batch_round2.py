@@ -1,0 +1,299 @@
+"""A batch survives any one submission, and one submission never changes
+another's grade (issue 19, round 2 of the red team): bad zip names, names
+that take the batch's own files, a source the similarity step cannot
+parse, results too large to keep, and a parent stalled elsewhere. Each
+case grades innocent submissions beside the hostile ones and checks their
+rows of grades.csv and the class report."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import struct
+import sys
+import threading
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from autograder import class_report, layout, similarity, wire
+from autograder.rubric import load_rubric
+from kit import variants
+from kit_tests.grading_batch import grade_batch
+from kit_tests.test_cli import expected_row, run
+
+REFERENCE = variants.find("styles/reference").source()
+# Every forward returns a 62 MB tensor (just under a frame's 64 MB cap).
+BIG_RETURNS = REFERENCE + """
+
+def _big(*args, **kwargs):
+    return torch.zeros(62 * 2 ** 20 // 4)
+
+
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, nn.Module):
+        _cls.forward = _big
+"""
+# One 100,000-character expression: CPython's parser gives up on it.
+DEEP = REFERENCE + "\n_X = " + "-" * 100_000 + "1\n"
+
+
+def _flag_names_utf8(path: Path) -> None:
+    """Set the UTF-8 flag on every entry of the zip at ``path``, in the
+    central directory and the local headers, whatever the names are."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(signature)
+        while at >= 0:
+            (flags,) = struct.unpack_from("<H", data, at + offset)
+            struct.pack_into("<H", data, at + offset, flags | 0x800)
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+
+
+def _bad_utf8_zip(path: Path, source: str) -> None:
+    """A zip whose central directory flags a name as UTF-8 that is not."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("transformer_lm/modeling_attention.py", source)
+        zf.writestr("notes-X.txt", "mine")
+    data = path.read_bytes().replace(b"notes-X.txt", b"notes-\xff.txt")
+    path.write_bytes(data)
+    _flag_names_utf8(path)
+    with pytest.raises(UnicodeDecodeError):   # what once stopped the batch
+        zipfile.ZipFile(path)
+
+
+def _rows(out: Path) -> dict[str, list[str]]:
+    with open(out / "grades.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    return {r[0]: r[1:] for r in rows[1:]}
+
+
+@pytest.fixture(scope="module")
+def hostile_batch(tmp_path_factory):
+    """One CLI batch: innocent submissions beside every hostile name and
+    source of issue 19 (the 62 MB returns are graded in-process below)."""
+    src = tmp_path_factory.mktemp("subs")
+    (src / "alice.py").write_text(REFERENCE)
+    (src / "bob.py").write_text(
+        variants.find("examples/merge_no_transpose").source())
+    _bad_utf8_zip(src / "carol.zip", REFERENCE)
+    (src / "grades.csv.py").write_text(REFERENCE)
+    (src / "report.html.py").write_text(REFERENCE)
+    (src / "answers.py").write_text(REFERENCE)
+    (src / "deep.py").write_text(DEEP)
+    odd = os.fsdecode(b"ev\xffil\x01\x1b[31m")     # not UTF-8, controls
+    (src / odd / "transformer_lm").mkdir(parents=True)
+    (src / odd / "transformer_lm" / "modeling_attention.py").write_text(
+        REFERENCE)
+    (src / ("x" * 240 + ".py")).write_text(REFERENCE)
+    (src / "a b.py").write_text(REFERENCE)       # both become a_b
+    (src / "a_b.py").write_text(REFERENCE)
+    out = tmp_path_factory.mktemp("out")
+    done = run("grade", "--out", str(out), "--jobs", "2",
+               *sorted(str(p) for p in src.iterdir()))
+    return out, done
+
+
+@pytest.mark.e2e   # the CLI in its own process
+def test_every_submission_gets_its_row(hostile_batch):
+    out, done = hostile_batch
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(out)
+    full = expected_row("styles/reference")
+    for name in ("alice", "carol", "grades.csv", "report.html", "answers",
+                 "ev_il_31m", "a_b", "a_b-2"):
+        assert rows[name] == full, name
+    assert rows["bob"] == expected_row("examples/merge_no_transpose")
+    long = [n for n in rows if n.startswith("xxx")]
+    assert len(long) == 1 and len(long[0]) <= 80 and rows[long[0]] == full
+    assert "deep" in rows
+
+
+@pytest.mark.e2e   # the CLI in its own process
+def test_batch_files_stay_files(hostile_batch):
+    out, _ = hostile_batch
+    for name in ("grades.csv", "report.html"):
+        assert (out / name).is_file()
+    for name in ("grades.csv", "report.html", "answers"):
+        assert (out / layout.SUBMISSIONS / name / "results.json").is_file()
+    assert not (out / "answers").exists()   # only the TAs' pages go there
+    report = (out / "report.html").read_text()
+    assert "not written" not in hostile_batch[1].stdout
+    for name in ("alice", "grades.csv", "report.html", "ev_il_31m"):
+        assert f">{name}</a>" in report, name
+    # links to every feedback page work from disk
+    assert f"{layout.SUBMISSIONS}/alice/feedback.html" in report
+    assert (out / layout.SUBMISSIONS / "alice" / "feedback.html").is_file()
+
+
+@pytest.mark.e2e   # the CLI in its own process
+def test_the_unparseable_source_is_left_out_of_similarity_only(
+        hostile_batch):
+    out, _ = hostile_batch
+    report = (out / "report.html").read_text()
+    assert "<section id='similarity'>" in report
+    assert "deep: not compared" in report
+    assert "Not computed" not in report
+    summary = similarity.summary(out)
+    assert "left out: deep: not compared" in summary
+    assert "alice ~ " in summary or " ~ alice" in summary
+
+
+def test_a_bad_zip_name_is_read_as_bytes(tmp_path):
+    from autograder.submission import resolve
+    archive = tmp_path / "carol.zip"
+    _bad_utf8_zip(archive, REFERENCE)
+    sub = resolve(archive, tmp_path)
+    assert not sub.error and sub.source == REFERENCE
+    assert sub.filename == "carol.zip/transformer_lm/modeling_attention.py"
+
+
+@pytest.mark.e2e   # the CLI in its own process
+def test_an_export_with_bad_names_grades_the_rest(tmp_path):
+    metadata = "".join(
+        f"{folder}:\n  :submitters:\n  - :name: {who}\n    :sid: '{sid}'\n"
+        f"    :email: {who.lower()}@example.edu\n"
+        for folder, who, sid in (("submission_1", "Ada", 1),
+                                 ("submission_2", "Alan", 2),
+                                 ("../../etc", "Eve", 3),
+                                 ("x" * 300, "Mallory", 4)))
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("export/submission_metadata.yml", metadata)
+        zf.writestr("export/submission_1/modeling_attention.py", REFERENCE)
+        zf.writestr("export/submission_2/modeling_attention.py", REFERENCE)
+        zf.writestr("export/submission_2/notes-X.txt", "bad name")
+        zf.writestr("export/submission_2/../../../escape.py", "x = 1\n")
+    archive.write_bytes(archive.read_bytes().replace(b"notes-X.txt",
+                                                     b"notes-\xfe.txt"))
+    _flag_names_utf8(archive)
+    out = tmp_path / "out"
+    done = run("grade", "--out", str(out), "--jobs", "2", str(archive))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(out)
+    full = expected_row("styles/reference")
+    assert set(rows) == {"submission_1", "submission_2"}
+    for name in rows:
+        assert rows[name][4:] == full, name   # after id, name, email, sid
+    assert rows["submission_2"][1] == "Alan"
+    assert "unsafe path" in done.stdout and "left out" in done.stdout
+    assert not (tmp_path / "escape.py").exists()
+    assert (out / "report.html").is_file()
+
+
+def test_a_similarity_failure_leaves_the_report(tmp_path, monkeypatch):
+    folder = layout.submission_dir(tmp_path, "alice")
+    folder.mkdir(parents=True)
+    (folder / "source.py").write_text(REFERENCE)
+
+    def broken(*args, **kwargs):
+        raise MemoryError("simulated")
+    monkeypatch.setattr(similarity, "report_section", broken)
+    page = class_report.write_report(tmp_path).read_text()
+    assert "Not computed: MemoryError: simulated" in page
+
+
+def test_a_class_report_failure_leaves_a_page_saying_so(
+        tmp_path, monkeypatch):
+    from autograder import cli
+
+    def broken(out):
+        raise RecursionError("simulated")
+    monkeypatch.setattr(class_report, "write_report", broken)
+    line = cli._class_report(tmp_path)
+    assert "not written (RecursionError: simulated)" in line
+    page = (tmp_path / "report.html").read_text()
+    assert "RecursionError: simulated" in page
+
+
+def test_similarity_bounds_tokens_and_time(monkeypatch):
+    notes: list[str] = []
+    lines = similarity.MAX_TOKENS // 3 + 1     # 3 tokens a line
+    codes = {"a": "x = 1\n" * 10, "b": "x = 1\n" * 10,
+             "huge": "y = z\n" * lines}
+    similarity.code_pairs(codes, "", notes)
+    assert notes == [f"huge: not compared ({3 * lines} tokens of code; "
+                     f"the limit is {similarity.MAX_TOKENS})"]
+    notes.clear()
+    many = {f"s{i}": f"v{i} = w + {i}\n" * 5 for i in range(30)}
+    similarity.code_pairs(many, "", notes, budget=0.0)
+    assert notes and "stopped after 0 of 435 pairs" in notes[0]
+    assert similarity.student_code(DEEP, "")   # no parser error escapes
+
+
+# --------------------------------------------------------------------------
+# The parent's memory and time per submission
+
+def test_results_are_bounded_per_submission_across_workers(monkeypatch):
+    used: dict[int, int] = {}
+    take = wire.Budget.take
+
+    def counting(self, size):
+        take(self, size)
+        used[id(self)] = self.used
+    monkeypatch.setattr(wire.Budget, "take", counting)
+    grades = grade_batch({"big": BIG_RETURNS, "alice": REFERENCE},
+                         timeouts={"big": 5.0})
+    from autograder.sandbox import RESULTS_MB
+    assert max(used.values()) <= RESULTS_MB << 20
+    rubric = load_rubric()
+    assert grades["alice"].score == rubric.max_score + rubric.max_bonus
+    big = grades["big"]
+    assert not big.internal_error and big.score < rubric.max_score
+    assert big.limits.get("crash")
+
+
+def _stall_the_parent(started: threading.Event, seconds: float,
+                      times: int) -> None:
+    """Once grading has started, hold the interpreter lock ``times``
+    times for ``seconds`` each (a busy loop that never gives it up within
+    the switch interval), as the answers regex once held it in C."""
+    started.wait(60)
+    for _ in range(times):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        time.sleep(0.3)
+
+
+def test_a_stalled_parent_costs_no_neighbour_its_grade():
+    # Three stalls of 5 s while two correct submissions are graded with a
+    # total limit of 10 s each (they need about 2): counted as their
+    # time, the stalls would use up the limit and fail their last probes.
+    from autograder.grade import grade_source, sandbox_runner
+    from autograder.sandbox import Sandbox
+    from autograder.values import load_cases
+    rubric, cases = load_rubric(), load_cases()
+    sources = {"alice": REFERENCE,
+               "bob": variants.find("examples/merge_no_transpose").source()}
+    started = threading.Event()
+    old = sys.getswitchinterval()
+    with Sandbox() as sandbox:
+        runner = sandbox_runner(sandbox, total_seconds=10.0)
+
+        def watched(*args):
+            started.set()
+            return runner(*args)
+
+        def one(name: str):
+            return name, grade_source(sources[name], f"{name}.py", rubric,
+                                      cases, watched, name=name)
+        stall = threading.Thread(target=_stall_the_parent,
+                                 args=(started, 5.0, 3), daemon=True)
+        sys.setswitchinterval(30.0)   # the busy thread keeps the lock
+        try:
+            stall.start()
+            with ThreadPoolExecutor(2) as pool:
+                grades = dict(pool.map(one, sources))
+        finally:
+            stall.join()
+            sys.setswitchinterval(old)
+    assert grades["alice"].score == rubric.max_score + rubric.max_bonus
+    assert not grades["alice"].limits and not grades["bob"].limits
+    expected = variants.expect(variants.find("examples/merge_no_transpose"),
+                               rubric).scores
+    assert grades["bob"].score == pytest.approx(sum(expected.values()))

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-from autograder import answers, csvsafe, mdsafe
+from autograder import answers, csvsafe, layout, mdsafe
 from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +42,11 @@ LONG_TAIL = "END-OF-THE-LONG-ANSWER"
 LONG = ("attention " * 2500)[:24_970] + LONG_TAIL      # 25,000 characters
 BELOW = "my answer to Q2, written in a new cell under the answer cell"
 CRAFTED = "**Answer Q3" + " " * 100_000 + "x"            # the old regex: 30 s
+
+
+def sub101(out: Path) -> Path:
+    """The graded folder of the hostile submission."""
+    return layout.submission_dir(out, "submission_101")
 
 
 def _yaml(text: str) -> str:
@@ -158,8 +163,8 @@ def _no_invisible(text: str, where: str) -> None:
 
 @pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_feedback_and_results_json_show_the_type_name_as_text(graded):
-    feedback = (graded / "submission_101" / "feedback.md").read_text()
-    data = json.loads((graded / "submission_101" / "results.json")
+    feedback = (sub101(graded) / "feedback.md").read_text()
+    data = json.loads((sub101(graded) / "results.json")
                       .read_text())
     outputs = [data["output"], *(t["output"] for t in data["tests"])]
     item = next(t for t in data["tests"] if t.get("number") == "1.1")
@@ -176,16 +181,17 @@ def test_feedback_and_results_json_show_the_type_name_as_text(graded):
 
 @pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_html_pages_load_nothing_and_hide_nothing(graded):
-    pages = [graded / "report.html", *graded.glob("*/feedback.html"),
+    pages = [graded / "report.html",
+             *graded.glob("submissions/*/feedback.html"),
              *graded.glob("answers/*.html"),
              *graded.glob("answers/full/*/*.html")]
-    assert graded / "submission_101" / "feedback.html" in pages
+    assert sub101(graded) / "feedback.html" in pages
     assert len(list(graded.glob("answers/full/*/*.html"))) == 1
     for page in pages:
         text = page.read_text()
         _no_invisible(text, str(page))
         _no_student_markup(text, str(page))
-    feedback = (graded / "submission_101" / "feedback.html").read_text()
+    feedback = (sub101(graded) / "feedback.html").read_text()
     assert "&lt;U+2062&gt;" in feedback
     assert "beacon.invalid" in feedback        # shown, as text
     report = (graded / "report.html").read_text()

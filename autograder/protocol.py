@@ -60,6 +60,12 @@ class Probe:
     # gives two probes the same weights.
     drawn: dict[str, list[int]] = field(default_factory=dict)
     drawn_seed: int = 0
+    # Call the same module a second time, in eval mode, on the same input
+    # with its batch order reversed (dim 0 of every tensor argument): an
+    # in-place change of a buffer, an accumulating attribute or a cache
+    # keyed on nothing shows there (and dropout left on in eval, as a
+    # difference between two eval calls). The result's ``again`` holds it.
+    again: bool = False
 
 
 @dataclass
@@ -91,6 +97,11 @@ class ProbeResult:
     phase: str = ""
     exception: str = ""
     line: int | None = None
+    # Probe.again: the second call's result (status, message, outputs as
+    # returned, i.e. in reversed batch order), and the buffers, parameters
+    # and attributes the first call changed (``self.mask``, ``heads.0.n``).
+    again: ProbeResult | None = None
+    changed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -17,7 +17,7 @@ from autograder import mdsafe
 from autograder import probes as P
 from autograder.compare import (close, compare, fmt_shape,
                                 matching_mistakes)
-from autograder.protocol import Probe, ProbeResult
+from autograder.protocol import MEMORY, Probe, ProbeResult
 from autograder.rubric import Check, Outcome, Task, register
 
 PASS, FAIL = "✔", "✘"
@@ -479,7 +479,7 @@ def again_att(result: ProbeResult, probe: Probe
     call's batch order; or None and what went wrong ("" if there was no
     second call)."""
     again = result.again
-    if again is None:
+    if again is None or _out_of_room(again):
         return None, ""
     plain = replace(probe, train=False)
     if not again.ok:
@@ -490,6 +490,14 @@ def again_att(result: ProbeResult, probe: Probe
         return None, problem
     att = outputs[0]
     return (att.flip(0) if att.dim() else att), ""
+
+
+def _out_of_room(again: ProbeResult) -> bool:
+    """A second call stopped by the worker's own limits (memory, the size
+    of its output file: code that prints megabytes fills it twice as
+    fast): no verdict on state, the first call was judged."""
+    return again.status == MEMORY or (again.exception == "OSError" and
+                                      "File too large" in again.message)
 
 
 def eval_differs(result: ProbeResult, probe: Probe, first: torch.Tensor,

@@ -504,8 +504,8 @@ def _reversed_batch(value: Any) -> Any:
 
 MAX_CHANGED = 10     # names of changed state reported per probe
 # What every nn.Module has (hooks, flags): not the student's state.
-_MODULE_INTERNALS = frozenset(vars(nn.Module())) - {"_parameters",
-                                                     "_buffers"}
+_MODULE_INTERNALS = frozenset(vars(nn.Module())) - {
+    "_parameters", "_buffers"}
 
 
 def state_snapshot(module: nn.Module) -> dict[str, Any]:
@@ -594,7 +594,10 @@ def _no_terminal(what: str) -> NoTerminalError:
 
 
 def _input(*args: Any, **kwargs: Any) -> str:
-    raise _no_terminal("input()")
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    # pdb's prompt is cmd.Cmd's input(): name the debugger, not input().
+    raise _no_terminal("a debugger (pdb.set_trace())" if caller in
+                       ("cmd", "pdb", "bdb") else "input()")
 
 
 def _breakpoint(*args: Any, **kwargs: Any) -> None:

@@ -9,7 +9,7 @@ from autograder.rubric import DEFAULT_RUBRIC, load_rubric
 from kit import facts
 from kit.facts import ROOT, FactsError
 from kit_tests.rubrics import (item_points, other_points, points_words,
-                                rubric_text_with, rubric_with)
+                               rubric_text_with, rubric_with)
 
 
 def test_documents_state_the_rubric():

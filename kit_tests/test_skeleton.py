@@ -18,7 +18,7 @@ from autograder.regions import END_MARKER, START_MARKER, find_regions
 from kit.skeleton import REFERENCE, SKELETON, generate_skeleton, \
     solution_lines
 from kit_tests.rubrics import (item_points, notebook_task_points,
-                                other_points, points_words, rubric_with)
+                               other_points, points_words, rubric_with)
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_SOURCE = REFERENCE.read_text()

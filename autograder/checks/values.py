@@ -412,16 +412,17 @@ class ModuleOutput(CaseCheck):
         found = []
         if check.params.get("return_attention"):
             found.append(P.case_probe(case, train=train, timeout=check.timeout,
-                                      kwargs={"return_attention": True}))
+                                      kwargs={"return_attention": True},
+                                      again=True))
         if not found or check.params.get("also_plain_call"):
             found.append(P.case_probe(case, train=train,
-                                      timeout=check.timeout))
+                                      timeout=check.timeout, again=True))
         if case.mode == "train" and not train:
             # Eval after train: the train-mode call of the dropout item
             # (same probe), whose second call is in eval mode.
             found.append(P.case_probe(case, train=True,
                                       timeout=check.timeout,
-                                      kwargs=found[0].kwargs))
+                                      kwargs=found[0].kwargs, again=True))
         return found
 
     def required(self, check: Check, case: Any,
@@ -659,7 +660,8 @@ class DropoutTrain(CaseCheck):
         return [P.case_probe(case, train=True, timeout=check.timeout,
                              kwargs={"return_attention": True}),
                 P.case_probe(case, timeout=check.timeout,
-                             kwargs={"return_attention": True})]
+                             kwargs={"return_attention": True},
+                             again=True)]   # eval mode random? (see judge)
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:

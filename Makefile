@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test test-all generate build-notebook facts skeleton test-values check grade \
+.PHONY: help install python-version fresh-values test test-all test-rubric-change generate build-notebook facts skeleton test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -56,6 +56,9 @@ test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in paral
 
 test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5.5 minutes)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
+
+test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2.2) one point more, make generate, make test; must stay green
+	$(PY) -m kit.rubric_change $(if $(ITEM),--item $(ITEM))
 
 generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
 

@@ -358,7 +358,11 @@ def plan_probes(rubric: Rubric, cases: list, ctx: Context,
 def _unique(probes) -> list[Probe]:
     seen: dict[str, Probe] = {}
     for probe in probes:
-        seen.setdefault(probe.id, probe)
+        first = seen.setdefault(probe.id, probe)
+        if probe.again and not first.again:
+            # One run serves every check that shares it: the second call
+            # that one of them asks for (module_output) is made.
+            seen[probe.id] = replace(first, again=True)
     return list(seen.values())
 
 

@@ -20,8 +20,13 @@ TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
 
 def case_probe(case: Any, *, train: bool = False,
                kwargs: dict[str, Any] | None = None,
-               timeout: float = 10.0) -> Probe:
-    """``cls(**case.init)`` with the case's weights, called on its ``x``.
+               timeout: float = 10.0, again: bool = False) -> Probe:
+    """``cls(**case.init)`` with the case's weights, called on its ``x``;
+    with ``again``, then called again in eval mode on the same input
+    (``Probe.again``: state kept between calls shows there; the
+    module-output items judge that second call). The id does not say
+    ``again``: a probe shared by several checks is run once, with the
+    second call if any of them asks for it (``grade._unique``).
 
     A train-mode probe is seeded with the case's seed (the checks never
     assume the order of random draws; the seed only makes reruns equal).
@@ -32,7 +37,8 @@ def case_probe(case: Any, *, train: bool = False,
     return Probe(id=f"{case.name}:{mode}:{call}", cls=case.cls,
                  init=dict(case.init), state=case.weights,
                  args=[case.tensors["x"]], kwargs=kwargs, train=train,
-                 seed=case.seed if train else None, timeout=timeout)
+                 seed=case.seed if train else None, timeout=timeout,
+                 again=again)
 
 
 def inspect_probe(cls: str, init: dict[str, Any],

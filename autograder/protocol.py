@@ -68,6 +68,12 @@ class Probe:
     # called on ``args[0]``, and returns ``stand_in_output(drawn_seed, k,
     # shape)``: known numbers, never an expected value.
     stand_in: dict[str, Any] = field(default_factory=dict)
+    # Call the same module a second time, in eval mode, on the same input
+    # with its batch order reversed (dim 0 of every tensor argument): an
+    # in-place change of a buffer, an accumulating attribute or a cache
+    # keyed on nothing shows there (and dropout left on in eval, as a
+    # difference between two eval calls). The result's ``again`` holds it.
+    again: bool = False
 
 
 @dataclass
@@ -99,6 +105,11 @@ class ProbeResult:
     phase: str = ""
     exception: str = ""
     line: int | None = None
+    # Probe.again: the second call's result (status, message, outputs as
+    # returned, i.e. in reversed batch order), and the buffers, parameters
+    # and attributes the first call changed (``self.mask``, ``heads.0.n``).
+    again: ProbeResult | None = None
+    changed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

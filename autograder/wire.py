@@ -38,6 +38,8 @@ MAX_OUTPUTS = 64                          # tensors per result
 MAX_SHAPE_INTS = 200_000                  # shape entries per result
 MAX_TEXT_CHARS = 200_000                  # each text field, then cut
 MAX_RETAINED_BYTES = 512 * 1024 * 1024    # all frames of one worker
+MAX_CHANGED = 20                          # names of changed state
+MAX_NAME_CHARS = 200                      # each of them, then cut
 _HEADER_LENGTH = struct.Struct(">I")      # payload: header length, JSON, ...
 _STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
 # (ENVIRONMENT is the parent's verdict only: a worker cannot claim it)
@@ -166,8 +168,20 @@ def result_payload(result: ProbeResult) -> tuple[dict[str, Any],
               "shapes": {str(k): v for k, v in result.shapes.items()},
               "stdout": result.stdout, "seconds": result.seconds,
               "phase": result.phase, "exception": result.exception,
-              "line": result.line, "n_outputs": len(result.outputs)}
-    return header, result.outputs
+              "line": result.line, "n_outputs": len(result.outputs),
+              "changed": result.changed}
+    tensors = list(result.outputs)
+    if result.again is not None:
+        # Its tensors follow the first call's; n_outputs counts both.
+        again = result.again
+        header["again"] = {"status": again.status, "message": again.message,
+                           "output_kind": again.output_kind,
+                           "phase": again.phase,
+                           "exception": again.exception, "line": again.line,
+                           "n_outputs": len(again.outputs)}
+        header["n_outputs"] += len(again.outputs)
+        tensors += again.outputs
+    return header, tensors
 
 
 def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
@@ -184,6 +198,21 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
 
     if header.get("id") != expected_id:
         raise BadMessage(f"expected the result of probe {expected_id!r}")
+    again = None
+    if header.get("again") is not None:
+        raw = header["again"]
+        if not isinstance(raw, dict):
+            raise BadMessage("field 'again' has the wrong type")
+        n_again = raw.get("n_outputs", 0)
+        if not isinstance(n_again, int) or isinstance(n_again, bool) or \
+                not 0 <= n_again <= len(outputs):
+            raise BadMessage("bad n_outputs of the second call")
+        split = len(outputs) - n_again
+        outputs, again_outputs = outputs[:split], outputs[split:]
+        # One level only: the second call's own "again" is ignored.
+        again = result_from_header({**raw, "id": expected_id, "again": None,
+                                    "changed": []},
+                                   again_outputs, expected_id)
     status = want("status", str)
     if status not in _STATUSES:
         raise BadMessage(f"unknown status {status!r}")
@@ -191,6 +220,9 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
     if line is not None and (not isinstance(line, int)
                              or isinstance(line, bool)):
         raise BadMessage("field 'line' has the wrong type")
+    changed = want("changed", list, [])
+    if not all(isinstance(name, str) for name in changed):
+        raise BadMessage("field 'changed' has the wrong type")
     return ProbeResult(
         id=expected_id, status=status, message=want("message", str),
         outputs=outputs if status == OK else [],
@@ -200,7 +232,8 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         stdout=want("stdout", str),
         seconds=float(want("seconds", (int, float), 0.0)),
         phase=want("phase", str), exception=want("exception", str),
-        line=line)
+        line=line, again=again,
+        changed=[name[:MAX_NAME_CHARS] for name in changed[:MAX_CHANGED]])
 
 
 def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import inspect
+import io
 import linecache
 import secrets
 import sys
@@ -524,12 +526,17 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
             if recorder is not None:
                 recorder.reset()
+            before = state_snapshot(instance) if probe.again else {}
             # No autograd graph: grading needs values only, and the graph
             # of a GPT-2-size call would hold hundreds of MB.
             with torch.no_grad():
                 value = instance(*args, **kwargs)
             phase = "output"
             result.output_kind, result.outputs = collect_outputs(value)
+            if probe.again:
+                result.changed = changed_state(before, state_snapshot(
+                    instance))
+                result.again = call_again(instance, probe, filename)
     except ProbeFailure as failure:
         _fail(result, failure.status, failure.message, failure.phase or phase,
               failure.exception, failure.line)
@@ -567,6 +574,105 @@ def _construct(cls: Callable[..., Any], probe: Probe) -> Any:
                            paths=[*probe.drawn, *probe.state])
 
 
+def call_again(instance: nn.Module, probe: Probe,
+               filename: str) -> ProbeResult:
+    """The probe's second call (``Probe.again``): eval mode, the same
+    input with its batch order reversed; outputs as returned."""
+    again = ProbeResult(probe.id, OK, phase="")
+    phase = "call"
+    try:
+        instance.eval()
+        args = [_reversed_batch(_copy(a)) for a in probe.args]
+        kwargs = {k: _reversed_batch(_copy(v))
+                  for k, v in probe.kwargs.items()}
+        with torch.no_grad():
+            value = instance(*args, **kwargs)
+        phase = "output"
+        again.output_kind, again.outputs = collect_outputs(value)
+    except ProbeFailure as failure:
+        _fail(again, failure.status, failure.message,
+              failure.phase or phase, failure.exception, failure.line)
+    except SystemExit as exc:
+        _fail(again, CRASH, exit_message(exc, f"probe {probe.id} (second "
+                                              f"call)"), phase, "SystemExit")
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        status, message, name, line = describe_exception(exc, filename)
+        _fail(again, status, message, phase, name, line)
+    return again
+
+
+def _reversed_batch(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.flip(0)
+    return value
+
+
+MAX_CHANGED = 10     # names of changed state reported per probe
+# What every nn.Module has (hooks, flags): not the student's state.
+_MODULE_INTERNALS = frozenset(vars(nn.Module())) - {
+    "_parameters", "_buffers"}
+
+
+def state_snapshot(module: nn.Module) -> dict[str, Any]:
+    """Path -> a copy of every parameter, buffer and plain attribute of
+    ``module`` and its submodules (``mask``, ``heads.0.calls``); tensors
+    are cloned, other objects reduced to what shows a change. Empty if
+    the module resists being read (it is only used to name a cause)."""
+    found: dict[str, Any] = {}
+    try:
+        for prefix, sub in module.named_modules():
+            dot = f"{prefix}." if prefix else ""
+            for name, value in vars(sub).items():
+                if name in ("_parameters", "_buffers"):
+                    for key, tensor in value.items():
+                        found[dot + key] = _frozen(tensor)
+                elif name not in _MODULE_INTERNALS and \
+                        not isinstance(value, nn.Module):
+                    found[dot + name] = _frozen(value)
+    except Exception:   # noqa: BLE001 - hostile attributes: name nothing
+        return {}
+    return found
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if type(value) in (int, float, bool, str, type(None)):
+        return value
+    if type(value) in (list, tuple, dict, set):
+        return (type(value).__name__, len(value))
+    return (type(value).__name__, id(value))
+
+
+def changed_state(before: dict[str, Any], after: dict[str, Any]
+                  ) -> list[str]:
+    """The paths whose value differs between two snapshots, at most
+    MAX_CHANGED; one the first call created ends with " (new)"."""
+    changed = []
+    try:
+        for path in sorted(set(before) | set(after)):
+            if path not in before:
+                changed.append(f"{path} (new)")
+            elif path not in after or not _same(before[path], after[path]):
+                changed.append(path)
+    except Exception:   # noqa: BLE001 - hostile values: name what we have
+        pass
+    return changed[:MAX_CHANGED]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                and a.shape == b.shape and a.dtype == b.dtype):
+            return False
+        if a.is_floating_point() or a.is_complex():
+            return bool(((a == b) | (a.isnan() & b.isnan())).all())
+        return bool(torch.equal(a, b))
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True   # NaN
+    return type(a) is type(b) and a == b
+
+
 def _copy(value: Any) -> Any:
     # The student may modify its inputs in place; keep the probe intact.
     return value.clone() if isinstance(value, torch.Tensor) else value
@@ -579,12 +685,79 @@ def _fail(result: ProbeResult, status: str, message: str, phase: str,
     result.outputs, result.output_kind = [], ""
 
 
+# --------------------------------------------------------------------------
+# No terminal
+
+class NoTerminalError(RuntimeError):
+    """The submission asked for a terminal (input(), breakpoint(), a read
+    of sys.stdin): the grader has none; the message says which call."""
+
+
+def _no_terminal(what: str) -> NoTerminalError:
+    return NoTerminalError(f"your code called {what}; the grader has no "
+                           f"terminal: remove it")
+
+
+def _input(*args: Any, **kwargs: Any) -> str:
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    # pdb's prompt is cmd.Cmd's input(): name the debugger, not input().
+    raise _no_terminal("a debugger (pdb.set_trace())" if caller in
+                       ("cmd", "pdb", "bdb") else "input()")
+
+
+def _breakpoint(*args: Any, **kwargs: Any) -> None:
+    raise _no_terminal("breakpoint()")
+
+
+class _NoStdin(io.TextIOBase):
+    """sys.stdin while student code runs: every read names itself (a
+    debugger such as pdb.set_trace() reads here too)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> str:
+        raise _no_terminal("sys.stdin (a read of standard input: input(), "
+                           "pdb.set_trace() or sys.stdin.read())")
+
+    read = readline = readlines = fileno = __next__ = _refuse
+
+    def __iter__(self) -> "_NoStdin":
+        return self
+
+    def readable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def no_terminal() -> Iterator[None]:
+    """input(), breakpoint() and sys.stdin raise NoTerminalError naming
+    the call (instead of an OSError about a file descriptor, or a wait);
+    restored afterwards (the notebook's checks run in the student's own
+    process)."""
+    saved = builtins.input, builtins.breakpoint, sys.stdin
+    builtins.input, builtins.breakpoint = _input, _breakpoint
+    sys.stdin = _NoStdin()
+    try:
+        yield
+    finally:
+        builtins.input, builtins.breakpoint, sys.stdin = saved
+
+
 def execute_probes(source: str, filename: str, probes: list[Probe],
                    on_import: Callable[[], None] | None = None
                    ) -> Iterator[ProbeResult]:
     """Import ``source`` as a fresh module and yield one result per probe,
     in order. An import failure gives every probe that status (usually
-    IMPORT_ERROR). ``on_import`` is called once the module imported."""
+    IMPORT_ERROR). ``on_import`` is called once the module imported.
+    While it runs the submission has no terminal (``no_terminal``)."""
+    with no_terminal():
+        yield from _execute_probes(source, filename, probes, on_import)
+
+
+def _execute_probes(source: str, filename: str, probes: list[Probe],
+                    on_import: Callable[[], None] | None
+                    ) -> Iterator[ProbeResult]:
     if any(probe.trace_shapes for probe in probes):
         install_recorder()
     try:

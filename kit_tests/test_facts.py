@@ -8,7 +8,8 @@ import pytest
 from autograder.rubric import DEFAULT_RUBRIC, load_rubric
 from kit import facts
 from kit.facts import ROOT, FactsError
-from kit_tests.rubrics import rubric_with
+from kit_tests.rubrics import (item_points, other_points, points_words,
+                               rubric_text_with, rubric_with)
 
 
 def test_documents_state_the_rubric():
@@ -17,19 +18,22 @@ def test_documents_state_the_rubric():
 
 def test_a_changed_point_reaches_every_block():
     before = load_rubric()
-    old, new = before.max_score, before.max_score + 1
-    rubric = rubric_with("2.2", 2)      # 2.2: 1 -> 2 points
+    points = other_points("2.2")        # 2.2: one more point
+    old = before.max_score
+    new = old + points - item_points("2.2")
+    rubric = rubric_with("2.2", points)
     task2 = sum(i.points for i in rubric.tasks[1].items)
+    title = next(i.title for i in rubric.tasks[1].items if i.id == "2.2")
     table = facts.points_table(rubric)
-    assert "| 2.2 | attention probabilities match (causal) | 2 |" in table
+    assert f"| 2.2 | {title} | {points:g} |" in table
     assert f"| **Task 2: MultiHeadSelfAttention** | | **{task2:g}** |" \
         in table
-    assert f"**{new:g}** (+1 bonus)" in table
+    assert f"**{new:g}** (+{before.max_bonus:g} bonus)" in table
     assert f"**{old:g}**" not in table
     summary = facts.score_summary(rubric)
     assert f"Scores are out of {new:g} (" in summary
     assert f"Part 2: {task2:g}" in summary and f" {old:g} " not in summary
-    assert "- 2.2 (2 points): MultiHeadSelfAttention" in \
+    assert f"- 2.2 ({points_words(points)}): MultiHeadSelfAttention" in \
         facts.task_list(rubric)
     for doc in facts.DOCUMENTS:
         text = (ROOT / doc).read_text()
@@ -40,7 +44,7 @@ def test_stale_documents_are_named(tmp_path):
     for doc in facts.DOCUMENTS:
         (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / doc).write_text((ROOT / doc).read_text())
-    changed = rubric_with("2.2", 2)
+    changed = rubric_with("2.2", other_points("2.2"))
     assert facts.stale(tmp_path, changed) == list(facts.DOCUMENTS)
     assert facts.stale(tmp_path, load_rubric()) == []
 
@@ -54,16 +58,14 @@ def test_an_unknown_block_is_an_error():
 def test_cli_help_states_the_rubric(monkeypatch, tmp_path):
     import autograder.rubric
     from autograder import cli
-    total = load_rubric().max_score
+    total, bonus = load_rubric().max_score, load_rubric().max_bonus
     changed = tmp_path / "rubric.toml"
-    changed.write_text(DEFAULT_RUBRIC.read_text().replace(
-        'id = "2.2"\ntitle = "attention probabilities match (causal)"\n'
-        'points = 1\n', 'id = "2.2"\ntitle = "attention probabilities '
-        'match (causal)"\npoints = 2\n'))
-    assert f"{total:g} points (+1 bonus)" in cli.build_parser().format_help()
+    changed.write_text(rubric_text_with("2.2", item_points("2.2") + 1))
+    assert f"{total:g} points (+{bonus:g} bonus)" in \
+        cli.build_parser().format_help()
     monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC", changed)
     text = cli.build_parser().format_help()
-    assert f"{total + 1:g} points (+1 bonus)" in text
+    assert f"{total + 1:g} points (+{bonus:g} bonus)" in text
     assert f"{total:g} points" not in text
     assert "CausalAttention" in text       # every task, not two classes
 
@@ -85,6 +87,8 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     assert any("`make test-values`" in line for line in lines), lines
     # A header's points edited by hand in the reference: `make skeleton`
     # (it rewrites them from the rubric).
-    renamed.write_text(text.replace("# Task 2.2 (1 point)",
-                                    "# Task 2.2 (5 points)"))
+    header = f"# Task 2.2 ({points_words(item_points('2.2'))})"
+    assert header in text
+    renamed.write_text(text.replace(header, "# Task 2.2 "
+                                    f"({points_words(other_points('2.2'))})"))
     assert any("`make skeleton`" in line for line in stale(renamed))

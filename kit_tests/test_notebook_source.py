@@ -25,6 +25,7 @@ import yaml
 
 from autograder.rubric import load_rubric
 from kit import notebook
+from kit_tests.rubrics import item_points, points_words
 
 ROOT = Path(__file__).resolve().parents[1]
 RUBRIC = ROOT / "autograder" / "rubric.toml"
@@ -192,15 +193,16 @@ def test_mathjax_check_rejects_broken_formulas(tmp_path):
 
 # -- rubric facts ----------------------------------------------------------
 
-def _changed_rubric(tmp_path: Path, task: str, old: int, new: int) -> Path:
+def _changed_rubric(tmp_path: Path, task: str, old: float,
+                    new: float) -> Path:
     """A copy of the rubric with item ``task``'s points ``old`` -> ``new``:
     the instructor's one edit (the total is derived)."""
     rubric = RUBRIC.read_text()
     match = re.search(rf'id = "{re.escape(task)}"\n(?:\w+ = .*\n)*?'
-                      rf"points = {old}\n", rubric)
+                      rf"points = {old:g}\n", rubric)
     assert match, f"item {task} with {old} points not in the rubric"
     changed = tmp_path / "rubric.toml"
-    item = match.group(0).replace(f"points = {old}", f"points = {new}")
+    item = match.group(0).replace(f"points = {old:g}", f"points = {new:g}")
     changed.write_text(rubric[:match.start()] + item + rubric[match.end():])
     return changed
 
@@ -215,19 +217,21 @@ def _task_facts(nb: nbformat.NotebookNode, task: str) -> list[str]:
 
 
 def test_a_point_changed_in_the_rubric_changes_the_notebook(tmp_path):
+    old = item_points("2.2")
+    new = old + 3
     before = notebook.build()
-    after = notebook.build(rubric=_changed_rubric(tmp_path, "2.2", 1, 4))
+    after = notebook.build(rubric=_changed_rubric(tmp_path, "2.2", old, new))
     assert _task_facts(before, "2.2") == [
-        "| 2.2 | the causal mask | 1 |", "points: 1",
-        "### Task 2.2 (1 point)"]
+        f"| 2.2 | the causal mask | {old:g} |", f"points: {old:g}",
+        f"### Task 2.2 ({points_words(old)})"]
     assert _task_facts(after, "2.2") == [
-        "| 2.2 | the causal mask | 4 |", "points: 4",
-        "### Task 2.2 (4 points)"]
-    assert not any(re.search(r"\b1\b", line)
-                   for line in _task_facts(after, "2.2"))
+        f"| 2.2 | the causal mask | {new:g} |", f"points: {new:g}",
+        f"### Task 2.2 ({points_words(new)})"]
+    assert not any(re.search(rf"(?<![\d.]){re.escape(f'{old:g}')}(?![\d.])",
+                             line) for line in _task_facts(after, "2.2"))
     config = [yaml.safe_load(c.source) for c in after.cells
               if c.source.startswith("# BEGIN QUESTION\nname: task_2_2")]
-    assert config[0]["points"] == 4
+    assert config[0]["points"] == new
     # Every other cell is the same.
     changed = [i for i, (a, b) in enumerate(zip(before.cells, after.cells))
                if a.source != b.source]

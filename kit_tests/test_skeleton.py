@@ -17,7 +17,8 @@ import torch
 from autograder.regions import END_MARKER, START_MARKER, find_regions
 from kit.skeleton import REFERENCE, SKELETON, generate_skeleton, \
     solution_lines
-from kit_tests.rubrics import rubric_with
+from kit_tests.rubrics import (item_points, notebook_task_points,
+                               other_points, points_words, rubric_with)
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_SOURCE = REFERENCE.read_text()
@@ -264,14 +265,21 @@ def test_task_points_come_from_the_rubric():
     # only, reaches the skeleton students read.
     from kit.skeleton import sync_points
     reference = REFERENCE.read_text()
-    assert "# Task 2.2 (1 point)" in generate_skeleton(reference)
-    changed = rubric_with("2.2", 2)
-    assert "# Task 2.2 (2 points)" in generate_skeleton(reference, changed)
-    assert "# Task 2.2 (2 points)" in sync_points(reference, changed)
-    # A task of several items adds them up; its bonus stays attached.
-    halves = rubric_with("3.1c", 1.5)
-    assert "# Task 3.1 (3 points)" in generate_skeleton(reference, halves)
-    assert "(3 points, +1 bonus" in generate_skeleton(reference, halves)
+    now, points = item_points("2.2"), other_points("2.2")
+    assert f"# Task 2.2 ({points_words(now)})" in generate_skeleton(reference)
+    changed = rubric_with("2.2", points)
+    header = f"# Task 2.2 ({points_words(points)})"
+    assert header in generate_skeleton(reference, changed)
+    assert header in sync_points(reference, changed)
+    # A task of several items adds them up; a bonus stays attached.
+    halves = rubric_with("3.1c", item_points("3.1c") + 1)
+    total = notebook_task_points("3.1", halves)
+    assert total == notebook_task_points("3.1") + 1
+    assert f"# Task 3.1 ({points_words(total)})" in \
+        generate_skeleton(reference, halves)
+    bonus = halves.tasks[0].bonuses[0].points
+    assert f"# Task 1.2 ({points_words(item_points('1.2'))}, +{bonus:g} " \
+        "bonus" in generate_skeleton(reference, halves)
 
 
 def test_reference_headers_agree_with_the_rubric():

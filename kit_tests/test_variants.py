@@ -11,6 +11,7 @@ import pytest
 
 from autograder.rubric import load_rubric
 from kit import variants as V
+from kit_tests.rubrics import other_points, rubric_text_with
 
 ROOT = Path(__file__).resolve().parents[1]
 RUBRIC_FILE = ROOT / "autograder" / "rubric.toml"
@@ -46,19 +47,17 @@ def test_a_renamed_variable_names_the_stale_entry(tmp_path: Path):
 
 
 def test_expected_scores_come_from_the_rubric(tmp_path: Path):
-    # 2.3b from 1 point to 2: no entry changes, its expectation does.
-    text = RUBRIC_FILE.read_text()
-    changed = re.sub(r'(id = "2\.3b"\ntitle = [^\n]*\npoints = )1\n',
-                     r"\g<1>2\n", text)
-    changed = changed.replace("max_score = 16 ", "max_score = 17 ")
-    assert changed != text
+    # 2.3b gets one point more: no entry changes, its expectation does.
+    points = other_points("2.3b")
     path = tmp_path / "rubric.toml"
-    path.write_text(changed)
+    path.write_text(rubric_text_with("2.3b", points))
     before, after = load_rubric(), load_rubric(path)
-    dropout = ALL["diagnoses/dropout_on_output"]
+    dropout = ALL["diagnoses/dropout_on_output"]     # loses 2.3b only
     task = "multi_head_self_attention"
-    assert V.expect(dropout, before).scores[task] == 5
-    assert V.expect(dropout, after).scores[task] == 5
+    for rubric in (before, after):
+        items = next(t for t in rubric.tasks if t.id == task).items
+        kept = sum(i.points for i in items if i.id != "2.3b")
+        assert V.expect(dropout, rubric).scores[task] == kept
     reference = ALL["styles/reference"]
     assert V.expect(reference, after).scores[task] == \
         V.expect(reference, before).scores[task] + 1
@@ -68,8 +67,11 @@ def test_a_bonus_is_lost_with_what_it_requires():
     rubric = load_rubric()
     expected = V.expect(ALL["diagnoses/missing_shape_comment"], rubric)
     assert expected.lost == {"1.shapes", "1.bonus"}
-    # 5 points of items, -1 deduction, no bonus
-    assert expected.scores["self_attention"] == 3
+    # Its items, minus the deduction, no bonus.
+    task = next(t for t in rubric.tasks if t.id == "self_attention")
+    shapes = next(d for d in task.deductions if d.id == "1.shapes")
+    assert expected.scores["self_attention"] == \
+        sum(i.points for i in task.items) - shapes.points
     everything = V.expect(ALL["examples/syntax_error"], rubric)
     assert all(s == 0 for s in everything.scores.values())
 

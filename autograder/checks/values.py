@@ -17,7 +17,7 @@ from autograder import mdsafe
 from autograder import probes as P
 from autograder.compare import (close, compare, fmt_shape,
                                 matching_mistakes)
-from autograder.protocol import Probe, ProbeResult
+from autograder.protocol import MEMORY, Probe, ProbeResult
 from autograder.rubric import Check, Outcome, Task, register
 
 PASS, FAIL = "✔", "✘"
@@ -219,6 +219,12 @@ class CaseCheck:
         """The probes one case needs (shared by id with other items)."""
         raise NotImplementedError
 
+    def required(self, check: Check, case: Any,
+                 probes: list[Probe]) -> int | None:
+        """How many of ``probes`` (the case's) must end "ok" before
+        ``judge`` is asked (None: all)."""
+        return self.required_probes
+
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """The verdict on one case from its probes' results."""
@@ -236,7 +242,7 @@ class CaseCheck:
         for case in cases:
             probes = self.case_probes(check, case)
             got = [results[p.id] for p in probes]
-            need = slice(self.required_probes)
+            need = slice(self.required(check, case, probes))
             failed = _name_error(_explain_mask_size(_explain_other_task(
                 _failed_probe(got[need], probes[need]), check), case), case)
             verdicts.append(failed or self.judge(check, case, got, probes,
@@ -410,30 +416,165 @@ class ModuleOutput(CaseCheck):
         found = []
         if check.params.get("return_attention"):
             found.append(P.case_probe(case, train=train, timeout=check.timeout,
-                                      kwargs={"return_attention": True}))
+                                      kwargs={"return_attention": True},
+                                      again=True))
         if not found or check.params.get("also_plain_call"):
             found.append(P.case_probe(case, train=train,
-                                      timeout=check.timeout))
+                                      timeout=check.timeout, again=True))
+        if case.mode == "train" and not train:
+            # Eval after train: the train-mode call of the dropout item
+            # (same probe), whose second call is in eval mode.
+            found.append(P.case_probe(case, train=True,
+                                      timeout=check.timeout,
+                                      kwargs=found[0].kwargs, again=True))
         return found
+
+    def required(self, check: Check, case: Any,
+                 probes: list[Probe]) -> int | None:
+        """The eval calls; a train-mode call that fails is the dropout
+        item's to judge (only its eval second call is this item's)."""
+        return sum(not p.train for p in probes) \
+            if check.run_mode != "train" else None
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Compare each call's output with the frozen output."""
+        """Compare each call's output with the frozen output, then each
+        second call (``Probe.again``): the same module called again on the
+        same input, in eval mode (after the train-mode call too), must
+        give it again."""
         expected = case.tensors["output"]
         mistakes = _mistake_tensors(case, "output")
+        train_first = check.run_mode == "train"
         for result, probe in zip(results, probes):
+            if probe.train and not train_first:
+                continue
             tuple_call = bool(probe.kwargs.get("return_attention"))
             outputs, problem = _outputs(result, probe, 2 if tuple_call
                                         else None)
             if outputs is None:
                 return Verdict(False, problem, "wrong return value")
             verdict = _diagnose(outputs[0], expected, mistakes, ctx, check,
-                                f"`att` from {P.call_text(probe)}"
-                                if tuple_call or "num_heads" in case.init
-                                else f"the output of {P.call_text(probe)}")
+                                _output_words(case, probe))
             if not verdict.ok:
-                return verdict
+                return _not_deterministic(verdict, outputs[0], result, probe,
+                                          ctx)
+        for result, probe in zip(results, probes):
+            if result.ok:
+                verdict = second_call(case, result, probe, expected, check)
+                if verdict is not None:
+                    return verdict
         return Verdict(True)
+
+
+def _output_words(case: Any, probe: Probe) -> str:
+    if probe.kwargs.get("return_attention") or "num_heads" in case.init:
+        return f"`att` from {P.call_text(probe)}"
+    return f"the output of {P.call_text(probe)}"
+
+
+# --------------------------------------------------------------------------
+# Second calls (Probe.again)
+
+NEW = " (new)"   # worker.changed_state's mark of an attribute it created
+
+
+def again_att(result: ProbeResult, probe: Probe
+              ) -> tuple[torch.Tensor | None, str]:
+    """The first output of the probe's second call, back in the first
+    call's batch order; or None and what went wrong ("" if there was no
+    second call)."""
+    again = result.again
+    if again is None or _out_of_room(again):
+        return None, ""
+    plain = replace(probe, train=False)
+    if not again.ok:
+        return None, P.failure_text(again, plain)
+    outputs, problem = _outputs(again, plain, 2 if probe.kwargs.get(
+        "return_attention") else None)
+    if outputs is None:
+        return None, problem
+    att = outputs[0]
+    return (att.flip(0) if att.dim() else att), ""
+
+
+def _out_of_room(again: ProbeResult) -> bool:
+    """A second call stopped by the worker's own limits (memory, the size
+    of its output file: code that prints megabytes fills it twice as
+    fast): no verdict on state, the first call was judged."""
+    return again.status == MEMORY or (again.exception == "OSError" and
+                                      "File too large" in again.message)
+
+
+def eval_differs(result: ProbeResult, probe: Probe, first: torch.Tensor,
+                 atol: float) -> bool:
+    """Whether an eval probe's second call gives another output than its
+    first (beyond ``atol``; NaN equals NaN): nondeterminism in eval mode
+    or state kept between calls."""
+    if probe.train:
+        return False
+    att, _ = again_att(result, probe)
+    return att is not None and (tuple(att.shape) != tuple(first.shape) or
+                                not close(att, first, atol, equal_nan=True))
+
+
+def _state_words(changed: list[str]) -> str:
+    if not changed:
+        return ("None of its buffers, parameters or attributes changed "
+                "between the calls: does forward keep state elsewhere (a "
+                "global, a class attribute)?")
+    names = ", ".join(
+        mdsafe.code_span(f"self.{name.removesuffix(NEW)}") +
+        (" (created by the first call)" if name.endswith(NEW) else "")
+        for name in changed)
+    return (f"The first call changed {names}: likely an in-place change of "
+            f"a buffer or attribute (`self.mask *= ...`, `masked_fill_` on "
+            f"`self.mask`, an attribute that accumulates, a cache kept "
+            f"from an earlier input). Compute new tensors (`masked_fill`, "
+            f"not `masked_fill_`) and leave the module's state as "
+            f"`__init__` made it.")
+
+
+def second_call(case: Any, result: ProbeResult, probe: Probe,
+                expected: torch.Tensor, check: Check) -> Verdict | None:
+    """The verdict on a probe's second call against ``expected`` (None
+    if it gives it, or there was none)."""
+    att, problem = again_att(result, probe)
+    if att is None and not problem:
+        return None
+    call = P.call_text(replace(probe, train=False))
+    before = (f"after a call in train mode, {call} in eval mode" if
+              probe.train else f"{call} is right the first time, but the "
+                               f"same module called again")
+    how = "on the same input (in eval mode, the batch in reverse order)"
+    if att is not None:
+        found = compare(att, expected, atol=check.atol, rtol=check.rtol,
+                        what=f"`att` of the second call")
+        if found.ok:
+            return None
+        problem = found.message
+    return Verdict(False, f"the second call differs: {before} {how} "
+                   f"gives another result: {problem}. "
+                   f"{_state_words(result.changed)}",
+                   "the second call differs (state kept between calls)")
+
+
+def _not_deterministic(verdict: Verdict, first: torch.Tensor,
+                       result: ProbeResult, probe: Probe,
+                       ctx: Context) -> Verdict:
+    """A wrong eval output whose second call differs again, with no
+    state changed that was there before: randomness in eval mode, most
+    likely dropout left on. Say so instead of a catalogue mistake."""
+    kept = [n for n in result.changed if not n.endswith(NEW)]
+    if kept or not eval_differs(result, probe, first, ctx.mistake_atol):
+        return verdict
+    return Verdict(False, f"dropout is active in eval mode: two eval-mode "
+                   f"calls of {P.call_text(probe)} on the same input give "
+                   f"different outputs. Build the dropout in `__init__` "
+                   f"(`self.dropout = nn.Dropout(dropout)`) and use it in "
+                   f"forward, or pass `training=self.training` to "
+                   f"`F.dropout`: `model.eval()` then turns it off. "
+                   f"(First call: {verdict.message})",
+                   "dropout active in eval mode")
 
 
 @register("item", "attention_probs", uses_cases=True)
@@ -526,7 +667,8 @@ class DropoutTrain(CaseCheck):
         return [P.case_probe(case, train=True, timeout=check.timeout,
                              kwargs={"return_attention": True}),
                 P.case_probe(case, timeout=check.timeout,
-                             kwargs={"return_attention": True}), scaled]
+                             kwargs={"return_attention": True},
+                             again=True), scaled]   # eval random? (judge)
 
     # No points without attention: the eval probabilities must change with
     # the input (on x and 2x), as softmax(q k^T) does; fixed weights
@@ -559,6 +701,12 @@ class DropoutTrain(CaseCheck):
         if tuple(probs.shape) in ((b, h, s, s),):
             probs = probs.reshape(clean.shape)   # 2.1 already says so
         own, _ = _outputs(results[1], probes[1], 2)
+        own_eval = own   # the evidence below: its call, random or not
+        if own is not None and eval_differs(results[1], probes[1], own[0],
+                                            ctx.mistake_atol):
+            # Random in eval mode (dropout left on: 2.3a says so): judge
+            # against the frozen eval values instead.
+            own = None
         eval_att = case.tensors["output"].double()
         value_mix = case.tensors["value_mix"].double()
         bias = case.weights["mix.bias"].double()
@@ -680,6 +828,7 @@ class DropoutTrain(CaseCheck):
                            "the weighted sum of the values.",
                            "att does not follow from the probabilities")
         other, _ = _outputs(results[2], probes[2], 2)
-        return Verdict(True, evidence=other is not None and own is not None
-                       and not close(own[1], other[1], 1e-4,
-                                     equal_nan=True))
+        return Verdict(True, evidence=other is not None and
+                       own_eval is not None and
+                       not close(own_eval[1], other[1], 1e-4,
+                                 equal_nan=True))

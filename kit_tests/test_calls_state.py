@@ -1,0 +1,266 @@
+"""Bugs that show on the second call, a terminal asked for, dropout left
+on in eval mode (issue 16): the worker's second call and what it reports,
+the wire's bounds on it, the parent's verdicts, and the catalogue entries
+of kit/variants/calls.toml (graded by test_grading_corpus.py)."""
+from __future__ import annotations
+
+import builtins
+import sys
+
+import pytest
+import torch
+
+from autograder import wire
+from autograder.checks import values
+from autograder.protocol import ERROR, OK, Probe, ProbeResult
+from autograder.worker import execute_probes, no_terminal
+from kit import variants
+from kit_tests.test_worker import (FILENAME, REFERENCE, mh_probe,
+                                   replace_line, run, sa_probe, x)
+
+CA_INIT = {"d_in": 7, "d_out": 4, "context_length": 11, "dropout": 0.0}
+MASK_LINE = "        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]\n"
+
+
+def ca_probe(**kw) -> Probe:
+    return Probe(kw.pop("id", "ca"), "CausalAttention",
+                 kw.pop("init", CA_INIT), args=[x()], **kw)
+
+
+def ca_source(new_mask_lines: str) -> str:
+    """The reference with CausalAttention's mask line replaced."""
+    text = REFERENCE
+    start = text.index("class CausalAttention")
+    at = text.index(MASK_LINE, start)
+    return text[:at] + new_mask_lines + text[at + len(MASK_LINE):]
+
+
+# --------------------------------------------------------------------------
+# The worker's second call
+
+def test_the_reference_gives_its_output_again_and_changes_nothing():
+    result, = run(REFERENCE, ca_probe(again=True))
+    assert result.ok and result.again is not None and result.again.ok
+    assert result.changed == []
+    # The batch in reverse order: the second call's rows, reversed back,
+    # are the first call's.
+    torch.testing.assert_close(result.again.outputs[0].flip(0),
+                               result.outputs[0], atol=1e-6, rtol=0)
+
+
+def test_no_second_call_unless_asked():
+    result, = run(REFERENCE, ca_probe())
+    assert result.ok and result.again is None and result.changed == []
+
+
+def test_an_in_place_change_of_the_mask_is_named():
+    source = ca_source(
+        "        self.mask *= -1\n"
+        "        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]\n")
+    result, = run(source, ca_probe(again=True))
+    assert result.changed == ["mask"]
+
+
+def test_a_new_attribute_and_an_accumulating_one_are_named():
+    source = replace_line(
+        REFERENCE, "        mask_bool = self.mask.bool()[:num_tokens, "
+                   ":num_tokens]\n",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        self.d_out += 0\n"
+        "        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]\n")
+    result, = run(source, ca_probe(again=True))
+    assert result.changed == ["calls (new)"]   # d_out did not change
+
+
+def test_the_second_call_is_in_eval_mode_after_a_train_call():
+    # Dropout changes the train-mode output; the second call is in eval
+    # mode, so it gives the eval output.
+    init = {**CA_INIT, "dropout": 0.5}
+    eval_result, = run(REFERENCE, ca_probe(init=init, seed=1))
+    train, = run(REFERENCE, Probe("t", "CausalAttention", init, args=[x()],
+                                  train=True, seed=1, again=True))
+    assert not torch.allclose(train.outputs[0], eval_result.outputs[0])
+    torch.testing.assert_close(train.again.outputs[0].flip(0),
+                               eval_result.outputs[0], atol=1e-6, rtol=0)
+
+
+def test_a_second_call_that_raises_is_reported_as_its_own():
+    source = ca_source(
+        "        if getattr(self, 'seen', False):\n"
+        "            raise RuntimeError('called twice')\n"
+        "        self.seen = True\n" + MASK_LINE)
+    result, = run(source, ca_probe(again=True))
+    assert result.ok and result.again.status == ERROR
+    assert "called twice" in result.again.message
+
+
+def test_hostile_attributes_name_nothing_but_run():
+    class Weird:
+        def __eq__(self, other):
+            raise RuntimeError("no")
+    from autograder.worker import changed_state
+    assert changed_state({"a": Weird()}, {"a": Weird()}) == []
+    assert changed_state({"a": 1}, {"a": 2, "b": 3}) == ["a", "b (new)"]
+
+
+# --------------------------------------------------------------------------
+# The wire
+
+def _round_trip(result: ProbeResult) -> ProbeResult:
+    header, tensors = wire.result_payload(result)
+    header, tensors = wire.decode_payload(
+        wire.encode_payload(header, tensors))
+    return wire.result_from_header(header, tensors, result.id)
+
+
+def test_the_second_call_crosses_the_wire():
+    first, second = torch.ones(2, 3), torch.zeros(2, 3)
+    result = ProbeResult("p", OK, outputs=[first], output_kind="tensor",
+                         changed=["mask", "cache (new)"],
+                         again=ProbeResult("p", OK, outputs=[second],
+                                           output_kind="tensor"))
+    back = _round_trip(result)
+    assert torch.equal(back.outputs[0], first) and len(back.outputs) == 1
+    assert torch.equal(back.again.outputs[0], second)
+    assert back.changed == ["mask", "cache (new)"]
+
+
+def test_forged_second_calls_are_bounded():
+    header, tensors = wire.result_payload(
+        ProbeResult("p", OK, outputs=[torch.ones(1)], output_kind="tensor"))
+    for again in ([1], {"status": "ok", "n_outputs": 5},
+                  {"status": "ok", "n_outputs": True},
+                  {"status": "nonsense", "n_outputs": 0}):
+        with pytest.raises(wire.BadMessage):
+            wire.result_from_header({**header, "again": again}, tensors, "p")
+    with pytest.raises(wire.BadMessage):
+        wire.result_from_header({**header, "changed": [1]}, tensors, "p")
+    # Nested second calls are ignored; names are cut in number and length.
+    nested = {"status": "ok", "n_outputs": 0, "again": {"status": "ok"}}
+    back = wire.result_from_header(
+        {**header, "again": nested, "changed": ["x" * 10_000] * 1000},
+        tensors, "p")
+    assert back.again.again is None
+    assert len(back.changed) == wire.MAX_CHANGED
+    assert all(len(name) == wire.MAX_NAME_CHARS for name in back.changed)
+
+
+# --------------------------------------------------------------------------
+# No terminal
+
+@pytest.mark.parametrize("call, named", [
+    ("input('continue?')", "your code called input()"),
+    ("breakpoint()", "your code called breakpoint()"),
+    ("__import__('sys').stdin.read()", "your code called sys.stdin"),
+    ("__import__('pdb').set_trace()", "your code called a debugger"),
+])
+def test_a_terminal_asked_for_is_named(call, named):
+    source = replace_line(
+        REFERENCE, "        q, k, v = self.q(x), self.k(x), self.v(x)",
+        f"        {call}\n        q, k, v = self.q(x), self.k(x), self.v(x)")
+    result, = run(source, sa_probe())
+    assert result.status == ERROR and result.exception == "NoTerminalError"
+    assert named in result.message
+    assert "the grader has no terminal: remove it" in result.message
+
+
+def test_the_terminal_comes_back_afterwards():
+    saved = builtins.input, builtins.breakpoint, sys.stdin
+    with no_terminal():
+        assert builtins.input is not saved[0] and sys.stdin is not saved[2]
+    assert (builtins.input, builtins.breakpoint, sys.stdin) == saved
+    list(execute_probes(REFERENCE, FILENAME, [sa_probe()]))
+    assert (builtins.input, builtins.breakpoint, sys.stdin) == saved
+
+
+# --------------------------------------------------------------------------
+# The parent's verdicts (values.py)
+
+class _Check:
+    atol, rtol = 1e-6, 0.0
+
+
+def _probe_and_result(first, second, *, train=False, changed=()):
+    probe = Probe("p", "SelfAttention", {}, args=[first], train=train,
+                  again=True)
+    result = ProbeResult("p", OK, outputs=[first], output_kind="tensor",
+                         changed=list(changed),
+                         again=ProbeResult("p", OK, outputs=[second],
+                                           output_kind="tensor"))
+    return probe, result
+
+
+def test_a_second_call_that_gives_the_output_again_passes():
+    out = torch.randn(3, 4, 5)
+    probe, result = _probe_and_result(out, out.flip(0))
+    assert values.second_call(None, result, probe, out, _Check()) is None
+
+
+def test_a_second_call_that_differs_names_the_state():
+    out = torch.randn(3, 4, 5)
+    probe, result = _probe_and_result(out, out.flip(0) + 1,
+                                      changed=["mask", "cache (new)"])
+    verdict = values.second_call(None, result, probe, out, _Check())
+    assert not verdict.ok
+    assert verdict.message.startswith("the second call differs")
+    assert "`self.mask`" in verdict.message
+    assert "`self.cache` (created by the first call)" in verdict.message
+    probe, result = _probe_and_result(out, out.flip(0) + 1, train=True)
+    verdict = values.second_call(None, result, probe, out, _Check())
+    assert "after a call in train mode" in verdict.message
+    assert "None of its buffers" in verdict.message
+
+
+def test_two_eval_calls_that_differ_are_named_dropout_in_eval():
+    out = torch.randn(3, 4, 5)
+    ctx = values.Context({})
+    wrong = values.Verdict(False, "values differ", "wrong values", "m",
+                           ("m",))
+    probe, result = _probe_and_result(out, out.flip(0) * 2)
+    verdict = values._not_deterministic(wrong, out, result, probe, ctx)
+    assert verdict.message.startswith("dropout is active in eval mode")
+    assert verdict.mistake is None
+    # The same call twice: a plain wrong value, the catalogue's name kept.
+    probe, result = _probe_and_result(out, out.flip(0))
+    assert values._not_deterministic(wrong, out, result, probe, ctx) is wrong
+    # A buffer that changed explains it better than randomness.
+    probe, result = _probe_and_result(out, out.flip(0) * 2, changed=["mask"])
+    assert values._not_deterministic(wrong, out, result, probe, ctx) is wrong
+
+
+# --------------------------------------------------------------------------
+# The catalogue
+
+def test_the_catalogue_keeps_the_state_and_terminal_entries():
+    entries = variants.load("calls")
+    lost = {key: set(v.fields.get("loses", [])) for key, v in entries.items()}
+    # One entry per bug the issue names, each costing its own item.
+    assert lost["ca_mask_filled_in_place"] == {"3.1"}
+    assert lost["mha_mask_scaled_in_place"] == {"3.3", "3.3e"}
+    assert lost["sa_scale_accumulates"] == {"1.2"}
+    assert lost["mhsa_kv_cache_keyed_on_nothing"] == {"2.3a"}
+    for key in ("sa_input_in_forward", "mhsa_breakpoint_in_forward",
+                "sa_reads_stdin"):
+        assert "Bad file descriptor" in entries[key].fields["never"]
+    for key in ("mhsa_functional_dropout_always_on",
+                "mhsa_dropout_built_in_forward"):
+        assert entries[key].fields["loses"] == ["2.3a"]   # not 2.3b
+        assert "Is dropout applied before the softmax?" in \
+            entries[key].fields["never"]
+
+
+def test_a_shared_probe_makes_the_second_call_any_check_asks_for():
+    from autograder.grade import _unique, plan_checks
+    from autograder.rubric import load_rubric
+    from autograder.values import load_cases
+    plain, twice = Probe("p", "X", {}), Probe("p", "X", {}, again=True)
+    assert _unique([plain, twice]) == [twice]
+    assert _unique([twice, plain]) == [twice]
+    # In the shipped rubric 2.1 plans 2.3a's eval probe first; it is still
+    # run with the second call 2.3a judges.
+    planned = plan_checks(load_rubric(), load_cases(),
+                          values.Context({}))
+    wanted = {p.id for check, found in planned
+              if check.kind == "module_output" for p in found}
+    run = {p.id: p for p in _unique(p for _, f in planned for p in f)}
+    assert wanted and all(run[i].again for i in wanted)

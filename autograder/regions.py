@@ -164,15 +164,31 @@ def graded_regions(source: str, tree: ast.AST | None = None,
         if any(body.lineno <= r.start - 1 <= body.end_lineno
                for r in marked):
             continue
-        start, end = _body_start(body), body.end_lineno
+        start, end = _body_start(body), _end_with_comments(lines, body)
         if start is None:
             continue
         extra.append(Region(start, end, _task_in(lines, body.lineno, end),
                             owner if owner != body.name else "", body.name,
                             marked=False))
     base = sorted(marked + extra, key=lambda r: r.start)
-    return sorted(base + _helpers(tree, base, methods or task_methods()),
-                  key=lambda r: r.start)
+    return sorted(base + _helpers(tree, base, methods or task_methods(),
+                                  lines), key=lambda r: r.start)
+
+
+def _end_with_comments(lines: list[str], node: ast.AST) -> int:
+    """The last line of a function, with the comment lines right after
+    it that are indented into its body (the notebook allows a shape
+    comment "on a comment line right after the statement", also after a
+    final ``return``, as a marked region's END marker would include)."""
+    end = node.end_lineno
+    while end < len(lines):
+        text = lines[end]
+        stripped = text.lstrip()
+        if not stripped.startswith("#") or \
+                len(text) - len(stripped) <= node.col_offset:
+            break
+        end += 1
+    return end
 
 
 def _body_start(node: ast.AST) -> int | None:
@@ -186,7 +202,8 @@ def _body_start(node: ast.AST) -> int | None:
 
 
 def _helpers(tree: ast.AST, base: list[Region],
-             table: dict[str, tuple[str, ...]]) -> list[Region]:
+             table: dict[str, tuple[str, ...]],
+             lines: list[str]) -> list[Region]:
     """The functions the graded code calls, transitively, that no region
     covers: ``self.name(...)`` of a method of the same class, or
     ``name(...)`` of a module-level function that is no task's. Each is
@@ -224,9 +241,9 @@ def _helpers(tree: ast.AST, base: list[Region],
             if start is None or id(target) in done:
                 continue
             done.add(id(target))
-            helper = Region(start, target.end_lineno, region.task,
-                            region.cls, target.name, marked=False,
-                            helper=True)
+            helper = Region(start, _end_with_comments(lines, target),
+                            region.task, region.cls, target.name,
+                            marked=False, helper=True)
             found.append(helper)
             queue.append(helper)
     return found

@@ -358,20 +358,28 @@ def _unique(probes) -> list[Probe]:
 
 
 def run_phased(planned: list[tuple[Check, list[Probe]]], source: str,
-               filename: str, runner: Runner) -> dict[str, ProbeResult]:
+               filename: str, runner: Runner,
+               hidden: set[str] | frozenset[str] = frozenset()
+               ) -> dict[str, ProbeResult]:
     """Run every planned probe in one sandbox call, each check's first
     probe first, so that hostile code costs one time limit per check, not
     one per case: a probe is tagged with the checks it serves, and once a
     check's probe hits the time or memory limit the sandbox skips the
     probes no other check still needs (see ``Probe.groups``).
+
+    The probes of ``hidden`` (ids) are marked ``Probe.hidden`` and run
+    after every public one: the worker receives them last, under opaque
+    ids, so nothing it reports about a public probe can carry their data.
     """
     groups: dict[str, list[str]] = {}
     for check, found in planned:
         for probe in found:
             groups.setdefault(probe.id, []).append(check.id)
     firsts = [found[0] for _, found in planned if found]
-    ordered = [replace(p, groups=tuple(groups[p.id])) for p in
+    ordered = [replace(p, groups=tuple(groups[p.id]),
+                       hidden=p.id in hidden) for p in
                _unique([*firsts, *(p for _, f in planned for p in f)])]
+    ordered.sort(key=lambda p: p.hidden)    # stable: public ones first
     if not ordered:
         return {}
     return {probe.id: result for probe, result in
@@ -450,7 +458,8 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
                       task_methods={t.cls: t.methods for t in rubric.tasks})
         planned = plan_checks(rubric, cases, ctx, timeout)
         probes = _unique(p for _, found in planned for p in found)
-        results = run_phased(planned, source, filename, runner)
+        hidden = hidden_probe_ids(probes, cases)
+        results = run_phased(planned, source, filename, runner, hidden)
         for probe in probes:
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
@@ -467,7 +476,6 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if result is not None and result.status in LIMIT_STATUSES:
                 grade.limits[result.status] = \
                     grade.limits.get(result.status, 0) + 1
-        hidden = hidden_probe_ids(probes, cases)
         grade.stdout = _printed([p for p in probes if p.id not in hidden],
                                 results)
         grade.hidden_stdout = _printed([p for p in probes if p.id in hidden],

@@ -60,6 +60,11 @@ class Probe:
     # gives two probes the same weights.
     drawn: dict[str, list[int]] = field(default_factory=dict)
     drawn_seed: int = 0
+    # A hidden case's probe (``grade.hidden_probe_ids``): the worker gets
+    # it under an opaque id, only after every public probe has answered
+    # (``supervisor.Attempt``), so nothing printed or returned before can
+    # carry its data; what it prints waits for publication.
+    hidden: bool = False
 
 
 @dataclass

@@ -475,24 +475,33 @@ def _fail(result: ProbeResult, status: str, message: str, phase: str,
 
 
 def execute_probes(source: str, filename: str, probes: list[Probe],
-                   on_import: Callable[[], None] | None = None
+                   on_import: Callable[[], None] | None = None,
+                   more: Callable[[], list[Probe]] | None = None
                    ) -> Iterator[ProbeResult]:
     """Import ``source`` as a fresh module and yield one result per probe,
     in order. An import failure gives every probe that status (usually
-    IMPORT_ERROR). ``on_import`` is called once the module imported."""
+    IMPORT_ERROR). ``on_import`` is called once the module imported.
+    ``more`` is called once ``probes`` are all answered and returns the
+    probes that follow (the hidden cases', which the parent sends only
+    then: see ``supervisor.Attempt``)."""
+    def stream() -> Iterator[Probe]:
+        yield from probes
+        if more is not None:
+            yield from more()
+
     if any(probe.trace_shapes for probe in probes):
         install_recorder()
     try:
         module = load_module(source, filename)
     except ImportFailure as failure:
-        for probe in probes:
+        for probe in stream():
             yield ProbeResult(probe.id, failure.status, str(failure),
                               phase="import")
         return
     if on_import is not None:
         on_import()
     traced: TracedModule | ImportFailure | None = None
-    for probe in probes:
+    for probe in stream():
         if not probe.trace_shapes:
             yield run_probe(module, probe, filename)
             continue

@@ -10,6 +10,7 @@ value kinds in autograder/checks/values.py.
 """
 from __future__ import annotations
 
+import secrets
 import time
 import tomllib
 import traceback
@@ -125,7 +126,8 @@ class Pycodestyle:
         reason = too_long(ctx.source)
         try:
             issues = [] if reason else style_issues(
-                ctx.source, task.cls, ctx.task_methods or None)
+                ctx.source, task.cls, ctx.task_methods or None,
+                ctx.extra.get("ran"))
         except (RecursionError, MemoryError):
             reason = ("the code is nested too deeply for the style check, "
                       "so the deduction applies")
@@ -162,8 +164,11 @@ class ShapeComments:
             vary_init=params.get("vary_init"),
             vary_kwargs=params.get("vary_kwargs"),
             vary_train=params.get("vary_train"), timeout=check.timeout)
-        return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods)
-                for p in traces]
+        # The canary's nonce: one per submission, chosen here, where the
+        # student's code cannot see it before its trace is taken.
+        nonce = ctx.extra.setdefault("canary", secrets.randbelow(1 << 30))
+        return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods,
+                        canary=nonce) for p in traces]
 
     @staticmethod
     def _twin(probe: Probe) -> Probe:
@@ -199,12 +204,24 @@ class ShapeComments:
         read at all."""
         from autograder.checks.shape_comments import check_shape_comments
         from autograder.regions import graded_regions
+        from autograder.checks.trace_integrity import (CANARY_LINE,
+                                                       trace_problem)
         observed: dict[int, list[list[list[int]]]] = {}
         failed: list[tuple[Probe, ProbeResult]] = []
         for probe in self._traces(check, task, ctx):
             result = results[probe.id]
             if not result.ok:
                 failed.append((probe, result))
+            else:
+                problem = trace_problem(ctx.source, task.cls, probe.canary,
+                                        result.shapes)
+                if problem:
+                    return Outcome(check.points, False, [
+                        f"- {FAIL} shape comments in {task.cls}: the "
+                        f"grader's trace of your code's shapes is "
+                        f"incomplete ({problem}; does your code change "
+                        f"the grader's objects?), so its comments cannot "
+                        f"be checked; the deduction applies"])
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)
@@ -215,13 +232,15 @@ class ShapeComments:
                     f"behaves differently when its shapes are traced ("
                     f"{_difference(probe, result, twin)}), so its comments "
                     f"cannot be checked; the deduction applies"])
+        observed.pop(CANARY_LINE, None)
         methods = ctx.task_methods or None
+        ran = ctx.extra.get("ran")
         try:
             issues = [i for i in check_shape_comments(
-                ctx.source, observed, self.dims(check), methods=methods)
-                if i.cls == task.cls]
+                ctx.source, observed, self.dims(check), methods=methods,
+                ran=ran) if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
-                                                  methods=methods)
+                                                  methods=methods, ran=ran)
                         if not r.marked and r.cls == task.cls]
         except SyntaxError:
             return Outcome(0.0, True, [f"- {PASS} (the module does not "
@@ -231,8 +250,9 @@ class ShapeComments:
                 f"- {FAIL} shape comments in {task.cls}: the code is nested "
                 f"too deeply for the grader to read, so its comments "
                 f"cannot be checked; the deduction applies"])
-        note = [f"- `{r.function}`, which your {task.cls} code calls, is "
-                f"checked with it" if r.helper else
+        note = [f"- `{r.function}`, which your {task.cls} code "
+                f"{'ran' if r.first else 'calls'}, is checked with it"
+                if r.helper else
                 f"- no `# YOUR CODE STARTS HERE` markers in "
                 f"{r.cls or r.function}.{r.function}: the whole method is "
                 f"checked" if r.cls else f"- no `# YOUR CODE STARTS HERE` "
@@ -460,6 +480,7 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
         probes = _unique(p for _, found in planned for p in found)
         hidden = hidden_probe_ids(probes, cases)
         results = run_phased(planned, source, filename, runner, hidden)
+        ctx.extra["ran"] = ran_by_task(rubric, planned, results)
         for probe in probes:
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
@@ -489,6 +510,24 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
         grade.internal_error = traceback.format_exc()
     grade.seconds = time.perf_counter() - start
     return grade
+
+
+def ran_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],
+                results: dict[str, ProbeResult]
+                ) -> dict[str, frozenset[int]]:
+    """Task class -> the lines its traced calls recorded (statements,
+    and the entry of every function and lambda that ran): which helpers
+    its deductions read (``regions.graded_regions``' ``ran``)."""
+    owner = {id(c): t.cls for t in rubric.tasks for c in t.deductions}
+    ran: dict[str, frozenset[int]] = {}
+    for check, found in planned:
+        if id(check) not in owner:
+            continue
+        lines = {line for p in found if p.trace_shapes and p.id in results
+                 for line in results[p.id].shapes}
+        cls = owner[id(check)]
+        ran[cls] = ran.get(cls, frozenset()) | lines
+    return ran
 
 
 def hidden_probe_ids(probes: list[Probe], cases: list) -> set[str]:

@@ -132,3 +132,66 @@ def test_the_attack_ran_and_its_hidden_output_waits(spied):
     assert not any(f" {name}:" in grade.hidden_stdout for name in hidden)
     assert any(_token(c.tensors["x"]) in grade.hidden_stdout
                for c in cases if c.set == "hidden")
+
+
+# --------------------------------------------------------------------------
+# The worker's side, probe by probe
+
+CRASHER = '''
+import gc
+import os
+
+print("IMPORTED", [o.id for o in gc.get_objects()
+                   if type(o).__name__ == "Probe"])
+_count = [0]
+
+
+def forward_hook(module, args):
+    _count[0] += 1
+    print("CALL", _count[0], [o.id for o in gc.get_objects()
+                              if type(o).__name__ == "Probe"])
+    if float(args[0].sum()) > 1e6:   # the hidden input below
+        os._exit(3)
+'''
+
+
+def _probe(pid: str, scale: float, hidden: bool):
+    import torch
+    from autograder.protocol import Probe
+    x = torch.ones(2, 5, 7) * scale
+    return Probe(pid, "SelfAttention", {"input_size": 7, "hidden": 9},
+                 args=[x], hidden=hidden, timeout=5.0)
+
+
+def test_a_fresh_worker_after_a_hidden_crash_keeps_hidden_output_hidden():
+    """Hidden probes reach the worker last, under opaque ids; after a
+    crash during one, the fresh worker's import output goes with the
+    hidden probe it runs first, never with a public one."""
+    from autograder.sandbox import Sandbox
+    source = variants.REFERENCE.read_text().replace(
+        "import torch.nn as nn\n", "import torch.nn as nn\n" + CRASHER, 1)
+    source = source.replace(
+        "class SelfAttention(nn.Module):",
+        "class SelfAttention(nn.Module):\n"
+        "    def __call__(self, *args):\n"
+        "        forward_hook(self, args)\n"
+        "        return super().__call__(*args)\n", 1)
+    probes = [_probe("public_case:eval", 1.0, False),
+              _probe("secret_case:eval", 1e6, True),
+              _probe("other_secret:eval", 2.0, True),
+              _probe("second_public:eval", 3.0, False)]
+    with Sandbox() as box:
+        results = box.run(source, "m.py", probes)
+    by_id = {r.id: r for r in results}
+    assert [r.id for r in results] == [p.id for p in probes]
+    public = by_id["public_case:eval"].stdout + \
+        by_id["second_public:eval"].stdout
+    assert "IMPORTED ['public_case:eval', 'second_public:eval']" in public
+    assert "secret" not in public and "h0" not in public
+    assert by_id["second_public:eval"].ok       # public ones ran first
+    assert by_id["secret_case:eval"].status == "crash"
+    after = by_id["other_secret:eval"]
+    assert after.ok
+    # the fresh worker imported with the hidden probe only, by its id
+    assert "IMPORTED []" in after.stdout and "h0" in after.stdout
+    assert "secret" not in after.stdout

@@ -208,20 +208,14 @@ class ShapeComments:
                                                        trace_problem)
         observed: dict[int, list[list[list[int]]]] = {}
         failed: list[tuple[Probe, ProbeResult]] = []
+        problem: str | None = None    # why a trace is not evidence
         for probe in self._traces(check, task, ctx):
             result = results[probe.id]
             if not result.ok:
                 failed.append((probe, result))
-            else:
+            elif problem is None:
                 problem = trace_problem(ctx.source, task.cls, probe.canary,
                                         result.shapes)
-                if problem:
-                    return Outcome(check.points, False, [
-                        f"- {FAIL} shape comments in {task.cls}: the "
-                        f"grader's trace of your code's shapes is "
-                        f"incomplete ({problem}; does your code change "
-                        f"the grader's objects?), so its comments cannot "
-                        f"be checked; the deduction applies"])
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)
@@ -249,6 +243,12 @@ class ShapeComments:
             return Outcome(check.points, False, [
                 f"- {FAIL} shape comments in {task.cls}: the code is nested "
                 f"too deeply for the grader to read, so its comments "
+                f"cannot be checked; the deduction applies"])
+        if problem:
+            return Outcome(check.points, False, [
+                f"- {FAIL} shape comments in {task.cls}: the grader's trace "
+                f"of your code's shapes is incomplete ({problem}; does your "
+                f"code change the grader's objects?), so its comments "
                 f"cannot be checked; the deduction applies"])
         note = [f"- `{r.function}`, which your {task.cls} code "
                 f"{'ran' if r.first else 'calls'}, is checked with it"

@@ -9,6 +9,7 @@ question on one page, so a TA reads question by question.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -18,7 +19,29 @@ from autograder import mdsafe
 
 QUESTIONS: tuple[str, ...] = ("Q1", "Q2", "Q3", "Q4", "Q5")
 
-_PREFIX = re.compile(r"^\s*\*\*\s*Answer\s+(Q\d+)\s*:?\s*\*\*\s*:?", re.I)
+# Bounds on what a notebook can make the grading parent read (it runs in
+# the parent, beside every other submission's grading threads).
+# the .ipynb file: outputs (figures) included, as large as one file of a
+# submission zip may be (submission.MAX_ZIP_FILE_BYTES)
+MAX_NOTEBOOK_BYTES = 50_000_000
+MAX_CELLS = 5000                      # cells looked at
+MAX_CELL_CHARS = 100_000              # characters kept of one cell
+MAX_ANSWER_CHARS = 200_000            # characters kept of one answer
+PREFIX_WINDOW = 200                   # characters searched for the prefix
+
+# The prefix, matched only against the first PREFIX_WINDOW characters of a
+# cell (its leading whitespace stripped first): bounded input, and
+# possessive quantifiers, so no backtracking over runs of spaces (the old
+# ``\s*:?\s*`` split a run of n spaces n ways: quadratic, and the parent
+# froze for minutes on one crafted cell).
+_PREFIX = re.compile(r"\*\*\s*+Answer\s++(Q\d{1,3}+)\s*+:?\s*+\*\*(?:\s*+:)?",
+                     re.I)
+# A cell the notebook itself holds (kit.notebook.assign_ids), the line
+# otter puts after each question, and the next question's prompt: where
+# an answer written in cells below its answer cell ends.
+_NOTEBOOK_ID = re.compile(r"(cell|answer|sample)-[a-z0-9]{1,8}")
+_SEPARATORS = {"---", "***", "___"}
+_PROMPT = re.compile(r"\*\*Q\d{1,3}+\.")
 # Text a cell holds before the student writes anything: our own prompt and
 # otter assign's default for manually graded answers.
 _PLACEHOLDERS = {
@@ -36,13 +59,34 @@ class AnswersError(RuntimeError):
     student. The grader reports it without taking code points off."""
 
 
+def _source(cell: nbformat.NotebookNode) -> str:
+    """A cell's text, at most MAX_CELL_CHARS characters (a note says how
+    many more there were)."""
+    source = cell.get("source", "")
+    if isinstance(source, list):   # nbformat joins these; be sure
+        source = "".join(str(part) for part in source[:MAX_CELL_CHARS])
+    source = str(source)
+    cut = len(source) - MAX_CELL_CHARS
+    if cut > 0:
+        source = (source[:MAX_CELL_CHARS]
+                  + f"\n[... {cut} more characters in this cell not read]")
+    return source
+
+
+def _prefix(source: str) -> re.Match[str] | None:
+    """The ``**Answer Qn:**`` prefix at the start of ``source`` (linear:
+    one strip, then a bounded window)."""
+    head = source.lstrip()[:PREFIX_WINDOW]
+    return _PREFIX.match(head)
+
+
 def _cell_question(cell: nbformat.NotebookNode) -> str | None:
     meta = cell.get("metadata", {}).get("kit", {})
     if isinstance(meta, dict) and meta.get("sample"):
         return None  # the staff sample answer (master notebook only)
     if isinstance(meta, dict) and str(meta.get("question", "")) in QUESTIONS:
         return str(meta["question"])
-    match = _PREFIX.match(cell.get("source", ""))
+    match = _prefix(_source(cell))
     if match and match.group(1).upper() in QUESTIONS:
         return match.group(1).upper()
     return None
@@ -51,17 +95,43 @@ def _cell_question(cell: nbformat.NotebookNode) -> str | None:
 def _answer_text(source: str) -> str:
     """The student's words: the cell without its ``**Answer Qn:**`` prefix
     and without untouched placeholder text."""
-    text = _PREFIX.sub("", source, count=1).strip()
+    match = _prefix(source)
+    text = source.lstrip()[match.end():] if match else source
+    text = text.strip()
     return "" if text.lower() in _PLACEHOLDERS else text
 
 
+def _ends_answer(cell: nbformat.NotebookNode) -> bool:
+    """Whether ``cell``, below an answer cell, is no longer the answer:
+    a marked cell (question or sample), code or raw, a cell of the
+    notebook itself, otter's ``---`` line or the next question's prompt."""
+    if cell.get("cell_type") != "markdown":
+        return True
+    meta = cell.get("metadata", {}).get("kit")
+    if meta:
+        return True
+    if _NOTEBOOK_ID.fullmatch(str(cell.get("id") or "")):
+        return True
+    head = _source(cell).lstrip()[:PREFIX_WINDOW]
+    return head.rstrip() in _SEPARATORS or bool(_PREFIX.match(head)) \
+        or bool(_PROMPT.match(head))
+
+
 def read_notebook(path: Path | str) -> nbformat.NotebookNode:
-    """The notebook at ``path``; AnswersError if missing or unreadable."""
+    """The notebook at ``path``; AnswersError if missing, larger than
+    MAX_NOTEBOOK_BYTES or unreadable."""
     path = Path(path)
     if not path.is_file():
         raise AnswersError(f"notebook not found: {path.name} is not in the "
                            f"submission, so the inline answers Q1-Q5 "
                            f"cannot be collected")
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise AnswersError(f"{path.name} is {size / 1e6:.0f} MB, more "
+                           f"than the {MAX_NOTEBOOK_BYTES / 1e6:.0f} MB "
+                           f"read for answers: clear the cells' outputs "
+                           f"(Kernel > Restart & Clear Output), save and "
+                           f"resubmit")
     try:
         return nbformat.read(str(path), as_version=4)
     except Exception as exc:  # nbformat raises many types for bad JSON
@@ -70,24 +140,62 @@ def read_notebook(path: Path | str) -> nbformat.NotebookNode:
                            f"Jupyter and resubmit") from exc
 
 
+def _answer_cells(nb: nbformat.NotebookNode
+                  ) -> list[tuple[str, str, list[str]]]:
+    """``(question, text of the answer cell, texts of the cells below it)``
+    per answer cell, in notebook order; at most MAX_CELLS cells read."""
+    found: list[tuple[str, str, list[str]]] = []
+    below: list[str] | None = None
+    cells = nb.get("cells", [])
+    for cell in cells[:MAX_CELLS] if isinstance(cells, list) else []:
+        if cell.get("cell_type") not in ("markdown", "raw", "code"):
+            below = None
+            continue
+        question = _cell_question(cell)
+        if question is not None:
+            below = []
+            found.append((question, _answer_text(_source(cell)), below))
+        elif below is not None and not _ends_answer(cell):
+            text = _source(cell).strip()
+            if text and text.lower() not in _PLACEHOLDERS:
+                below.append(text)
+        else:
+            below = None
+    return found
+
+
 def collect_answers(notebook_path: Path | str) -> dict[str, str]:
     """Answer text per question ``Q1``..``Q5`` (``""`` if unanswered).
 
     Several cells marked with the same question are joined in order, so a
-    student who split an answer over two cells loses nothing.
+    student who split an answer over two cells loses nothing; so are the
+    markdown cells a student added below an answer cell (up to the
+    notebook's next cell of its own, its ``---`` line or the next
+    question). Each answer keeps at most MAX_ANSWER_CHARS characters.
     """
     nb = read_notebook(notebook_path)
     parts: dict[str, list[str]] = {q: [] for q in QUESTIONS}
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") not in ("markdown", "raw", "code"):
-            continue
-        question = _cell_question(cell)
-        if question is None:
-            continue
-        text = _answer_text(cell.get("source", ""))
-        if text:
-            parts[question].append(text)
-    return {q: "\n\n".join(texts) for q, texts in parts.items()}
+    for question, text, below in _answer_cells(nb):
+        parts[question] += [t for t in (text, *below) if t]
+    out = {}
+    for question, texts in parts.items():
+        text = "\n\n".join(texts)
+        cut = len(text) - MAX_ANSWER_CHARS
+        if cut > 0:
+            text = (text[:MAX_ANSWER_CHARS]
+                    + f"\n[... {cut} more characters not read]")
+        out[question] = text
+    return out
+
+
+def answered_below(notebook_path: Path | str) -> list[str]:
+    """Questions whose answer cell is empty while the student wrote in the
+    cells below it (collected, but worth a warning before submitting)."""
+    nb = read_notebook(notebook_path)
+    cells = _answer_cells(nb)
+    filled = {q for q, text, _ in cells if text}
+    return sorted({q for q, text, below in cells
+                   if not text and below and q not in filled})
 
 
 def _quote(text: str) -> str:
@@ -96,11 +204,38 @@ def _quote(text: str) -> str:
     return mdsafe.quote(text)
 
 
+def full_answer_name(name: str) -> str:
+    """The file name of one submission's full answer (a question page
+    links to it where it cuts the answer): the name's safe characters and
+    a hash of the whole name, so two names never share a file and the link
+    needs no escaping."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", name)[:60].strip("_") or "answer"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")
+                            ).hexdigest()[:10]
+    return f"{safe}-{digest}.md"
+
+
+def _full_page(pages_dir: Path, question: str, name: str,
+               text: str) -> str:
+    """Write ``answers/full/<question>/<name>.md`` (the whole answer,
+    escaped like the page) and return its link relative to the page."""
+    folder = pages_dir / "full" / question
+    folder.mkdir(parents=True, exist_ok=True)
+    file_name = full_answer_name(name)
+    (folder / file_name).write_text(
+        f"# {question}: {mdsafe.inline(name, 200)} (full answer)\n\n"
+        f"[Back to {question}](../../{question}.md)\n\n"
+        + mdsafe.quote(text, MAX_ANSWER_CHARS + 100) + "\n")
+    return f"full/{question}/{file_name}"
+
+
 def write_question_pages(out_dir: Path | str,
                          answers_by_submission: dict[str, dict[str, str]]
                          ) -> list[Path]:
     """Write ``out_dir/answers/Q1.md`` .. ``Q5.md``: every submission's
-    answer to that question, in submission-name order. Returns the pages."""
+    answer to that question, in submission-name order. An answer longer
+    than the page shows (mdsafe.ANSWER_LIMIT) is cut there with a link to
+    its full text in ``answers/full/Qn/``. Returns the pages."""
     pages_dir = Path(out_dir) / "answers"
     pages_dir.mkdir(parents=True, exist_ok=True)
     names = sorted(answers_by_submission)
@@ -114,6 +249,11 @@ def write_question_pages(out_dir: Path | str,
             text = answers_by_submission[name].get(question, "").strip()
             lines += [f"## {mdsafe.inline(name, 200)}", "",
                       _quote(text) if text else "_(no answer)_", ""]
+            if len(text) > mdsafe.ANSWER_LIMIT:
+                link = _full_page(pages_dir, question, name, text)
+                lines += [f"**Cut at {mdsafe.ANSWER_LIMIT:,} of "
+                          f"{len(text):,} characters: [read the full "
+                          f"answer]({link})**", ""]
         page = pages_dir / f"{question}.md"
         page.write_text("\n".join(lines))
         pages.append(page)
@@ -134,4 +274,6 @@ def answers_markdown(answers: dict[str, str] | None,
         text = answers.get(question, "").strip()
         lines += [f"**{question}**", "",
                   _quote(text) if text else "_(no answer)_", ""]
+        if len(text) > mdsafe.ANSWER_LIMIT:
+            lines += ["_(Cut here; the TAs read your whole answer.)_", ""]
     return "\n".join(lines)

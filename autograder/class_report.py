@@ -9,12 +9,13 @@ rates with the most frequent offending patterns, the submissions that hit
 limits apart from the grader's own failures, links to each submission's
 feedback and the per-question answer pages, and a table a TA can sort and
 filter. Markdown pages it links to are rendered next to it as HTML
-(``feedback.html``, ``answers/Q*.html``). Student text is escaped
-everywhere (``html.escape``; markdown rendered with raw HTML disabled).
+(``feedback.html``, ``answers/Q*.html``, ``answers/full/Q*/*.html``).
+Student text is escaped everywhere (``mdsafe.html_text``: invisible
+characters written out; markdown rendered with raw HTML and images
+disabled and relative links only).
 """
 from __future__ import annotations
 
-import csv
 import html
 import json
 import re
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from autograder import csvsafe, mdsafe
 
 REPORT_NAME = "report.html"
 MAX_RESULTS_BYTES = 20_000_000   # a results.json larger than this is skipped
@@ -183,10 +186,7 @@ def read_batch(out: Path | str) -> Batch:
     header: list[str] = []
     csv_path = out / "grades.csv"
     if csv_path.is_file():
-        with open(csv_path, newline="") as handle:
-            reader = csv.DictReader(handle)
-            header = list(reader.fieldnames or [])
-            rows = list(reader)
+        header, rows = csvsafe.read_dicts(csv_path)
     else:
         rows = [{"submission": p.parent.name}
                 for p in sorted(out.glob("*/results.json"))]
@@ -258,17 +258,39 @@ def _mistake_messages() -> dict[str, str]:
 # --------------------------------------------------------------------------
 # Markdown pages as HTML
 
+def _renderer() -> Any:
+    """CommonMark without raw HTML and without images, whose links may only
+    be relative paths to the pages written here (``.md`` shown as the
+    ``.html`` rendered next to it). The pages' student text is escaped
+    already (mdsafe); this is the second wall: an image would load from
+    the network when a TA opens the page, a scheme could run script."""
+    from markdown_it import MarkdownIt
+    md = MarkdownIt("commonmark", {"html": False}).disable("image")
+    md.validateLink = _relative_link
+    plain = md.normalizeLink
+    md.normalizeLink = lambda url: plain(_MD_LINK.sub(".html", url))
+    return md
+
+
+_MD_LINK = re.compile(r"\.md$")
+
+
+def _relative_link(url: str) -> bool:
+    # No scheme, no host, no absolute path: a page of the graded folder.
+    return bool(url) and ":" not in url and not url.startswith(("/", "\\"))
+
+
 def render_markdown(text: str, title: str) -> str:
-    """A standalone HTML page of a markdown file, raw HTML disabled (so
-    nothing a student wrote becomes markup); a <pre> of the text when no
-    markdown renderer is installed."""
+    """A standalone HTML page of a markdown file, raw HTML and images
+    disabled and only relative links (so nothing a student wrote becomes
+    markup or reaches the network); a <pre> of the text when no markdown
+    renderer is installed."""
     try:
-        from markdown_it import MarkdownIt
-        body = MarkdownIt("commonmark", {"html": False}).render(text)
+        body = _renderer().render(text)
     except ImportError:
-        body = f"<pre>{html.escape(text)}</pre>"
+        body = f"<pre>{_e(text)}</pre>"
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{_PAGE_CSS}</style>"
+            f"<title>{_e(title)}</title><style>{_PAGE_CSS}</style>"
             f"</head><body><p><a href='{'../' * title.count('/')}"
             f"{REPORT_NAME}'>&larr; class report</a></p>{body}</body>"
             f"</html>\n")
@@ -292,6 +314,11 @@ def write_linked_pages(batch: Batch) -> dict[str, str]:
                                           f"answers/{page.stem}"))
         links[f"answers:{page.stem}"] = f"answers/{quote(page.name[:-3])}" \
                                         f".html"
+    # Full answers, linked from where a question page cuts one
+    for page in sorted((batch.out / "answers").glob("full/*/*.md")):
+        page.with_suffix(".html").write_text(render_markdown(
+            page.read_text(errors="replace"),
+            f"answers/full/{page.parent.name}/{page.stem}"))
     return links
 
 
@@ -355,7 +382,8 @@ def rate_bars(rates: list[dict[str, Any]]) -> str:
 # The page
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    # The one HTML seam (mdsafe): escaped, invisible characters shown.
+    return mdsafe.html_text(text, 20_000)
 
 
 def _pts(value: float) -> str:

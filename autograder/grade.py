@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from autograder import mdsafe
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
 from autograder.compare import close
@@ -148,7 +149,7 @@ class Pycodestyle:
 @register("deduction", "shape_comments", required=("init", "input"),
           params={"init": dict, "input": list, "vary_init": dict,
                   "vary_kwargs": dict, "vary_train": list,
-                  "extra_dims": dict})
+                  "extra_dims": dict, "stand_in": dict})
 class ShapeComments:
     """Every tensor-producing student statement of the class carries a
     shape comment that matches the shapes a traced run observed."""
@@ -164,11 +165,15 @@ class ShapeComments:
             vary_init=params.get("vary_init"),
             vary_kwargs=params.get("vary_kwargs"),
             vary_train=params.get("vary_train"), timeout=check.timeout)
+        # stand_in (see Probe.stand_in): another class the traced one
+        # uses, replaced, so that its mistakes do not change this class's
+        # shapes (the wrapper's heads).
+        stand_in = dict(params.get("stand_in", {}))
         # The canary's nonce: one per submission, chosen here, where the
         # student's code cannot see it before its trace is taken.
         nonce = ctx.extra.setdefault("canary", secrets.randbelow(1 << 30))
         return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods,
-                        canary=nonce) for p in traces]
+                        stand_in=stand_in, canary=nonce) for p in traces]
 
     @staticmethod
     def _twin(probe: Probe) -> Probe:
@@ -419,7 +424,9 @@ def _evaluate(check: Check, task: Task, cases: list,
         return Outcome(0.0, False, [
             "- the grader could not evaluate this check (a bug in the "
             "grader, not in your code; staff have the details)"],
-            hidden_lines=[traceback.format_exc()])
+            # the traceback may quote the submission's values: a block
+            hidden_lines=[mdsafe.code_block(traceback.format_exc(),
+                                            20_000)])
 
 
 def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],

@@ -20,11 +20,11 @@ ready to upload back to Gradescope or an LMS gradebook.
 """
 from __future__ import annotations
 
-import csv
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from autograder import csvsafe
 from autograder.submission import SubmissionError, safe_extract
 
 METADATA = "submission_metadata.yml"
@@ -142,8 +142,7 @@ def annotate(out: Path, export: Export) -> str:
     """Add submission id, names, emails and SIDs to OUT/grades.csv and
     write OUT/gradescope_scores.csv; returns a line for the terminal."""
     grades = out / "grades.csv"
-    with open(grades, newline="") as handle:
-        rows = list(csv.reader(handle))
+    rows = csvsafe.read_rows(grades)
     if not rows:
         return ""
     header, body = rows[0], rows[1:]
@@ -156,25 +155,32 @@ def annotate(out: Path, export: Export) -> str:
         folder = row[0]
         people = export.submitters.get(folder, [])
         sub_id = folder.removeprefix("submission_")
+        # score, max_score and the tasks stay numbers (csvsafe.cell)
+        numbers = [_number(value) for value in row[at:]]
         annotated.append([*row[:at], sub_id,
                           "; ".join(p.name for p in people),
                           "; ".join(p.email for p in people),
-                          "; ".join(p.sid for p in people), *row[at:]])
-        score = row[header.index("score")]
+                          "; ".join(p.sid for p in people), *numbers])
+        score = _number(row[header.index("score")])
         upload += [[p.name, p.sid, p.email, score, sub_id] for p in people]
-    tmp = grades.with_name(".grades.csv.tmp")
-    with open(tmp, "w", newline="") as handle:
-        csv.writer(handle).writerows([new_header, *annotated])
-    tmp.replace(grades)
-    with open(out / SCORES_CSV, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["Name", "SID", "Email", "Score", "Submission ID"])
-        writer.writerows(sorted(upload, key=lambda r: (r[0], r[2])))
+    # Names, emails and SIDs come from the export (students typed them):
+    # csvsafe neutralises a cell that a spreadsheet would run as a formula.
+    csvsafe.write_rows(grades, [new_header, *annotated])
+    csvsafe.write_rows(out / SCORES_CSV, [
+        ["Name", "SID", "Email", "Score", "Submission ID"],
+        *sorted(upload, key=lambda r: (r[0], r[2]))])
     note = (f"; listed without files: {', '.join(export.missing)}"
             if export.missing else "")
     return (f"Gradescope export: {len(body)} submissions, {len(upload)} "
             f"students: names in grades.csv, scores to upload in "
             f"{out / SCORES_CSV}{note}")
+
+
+def _number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 __all__ = ["Export", "ExportError", "Submitter", "annotate", "find_export",

@@ -16,10 +16,19 @@ and escapes what markdown or HTML would interpret:
 - ``code_block``: printed output in a fence longer than any backtick run
   it contains;
 - ``code_span``: a short snippet (a line of code) in a code span that its
-  own backticks cannot close.
+  own backticks cannot close;
+- ``html_text``: the same text for an HTML page (``html.escape`` after
+  ``clean``).
+
+Invisible characters (Unicode format characters such as U+2062 INVISIBLE
+TIMES or U+00AD SOFT HYPHEN, bidirectional controls, the tag block
+U+E0000-E007F, Hangul fillers) are shown as a visible ``<U+2062>``, so a TA
+sees that something is hidden in an answer; control characters become
+U+FFFD. CSV cells: ``autograder/csvsafe.py``.
 """
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -28,11 +37,13 @@ ANSWER_LIMIT = 6000      # characters of one inline answer
 OUTPUT_LIMIT = 2000      # characters of printed output
 SPAN_LIMIT = 200         # characters of a code span
 
-# Characters that reorder or hide text (bidirectional overrides, zero-width
-# joiners): shown as U+FFFD so an answer cannot visually rewrite the page.
-_INVISIBLE = {0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029,
-              0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2060, 0x2066,
-              0x2067, 0x2068, 0x2069, 0xFEFF}
+# Characters that reorder or hide text but are not of category Cf
+# (line/paragraph separators, fillers that render blank, the Braille blank,
+# variation selectors): shown named, as every Cf character is, so an answer
+# can neither visually rewrite the page nor hide words from the TA.
+_INVISIBLE = {0x2028, 0x2029, 0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800,
+              0x180E, 0x034F, *range(0xFE00, 0xFE10),
+              *range(0xE0100, 0xE01F0)}
 # Escaped wherever they occur: they open emphasis, code, links, HTML,
 # entities and table cells.
 _ALWAYS = set("\\`*[]<>&|~!")
@@ -42,24 +53,38 @@ _LINE_START = set("#>-+=*_~`")
 _ORDERED = re.compile(r"^(\s*\d{1,9})([.)])")
 
 
+def invisible(char: str) -> bool:
+    """Whether ``char`` renders as nothing (or reorders text) yet is no
+    control character: Unicode category Cf (bidi controls, zero-width
+    characters, U+00AD, U+2061-2064, the tag block), separators and
+    fillers."""
+    code = ord(char)
+    return code in _INVISIBLE or unicodedata.category(char) == "Cf"
+
+
+def visible(char: str) -> str:
+    """An invisible character written out: ``<U+2062>``."""
+    return f"<U+{ord(char):04X}>"
+
+
 def clean(text: object, limit: int) -> str:
     """``text`` as a string of at most ``limit`` characters (plus a note
-    of how many were cut), with newlines normalised and every control or
-    invisible formatting character except newline replaced (tab by a
-    space, the rest by U+FFFD)."""
+    of how many were cut), with newlines normalised, tab as a space,
+    control characters as U+FFFD and invisible characters written out
+    visibly (``<U+2062>``, see :func:`invisible`)."""
     text = str(text).replace("\r\n", "\n").replace("\r", "\n")
     cut = len(text) - limit
     if cut > 0:
         text = text[:limit]
     out = []
     for char in text:
-        code = ord(char)
         if char == "\n":
             out.append(char)
         elif char == "\t":
             out.append(" ")
-        elif code in _INVISIBLE or unicodedata.category(char) in ("Cc",
-                                                                  "Cs"):
+        elif invisible(char):
+            out.append(visible(char))
+        elif unicodedata.category(char) in ("Cc", "Cs"):
             out.append("\ufffd")
         else:
             out.append(char)
@@ -128,5 +153,12 @@ def code_span(text: object, limit: int = SPAN_LIMIT) -> str:
     return f"{ticks}{pad}{body}{pad}{ticks}"
 
 
+def html_text(text: object, limit: int = INLINE_LIMIT) -> str:
+    """Untrusted text for an HTML page (element text or a quoted attribute
+    value): bounded, invisible characters shown, ``<>&'"`` escaped."""
+    return html.escape(clean(text, limit), quote=True)
+
+
 __all__ = ["ANSWER_LIMIT", "INLINE_LIMIT", "OUTPUT_LIMIT", "SPAN_LIMIT",
-           "clean", "code_block", "code_span", "inline", "quote"]
+           "clean", "code_block", "code_span", "html_text", "inline",
+           "invisible", "quote", "visible"]

@@ -68,6 +68,14 @@ class Probe:
     # (``supervisor.Attempt``), so nothing printed or returned before can
     # carry its data; what it prints waits for publication.
     hidden: bool = False
+    # A stand-in for one class of the submission, so that an item judges
+    # its own unit whatever that class does (raise, hang, compute wrong):
+    # {"cls": "CausalAttention", "init": {...}, "shape": [b, n, d]}. While
+    # the probe runs, that name in the submission's module is a module
+    # class whose k-th instance checks it is built with ``init`` and
+    # called on ``args[0]``, and returns ``stand_in_output(drawn_seed, k,
+    # shape)``: known numbers, never an expected value.
+    stand_in: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,3 +114,10 @@ class ProbeResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+
+def stand_in_output(seed: int, index: int, shape: list[int]) -> torch.Tensor:
+    """What the ``index``-th stand-in module of a probe returns (see
+    ``Probe.stand_in``): the parent computes the same numbers to judge."""
+    generator = torch.Generator().manual_seed(1000 * int(seed) + int(index))
+    return torch.randn(*shape, generator=generator)

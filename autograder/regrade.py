@@ -125,7 +125,9 @@ def summary(changes: list[SubmissionChange], total: int) -> str:
         items = ", ".join(f"{i.number} {_pts(i.before)}->{_pts(i.after)}"
                           for i in change.items)
         items = f" ({items})" if items else ""
-        lines.append(f"  {change.name}: {_pts(change.before)} -> "
+        # a terminal: no control or invisible character of a name
+        lines.append(f"  {mdsafe.clean(change.name, 200)}: "
+                     f"{_pts(change.before)} -> "
                      f"{_pts(change.after)}{items}")
     return "\n".join(lines)
 

@@ -2,14 +2,13 @@
 terminal preview of ``check``, grades.csv and the batch summary."""
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from autograder import mdsafe
+from autograder import csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
 APOLOGY = ("Sorry: the autograder itself failed while grading your "
@@ -276,16 +275,14 @@ def csv_columns(task_ids: list[str]) -> list[str]:
 def write_grades_csv(grades: list[GradeResult], task_ids: list[str],
                      path: Path) -> None:
     """One row per submission; a task column holds the task's points
-    (its bonus included, so the task columns add up to the score)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(csv_columns(task_ids))
-        for grade in grades:
-            by_task = {t.task.id: t.score for t in grade.tasks}
-            writer.writerow([grade.name, _pts(grade.score),
-                             _pts(grade.max_score),
-                             *(_pts(by_task.get(t, 0.0)) for t in task_ids)])
+    (its bonus included, so the task columns add up to the score). Cells
+    go through autograder/csvsafe.py (no spreadsheet formula)."""
+    rows: list[list[object]] = [csv_columns(task_ids)]
+    for grade in grades:
+        by_task = {t.task.id: t.score for t in grade.tasks}
+        rows.append([grade.name, grade.score, grade.max_score,
+                     *(by_task.get(t, 0.0) for t in task_ids)])
+    csvsafe.write_rows(path, rows)
 
 
 def summary_table(grades: list[GradeResult], task_ids: list[str]) -> str:
@@ -294,10 +291,13 @@ def summary_table(grades: list[GradeResult], task_ids: list[str]) -> str:
     rows = []
     for grade in grades:
         by_task = {t.task.id: t.score for t in grade.tasks}
+        # a terminal: names and errors without control or invisible
+        # characters (an escape sequence in a file name is the student's)
         note = ("GRADER ERROR" if grade.internal_error else
-                grade.error[:60] if grade.error else
-                ", ".join(grade.mistakes())[:60])
-        rows.append([grade.name, f"{_pts(grade.score)}/"
+                mdsafe.clean(grade.error, 60).replace("\n", " ")
+                if grade.error else ", ".join(grade.mistakes())[:60])
+        rows.append([mdsafe.clean(grade.name, 200).replace("\n", " "),
+                     f"{_pts(grade.score)}/"
                      f"{_pts(grade.max_score)}",
                      *(_pts(by_task.get(t, 0.0)) for t in task_ids), note])
     widths = [max(len(str(r[i])) for r in [header, *rows])

@@ -90,7 +90,9 @@ def test_control_and_invisible_characters_are_replaced():
     text = mdsafe.clean(CONTROL, 1000)
     assert not any(ord(c) < 32 and c != "\n" for c in text)
     assert "\u202e" not in text and "\u200b" not in text
-    assert text.count("\ufffd") == 5 and text.endswith("end\nnext")
+    # controls are U+FFFD; invisible ones are named (issue 19)
+    assert text.count("\ufffd") == 3 and text.endswith("end\nnext")
+    assert "<U+202E>gnp.exe<U+200B>end" in text
 
 
 def test_long_text_is_bounded_and_says_so():

@@ -11,13 +11,14 @@ from typing import Any
 
 import torch
 
+from autograder import mdsafe
 from autograder import probes as P
 from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
                                       Verdict, _diagnose, _explain_other_task,
                                       _failed_probe, _mistake_tensors,
                                       _outputs, dropout_pattern)
 from autograder.compare import close, fmt_shape
-from autograder.protocol import Probe, ProbeResult
+from autograder.protocol import Probe, ProbeResult, stand_in_output
 from autograder.regions import owner_of_line
 from autograder.rubric import Check, Outcome, Task, register
 
@@ -36,6 +37,33 @@ def changed_first_token(x: torch.Tensor) -> torch.Tensor:
     return changed
 
 
+def changed_first_token_twice(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with its first token moved twice as far as
+    :func:`changed_first_token` moves it (the same step, twice)."""
+    changed = x.clone()
+    changed[:, 0] = x[:, 0] + 2.0 * (-3.0 * x[:, 0] + 1.0)
+    return changed
+
+
+def nonlinear(outputs: list[torch.Tensor]) -> bool:
+    """Whether outputs for three inputs equally spaced on a line (x, x + d,
+    x + 2d) lie off a line: attention weights computed from the input
+    (a softmax of query-key scores) do; fixed weights (uniform, the
+    identity, any constant matrix) make a module affine in its input, and
+    so does returning x or its values. The threshold is far above float
+    rounding (an affine module's second difference is ~1e-7 here)."""
+    a, b, c = (o.double() for o in outputs)
+    if not a.shape == b.shape == c.shape:
+        return False
+    second = (c - 2 * b + a)
+    finite = torch.isfinite(second)
+    if not bool(finite.any()):
+        return False
+    scale = 1.0 + float(torch.stack([a, b, c])[
+        torch.isfinite(torch.stack([a, b, c]))].abs().max())
+    return float(second[finite].abs().max()) > 1e-4 * scale
+
+
 def _differs(a: torch.Tensor, b: torch.Tensor, atol: float) -> torch.Tensor:
     """Where ``a`` and ``b`` differ by more than ``atol`` (NaN equal to
     NaN: a position NaN in both calls did not change)."""
@@ -49,15 +77,25 @@ def _differs(a: torch.Tensor, b: torch.Tensor, atol: float) -> torch.Tensor:
 class CausalProperty(CaseCheck):
     """Changing a future token changes no earlier output, and the outputs
     mix positions as attention does: changing the first token changes a
-    later output (a constant or a per-position function earns nothing)."""
+    later output (a constant or a per-position function earns nothing),
+    and not in proportion to the change (weights computed from the input:
+    uniform or other fixed weights earn nothing)."""
+
+    no_evidence = ("later outputs change in proportion to the first token "
+                   "(moving it twice by the same step changes them twice "
+                   "by the same amount) in every case: the attention "
+                   "weights do not depend on the input. Compute them from "
+                   "the queries and keys, softmax(q k^T / sqrt(d_k)) with "
+                   "the future masked, not as fixed (e.g. uniform) weights")
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
         """The case's call, and the same call with the last token changed
-        and with the first token changed."""
+        and with the first token changed (once, and twice as far)."""
         plain = P.case_probe(case, timeout=check.timeout)
         found = [plain]
         for label, change in (("last", changed_last_token),
-                              ("first", changed_first_token)):
+                              ("first", changed_first_token),
+                              ("first-twice", changed_first_token_twice)):
             probe = P.case_probe(case, timeout=check.timeout)
             probe.id = f"{plain.id}:{label}-token-changed"
             probe.args = [change(case.tensors["x"])]
@@ -72,16 +110,16 @@ class CausalProperty(CaseCheck):
         for found, problem in outputs:
             if found is None:
                 return Verdict(False, problem, "wrong return value")
-        before, after, first = (o[0][0] for o in outputs)
+        before, after, first, twice = (o[0][0] for o in outputs)
         if before.dim() != 3 or not \
-                before.shape == after.shape == first.shape:
+                before.shape == after.shape == first.shape == twice.shape:
             return Verdict(False, f"forward returned shapes "
                            f"{fmt_shape(before.shape)}, "
                            f"{fmt_shape(after.shape)} and "
                            f"{fmt_shape(first.shape)}, expected [b, "
                            f"num_tokens, d_out] every time", "wrong shape")
         if before.shape[1] < 2:
-            return Verdict(True)
+            return Verdict(True, evidence=False)   # one token shows nothing
         diff = _differs(before[:, :-1], after[:, :-1], check.atol)
         if bool(diff.any()):
             position = int(diff.any(dim=2).any(dim=0).nonzero()[0])
@@ -99,7 +137,8 @@ class CausalProperty(CaseCheck):
                            "over the earlier tokens and return their "
                            "weighted sum of the values.",
                            "outputs do not mix positions")
-        return Verdict(True)
+        return Verdict(True, evidence=nonlinear(
+            [before[:, 1:], first[:, 1:], twice[:, 1:]]))
 
 
 @register("item", "dropout_on_weights", uses_cases=True,
@@ -112,10 +151,31 @@ class DropoutOnWeights(CaseCheck):
     weighted sum drops the halves independently. No order of random draws
     is assumed."""
 
+    no_evidence = ("the eval output is proportional to the input in "
+                   "every case (x, 2x and 3x give outputs on a line): the "
+                   "attention weights do not depend on the input, so "
+                   "dropout on them shows nothing. Compute them from the "
+                   "queries and keys, softmax(q k^T / sqrt(d_k)) with the "
+                   "future masked")
+
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """One seeded train-mode call, and the same call in eval mode."""
-        return [P.case_probe(case, train=True, timeout=check.timeout),
-                P.case_probe(case, timeout=check.timeout)]
+        """One seeded train-mode call, the same call in eval mode, and
+        eval calls on 2x and 3x (weights computed from the input)."""
+        found = [P.case_probe(case, train=True, timeout=check.timeout),
+                 P.case_probe(case, timeout=check.timeout)]
+        for factor in (2, 3):
+            probe = P.case_probe(case, timeout=check.timeout)
+            probe.id += f"*{factor}"
+            probe.args = [factor * case.tensors["x"]]
+            found.append(probe)
+        return found
+
+    @staticmethod
+    def _evidence(results: list[ProbeResult], probes: list[Probe]) -> bool:
+        """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``)."""
+        found = [_outputs(r, p, None)[0] if r.ok else None
+                 for r, p in zip(results[1:4], probes[1:4])]
+        return None not in found and nonlinear([f[0] for f in found])
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Any
@@ -162,7 +222,7 @@ class DropoutOnWeights(CaseCheck):
                                f"dropout {p:g} the output equals the eval "
                                f"output. Apply self.dropout to the "
                                f"attention weights.", "dropout not applied")
-            return Verdict(True)
+            return Verdict(True, evidence=self._evidence(results, probes))
         finite = torch.isfinite(clean)
         if bool((~torch.isfinite(first) & finite).any()) or bool(
                 (~torch.isfinite(second) & finite).any()):
@@ -202,7 +262,7 @@ class DropoutOnWeights(CaseCheck):
             return Verdict(False, f"in train mode (dropout {p:g}) {which} "
                            f"weight was dropped: apply self.dropout to the "
                            f"attention weights", "dropout not applied")
-        return Verdict(True)
+        return Verdict(True, evidence=self._evidence(results, probes))
 
 
 def _drawn_shapes(case: Any) -> dict[str, list[int]]:
@@ -217,7 +277,8 @@ def _describe(found: dict[str, Any] | None) -> str:
     if found is None:
         return "missing"
     details = ", ".join(f"{k}={v}" for k, v in found.items() if k != "type")
-    return f"{found.get('type')}({details})"
+    # a type's __name__ is the student's: a code span, escaped
+    return mdsafe.code_span(f"{found.get('type')}({details})")
 
 
 def _same_failure(a: ProbeResult, b: ProbeResult) -> bool:
@@ -243,36 +304,70 @@ class ModuleSize:
         drawn = _drawn_shapes(case)
         x = case.tensors["x"]
         shape = "x".join(str(d) for d in x.shape)
+        # The configuration alone, whatever the student's own class does:
+        # the factory with a stand-in for that class (Probe.stand_in),
+        # which checks its constructor's arguments. First, so that an own
+        # class that hangs cannot make the sandbox skip it.
+        config = Probe(id=f"{case.name}:stand-in-{own_cls}:x{shape}",
+                       cls=case.cls, init=dict(case.init), args=[x],
+                       drawn_seed=seed, timeout=check.timeout,
+                       stand_in={"cls": own_cls, "init": own_init,
+                                 "shape": [int(d) for d in x.shape]})
+        # Both calls seeded alike: dropout left on in eval mode (Task
+        # 3.3's item) draws the same masks on both sides, not a difference.
         made = Probe(id=f"{case.name}:eval:x{shape}:seed{seed}",
                      cls=case.cls, init=dict(case.init), drawn=drawn,
-                     drawn_seed=seed, args=[x], timeout=check.timeout)
+                     drawn_seed=seed, args=[x], seed=seed,
+                     timeout=check.timeout)
         own = Probe(id=f"{case.name}:own:{own_cls}:eval:x{shape}:seed{seed}",
                     cls=own_cls, init=own_init, drawn=drawn,
-                    drawn_seed=seed, args=[x], timeout=check.timeout)
-        return [P.inspect_probe(case.cls, case.init, check.timeout),
+                    drawn_seed=seed, args=[x], seed=seed,
+                    timeout=check.timeout)
+        return [config, P.inspect_probe(case.cls, case.init, check.timeout),
                 P.inspect_probe(own_cls, own_init, check.timeout), made, own]
 
     def plan(self, check: Check, task: Task, cases: list,
              ctx: Context) -> list[Probe]:
-        """Inspect the module and the student's own class; call both with
-        the same weights."""
+        """The factory with a stand-in class; inspect the module and the
+        student's own class; call both with the same weights."""
         return [p for case in cases for p in self._probes(check, case)]
+
+    @staticmethod
+    def _configured(result: ProbeResult, probe: Probe) -> bool:
+        """Whether the factory built the stand-in with the expected
+        arguments and returned it (its output is the first instance's)."""
+        found, _ = _outputs(result, probe, None) if result.ok else (None, "")
+        return found is not None and close(found[0], stand_in_output(
+            probe.drawn_seed, 0, probe.stand_in["shape"]), 0.0)
 
     def evaluate(self, check: Check, task: Task, cases: list,
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
-        """Every expectation listed, pass or fail."""
-        lines, passed = [], True
+        """Every expectation listed, pass or fail. A failure that is the
+        student's own class's (its attributes, size or output, or an
+        exception in its code) is not charged when the factory passes the
+        expected configuration (Task 3.3's items charge it)."""
+        lines: list[str] = []
+        factory_fault = own_fault = False
         own_cls = check.params.get("own_class", "MultiHeadAttention")
         own_init = check.params.get("own_init", {})
         args = ", ".join(f"{k}={v}" for k, v in own_init.items())
         own_text = f"{own_cls}({args})"
+        configured = True
         for case in cases:
-            inspect, own_inspect, call, own_call = self._probes(check, case)
+            config, inspect, own_inspect, call, own_call = \
+                self._probes(check, case)
+            configured &= self._configured(results[config.id], config)
             found = results[inspect.id]
             if not found.ok:
-                return Outcome(0.0, False,
-                               [f"- {FAIL} {P.failure_text(found, inspect)}"],
-                               not_implemented=P.is_not_implemented(found))
+                if owner_of_line(ctx.source, found.line) != own_cls:
+                    return Outcome(
+                        0.0, False,
+                        [f"- {FAIL} {P.failure_text(found, inspect)}"],
+                        not_implemented=P.is_not_implemented(found))
+                own_fault = True
+                lines.append(f"- {FAIL} {P.failure_text(found, inspect)} "
+                             f"(raised in {own_cls}'s code)")
+                continue
             attrs = found.attributes
             want = {"num_heads": check.params["num_heads"],
                     "head_dim": check.params["head_dim"],
@@ -282,60 +377,78 @@ class ModuleSize:
                 label = ("parameters" if name == "__parameters__" else
                          f"`{name}`")
                 ok = got == value
-                passed &= ok
-                lines.append(f"- {PASS if ok else FAIL} {label}: "
-                             f"{got if got is not None else 'missing'}"
+                own_fault |= not ok
+                shown = "missing" if got is None else mdsafe.inline(got, 60)
+                lines.append(f"- {PASS if ok else FAIL} {label}: {shown}"
                              f"{'' if ok else f', expected {value:,}'}")
             own = results[own_inspect.id]
             if not own.ok:
-                passed = False
+                own_fault = True
                 lines.append(f"- {FAIL} your {own_text} could not be built "
                              f"to compare with: "
                              f"{P.failure_text(own, own_inspect)}")
             else:
                 differ = sorted(k for k in {*attrs, *own.attributes}
                                 if attrs.get(k) != own.attributes.get(k))
-                ok = not differ
-                passed &= ok
+                factory_fault |= bool(differ)
                 shown = "; ".join(
-                    f"`{k}` is {_describe(attrs.get(k))}, expected "
+                    f"{mdsafe.code_span(k)} is {_describe(attrs.get(k))}, "
+                    f"expected "
                     f"{_describe(own.attributes.get(k))}"
                     for k in differ[:4])
-                lines.append(f"- {PASS} it is your {own_text}" if ok else
+                lines.append(f"- {PASS} it is your {own_text}" if
+                             not differ else
                              f"- {FAIL} it is not your {own_text}: {shown}")
-            lines += self._forward(check, call, own_call, results, ctx,
-                                   own_text)
-            passed &= not any(line.startswith(f"- {FAIL}")
-                              for line in lines[-1:])
+            line, own_side = self._forward(check, call, own_call, results,
+                                           ctx, own_text)
+            lines.append(line)
+            if line.startswith(f"- {FAIL}"):
+                own_fault |= own_side
+                factory_fault |= not own_side
+        passed = not (factory_fault or own_fault)
+        if not passed and not factory_fault and configured:
+            # Only the student's own class is wrong: its items charge it.
+            passed = True
+            lines.append(f"- {PASS} {task.cls}() builds "
+                         f"{own_text} (checked with a stand-in {own_cls}): "
+                         f"the {FAIL} above are your {own_cls}'s, which "
+                         f"Task 3.3's items charge, not this one")
         return Outcome(check.points if passed else 0.0, passed, lines)
 
     @staticmethod
     def _forward(check: Check, call: Probe, own_call: Probe,
                  results: dict[str, ProbeResult], ctx: Context,
-                 own_text: str) -> list[str]:
+                 own_text: str) -> tuple[str, bool]:
+        """The line on the module's forward, and whether a failure there
+        is the student's own class's (it does the same)."""
         shape = tuple(call.args[0].shape)
         result, own = results[call.id], results[own_call.id]
         where = f"forward on {fmt_shape(shape)}"
         if not result.ok:
-            if _same_failure(result, own) and owner_of_line(
-                    ctx.source, result.line) == own_call.cls:
-                # The student's own class raised: its own item (3.3)
-                # charges that, not this one.
-                return [f"- {where} not checked: your {own_call.cls} "
-                        f"raises there too (Task 3.3's item charges that): "
-                        f"{P.failure_text(result, call)}"]
-            return [f"- {FAIL} {where}: {P.failure_text(result, call)}"]
+            loading = result.phase == own.phase == "load" and \
+                result.message == own.message
+            if _same_failure(result, own) and (loading or owner_of_line(
+                    ctx.source, result.line) == own_call.cls):
+                # The student's own class raised (or lacks a layer the
+                # weights need): its own item (3.3) charges that.
+                return (f"- {where} not checked: your {own_call.cls} "
+                        f"fails there too (Task 3.3's item charges that): "
+                        f"{P.failure_text(result, call)}"), True
+            return f"- {FAIL} {where}: {P.failure_text(result, call)}", False
         found, problem = _outputs(result, call, None)
+        mine, _ = _outputs(own, own_call, None) if own.ok else (None, "")
+        same = found is not None and mine is not None and close(
+            found[0], mine[0], 1e-5, equal_nan=True) or (
+            found is None and mine is None and own.ok
+            and result.output_kind == own.output_kind)
         if found is None or tuple(found[0].shape) != shape:
             problem = problem or (f"returned {fmt_shape(found[0].shape)}, "
                                   f"expected the input's shape")
-            return [f"- {FAIL} {where}: {problem}"]
-        mine, _ = _outputs(own, own_call, None) if own.ok else (None, "")
-        if mine is not None and not close(found[0], mine[0], 1e-5,
-                                          equal_nan=True):
-            return [f"- {FAIL} {where}: the output differs from your "
-                    f"{own_text} with the same weights"]
-        return [f"- {PASS} {where} keeps the shape"]
+            return f"- {FAIL} {where}: {problem}", same
+        if mine is not None and not same:
+            return (f"- {FAIL} {where}: the output differs from your "
+                    f"{own_text} with the same weights"), False
+        return f"- {PASS} {where} keeps the shape", True
 
 
 def _informative(heads: list[torch.Tensor]) -> bool:
@@ -355,40 +468,44 @@ class ConcatenatedHeads(CaseCheck):
     """The wrapper's output is its heads' outputs side by side.
 
     Judged against the frozen output, or else against the student's own
-    heads run one by one (NaN equal to NaN): a wrong CausalAttention loses
-    its own points, not the wrapper's too. An exception raised in the
-    head class's code is that class's failure: the wrapper is then judged
-    on an input as long as the context (where a mask not cut to
-    num_tokens still works). Constant or identical heads show nothing:
-    the fallback needs heads whose outputs vary and differ.
+    heads run one by one (NaN equal to NaN), and on a call where the head
+    class is a stand-in (``Probe.stand_in``) whose instances return known
+    tensors: a wrong, raising or hanging CausalAttention loses its own
+    points, not the wrapper's too. The stand-in call runs first, so that
+    heads that hang cannot skip it. Passing on the student's own heads
+    needs evidence: the stand-in call concatenated, or the heads' outputs
+    vary and differ.
     """
 
     # judge handles the failure of every probe itself.
     required_probes = 0
     no_evidence = ("the output is your own heads' outputs side by side, but "
                    "in every case those are constant, NaN or equal to each "
-                   "other, which shows no concatenation: the heads must "
-                   "compute attention (Task 3.1)")
+                   "other, and with stand-in heads that return known "
+                   "tensors the output is not their concatenation: the "
+                   "wrapper must run every head on x and concatenate")
 
     @staticmethod
-    def _full_input(case: Any) -> torch.Tensor | None:
-        b, n, d_in = case.tensors["x"].shape
-        length = int(case.init.get("context_length", n))
-        if length <= n:
-            return None
-        generator = torch.Generator().manual_seed(int(case.seed))
-        return torch.randn(b, length, d_in, generator=generator)
+    def _stand_in_probe(check: Check, case: Any) -> Probe:
+        head_class = check.params.get("head_class", "CausalAttention")
+        init = {k: v for k, v in case.init.items() if k != "num_heads"}
+        b, n = case.tensors["x"].shape[:2]
+        probe = P.case_probe(case, timeout=check.timeout)
+        probe.id += f":stand-in-{head_class}"
+        probe.state = {}
+        probe.drawn_seed = int(case.seed)
+        probe.stand_in = {"cls": head_class, "init": init,
+                          "shape": [int(b), int(n), int(init["d_out"])]}
+        return probe
 
-    def _calls(self, check: Check, case: Any, x: torch.Tensor,
-               label: str) -> list[Probe]:
+    def _calls(self, check: Check, case: Any) -> list[Probe]:
         found = [P.case_probe(case, timeout=check.timeout)]
-        found[0].args = [x]
-        found[0].id += label
+        x = case.tensors["x"]
         init = {k: v for k, v in case.init.items() if k != "num_heads"}
         for i in range(case.init["num_heads"]):
             prefix = f"heads.{i}."
             found.append(Probe(
-                id=f"{case.name}:head{i}:eval:x{label}",
+                id=f"{case.name}:head{i}:eval:x",
                 cls=check.params.get("head_class", "CausalAttention"),
                 init=dict(init), args=[x],
                 state={k[len(prefix):]: v for k, v in case.weights.items()
@@ -397,34 +514,34 @@ class ConcatenatedHeads(CaseCheck):
         return found
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """The wrapper's call, then each head alone with its weights; the
-        same on a context-long input when the case's is shorter."""
-        found = self._calls(check, case, case.tensors["x"], "")
-        full = self._full_input(case)
-        if full is not None:
-            found += self._calls(check, case, full, ":full-context")
-        return found
+        """The wrapper's call with stand-in heads, its own call, then each
+        head alone with its weights."""
+        return [self._stand_in_probe(check, case), *self._calls(check, case)]
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Every case's stand-in call first: once a call hangs (heads that
+        loop), the sandbox skips this item's later probes."""
+        found = [self.case_probes(check, case) for case in cases]
+        return [f[0] for f in found] + [p for f in found for p in f[1:]]
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Frozen output, or the concatenation of the student's heads."""
-        n = 1 + case.init["num_heads"]
+        """Frozen output, or the concatenation of the student's heads, or
+        (when the call raised outside the wrapper) of stand-in heads."""
         head_class = check.params.get("head_class", "CausalAttention")
+        stand_in = self._stand_in(case, results[0], probes[0], head_class)
+        results, probes = results[1:], probes[1:]
         if not results[0].ok:
             failure = _explain_other_task(
                 _failed_probe(results[:1], probes[:1]), check)
-            if owner_of_line(ctx.source, results[0].line) != head_class:
-                return failure
-            note = (f" (raised in {head_class}'s code, which its own items "
-                    f"charge")
-            if len(results) == 2 * n and results[n].ok:
-                verdict = self._own_heads(check, results[n:], probes[n:],
-                                          Verdict(False, failure.message,
-                                                  failure.short))
-                if verdict.ok:
-                    return verdict
-            return Verdict(False, failure.message + note + "; the wrapper "
-                           "cannot be checked while its heads raise)",
+            if owner_of_line(ctx.source, results[0].line) == case.cls:
+                return failure     # the wrapper's own code raised
+            if stand_in.ok:
+                # Raised, hung or crashed outside the wrapper's code (its
+                # heads): the item that charges that is the heads' own.
+                return stand_in
+            return Verdict(False, failure.message + stand_in.message,
                            failure.short,
                            not_implemented=failure.not_implemented)
         found, problem = _outputs(results[0], probes[0], None)
@@ -433,23 +550,66 @@ class ConcatenatedHeads(CaseCheck):
         out, expected = found[0], case.tensors["output"]
         if tuple(out.shape) != tuple(expected.shape):
             b, n_tokens, width = expected.shape
-            return Verdict(False, f"the output has shape "
-                           f"{fmt_shape(out.shape)}, expected "
-                           f"{fmt_shape(expected.shape)}: concatenate the "
-                           f"{case.init['num_heads']} heads' outputs along "
-                           f"the last dimension (num_heads * d_out = "
-                           f"{width})", "wrong shape")
+            # Heads of the wrong width (Task 3.1's) make a wrong width
+            # here too: judged on the heads' own outputs.
+            return self._own_heads(check, results, probes, Verdict(
+                False, f"the output has shape {fmt_shape(out.shape)}, "
+                f"expected {fmt_shape(expected.shape)}: concatenate the "
+                f"{case.init['num_heads']} heads' outputs along the last "
+                f"dimension (num_heads * d_out = {width})", "wrong shape"),
+                stand_in)
         verdict = _diagnose(out, expected, _mistake_tensors(case, "output"),
                             ctx, check, "the output of forward(x)")
         if verdict.ok:
             return verdict
-        return self._own_heads(check, results[:n], probes[:n], verdict)
+        return self._own_heads(check, results, probes, verdict, stand_in)
+
+    @staticmethod
+    def _stand_in(case: Any, result: ProbeResult, probe: Probe,
+                  head_class: str) -> Verdict:
+        """The call with stand-in heads: passes when the output is the
+        known tensors side by side; else says what it shows."""
+        if not result.ok:
+            return Verdict(False, f" (with stand-in {head_class} heads "
+                           f"that return known tensors: "
+                           f"{P.failure_text(result, probe)})",
+                           P.short_failure(result))
+        found, problem = _outputs(result, probe, None)
+        if found is None:
+            return Verdict(False, f" (with stand-in {head_class} heads: "
+                           f"{problem})", "wrong return value")
+        heads = int(case.init["num_heads"])
+        spec = probe.stand_in
+        known = [stand_in_output(probe.drawn_seed, k, spec["shape"])
+                 for k in range(heads)]
+        out = found[0]
+        if tuple(out.shape) == tuple(torch.cat(known, -1).shape):
+            if close(out, torch.cat(known, -1), 1e-6):
+                return Verdict(True)
+            if close(out, torch.cat([known[0]] * heads, -1), 1e-6):
+                return Verdict(False, f"; your heads are one module: "
+                               f"only one {head_class} was built for "
+                               f"{heads} heads (`[{head_class}(...)] * "
+                               f"num_heads` repeats the same object, so "
+                               f"every head has the same weights and the "
+                               f"same output). Build each "
+                               f"head separately: nn.ModuleList"
+                               f"([{head_class}(...) for _ in "
+                               f"range(num_heads)])", "heads share a module")
+        return Verdict(False, f" (with stand-in {head_class} heads that "
+                       f"return known tensors, the output is not their "
+                       f"concatenation along the last dimension either)",
+                       "not the heads concatenated")
 
     @staticmethod
     def _own_heads(check: Check, results: list[ProbeResult],
-                   probes: list[Probe], verdict: Verdict) -> Verdict:
+                   probes: list[Probe], verdict: Verdict,
+                   stand_in: Verdict) -> Verdict:
         """Pass if the wrapper's output is its own heads' outputs side by
-        side and those show something; else ``verdict``, explained."""
+        side and that shows something; else ``verdict``, explained."""
+        if stand_in.short == "heads share a module":
+            return Verdict(False, verdict.message + stand_in.message,
+                           stand_in.short)
         found, _ = _outputs(results[0], probes[0], None)
         heads = []
         for result, probe in zip(results[1:], probes[1:]):
@@ -469,4 +629,4 @@ class ConcatenatedHeads(CaseCheck):
                            "heads' outputs concatenated along the last "
                            "dimension", verdict.short, verdict.mistake,
                            verdict.candidates)
-        return Verdict(True, evidence=_informative(heads))
+        return Verdict(True, evidence=stand_in.ok or _informative(heads))

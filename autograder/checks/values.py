@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from autograder import mdsafe
 from autograder import probes as P
 from autograder.compare import (close, compare, fmt_shape,
                                 matching_mistakes)
@@ -374,12 +375,16 @@ class LinearAttributes:
             if found is None:
                 problem = f"{made} has no attribute `{name}`"
             elif "in_features" not in found:
-                problem = (f"`self.{name}` is a {found.get('type')}, expected"
+                # the type's __name__ is the student's: escaped
+                kind = mdsafe.code_span(found.get("type"), 100)
+                problem = (f"`self.{name}` is a {kind}, expected"
                            f" nn.Linear({want_in}, {want_out})")
             elif (found["in_features"], found["out_features"]) != \
                     (want_in, want_out):
+                got_in, got_out = (mdsafe.inline(found[k], 40) for k in
+                                   ("in_features", "out_features"))
                 problem = (f"`self.{name}` is nn.Linear("
-                           f"{found['in_features']}, {found['out_features']})"
+                           f"{got_in}, {got_out})"
                            f" in {made}, expected nn.Linear({want_in}, "
                            f"{want_out}) (input_size -> hidden)")
             elif not found.get("bias"):
@@ -515,10 +520,20 @@ class DropoutTrain(CaseCheck):
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
         """One seeded train-mode call with return_attention=True, and the
         same call in eval mode (shared with 2.1/2.3a)."""
+        scaled = P.case_probe(case, timeout=check.timeout,
+                              kwargs={"return_attention": True})
+        scaled.id, scaled.args = scaled.id + "*2", [2 * case.tensors["x"]]
         return [P.case_probe(case, train=True, timeout=check.timeout,
                              kwargs={"return_attention": True}),
                 P.case_probe(case, timeout=check.timeout,
-                             kwargs={"return_attention": True})]
+                             kwargs={"return_attention": True}), scaled]
+
+    # No points without attention: the eval probabilities must change with
+    # the input (on x and 2x), as softmax(q k^T) does; fixed weights
+    # (uniform, constant) show dropout on nothing the module computed.
+    no_evidence = ("in every case the eval probabilities are the same for "
+                   "x and 2x: the attention weights do not depend on the "
+                   "input. Compute them from the queries and keys")
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
@@ -664,4 +679,7 @@ class DropoutTrain(CaseCheck):
                            "dropout. Use the dropped-out probabilities for "
                            "the weighted sum of the values.",
                            "att does not follow from the probabilities")
-        return Verdict(True)
+        other, _ = _outputs(results[2], probes[2], 2)
+        return Verdict(True, evidence=other is not None and own is not None
+                       and not close(own[1], other[1], 1e-4,
+                                     equal_nan=True))

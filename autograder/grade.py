@@ -401,7 +401,11 @@ def run_phased(planned: list[tuple[Check, list[Probe]]], source: str,
         for probe in found:
             groups.setdefault(probe.id, []).append(check.id)
     firsts = [found[0] for _, found in planned if found]
-    ordered = [replace(p, groups=tuple(groups[p.id]),
+    # A stand-in probe (Probe.stand_in) serves its checks under a group of
+    # its own: hidden ones run after every public one, so a public call
+    # that hangs in another class must not skip them (no cascade).
+    ordered = [replace(p, groups=tuple(f"{g}:stand-in" if p.stand_in else g
+                                       for g in groups[p.id]),
                        hidden=p.id in hidden) for p in
                _unique([*firsts, *(p for _, f in planned for p in f)])]
     ordered.sort(key=lambda p: p.hidden)    # stable: public ones first

@@ -10,6 +10,7 @@ value kinds in autograder/checks/values.py.
 """
 from __future__ import annotations
 
+import secrets
 import time
 import tomllib
 import traceback
@@ -126,7 +127,8 @@ class Pycodestyle:
         reason = too_long(ctx.source)
         try:
             issues = [] if reason else style_issues(
-                ctx.source, task.cls, ctx.task_methods or None)
+                ctx.source, task.cls, ctx.task_methods or None,
+                ctx.extra.get("ran"))
         except (RecursionError, MemoryError):
             reason = ("the code is nested too deeply for the style check, "
                       "so the deduction applies")
@@ -167,8 +169,11 @@ class ShapeComments:
         # uses, replaced, so that its mistakes do not change this class's
         # shapes (the wrapper's heads).
         stand_in = dict(params.get("stand_in", {}))
+        # The canary's nonce: one per submission, chosen here, where the
+        # student's code cannot see it before its trace is taken.
+        nonce = ctx.extra.setdefault("canary", secrets.randbelow(1 << 30))
         return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods,
-                        stand_in=stand_in) for p in traces]
+                        stand_in=stand_in, canary=nonce) for p in traces]
 
     @staticmethod
     def _twin(probe: Probe) -> Probe:
@@ -204,12 +209,18 @@ class ShapeComments:
         read at all."""
         from autograder.checks.shape_comments import check_shape_comments
         from autograder.regions import graded_regions
+        from autograder.checks.trace_integrity import (CANARY_LINE,
+                                                       trace_problem)
         observed: dict[int, list[list[list[int]]]] = {}
         failed: list[tuple[Probe, ProbeResult]] = []
+        problem: str | None = None    # why a trace is not evidence
         for probe in self._traces(check, task, ctx):
             result = results[probe.id]
             if not result.ok:
                 failed.append((probe, result))
+            elif problem is None:
+                problem = trace_problem(ctx.source, task.cls, probe.canary,
+                                        result.shapes)
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)
@@ -220,13 +231,15 @@ class ShapeComments:
                     f"behaves differently when its shapes are traced ("
                     f"{_difference(probe, result, twin)}), so its comments "
                     f"cannot be checked; the deduction applies"])
+        observed.pop(CANARY_LINE, None)
         methods = ctx.task_methods or None
+        ran = ctx.extra.get("ran")
         try:
             issues = [i for i in check_shape_comments(
-                ctx.source, observed, self.dims(check), methods=methods)
-                if i.cls == task.cls]
+                ctx.source, observed, self.dims(check), methods=methods,
+                ran=ran) if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
-                                                  methods=methods)
+                                                  methods=methods, ran=ran)
                         if not r.marked and r.cls == task.cls]
         except SyntaxError:
             return Outcome(0.0, True, [f"- {PASS} (the module does not "
@@ -236,8 +249,15 @@ class ShapeComments:
                 f"- {FAIL} shape comments in {task.cls}: the code is nested "
                 f"too deeply for the grader to read, so its comments "
                 f"cannot be checked; the deduction applies"])
-        note = [f"- `{r.function}`, which your {task.cls} code calls, is "
-                f"checked with it" if r.helper else
+        if problem:
+            return Outcome(check.points, False, [
+                f"- {FAIL} shape comments in {task.cls}: the grader's trace "
+                f"of your code's shapes is incomplete ({problem}; does your "
+                f"code change the grader's objects?), so its comments "
+                f"cannot be checked; the deduction applies"])
+        note = [f"- `{r.function}`, which your {task.cls} code "
+                f"{'ran' if r.first else 'calls'}, is checked with it"
+                if r.helper else
                 f"- no `# YOUR CODE STARTS HERE` markers in "
                 f"{r.cls or r.function}.{r.function}: the whole method is "
                 f"checked" if r.cls else f"- no `# YOUR CODE STARTS HERE` "
@@ -367,20 +387,32 @@ def _unique(probes) -> list[Probe]:
 
 
 def run_phased(planned: list[tuple[Check, list[Probe]]], source: str,
-               filename: str, runner: Runner) -> dict[str, ProbeResult]:
+               filename: str, runner: Runner,
+               hidden: set[str] | frozenset[str] = frozenset()
+               ) -> dict[str, ProbeResult]:
     """Run every planned probe in one sandbox call, each check's first
     probe first, so that hostile code costs one time limit per check, not
     one per case: a probe is tagged with the checks it serves, and once a
     check's probe hits the time or memory limit the sandbox skips the
     probes no other check still needs (see ``Probe.groups``).
+
+    The probes of ``hidden`` (ids) are marked ``Probe.hidden`` and run
+    after every public one: the worker receives them last, under opaque
+    ids, so nothing it reports about a public probe can carry their data.
     """
     groups: dict[str, list[str]] = {}
     for check, found in planned:
         for probe in found:
             groups.setdefault(probe.id, []).append(check.id)
     firsts = [found[0] for _, found in planned if found]
-    ordered = [replace(p, groups=tuple(groups[p.id])) for p in
+    # A stand-in probe (Probe.stand_in) serves its checks under a group of
+    # its own: hidden ones run after every public one, so a public call
+    # that hangs in another class must not skip them (no cascade).
+    ordered = [replace(p, groups=tuple(f"{g}:stand-in" if p.stand_in else g
+                                       for g in groups[p.id]),
+                       hidden=p.id in hidden) for p in
                _unique([*firsts, *(p for _, f in planned for p in f)])]
+    ordered.sort(key=lambda p: p.hidden)    # stable: public ones first
     if not ordered:
         return {}
     return {probe.id: result for probe, result in
@@ -461,7 +493,9 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
                       task_methods={t.cls: t.methods for t in rubric.tasks})
         planned = plan_checks(rubric, cases, ctx, timeout)
         probes = _unique(p for _, found in planned for p in found)
-        results = run_phased(planned, source, filename, runner)
+        hidden = hidden_probe_ids(probes, cases)
+        results = run_phased(planned, source, filename, runner, hidden)
+        ctx.extra["ran"] = ran_by_task(rubric, planned, results)
         for probe in probes:
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
@@ -478,7 +512,6 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
             if result is not None and result.status in LIMIT_STATUSES:
                 grade.limits[result.status] = \
                     grade.limits.get(result.status, 0) + 1
-        hidden = hidden_probe_ids(probes, cases)
         grade.stdout = _printed([p for p in probes if p.id not in hidden],
                                 results)
         grade.hidden_stdout = _printed([p for p in probes if p.id in hidden],
@@ -492,6 +525,24 @@ def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
         grade.internal_error = traceback.format_exc()
     grade.seconds = time.perf_counter() - start
     return grade
+
+
+def ran_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],
+                results: dict[str, ProbeResult]
+                ) -> dict[str, frozenset[int]]:
+    """Task class -> the lines its traced calls recorded (statements,
+    and the entry of every function and lambda that ran): which helpers
+    its deductions read (``regions.graded_regions``' ``ran``)."""
+    owner = {id(c): t.cls for t in rubric.tasks for c in t.deductions}
+    ran: dict[str, frozenset[int]] = {}
+    for check, found in planned:
+        if id(check) not in owner:
+            continue
+        lines = {line for p in found if p.trace_shapes and p.id in results
+                 for line in results[p.id].shapes}
+        cls = owner[id(check)]
+        ran[cls] = ran.get(cls, frozenset()) | lines
+    return ran
 
 
 def hidden_probe_ids(probes: list[Probe], cases: list) -> set[str]:

@@ -48,6 +48,9 @@ class Probe:
     # whose bodies are traced when they hold no markers (empty: the
     # default rubric's).
     methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # trace_shapes: the nonce of the canary record the trace must hold
+    # (autograder/checks/trace_integrity.py), chosen by the parent.
+    canary: int = 0
     timeout: float = 10.0        # seconds of wall clock for this probe
     # The checks this probe serves. Once a probe hits the time or memory
     # limit, its checks are lost (all-or-nothing), so the sandbox skips any
@@ -60,6 +63,11 @@ class Probe:
     # gives two probes the same weights.
     drawn: dict[str, list[int]] = field(default_factory=dict)
     drawn_seed: int = 0
+    # A hidden case's probe (``grade.hidden_probe_ids``): the worker gets
+    # it under an opaque id, only after every public probe has answered
+    # (``supervisor.Attempt``), so nothing printed or returned before can
+    # carry its data; what it prints waits for publication.
+    hidden: bool = False
     # A stand-in for one class of the submission, so that an item judges
     # its own unit whatever that class does (raise, hang, compute wrong):
     # {"cls": "CausalAttention", "init": {...}, "shape": [b, n, d]}. While
@@ -94,7 +102,10 @@ class ProbeResult:
     attributes: dict[str, Any] = field(default_factory=dict)
     # trace_shapes=True: first line of a traced statement -> the shapes of
     # the tensors it bound or returned, one entry per execution that differed
-    # (each entry a list: one shape per tensor bound, in target order).
+    # (each entry a list: one shape per tensor bound, in target order; an
+    # empty one: it ran and bound no tensor); also the first line of every
+    # function (or lambda) of the submission that ran (an empty entry) and
+    # line 0, the canary (autograder/checks/trace_integrity.py).
     shapes: dict[int, list[list[list[int]]]] = field(default_factory=dict)
     stdout: str = ""             # captured stdout+stderr, truncated
     seconds: float = 0.0

@@ -10,6 +10,7 @@ import ast
 import bisect
 import functools
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 START_MARKER = "# YOUR CODE STARTS HERE"
@@ -49,6 +50,10 @@ class Region:
     # module-level function), graded with that task: moving code out of
     # the marked places must not take it out of the deductions.
     helper: bool = False
+    # A helper found by what ran (``graded_regions``' ``ran``): the first
+    # line of its unit (decorators, ``def`` or the statement holding the
+    # lambda), so the style check reads its header too; 0 otherwise.
+    first: int = 0
 
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -147,13 +152,21 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
 
 
 def graded_regions(source: str, tree: ast.AST | None = None,
-                   methods: dict[str, tuple[str, ...]] | None = None
+                   methods: dict[str, tuple[str, ...]] | None = None,
+                   ran: Mapping[str, Iterable[int]] | None = None
                    ) -> list[Region]:
     """The regions the grader checks: the marked ones, plus, for each
     method of ``methods`` (class -> methods, the rubric's; default
     task_methods(), the default rubric's) that holds no marked region, the
     method's body (docstring aside) as one unmarked region. Linear in the
-    source."""
+    source.
+
+    ``ran`` (task class -> first lines of the functions and lambdas that
+    ran while its traced calls ran, ``ProbeResult.shapes``' keys) adds
+    each function of the submission that ran and no region covers, as a
+    helper of the first task (in file order) that ran it: a helper called
+    through a dict, ``getattr`` or a lambda is graded too. The static
+    rule (what the code calls by name) stays as a floor."""
     tree = tree if tree is not None else parse(source)
     marked = find_regions(source, tree)
     lines = source.splitlines()
@@ -164,15 +177,106 @@ def graded_regions(source: str, tree: ast.AST | None = None,
         if any(body.lineno <= r.start - 1 <= body.end_lineno
                for r in marked):
             continue
-        start, end = _body_start(body), body.end_lineno
+        start, end = _body_start(body), _end_with_comments(lines, body)
         if start is None:
             continue
         extra.append(Region(start, end, _task_in(lines, body.lineno, end),
                             owner if owner != body.name else "", body.name,
                             marked=False))
     base = sorted(marked + extra, key=lambda r: r.start)
-    return sorted(base + _helpers(tree, base, methods or task_methods()),
-                  key=lambda r: r.start)
+    found = base + _helpers(tree, base, methods or task_methods(), lines)
+    if ran:
+        found += _ran_helpers(tree, lines, found, ran)
+    return sorted(found, key=lambda r: r.start)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A function of the submission, or a statement outside every
+    function that holds a lambda, as the trace records its entry."""
+
+    key: int      # the line its entry is recorded at
+    first: int    # its first line (decorators included)
+    start: int    # its first line of code (docstring aside)
+    end: int
+    cls: str      # the class it is a method of ("" if none)
+    name: str
+
+
+def _units(tree: ast.AST, lines: list[str]) -> list[_Unit]:
+    units = []
+
+    def add_function(node: ast.AST, cls: str) -> None:
+        start = _body_start(node)
+        if start is not None:
+            first = min([node.lineno] + [d.lineno
+                                         for d in node.decorator_list])
+            units.append(_Unit(node.lineno, first, start,
+                               _end_with_comments(lines, node), cls,
+                               node.name))
+
+    def add_lambdas(stmt: ast.stmt, cls: str) -> None:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Lambda):
+                targets = bound_targets(stmt)
+                name = targets[0].id if targets and \
+                    isinstance(targets[0], ast.Name) else "<lambda>"
+                units.append(_Unit(node.lineno, stmt.lineno, stmt.lineno,
+                                   stmt.end_lineno, cls, name))
+
+    for node in getattr(tree, "body", []):
+        if isinstance(node, _FUNCS):
+            add_function(node, "")
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, _FUNCS):
+                    add_function(item, node.name)
+                else:
+                    add_lambdas(item, node.name)
+        else:
+            add_lambdas(node, "")
+    return units
+
+
+def _ran_helpers(tree: ast.AST, lines: list[str], covered: list[Region],
+                 ran: Mapping[str, Iterable[int]]) -> list[Region]:
+    """The functions that ran while a task's traced calls ran and that no
+    region covers, each a helper region of the first task (in file order)
+    that ran it."""
+    where = {n.name: n.lineno for n in getattr(tree, "body", [])
+             if isinstance(n, (ast.ClassDef, *_FUNCS))}
+    units = _units(tree, lines)
+    regions = list(covered)
+    found: list[Region] = []
+    for owner in sorted(ran, key=lambda c: where.get(c, len(lines) + 1)):
+        keys = set(ran[owner])
+        task = next((r.task for r in covered
+                     if (r.cls or r.function) == owner), "")
+        for unit in units:
+            if unit.key not in keys or any(
+                    unit.first <= r.start <= unit.end for r in regions):
+                continue
+            region = Region(unit.start, unit.end, task, owner, unit.name,
+                            marked=False, helper=True, first=unit.first)
+            found.append(region)
+            regions.append(region)
+    return found
+
+
+def _end_with_comments(lines: list[str], node: ast.AST) -> int:
+    """The last line of a function, with the comment lines right after
+    it that are indented into its body (the notebook allows a shape
+    comment "on a comment line right after the statement", also after a
+    final ``return``, as a marked region's END marker would include)."""
+    end = node.end_lineno
+    while end < len(lines):
+        text = lines[end]
+        stripped = text.lstrip()
+        if not stripped.startswith("#") or \
+                len(text) - len(stripped) <= node.col_offset:
+            break
+        end += 1
+    return end
 
 
 def _body_start(node: ast.AST) -> int | None:
@@ -186,7 +290,8 @@ def _body_start(node: ast.AST) -> int | None:
 
 
 def _helpers(tree: ast.AST, base: list[Region],
-             table: dict[str, tuple[str, ...]]) -> list[Region]:
+             table: dict[str, tuple[str, ...]],
+             lines: list[str]) -> list[Region]:
     """The functions the graded code calls, transitively, that no region
     covers: ``self.name(...)`` of a method of the same class, or
     ``name(...)`` of a module-level function that is no task's. Each is
@@ -224,9 +329,9 @@ def _helpers(tree: ast.AST, base: list[Region],
             if start is None or id(target) in done:
                 continue
             done.add(id(target))
-            helper = Region(start, target.end_lineno, region.task,
-                            region.cls, target.name, marked=False,
-                            helper=True)
+            helper = Region(start, _end_with_comments(lines, target),
+                            region.task, region.cls, target.name,
+                            marked=False, helper=True)
             found.append(helper)
             queue.append(helper)
     return found
@@ -280,6 +385,41 @@ def _function_end(tree: ast.AST, line: int) -> int | None:
 
 
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr)
+
+
+def target_values(target: ast.expr) -> list[ast.expr]:
+    """Load-expressions for the names a target binds (Name, self.attr and
+    tuples/lists of them); other targets (subscripts, ...) are skipped."""
+    if isinstance(target, ast.Name):
+        return [ast.Name(target.id, ast.Load())]
+    if isinstance(target, ast.Attribute) and \
+            isinstance(target.value, ast.Name) and target.value.id == "self":
+        return [ast.Attribute(ast.Name("self", ast.Load()), target.attr,
+                              ast.Load())]
+    if isinstance(target, ast.Starred):
+        return target_values(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [v for elt in target.elts for v in target_values(elt)]
+    return []
+
+
+def bound_targets(node: ast.stmt) -> list[ast.expr]:
+    """The targets a binding statement assigns ([] for other ones)."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [node.target]
+    if isinstance(node, ast.AugAssign):
+        return [node.target]
+    return []
+
+
+def recorded(node: ast.stmt) -> bool:
+    """Whether the shape tracer records ``node`` each time it runs (the
+    worker's instrumenter and the parent's trace check share this)."""
+    if isinstance(node, ast.Return):
+        return node.value is not None
+    return any(target_values(t) for t in bound_targets(node))
 
 
 def student_statements(tree: ast.AST,

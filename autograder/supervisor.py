@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Iterator
 
@@ -58,7 +59,9 @@ def supervise(start: Starter, source: str, filename: str,
     lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
     layers = None
     refused: list[str] = []
-    pending = list(range(len(probes)))
+    # Public probes first: a worker gets the hidden ones only after every
+    # public one answered (``Attempt``).
+    pending = sorted(range(len(probes)), key=lambda i: probes[i].hidden)
     while pending:
         todo = []
         for i in pending:
@@ -155,13 +158,30 @@ class Failure(Exception):
 
 
 class Attempt:
-    """One worker process answering a run of probes."""
+    """One worker process answering a run of probes.
+
+    Hidden means hidden until published: the worker starts with the public
+    probes only. Once it has answered all of them (their output and
+    messages are on the wire, fixed) it asks for the rest (a ``hidden``
+    message) and receives the hidden cases' probes under opaque ids
+    (``h0``, ``h1``, ...: no case name), so neither import-time output nor
+    anything reported for a public probe can carry hidden data, and all it
+    prints from then on belongs to hidden probes (``grade.hidden_stdout``).
+    A fresh worker after a failure starts over the same way."""
 
     def __init__(self, start: Starter, source: str, filename: str,
                  probes: list[Probe], settings: WorkerSettings,
                  deadline: float, limit: float,
                  budget: wire.Budget | None = None):
-        self.probes = probes
+        public = [p for p in probes if not p.hidden]
+        hidden = [p for p in probes if p.hidden]
+        self.probes = public + hidden
+        # What the worker calls each probe.
+        self.wire_ids = [p.id for p in public] + \
+            [f"h{k}" for k in range(len(hidden))]
+        self.hidden_sent = False
+        self._hidden = [replace(p, id=f"h{k}", groups=())
+                        for k, p in enumerate(hidden)]
         self.total_deadline, self.total_seconds = deadline, limit
         self.imported = False
         self.killed = False
@@ -171,7 +191,7 @@ class Attempt:
         self.receiver = wire.Receiver(mine, budget)
         self.process = WorkerProcess(
             target=keeper_main, name="autograder-worker", daemon=True,
-            args=(source, filename, wire.encode_probes(probes), theirs,
+            args=(source, filename, wire.encode_probes(public), theirs,
                   settings))
         try:
             start(self.process)
@@ -200,13 +220,17 @@ class Attempt:
                 self._accept_jailed(header)
             elif kind == "ready" and not self.imported:
                 self.imported = True
+            elif kind == "hidden" and not self.hidden_sent and \
+                    index == len(self.probes) - len(self._hidden):
+                self._send_hidden(probe, deadline)
             elif kind == "result":
                 try:
-                    result = wire.result_from_header(header, outputs,
-                                                     probe.id)
+                    result = wire.result_from_header(
+                        header, outputs, self.wire_ids[index])
                 except wire.BadMessage as exc:
                     raise Failure(CRASH, f"the worker sent a malformed "
                                   f"result for probe {probe.id} ({exc})")
+                result.id = probe.id
                 if result.status != IMPORT_ERROR and \
                         result.phase != "import":
                     self.imported = True
@@ -217,6 +241,19 @@ class Attempt:
                               f"message before probe {probe.id}")
             if index < len(self.probes):
                 deadline = self._deadline(self.probes[index])
+
+    def _send_hidden(self, probe: Probe, deadline: float) -> None:
+        """Answer the worker's request for the hidden probes, within the
+        first one's deadline."""
+        self.hidden_sent = True
+        try:
+            self.receiver.send(wire.encode_probes(self._hidden),
+                               time.monotonic() +
+                               (deadline - parent_clock.now()))
+        except wire.TimedOut:
+            raise Failure(TIMEOUT, self._timeout_message(probe)) from None
+        except wire.Closed:
+            raise self._death(probe) from None
 
     def _deadline(self, probe: Probe) -> float:
         # On the parent's clock: its own stalls are not the probe's time.

@@ -1,7 +1,9 @@
 """The wire format between the grading parent and a worker, both directions.
 
 Parent to worker: the probes, as one pickled argument of the worker process
-(plain fields pickled, tensors as safetensors bytes; the parent is trusted).
+(plain fields pickled, tensors as safetensors bytes; the parent is trusted);
+the hidden cases' probes in the same encoding, as one frame the parent
+sends when the worker asks for them (``supervisor.Attempt``).
 
 Worker to parent: one message per event (the jail started, the inmate is
 locked up, the import finished, one result per probe), each a frame of a
@@ -365,6 +367,21 @@ class Receiver:
         self.received += len(payload) + 4
         self.budget.take(len(payload) + 4)
         return decode_payload(payload)
+
+    def send(self, data: bytes, deadline: float) -> None:
+        """Send the worker one frame (the hidden probes it asked for) by
+        ``deadline``: a worker that stops reading cannot hold the parent
+        either. Raises TimedOut or Closed; after either the channel is
+        unusable."""
+        self._watchdog.arm(deadline)
+        try:
+            self.conn.send_bytes(data)
+        except OSError:
+            if self._watchdog.disarm():
+                raise TimedOut() from None
+            raise Closed() from None
+        if self._watchdog.disarm():
+            raise TimedOut()
 
     def close(self) -> None:
         """Stop the watchdog and close the parent's end."""

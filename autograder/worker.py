@@ -30,6 +30,7 @@ import torch
 import torch.nn as nn
 
 from autograder import fastbuild, regions
+from autograder.checks import trace_integrity
 from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
                                  Probe, ProbeResult, stand_in_output)
 
@@ -164,14 +165,19 @@ def _cap(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 # Shape tracing
 
 class ShapeRecorder:
-    """Collects, per traced line, the distinct lists of tensor shapes."""
+    """Collects, per traced line, the distinct lists of tensor shapes (an
+    empty list: the line ran and bound no tensor), the first line of each
+    function entered, and the canary (see
+    ``autograder/checks/trace_integrity.py``)."""
 
     def __init__(self) -> None:
         self.shapes: dict[int, list[list[list[int]]]] = {}
+        self.canary: list[int] | None = None
 
-    def reset(self) -> None:
-        """Forget everything recorded so far (one probe at a time)."""
-        self.shapes = {}
+    def reset(self, canary: list[int] | None = None) -> None:
+        """Forget everything recorded so far (one probe at a time); the
+        next function entry records ``canary``."""
+        self.shapes, self.canary = {}, canary
 
     def bound(self, line: int, *values: Any) -> None:
         """Record the tensors among the values a statement just bound."""
@@ -184,9 +190,14 @@ class ShapeRecorder:
         self._add(line, [s for s in map(_shape, items) if s is not None])
         return value
 
+    def entered(self, line: int) -> None:
+        """A function (or lambda) of the submission starting at ``line``
+        was called."""
+        if self.canary is not None:
+            self._add(trace_integrity.CANARY_LINE, [self.canary])
+        self._add(line, [])
+
     def _add(self, line: int, shapes: list[list[int]]) -> None:
-        if not shapes:
-            return
         seen = self.shapes.setdefault(line, [])
         if shapes not in seen and len(seen) < MAX_SHAPES_PER_LINE:
             seen.append(shapes)
@@ -201,35 +212,13 @@ def _shape(value: Any) -> list[int] | None:
         return None
 
 
-def _target_values(target: ast.expr) -> list[ast.expr]:
-    """Load-expressions for the names a target binds (Name, self.attr and
-    tuples/lists of them); other targets (subscripts, ...) are skipped."""
-    if isinstance(target, ast.Name):
-        return [ast.Name(target.id, ast.Load())]
-    if isinstance(target, ast.Attribute) and \
-            isinstance(target.value, ast.Name) and target.value.id == "self":
-        return [ast.Attribute(ast.Name("self", ast.Load()), target.attr,
-                              ast.Load())]
-    if isinstance(target, ast.Starred):
-        return _target_values(target.value)
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [v for elt in target.elts for v in _target_values(elt)]
-    return []
-
-
-def _bound_targets(node: ast.stmt) -> list[ast.expr]:
-    if isinstance(node, ast.Assign):
-        return node.targets
-    if isinstance(node, ast.AnnAssign) and node.value is not None:
-        return [node.target]
-    if isinstance(node, ast.AugAssign):
-        return [node.target]
-    return []
+_target_values = regions.target_values
+_bound_targets = regions.bound_targets
 
 
 class _Instrumenter(ast.NodeTransformer):
-    """Adds a recorder call after each binding student statement and wraps
-    the value of each student ``return``."""
+    """Adds a recorder call after each recorded statement, wraps the value
+    of each recorded ``return`` and records each function's entry."""
 
     def __init__(self, statements: set[int], recorder: str):
         self.statements = statements   # id() of the nodes to instrument
@@ -241,6 +230,7 @@ class _Instrumenter(ast.NodeTransformer):
         return ast.Call(func, [ast.Constant(line), *args], [])
 
     def _bind(self, node: ast.stmt) -> Any:
+        self.generic_visit(node)     # the lambdas it holds
         if id(node) not in self.statements:
             return node
         values = [v for t in _bound_targets(node) for v in _target_values(t)]
@@ -253,22 +243,53 @@ class _Instrumenter(ast.NodeTransformer):
     visit_Assign = visit_AnnAssign = visit_AugAssign = _bind
 
     def visit_Return(self, node: ast.Return) -> ast.Return:
+        self.generic_visit(node)
         if id(node) in self.statements and node.value is not None:
             node.value = ast.copy_location(
                 self._call("returned", node.lineno, [node.value]), node.value)
+        return node
+
+    def _function(self, node: Any) -> Any:
+        self.generic_visit(node)
+        body = node.body
+        # After the docstring, which must stay the first statement.
+        at = 1 if body and isinstance(body[0], ast.Expr) and \
+            isinstance(body[0].value, ast.Constant) and \
+            isinstance(body[0].value.value, str) else 0
+        entry = ast.Expr(self._call("entered", node.lineno, []))
+        ast.copy_location(entry, body[min(at, len(body) - 1)])
+        node.body = body[:at] + [entry] + body[at:]
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        self.generic_visit(node)
+        # lambda ...: (entered(line), body)[1]
+        pair = ast.Tuple([self._call("entered", node.lineno, []),
+                          node.body], ast.Load())
+        node.body = ast.copy_location(
+            ast.Subscript(pair, ast.Constant(1), ast.Load()), node.body)
         return node
 
 
 def instrument(source: str, recorder: str,
                methods: dict[str, tuple[str, ...]] | None = None
                ) -> ast.Module:
-    """The AST of ``source`` with shape recording on its student
-    statements (``methods``: see ``regions.graded_regions``); line numbers
+    """The AST of ``source`` with shape recording on the statements of its
+    graded regions (``methods``: see ``regions.graded_regions``) and of
+    every function, and the entry of every function and lambda recorded:
+    what ran decides which helpers a task's deductions read. Line numbers
     are the original ones."""
     tree = ast.parse(source)
     found = regions.student_statements(
         tree, regions.graded_regions(source, tree, methods))
     wanted = {id(node) for _, node in found}
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            wanted.update(id(node) for stmt in function.body
+                          for node in ast.walk(stmt)
+                          if isinstance(node, ast.stmt))
     tree = _Instrumenter(wanted, recorder).visit(tree)
     return ast.fix_missing_locations(tree)
 
@@ -525,7 +546,7 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             args = [_copy(a) for a in probe.args]
             kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
             if recorder is not None:
-                recorder.reset()
+                recorder.reset(trace_integrity.canary_shape(probe.canary))
             before = state_snapshot(instance) if probe.again else {}
             # No autograd graph: grading needs values only, and the graph
             # of a GPT-2-size call would hold hundreds of MB.
@@ -745,32 +766,42 @@ def no_terminal() -> Iterator[None]:
 
 
 def execute_probes(source: str, filename: str, probes: list[Probe],
-                   on_import: Callable[[], None] | None = None
+                   on_import: Callable[[], None] | None = None,
+                   more: Callable[[], list[Probe]] | None = None
                    ) -> Iterator[ProbeResult]:
     """Import ``source`` as a fresh module and yield one result per probe,
     in order. An import failure gives every probe that status (usually
     IMPORT_ERROR). ``on_import`` is called once the module imported.
-    While it runs the submission has no terminal (``no_terminal``)."""
+    ``more`` is called once ``probes`` are all answered and returns the
+    probes that follow (the hidden cases', which the parent sends only
+    then: see ``supervisor.Attempt``). While it runs the submission has no
+    terminal (``no_terminal``)."""
     with no_terminal():
-        yield from _execute_probes(source, filename, probes, on_import)
+        yield from _execute_probes(source, filename, probes, on_import, more)
 
 
 def _execute_probes(source: str, filename: str, probes: list[Probe],
-                    on_import: Callable[[], None] | None
+                    on_import: Callable[[], None] | None,
+                    more: Callable[[], list[Probe]] | None
                     ) -> Iterator[ProbeResult]:
+    def stream() -> Iterator[Probe]:
+        yield from probes
+        if more is not None:
+            yield from more()
+
     if any(probe.trace_shapes for probe in probes):
         install_recorder()
     try:
         module = load_module(source, filename)
     except ImportFailure as failure:
-        for probe in probes:
+        for probe in stream():
             yield ProbeResult(probe.id, failure.status, str(failure),
                               phase="import")
         return
     if on_import is not None:
         on_import()
     traced: TracedModule | ImportFailure | None = None
-    for probe in probes:
+    for probe in stream():
         if not probe.trace_shapes:
             yield run_probe(module, probe, filename)
             continue

@@ -410,7 +410,14 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
     def ready() -> None:
         send({"kind": "ready"})
 
-    for result in execute_probes(source, filename, probes, on_import=ready):
+    def hidden() -> list:
+        # The hidden cases' probes, asked for once every public probe has
+        # answered (their results, output included, are sent already).
+        send({"kind": "hidden"})
+        return wire.decode_probes(results.recv_bytes())
+
+    for result in execute_probes(source, filename, probes, on_import=ready,
+                                 more=hidden):
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
     os._exit(0)

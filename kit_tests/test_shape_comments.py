@@ -699,7 +699,12 @@ def test_reference_with_worker_tracer():
         for line, runs in result.shapes.items():
             seen = observed.setdefault(int(line), [])
             seen.extend(r for r in runs if r not in seen)
-    assert observed == trace(REFERENCE)
+    # (what ran without a tensor, function entries and the canary, line
+    # 0, are recorded with no shape; given code is traced too)
+    marked = find_regions(REFERENCE)
+    assert {line: runs for line, runs in observed.items()
+            if any(runs) and any(r.start <= line <= r.end for r in marked)
+            } == trace(REFERENCE)
     assert check_shape_comments(REFERENCE, observed, DIMS) == []
 
 

@@ -243,7 +243,13 @@ def test_every_reference_statement_gets_shapes():
                   mh_probe(trace_shapes=True,
                            kwargs={"return_attention": True}))
     assert all(r.status == OK for r in results), results
-    traced = {**results[0].shapes, **results[1].shapes}
+    # (lines that ran and bound no tensor and function entries are
+    # recorded with no shape; line 0 is the canary; given code is traced
+    # too, for the helpers it may run)
+    marked = regions.find_regions(REFERENCE)
+    traced = {line: runs for line, runs in
+              {**results[0].shapes, **results[1].shapes}.items()
+              if any(runs) and any(r.start <= line <= r.end for r in marked)}
     split = line_of(REFERENCE, "split = (bs, seq")  # binds ints: no shapes
     expected = set(_reference_forward_statements()) - {split}
     assert set(traced) == expected
@@ -303,8 +309,11 @@ def test_recorder_name_does_not_collide_or_mangle():
              and isinstance(n.func.value, ast.Name)
              and n.func.value.id == "_autograder_shapes_x"]
     tree_src = ast.parse(REFERENCE)
-    found = regions.student_statements(tree_src,
-                                       regions.find_regions(REFERENCE))
+    marked = regions.find_regions(REFERENCE)
+    found = regions.student_statements(tree_src, marked)
+    # (code outside the regions and function entries are recorded too)
+    calls = [n for n in calls if n.func.attr != "entered" and any(
+        r.start <= n.args[0].value <= r.end for r in marked)]
     # Every assignment and return in a region (tensor or not) is wrapped.
     assert len(calls) == sum(
         isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))

@@ -363,6 +363,7 @@ def check_shape_comments(
         tasks: set[str] | None = None,
         dims_by_class: dict[str, dict[str, int]] | None = None,
         methods: dict[str, tuple[str, ...]] | None = None,
+        ran: dict[str, frozenset[int]] | None = None,
 ) -> list[ShapeIssue]:
     """The shape-comment issues of the student regions of ``source``.
 
@@ -374,8 +375,8 @@ def check_shape_comments(
     ignored. ``dims_by_class`` overrides them for the regions of one
     class.
     ``tasks`` limits the check to the regions of those tasks;
-    ``methods`` is the graded rubric's task methods
-    (``regions.graded_regions``).
+    ``methods`` is the graded rubric's task methods and ``ran`` what ran
+    while each task's traced calls ran (``regions.graded_regions``).
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -388,7 +389,7 @@ def check_shape_comments(
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}
-    regions = [r for r in graded_regions(source, tree, methods)
+    regions = [r for r in graded_regions(source, tree, methods, ran)
                if tasks is None or r.task in tasks]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]

@@ -110,11 +110,13 @@ def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
 
 
 def style_issues(source: str, cls: str,
-                 methods: dict[str, tuple[str, ...]] | None = None
+                 methods: dict[str, tuple[str, ...]] | None = None,
+                 ran: dict[str, frozenset[int]] | None = None
                  ) -> list[StyleIssue]:
     """The violations on lines of class ``cls`` (decorators to last line)
-    and of the module-level functions its code calls (``methods``: the
-    graded rubric's task methods, as for ``regions.graded_regions``).
+    and of the module-level functions its code calls or ran (``methods``:
+    the graded rubric's task methods, ``ran``: what ran while each task's
+    traced calls ran, as for ``regions.graded_regions``).
 
     ``cls=""`` gives the violations outside every class, including the
     file-level ones (W391, W292), which are never attributed to a class.
@@ -141,8 +143,26 @@ def style_issues(source: str, cls: str,
         span for owner, name in _helpers(source, table) if owner == cls
         for span in by_name.get(name, ())
         if not any(a <= span[0] <= b for a, b in by_name.get(cls, ())))
+    if ran:
+        key = tuple(sorted((k, tuple(sorted(v))) for k, v in ran.items()))
+        spans += tuple(span for owner, span in _ran_spans(source, table, key)
+                       if owner == cls)
     return [i for i in issues if i.code not in FILE_LEVEL_CODES and
             any(a <= i.line <= b for a, b in spans)]
+
+
+@functools.lru_cache(maxsize=8)
+def _ran_spans(source: str, table: tuple, ran: tuple
+               ) -> tuple[tuple[str, tuple[int, int]], ...]:
+    """(owner class, lines) of every helper found by what ran (a dict,
+    ``getattr`` or lambda call that names nothing): once per source."""
+    try:
+        return tuple((r.cls, (r.first, r.end)) for r in
+                     regions.graded_regions(source, methods=dict(table),
+                                            ran=dict(ran))
+                     if r.helper and r.first)
+    except (SyntaxError, RecursionError, MemoryError):
+        return ()
 
 
 @functools.lru_cache(maxsize=8)

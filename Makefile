@@ -25,7 +25,7 @@ OUT ?= grades
 
 .DEFAULT_GOAL := help
 .PHONY: help install python-version fresh-values test test-all generate build-notebook facts skeleton test-values check grade \
-        bench bench-attention release autograder demo clean
+        bench bench-attention release autograder demo clean test-fresh
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -34,6 +34,7 @@ help: ## list the targets
 install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
 
 $(STAMP): requirements.txt
+	$(PYTHON) kit/system_deps.py --check
 	$(PYTHON) kit/install_deps.py --venv $(VENV) -r requirements.txt \
 	  --torch-index "$(TORCH_INDEX)"
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -56,6 +57,9 @@ test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in paral
 
 test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5.5 minutes)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
+
+test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)
+	$(PY) -m kit.fresh_machine $(ARGS)
 
 generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
 

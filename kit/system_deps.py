@@ -45,7 +45,7 @@ OPTIONAL = {
 # on every Debian and Ubuntu, checked so that a stripped image is named too.
 ESSENTIAL = ["bash", "cksum", "nproc", "timeout", "unshare", "setpriv",
              "runuser", "useradd"]
-APT_LINE = re.compile(r"apt-get\s+install\b([^\n`&|;]*)")
+APT_LINE = re.compile(r"apt-get\s+install\b([^\n`&|;#]*)")
 
 
 def readme_packages(text):

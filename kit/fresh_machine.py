@@ -122,12 +122,7 @@ def prepare(root: Path, python: str) -> dict[str, str]:
         for path in sources:
             shutil.copy(path, root / str(path).lstrip("/"))
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-    files, env, named = pip_carry(python)
-    for path in named:   # files are copied (apt may rewrite a CA bundle);
-        if path.is_file():   # folders are bound read-only by every step
-            target = root / str(path).lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
+    files, env, _ = pip_carry(python)
     _run(["chroot", root, "useradd", "--create-home", "--shell",
           "/bin/bash", USER])
     uid, gid = _ids(root, USER)
@@ -173,7 +168,13 @@ def step(root: Path, user: str, cwd: str, line: str, env: dict[str, str],
     Returns the exit status and the seconds it took; output goes to
     ``log_file``.
     """
-    binds = [str(p) for p in pip_carry(python)[2] if p.is_dir()]
+    named = pip_carry(python)[2]
+    for path in named:   # files (a CA bundle, constraints) are copied before
+        if path.is_file():   # every step: apt's ca-certificates rewrites the
+            target = root / str(path).lstrip("/")   # bundle without the
+            target.parent.mkdir(parents=True, exist_ok=True)   # local CA
+            shutil.copy(path, target)
+    binds = [str(p) for p in named if p.is_dir()]   # bound read-only
     argv = ["unshare", "--mount", "--pid", "--fork", "--propagation",
             "private", "--", sys.executable, __file__, "--inside", str(root),
             "--user", user, "--cwd", cwd, *sum((["--bind", b]

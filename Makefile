@@ -52,10 +52,10 @@ fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
 TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadfile
 
-test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (about 1.5 minutes)
+test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (pytest prints its time)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL) -m "not e2e"
 
-test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5.5 minutes)
+test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
 
 test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)

@@ -207,7 +207,12 @@ def main(argv=None):
         for purpose, command in steps:
             print("{}: {}".format(purpose, " ".join(command)))
         return 0
-    return run_plan(steps)
+    start = time.monotonic()
+    status = run_plan(steps)
+    if status == 0:   # the figure comes from the run, not from a README
+        print("install_deps: {} ready in {:.0f} s".format(
+            args.venv, time.monotonic() - start))
+    return status
 
 
 if __name__ == "__main__":

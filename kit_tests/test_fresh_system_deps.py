@@ -93,3 +93,24 @@ def test_debian_mirror_is_read_from_both_source_formats(tmp_path):
         "Types: deb\nURIs: http://local.example/debian/\nSuites: bookworm\n")
     assert fresh_machine.debian_mirror(tmp_path) \
         == "http://local.example/debian/"
+
+
+def test_pip_configuration_is_carried_with_what_it_names(tmp_path,
+                                                         monkeypatch):
+    index, wheels = tmp_path / "idx", tmp_path / "wheels"
+    (index / "simple").mkdir(parents=True)
+    wheels.mkdir()
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nextra-index-url = file://{index}/simple\n"
+                    f"find-links = {wheels}\nconstraint = /nonexistent/c\n")
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nprintf 'global:\\n  {conf}, exists: True\\n"
+                    f"  /nonexistent/pip.conf, exists: False\\n'\n")
+    fake.chmod(0o755)
+    for key in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CERT", str(conf))
+    files, env, paths = fresh_machine.pip_carry(str(fake))
+    assert files == [conf] and env == {"PIP_CERT": str(conf)}
+    # an index's parent (its pages link beside "simple"); no missing path
+    assert set(paths) == {index, wheels, conf}

@@ -228,6 +228,20 @@ def inside(root: str, user: str, cwd: str, binds: list[str],
     os.execve("/bin/bash", ["bash", "-c", line], env)
 
 
+def remove(root: Path) -> None:
+    """Delete ``root``, unless something is mounted under it here (a bound
+    host folder would be deleted through it): then say so and keep it."""
+    mounts = [line.split()[4] for line in
+              Path("/proc/self/mountinfo").read_text().splitlines()]
+    inside_root = [m for m in mounts if m == str(root)
+                   or m.startswith(str(root) + "/")]
+    if inside_root:
+        print(f"test-fresh: kept {root}: mounted there: {inside_root}",
+              file=sys.stderr)
+        return
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build the root, run the quick start as root and as a user, timed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -257,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = quick_start((ROOT / "README.md").read_text())
     work = ROOT / "build" / "fresh"
     root, logs = work / "root", work / "logs"
+    remove(root)
+    if root.exists():
+        return 2
     shutil.rmtree(work, ignore_errors=True)
     logs.mkdir(parents=True)
     python = sys.executable
@@ -267,10 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     timings.append(("root", "minimal Debian root" + (
         " (cached debootstrap)" if cached else " (debootstrap)"),
         time.monotonic() - start, 0))
+    # the quick start as root and as the user first, then the suites: the
+    # quick-start half is known even if a suite fails
     plan = [("root", "/", line) for line in lines if "apt-get" in line]
-    for user, cwd in (("root", "/root/kit"), (USER, "~/kit")):
-        plan += [(user, cwd, line) for line in lines if "apt-get" not in line
-                 and not (args.quick_start_only and is_suite(line))]
+    for suite in (False, True):
+        for user, cwd in (("root", "/root/kit"), (USER, "~/kit")):
+            plan += [(user, cwd, line) for line in lines
+                     if "apt-get" not in line and is_suite(line) == suite
+                     and not (suite and args.quick_start_only)]
     status = 0
     try:
         for number, (user, cwd, line) in enumerate(plan, 1):
@@ -284,10 +305,11 @@ def main(argv: list[str] | None = None) -> int:
                 print("".join(log.read_text(errors="replace")
                               .splitlines(True)[-40:]), file=sys.stderr)
                 status = 1
-                break
+                if not is_suite(line):   # a failed suite stops nothing:
+                    break                # the other user's suite still runs
     finally:
         if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+            remove(root)
     print("\ntest-fresh: minimal Debian " + SUITE + ", README quick start"
           + (" (suite left out)" if args.quick_start_only else ""))
     for user, what, seconds, code in timings:

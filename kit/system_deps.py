@@ -45,6 +45,7 @@ OPTIONAL = {
 # on every Debian and Ubuntu, checked so that a stripped image is named too.
 ESSENTIAL = ["bash", "cksum", "nproc", "timeout", "unshare", "setpriv",
              "runuser", "useradd"]
+SBIN = "/usr/local/sbin:/usr/sbin:/sbin"
 APT_LINE = re.compile(r"apt-get\s+install\b([^\n`&|;#]*)")
 
 
@@ -75,7 +76,9 @@ def missing(packages, python=sys.executable, which=shutil.which,
                  if module_missing(python, m)]
         if lost:
             absent[package] = lost
-    essential = [c for c in ESSENTIAL if which(c) is None]
+    # useradd and runuser live in sbin, off a normal user's PATH
+    essential = [c for c in ESSENTIAL if which(c) is None
+                 and which(c, path=SBIN) is None]
     if essential:
         absent["(essential)"] = essential
     return absent

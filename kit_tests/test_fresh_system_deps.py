@@ -47,7 +47,8 @@ def test_readme_packages_ignores_options_and_shell():
 def test_missing_names_the_package_command_and_need():
     absent = system_deps.missing(
         ["python3", "python3-venv", "procps"], python="py",
-        which=lambda c: None if c in ("pgrep", "chromium") else "/bin/" + c,
+        which=lambda c, path=None: None if c in ("pgrep", "chromium")
+        or (c == "useradd" and path is None) else "/bin/" + c,
         module_missing=lambda py, m: m == "ensurepip")
     assert absent == {"python3-venv": ["python module ensurepip"],
                       "procps": ["pgrep"], "chromium": ["chromium"]}

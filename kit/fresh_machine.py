@@ -14,7 +14,8 @@ root, bind-mounted onto itself and entered with ``pivot_root`` (not
 create user namespaces (the kernel refuses them to a chrooted process).
 pip's configuration is carried in (its config files, the ``PIP_*``
 variables and the files they name, copied; the local folders they name,
-bound read-only), so pip resolves as it does here. Needs root, debootstrap and util-linux.
+bound read-only), so pip resolves as it does here. Needs root,
+debootstrap and util-linux.
 """
 from __future__ import annotations
 
@@ -262,11 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     missing = [c for c in ("debootstrap", "unshare", "mount", "chroot")
                if shutil.which(c) is None]
     if os.geteuid() != 0 or missing:
+        why = (f"missing: {', '.join(missing)}; apt-get install "
+               "debootstrap" if missing else "run as root")
         print("test-fresh: needs root and the commands debootstrap, "
-              "unshare, mount, chroot" + (f" (missing: {', '.join(missing)};"
-                                         " apt-get install debootstrap)"
-                                         if missing else " (run as root)"),
-              file=sys.stderr)
+              f"unshare, mount, chroot ({why})", file=sys.stderr)
         return 2
     lines = quick_start((ROOT / "README.md").read_text())
     work = ROOT / "build" / "fresh"

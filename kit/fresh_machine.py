@@ -51,6 +51,20 @@ def is_suite(line: str) -> bool:
     return re.match(r"\s*make\s+test", line) is not None
 
 
+def steps(lines: list[str], quick_start_only: bool = False
+          ) -> list[tuple[str, str, str]]:
+    """(user, folder, line) to run: the apt line as root, the quick start
+    as root in /root/kit and as the user in ~/kit, then the suites in the
+    same order (the quick-start half is known even if a suite fails)."""
+    plan = [("root", "/", line) for line in lines if "apt-get" in line]
+    for suite in (False, True):
+        for user, cwd in (("root", "/root/kit"), (USER, "~/kit")):
+            plan += [(user, cwd, line) for line in lines
+                     if "apt-get" not in line and is_suite(line) == suite
+                     and not (suite and quick_start_only)]
+    return plan
+
+
 def debian_mirror(etc: Path = Path("/etc/apt")) -> str:
     """The first Debian archive URI of this machine's apt sources."""
     texts = [p.read_text() for p in [etc / "sources.list",
@@ -284,14 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     timings.append(("root", "minimal Debian root" + (
         " (cached debootstrap)" if cached else " (debootstrap)"),
         time.monotonic() - start, 0))
-    # the quick start as root and as the user first, then the suites: the
-    # quick-start half is known even if a suite fails
-    plan = [("root", "/", line) for line in lines if "apt-get" in line]
-    for suite in (False, True):
-        for user, cwd in (("root", "/root/kit"), (USER, "~/kit")):
-            plan += [(user, cwd, line) for line in lines
-                     if "apt-get" not in line and is_suite(line) == suite
-                     and not (suite and args.quick_start_only)]
+    plan = steps(lines, args.quick_start_only)
     status = 0
     try:
         for number, (user, cwd, line) in enumerate(plan, 1):

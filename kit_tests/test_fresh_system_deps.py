@@ -115,3 +115,19 @@ def test_pip_configuration_is_carried_with_what_it_names(tmp_path,
     assert files == [conf] and env == {"PIP_CERT": str(conf)}
     # an index's parent (its pages link beside "simple"); no missing path
     assert set(paths) == {index, wheels, conf}
+
+
+def test_fresh_machine_runs_both_quick_starts_before_the_suites():
+    lines = fresh_machine.quick_start(README)
+    plan = fresh_machine.steps(lines)
+    apt = [line for line in lines if "apt-get" in line]
+    assert plan[0] == ("root", "/", apt[0])
+    users = [(user, cwd) for user, cwd, _ in plan[1:]]
+    runs = len(lines) - 1
+    assert users == ([("root", "/root/kit")] * (runs - 1)
+                     + [("student", "~/kit")] * (runs - 1)
+                     + [("root", "/root/kit"), ("student", "~/kit")])
+    assert [fresh_machine.is_suite(line) for _, _, line in plan[-2:]] \
+        == [True, True]
+    short = fresh_machine.steps(lines, quick_start_only=True)
+    assert short == plan[:-2]

@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test test-all test-rubric-change generate build-notebook facts skeleton test-values check grade \
+.PHONY: help install python-version fresh-values test test-all test-rubric-change test-fresh generate build-notebook facts skeleton test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -34,6 +34,7 @@ help: ## list the targets
 install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
 
 $(STAMP): requirements.txt
+	$(PYTHON) kit/system_deps.py --check
 	$(PYTHON) kit/install_deps.py --venv $(VENV) -r requirements.txt \
 	  --torch-index "$(TORCH_INDEX)"
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -51,14 +52,17 @@ fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
 TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadfile
 
-test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (about 1.5 minutes)
+test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (pytest prints its time)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL) -m "not e2e"
 
-test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this; about 5.5 minutes)
+test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
 
 test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2.2) one point more, make generate, make test; must stay green
 	$(PY) -m kit.rubric_change $(if $(ITEM),--item $(ITEM))
+
+test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)
+	$(PY) -m kit.fresh_machine $(ARGS)
 
 generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
 

@@ -35,17 +35,63 @@ FAST = ["--retries", "0", "--timeout", "5"]
 PIP = ["-m", "pip", "install", "--disable-pip-version-check"]
 
 
-def version_problem(version, executable):
+def os_release(path="/etc/os-release"):
+    """``(ID, VERSION_ID)`` of this Linux distribution, or ("", "")."""
+    fields = {}
+    try:
+        with open(path) as handle:
+            for line in handle:
+                key, _, value = line.strip().partition("=")
+                fields[key] = value.strip('"')
+    except OSError:
+        pass
+    return fields.get("ID", ""), fields.get("VERSION_ID", "")
+
+
+def python_advice(platform, release):
+    """How to get a Python >= 3.11 here: advice that works where it names.
+
+    ``release`` is ``os_release()``. Debian 11 and Ubuntu 20.04 have no
+    Python 3.11 package at all; Ubuntu 22.04 has python3.11 in universe;
+    minimal images have no sudo, so the commands are given as root.
+    """
+    distro, version = release
+    try:
+        number = float(version)
+    except ValueError:
+        number = 0.0
+    if platform == "darwin":
+        return ("`brew install python@3.11` (or the python.org installer), "
+                "then `make install PYTHON=python3.11`")
+    if distro == "ubuntu" and number >= 22.04 and number < 24.04:
+        return ("as root (or with sudo): `apt-get install python3.11 "
+                "python3.11-venv`, then `make install PYTHON=python3.11`")
+    if distro in ("debian", "ubuntu"):
+        newest = "Debian 12" if distro == "debian" else "Ubuntu 24.04"
+        return ("{} {} has no Python 3.11 package: use {} or newer (its "
+                "python3 is >= 3.11), or the `python:3.11` container image "
+                "(`docker run -it -v $PWD:/kit -w /kit python:3.11 bash`), "
+                "or a Python >= 3.11 built elsewhere (python.org, pyenv, "
+                "uv) passed as `make install PYTHON=/path/to/python3.11`"
+                .format(distro.capitalize(), version or "(this version)",
+                        newest))
+    return ("install Python 3.11 or newer (your distribution's package, "
+            "python.org, pyenv or uv), then `make install "
+            "PYTHON=/path/to/python3.11`")
+
+
+def version_problem(version, executable, platform=None, release=None):
     """The message refusing ``version`` (a version_info), or None."""
     if tuple(version[:2]) >= MIN_PYTHON:
         return None
+    platform = sys.platform if platform is None else platform
+    release = os_release() if release is None else release
     return ("install_deps: Python {}.{} or newer is needed (the grader reads "
-            "its rubric with tomllib), but {} is Python {}. Install a newer "
-            "Python (e.g. `sudo apt install python3.11 python3.11-venv`), "
-            "then `make install PYTHON=python3.11`, or pass "
-            "PY=/path/to/python3.11 to use an environment that has the "
-            "packages.".format(MIN_PYTHON[0], MIN_PYTHON[1], executable,
-                               ".".join(str(n) for n in version[:3])))
+            "its rubric with tomllib), but {} is Python {}. To get one: {}. "
+            "Or pass PY=/path/to/python3.11 to use an environment that has "
+            "the packages.".format(MIN_PYTHON[0], MIN_PYTHON[1], executable,
+                                   ".".join(str(n) for n in version[:3]),
+                                   python_advice(platform, release)))
 
 
 def torch_pin(requirements):
@@ -161,7 +207,12 @@ def main(argv=None):
         for purpose, command in steps:
             print("{}: {}".format(purpose, " ".join(command)))
         return 0
-    return run_plan(steps)
+    start = time.monotonic()
+    status = run_plan(steps)
+    if status == 0:   # the figure comes from the run, not from a README
+        print("install_deps: {} ready in {:.0f} s".format(
+            args.venv, time.monotonic() - start))
+    return status
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ STUDENT_FILES = ROOT / "kit" / "student"
 GRADESCOPE_ONLY = {"gradescope", "gradescope.py"}
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: reproducible zips
+# student.zip unpacks into this one folder, as students expect of a zip
+# (Gradescope's autograder.zip keeps its files at the root: its spec).
+STUDENT_FOLDER = "attention-homework"
 
 
 class ReleaseError(RuntimeError):
@@ -125,12 +128,14 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     shutil.copy2(ROOT / "kit" / "install_deps.py", dest / "install_deps.py")
 
 
-def write_zip(src: Path, out: Path) -> Path:
-    """Zip the files of ``src`` at the archive's root, deterministically."""
+def write_zip(src: Path, out: Path, folder: str = "") -> Path:
+    """Zip the files of ``src`` deterministically, at the archive's root or
+    (``folder``) under one top-level folder of that name."""
     tmp = out.with_suffix(".zip.tmp")
+    prefix = folder + "/" if folder else ""
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(p for p in src.rglob("*") if p.is_file()):
-            info = zipfile.ZipInfo(path.relative_to(src).as_posix(),
+            info = zipfile.ZipInfo(prefix + path.relative_to(src).as_posix(),
                                    ZIP_DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             mode = 0o755 if os.access(path, os.X_OK) else 0o644
@@ -214,7 +219,7 @@ def build(out: Path = ROOT / "dist", python: str = sys.executable,
     shutil.rmtree(staging, ignore_errors=True)
     assemble(staging, python)
     staging.rename(release)
-    write_zip(release, archive)
+    write_zip(release, archive, STUDENT_FOLDER)
     if verify:
         try:
             scan(release, archive)

@@ -31,8 +31,11 @@ def reference() -> ModuleType:
 def course() -> dict[str, dict[str, torch.Tensor]]:
     """The course values: {"SelfAttentionTestValues": {"x": ...}, ...}."""
     if not COURSE_VALUES.exists():
-        pytest.skip(f"course values not found at {COURSE_VALUES}: "
-                    f"the shared reference data is not checked out")
+        pytest.skip(f"no {COURSE_VALUES}: the 2022 course's frozen test "
+                    "values (UMass NLP homework, Lialin and Shivagunde, "
+                    "Apache-2.0) live beside the kit, in ../shared/ of the "
+                    "team's machines and CI, not in the repository; see "
+                    "the README's \"Reference data\"")
     raw = json.loads(COURSE_VALUES.read_text())
     return {group: {name: torch.tensor(t["data"], dtype=torch.float32)
                     .reshape(t["shape"]) for name, t in tensors.items()}

@@ -42,7 +42,9 @@ def unzipped(built, tmp_path_factory) -> Path:
     assert not any(dest.iterdir())
     with zipfile.ZipFile(built[1]) as archive:
         archive.extractall(dest)
-    return dest
+    # one folder, as students expect of a zip: nothing else at the top
+    assert [p.name for p in dest.iterdir()] == [release.STUDENT_FOLDER]
+    return dest / release.STUDENT_FOLDER
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,9 @@ def test_release_has_what_students_need_and_nothing_else(built):
         assert top not in ("solutions", "kit", "kit_tests", "examples")
         assert "hidden" not in path and "gradescope" not in path, path
     with zipfile.ZipFile(archive) as zf:
-        assert set(zf.namelist()) == files  # zip root == release root
+        # the zip's one folder holds exactly the release
+        assert set(zf.namelist()) == {f"{release.STUDENT_FOLDER}/{f}"
+                                      for f in files}
 
 
 def test_skeleton_is_generated_from_the_reference(built):

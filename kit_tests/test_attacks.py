@@ -215,7 +215,8 @@ def test_no_file_is_left_in_shared_folders(batch):
 
 
 def test_filling_temporary_folders_hurts_nobody(batch):
-    text = (batch["out"] / "fill_tmp" / "feedback.md").read_text()
+    text = (submission_dir(batch["out"], "fill_tmp") /
+            "feedback.md").read_text()
     if attacks.report(text) is None:
         # Without a mount namespace (no tmpfs to fill up) the keeper stops
         # a submission whose files outgrow the same bound; nothing was

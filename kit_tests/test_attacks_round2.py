@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from autograder.jail import landlock_abi
+from autograder.layout import submission_dir
 from autograder.rubric import load_rubric
 from kit_tests import attacks, attacks_round2
 from kit_tests.jail_modes import refusal_without_namespaces
@@ -168,13 +169,13 @@ def batch(request, canaries):
 
 
 def _text(batch, name: str) -> str:
-    folder = batch["out"] / name
+    folder = submission_dir(batch["out"], name)
     return (folder / "feedback.md").read_text() + \
         (folder / "results.json").read_text()
 
 
 def _found(batch, name: str) -> dict:
-    text = (batch["out"] / name / "feedback.md").read_text()
+    text = (submission_dir(batch["out"], name) / "feedback.md").read_text()
     found = attacks.report(text)
     assert found is not None, f"{name}: the attack did not report\n{text}"
     return found
@@ -188,8 +189,8 @@ def test_batch_completes(batch):
 
 def test_honest_submission_keeps_full_marks(batch):
     rubric = load_rubric()
-    results = json.loads((batch["out"] / "honest" / "results.json"
-                          ).read_text())
+    results = json.loads((submission_dir(batch["out"], "honest") /
+                          "results.json").read_text())
     assert results["score"] == rubric.max_score + rubric.max_bonus
 
 
@@ -220,8 +221,8 @@ def test_a_looping_class_sees_no_grader_output(batch):
     assert "time limit" in text
     for leak in LEAKS:
         assert leak not in text, leak
-    results = json.loads((batch["out"] / "looping" / "results.json"
-                          ).read_text())
+    results = json.loads((submission_dir(batch["out"], "looping") /
+                          "results.json").read_text())
     assert not results["extra_data"]["internal_error"]
 
 
@@ -266,7 +267,7 @@ def test_a_failing_keeper_is_a_grader_failure(tmp_path, namespaces):
         [sys.executable, "-c", _FAILING_KEEPER, "grade", "--out",
          str(tmp_path / "out"), str(sub)], env=env, capture_output=True,
         text=True, timeout=600, cwd=ROOT)
-    folder = tmp_path / "out" / "student"
+    folder = submission_dir(tmp_path / "out", "student")
     results = json.loads((folder / "results.json").read_text())
     shown = (folder / "feedback.md").read_text() + json.dumps(
         [t.get("output", "") for t in results["tests"]] +

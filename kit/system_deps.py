@@ -31,8 +31,6 @@ PACKAGES = {
     "make": (["make"], [], "install", "every entry point is a make target"),
     "git": (["git"], [], "tests",
             "cloning the kit; `make test-fresh` copies the tracked files"),
-    "procps": (["pgrep", "pkill"], [], "tests",
-               "kit_tests/test_attacks.py looks for processes left running"),
 }
 # Not in the README's line (Ubuntu has no chromium deb, only a snap):
 # `apt-get install chromium` on Debian; checked and warned about only.

@@ -243,11 +243,21 @@ def remembered_preflight(sandbox, timeout: float = 60.0,
     if isinstance(entry, dict) and isinstance(entry.get("layers"), list) \
             and set(map(str, entry["layers"])) <= set(jail.LAYERS) \
             and isinstance(entry.get("namespaces"), bool):
+        # The sandbox as the real run left it: namespaces (off after the
+        # fallback), why (describe_jail), and the layers it reported.
+        layers = [str(layer) for layer in entry["layers"]]
         sandbox.namespaces = entry["namespaces"]
-        return [str(layer) for layer in entry["layers"]]
+        sandbox.layers = layers
+        sandbox.fallback = str(entry.get("fallback", ""))[:1000]
+        refused = entry.get("refused")
+        sandbox.refused = [str(r)[:300] for r in refused[:10]] \
+            if isinstance(refused, list) else []
+        return layers
     layers = run_preflight(sandbox, timeout)
     entries.pop(key, None)
-    entries[key] = {"layers": layers, "namespaces": bool(sandbox.namespaces)}
+    entries[key] = {"layers": layers, "namespaces": bool(sandbox.namespaces),
+                    "fallback": str(getattr(sandbox, "fallback", "")),
+                    "refused": list(getattr(sandbox, "refused", []))}
     _write_cache(path, dict(list(entries.items())[-_CACHE_ENTRIES:]))
     return layers
 

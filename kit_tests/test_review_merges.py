@@ -24,3 +24,32 @@ def test_similarity_pages_write_invisible_characters_out(tmp_path):
     assert "<script>" not in page and "<mark>x = a</mark>" in page
     rows = similarity._rows([pair], links, {})
     assert FLIP not in rows and "&lt;U+202E&gt;" in rows
+
+
+def test_a_remembered_canary_leaves_the_sandbox_as_the_real_one(
+        tmp_path, monkeypatch):
+    """perf's canary cache and jail's named causes: a cached canary
+    restores the fallback and the refused layers, so describe_jail says
+    the same thing after a cached check as after a real one."""
+    from autograder import preflight
+
+    class Fake:
+        def __init__(self):
+            self.user, self.readable = (65534, 65534), ["/usr"]
+            self.namespaces, self.landlock = True, True
+            self.layers, self.refused, self.fallback = [], [], ""
+
+    def real(sandbox, timeout=60.0):
+        sandbox.namespaces = False
+        sandbox.fallback = "the jail's namespaces could not be built (x)"
+        sandbox.refused = ["namespaces: turned off for this sandbox"]
+        sandbox.layers = ["uid-drop", "landlock"]
+        return list(sandbox.layers)
+    monkeypatch.setattr(preflight, "run_preflight", real)
+    first, cached = Fake(), Fake()
+    layers = preflight.remembered_preflight(first, folder=tmp_path)
+    monkeypatch.setattr(preflight, "run_preflight", None)   # must not run
+    assert preflight.remembered_preflight(cached, folder=tmp_path) == layers
+    assert vars(cached) == vars(first)
+    assert preflight.describe_jail(cached, layers) == \
+        preflight.describe_jail(first, layers)

@@ -53,3 +53,22 @@ def test_a_remembered_canary_leaves_the_sandbox_as_the_real_one(
     assert vars(cached) == vars(first)
     assert preflight.describe_jail(cached, layers) == \
         preflight.describe_jail(first, layers)
+
+
+def test_failure_pages_write_invisible_characters_out(tmp_path,
+                                                      monkeypatch):
+    """batch's "not computed" / "not written" pages quote an exception,
+    which may name a submission's file: through the HTML seam too."""
+    from autograder import class_report, cli, layout
+    (layout.submission_dir(tmp_path, "alice")).mkdir(parents=True)
+
+    def broken(*args, **kwargs):
+        raise OSError(f"cannot read alice{FLIP}gpj.py")
+    monkeypatch.setattr(similarity, "report_section", broken)
+    page = class_report.write_report(tmp_path).read_text()
+    assert "Not computed: OSError" in page
+    assert FLIP not in page and "&lt;U+202E&gt;" in page
+    monkeypatch.setattr(class_report, "write_report", broken)
+    assert "not written" in cli._class_report(tmp_path)
+    page = (tmp_path / class_report.REPORT_NAME).read_text()
+    assert FLIP not in page and "&lt;U+202E&gt;" in page

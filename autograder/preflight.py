@@ -238,6 +238,9 @@ def remembered_preflight(sandbox, timeout: float = 60.0,
     sandbox set up as that run left it. For ``check`` only."""
     path = (folder or cache_dir()) / _CACHE_NAME
     key = environment_key(sandbox)
+    # Before any fallback turns the namespaces off (which changes the
+    # key): forget_preflight drops this entry, not another.
+    sandbox.canary_key = key
     entries = _read_cache(path)
     entry = entries.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("layers"), list) \
@@ -267,7 +270,8 @@ def forget_preflight(sandbox, folder: Path | None = None) -> None:
     again): for a run whose grading failed in the grader's own code."""
     path = (folder or cache_dir()) / _CACHE_NAME
     entries = _read_cache(path)
-    if entries.pop(environment_key(sandbox), None) is not None:
+    key = getattr(sandbox, "canary_key", None) or environment_key(sandbox)
+    if entries.pop(key, None) is not None:
         _write_cache(path, entries)
 
 

@@ -99,3 +99,43 @@ def test_forget_drops_the_entry_of_a_fallen_back_sandbox(tmp_path,
         preflight.remembered_preflight(sandbox, folder=tmp_path)
         preflight.forget_preflight(sandbox, folder=tmp_path)
     assert len(runs) == 2
+
+
+class _Dead:
+    """A worker process that has ended with ``exitcode``."""
+
+    def __init__(self, exitcode: int):
+        self.exitcode, self.pid = exitcode, None
+
+    def join(self, timeout=None):
+        return None
+
+
+def _death(exitcode: int, tmp_path, monkeypatch, oom_before: int = 0,
+           oom_after: int = 1):
+    from autograder import memlimit, supervisor
+    from autograder.protocol import Probe
+    attempt = object.__new__(supervisor.Attempt)
+    attempt.process, attempt.workdir = _Dead(exitcode), str(tmp_path)
+    attempt.imported, attempt.oom_kills = True, oom_before
+    monkeypatch.setattr(memlimit, "oom_kills", lambda *a: oom_after)
+    return attempt._death(Probe("p", "M", {}))
+
+
+def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
+                                                          monkeypatch):
+    """perf's cgroup OOM count with batch's --jobs: the count is the
+    whole container's, so while one submission's worker is OOM-killed,
+    another that exits or segfaults is a crash, not "use less memory"."""
+    import signal
+    from autograder.protocol import CRASH, MEMORY
+    exited = _death(3, tmp_path, monkeypatch)
+    assert exited.status == CRASH and "exited (code 3)" in exited.message
+    segv = _death(-signal.SIGSEGV, tmp_path, monkeypatch)
+    assert segv.status == CRASH and "SIGSEGV" in segv.message
+    killed = _death(-signal.SIGKILL, tmp_path, monkeypatch)
+    assert killed.status == MEMORY and "out-of-memory killer" in \
+        killed.message
+    quiet = _death(-signal.SIGKILL, tmp_path, monkeypatch, oom_after=0)
+    assert quiet.status == MEMORY and "out-of-memory killer" not in \
+        quiet.message

@@ -139,3 +139,25 @@ def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
     quiet = _death(-signal.SIGKILL, tmp_path, monkeypatch, oom_after=0)
     assert quiet.status == MEMORY and "out-of-memory killer" not in \
         quiet.message
+
+
+def test_a_stand_in_probe_makes_no_second_call():
+    """calls' second call (batch reversed) and cascade's stand-ins (which
+    accept only the probe's own x): together a correct wrapper would fail
+    its second call, so a stand-in probe is called once."""
+    from dataclasses import replace
+
+    from autograder import worker
+    from autograder.checks import causal
+    from autograder.rubric import load_rubric
+    from autograder.values import load_cases
+    from kit import variants
+    case = next(c for c in load_cases() if c.name == "mhw_small")
+    check = next(c for c in load_rubric().checks() if c.id == "3.2")
+    probe = replace(causal.ConcatenatedHeads._stand_in_probe(check, case),
+                    again=True)
+    module = worker.load_module(variants.REFERENCE.read_text(),
+                                "reference.py", name="review_stand_in")
+    result = worker.run_probe(module, probe, "reference.py")
+    assert result.ok, result.message
+    assert result.again is None and result.changed == []

@@ -311,6 +311,8 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     layers = _preflight(sandbox)
     if "mount-namespace" not in layers and "landlock" not in layers:
         _warn_if_values_exposed(args.values)
+    # --jobs workers at once share the container's memory (memlimit).
+    sandbox.jobs = max(1, args.jobs)
     out = Path(args.out)
     (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
     names = unique_names([submission_name(p) for p in paths])

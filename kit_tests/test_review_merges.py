@@ -161,3 +161,28 @@ def test_a_stand_in_probe_makes_no_second_call():
     result = worker.run_probe(module, probe, "reference.py")
     assert result.ok, result.message
     assert result.again is None and result.changed == []
+
+
+def test_jobs_share_the_containers_memory(monkeypatch):
+    """perf's allowance (what the cgroup has left) with batch's --jobs:
+    each of the workers that may run at once gets its part, so that
+    together they fit beside the parent; otherwise the kernel's OOM
+    killer picks the largest process, perhaps the parent or another
+    submission's worker."""
+    import shutil
+    from types import SimpleNamespace
+
+    from autograder import memlimit
+    from autograder.sandbox import Sandbox
+    room = 1000 - memlimit.PARENT_RESERVE_MB
+    monkeypatch.setattr(memlimit, "headroom_bytes",
+                        lambda folders=None: 1000 * 2 ** 20)
+    assert memlimit.worker_allowance_mb(1024) == room
+    assert memlimit.worker_allowance_mb(1024, share=4) == \
+        max(memlimit.MIN_WORKER_MB, room // 4)
+    fake = SimpleNamespace(user=None, memory_mb=1024, output_limit=1000,
+                           readable=[], namespaces=False, landlock=False,
+                           jobs=4)
+    settings = Sandbox._settings(fake, [], None, None)
+    shutil.rmtree(settings.workdir)
+    assert settings.memory_mb == room // 4

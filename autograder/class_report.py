@@ -603,8 +603,8 @@ def _similarity_section(batch: Batch, links: dict[str, str]) -> list[str]:
     except Exception as exc:   # noqa: BLE001 - the rest of the page stands
         # (MemoryError and RecursionError included: they are Exceptions)
         return [f"<section id='similarity'><h2>Similarity</h2><p>Not "
-                f"computed: {html.escape(type(exc).__name__)}: "
-                f"{html.escape(str(exc)[:300])}</p></section>"]
+                f"computed: {_e(type(exc).__name__)}: "
+                f"{_e(str(exc)[:300])}</p></section>"]
 
 
 _NAV = (("summary", "Summary"), ("distribution", "Scores"),

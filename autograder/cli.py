@@ -311,6 +311,8 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
     layers = _preflight(sandbox)
     if "mount-namespace" not in layers and "landlock" not in layers:
         _warn_if_values_exposed(args.values)
+    # --jobs workers at once share the container's memory (memlimit).
+    sandbox.jobs = max(1, args.jobs)
     out = Path(args.out)
     (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
     names = unique_names([submission_name(p) for p in paths])
@@ -430,13 +432,13 @@ def _class_report(out: Path) -> str:
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be
-            import html
+            from autograder.mdsafe import html_text
             (out / class_report.REPORT_NAME).write_text(
                 f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
                 f"Class report</title></head><body><h1>Class report not "
-                f"written</h1><p>{html.escape(why)}</p><p>grades.csv and "
+                f"written</h1><p>{html_text(why)}</p><p>grades.csv and "
                 f"each submission's results are complete; "
-                f"<code>python -m autograder report {html.escape(str(out))}"
+                f"<code>python -m autograder report {html_text(out)}"
                 f"</code> tries again.</p></body></html>\n")
         except OSError:
             pass

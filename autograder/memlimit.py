@@ -99,13 +99,16 @@ def headroom_bytes(folders: list[Path] | None = None) -> int | None:
 
 
 def worker_allowance_mb(requested_mb: int,
-                        folders: list[Path] | None = None) -> int:
+                        folders: list[Path] | None = None,
+                        share: int = 1) -> int:
     """The memory (MiB) a worker may add to its size at start: what was
-    asked, or less where the cgroup could not hold it beside the parent."""
+    asked, or less where the cgroup could not hold it beside the parent.
+    ``share``: how many workers may run at once (``grade --jobs``); each
+    gets that part of the room, so that together they fit too."""
     room = headroom_bytes(folders)
     if room is None:
         return requested_mb
-    fits = room // _MIB - PARENT_RESERVE_MB
+    fits = (room // _MIB - PARENT_RESERVE_MB) // max(1, share)
     return min(requested_mb, max(MIN_WORKER_MB, fits))
 
 

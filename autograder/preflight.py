@@ -238,16 +238,29 @@ def remembered_preflight(sandbox, timeout: float = 60.0,
     sandbox set up as that run left it. For ``check`` only."""
     path = (folder or cache_dir()) / _CACHE_NAME
     key = environment_key(sandbox)
+    # Before any fallback turns the namespaces off (which changes the
+    # key): forget_preflight drops this entry, not another.
+    sandbox.canary_key = key
     entries = _read_cache(path)
     entry = entries.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("layers"), list) \
             and set(map(str, entry["layers"])) <= set(jail.LAYERS) \
             and isinstance(entry.get("namespaces"), bool):
+        # The sandbox as the real run left it: namespaces (off after the
+        # fallback), why (describe_jail), and the layers it reported.
+        layers = [str(layer) for layer in entry["layers"]]
         sandbox.namespaces = entry["namespaces"]
-        return [str(layer) for layer in entry["layers"]]
+        sandbox.layers = layers
+        sandbox.fallback = str(entry.get("fallback", ""))[:1000]
+        refused = entry.get("refused")
+        sandbox.refused = [str(r)[:300] for r in refused[:10]] \
+            if isinstance(refused, list) else []
+        return layers
     layers = run_preflight(sandbox, timeout)
     entries.pop(key, None)
-    entries[key] = {"layers": layers, "namespaces": bool(sandbox.namespaces)}
+    entries[key] = {"layers": layers, "namespaces": bool(sandbox.namespaces),
+                    "fallback": str(getattr(sandbox, "fallback", "")),
+                    "refused": list(getattr(sandbox, "refused", []))}
     _write_cache(path, dict(list(entries.items())[-_CACHE_ENTRIES:]))
     return layers
 
@@ -257,7 +270,8 @@ def forget_preflight(sandbox, folder: Path | None = None) -> None:
     again): for a run whose grading failed in the grader's own code."""
     path = (folder or cache_dir()) / _CACHE_NAME
     entries = _read_cache(path)
-    if entries.pop(environment_key(sandbox), None) is not None:
+    key = getattr(sandbox, "canary_key", None) or environment_key(sandbox)
+    if entries.pop(key, None) is not None:
         _write_cache(path, entries)
 
 

@@ -89,6 +89,9 @@ class Sandbox:
         # judged) per submission, across all its workers: with --jobs
         # submissions at a time, what the parent may hold for all of them.
         self.results_mb = RESULTS_MB
+        # Workers that may run at once (``grade --jobs``): they share what
+        # the container's memory cgroup has left (memlimit).
+        self.jobs = 1
         self.layers: list[str] = []    # the jail's layers, once a run told
         self.refused: list[str] = []   # layers that failed: "layer: call"
         self.fallback = ""   # why the preflight turned namespaces off
@@ -165,7 +168,7 @@ class Sandbox:
             # Below what the container's cgroup has left: over it the
             # kernel's OOM killer would act first (autograder/memlimit.py).
             memory_mb=memlimit.worker_allowance_mb(
-                memory_mb or self.memory_mb),
+                memory_mb or self.memory_mb, share=self.jobs),
             output_limit=output_limit or self.output_limit,
             cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
             workdir=workdir, uid=uid, gid=gid, readable=self.readable,

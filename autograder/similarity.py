@@ -23,7 +23,6 @@ similarity OUT`` prints the ranking and writes side-by-side pages under
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import keyword
 import re
@@ -34,7 +33,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from autograder import layout
+from autograder import layout, mdsafe
 from autograder.regions import END_MARKER, START_MARKER, find_regions
 
 SKELETON = Path(__file__).resolve().parents[1] / "transformer_lm" / \
@@ -74,6 +73,14 @@ class Pair:
 
 # --------------------------------------------------------------------------
 # What a student wrote
+
+def _html(text: object) -> str:
+    """Untrusted text (code, submission names, notes) for the HTML pages,
+    through the one seam (``mdsafe.html_text``): escaped, and invisible
+    characters written out visibly; never cut (code spans are offsets)."""
+    text = str(text)
+    return mdsafe.html_text(text, limit=max(len(text), 1))
+
 
 def _given_lines(skeleton: str) -> set[str]:
     lines = skeleton.splitlines()
@@ -325,10 +332,10 @@ def _marked(code: str, spans: list[tuple[int, int]]) -> str:
         start = max(start, at)
         if end <= start:
             continue
-        out += [html.escape(code[at:start]), "<mark>",
-                html.escape(code[start:end]), "</mark>"]
+        out += [_html(code[at:start]), "<mark>",
+                _html(code[start:end]), "</mark>"]
         at = end
-    out.append(html.escape(code[at:]))
+    out.append(_html(code[at:]))
     return "".join(out)
 
 
@@ -343,20 +350,20 @@ def write_side_by_side(out: Path, pairs: list[Pair],
         left, right = pair.detail
         page = (
             "<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
-            f"{html.escape(pair.a)} / {html.escape(pair.b)}</title><style>"
+            f"{_html(pair.a)} / {_html(pair.b)}</title><style>"
             "body{font-family:system-ui,sans-serif;margin:1em}"
             ".cols{display:flex;gap:1em}.cols div{flex:1;min-width:0}"
             "pre{background:#f6f6f6;padding:.5em;overflow:auto}"
             "mark{background:#ffd76e}</style></head><body>"
             "<p><a href='../report.html#similarity'>&larr; class report"
-            f"</a></p><h1>{html.escape(pair.a)} and {html.escape(pair.b)}"
+            f"</a></p><h1>{_html(pair.a)} and {_html(pair.b)}"
             f"</h1><p>score {pair.score:.2f}, robust z {pair.z:.1f}, above "
             f"{pair.percentile:.0f}% of this batch's pairs. Highlighted: "
             f"code both share (after names and whitespace are normalised)."
-            f"</p><p><em>{html.escape(DISCLAIMER)}</em></p><div class='cols'>"
-            f"<div><h2>{html.escape(pair.a)}</h2><pre>"
+            f"</p><p><em>{_html(DISCLAIMER)}</em></p><div class='cols'>"
+            f"<div><h2>{_html(pair.a)}</h2><pre>"
             f"{_marked(codes[pair.a], left)}</pre></div><div><h2>"
-            f"{html.escape(pair.b)}</h2><pre>{_marked(codes[pair.b], right)}"
+            f"{_html(pair.b)}</h2><pre>{_marked(codes[pair.b], right)}"
             f"</pre></div></div></body></html>\n")
         path = folder / f"pair-{i}.html"
         path.write_text(page)
@@ -368,8 +375,8 @@ def _rows(pairs: list[Pair], links: dict, report_links: dict[str, str]
           ) -> str:
     def name(n: str) -> str:
         target = report_links.get(f"feedback:{n}")
-        return (f"<a href='{html.escape(target)}'>{html.escape(n)}</a>"
-                if target else html.escape(n))
+        return (f"<a href='{_html(target)}'>{_html(n)}</a>"
+                if target else _html(n))
     rows = []
     for pair in pairs[:TOP]:
         view = links.get((pair.a, pair.b))
@@ -378,7 +385,7 @@ def _rows(pairs: list[Pair], links: dict, report_links: dict[str, str]
             f"<tr{lead}><td>{name(pair.a)}</td><td>{name(pair.b)}</td>"
             f"<td class='num'>{pair.score:.2f}</td><td class='num'>"
             f"{pair.z:.1f}</td><td class='num'>{pair.percentile:.0f}%</td>"
-            + (f"<td><a href='{html.escape(view)}'>side by side</a></td>"
+            + (f"<td><a href='{_html(view)}'>side by side</a></td>"
                if view else "<td></td>") + "</tr>")
     return ("<table class='small'><thead><tr><th>submission</th>"
             "<th>submission</th><th>score</th><th>robust z</th>"
@@ -396,7 +403,7 @@ def report_section(out: Path | str, report_links: dict[str, str],
     code, answers, codes = analyse(out, skeleton, notes)
     links = write_side_by_side(out, code, codes)
     leads = sum(p.z >= LEAD_Z for p in code)
-    parts = [head, f"<p><strong>{html.escape(DISCLAIMER)}</strong></p>",
+    parts = [head, f"<p><strong>{_html(DISCLAIMER)}</strong></p>",
              f"<p>Code of the TODO regions (skeleton lines, comments, names "
              f"and whitespace normalised away): {len(code)} pairs; "
              f"{leads} at a robust z of {LEAD_Z:g} or more (highlighted)."
@@ -409,7 +416,7 @@ def report_section(out: Path | str, report_links: dict[str, str],
                  "<p>No two submissions answered a common question.</p>")
     if notes:
         parts.append("<h3>Left out</h3><ul>" + "".join(
-            f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+            f"<li>{_html(n)}</li>" for n in notes) + "</ul>")
     parts.append("</section>")
     return "".join(parts)
 

@@ -317,10 +317,6 @@ class Attempt:
             self.kill()
             return Failure(CRASH, f"the worker closed its result pipe "
                            f"during {during}")
-        if memlimit.oom_kills() > self.oom_kills:
-            return Failure(MEMORY, f"the worker was killed by the kernel's "
-                           f"out-of-memory killer during {during}: the "
-                           f"machine's memory ran out (use less memory)")
         if scratch_verdict(self.workdir):
             return Failure(MEMORY, f"the submission's files grew past "
                            f"{jail.SCRATCH_BYTES >> 20} MiB (or too many "
@@ -329,6 +325,13 @@ class Attempt:
             return Failure(CRASH, f"the submission exited (code {code}) "
                            f"during {during}")
         sig = -code
+        # The cgroup's OOM count is shared by every worker (``--jobs``
+        # runs several): it names this worker's death only when this
+        # worker was killed (SIGKILL), never an exit or another signal.
+        if sig == signal.SIGKILL and memlimit.oom_kills() > self.oom_kills:
+            return Failure(MEMORY, f"the worker was killed by the kernel's "
+                           f"out-of-memory killer during {during}: the "
+                           f"machine's memory ran out (use less memory)")
         if sig == signal.SIGKILL:
             return Failure(MEMORY, f"the worker was killed (SIGKILL) "
                            f"during {during}, most likely out of memory")

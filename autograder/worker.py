@@ -547,14 +547,18 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
             if recorder is not None:
                 recorder.reset(trace_integrity.canary_shape(probe.canary))
-            before = state_snapshot(instance) if probe.again else {}
+            # No second call with stand-ins (Probe.stand_in): they accept
+            # only the first call's x, and the batch reversed is not it, so
+            # a correct module would fail its second call.
+            again = probe.again and not probe.stand_in
+            before = state_snapshot(instance) if again else {}
             # No autograd graph: grading needs values only, and the graph
             # of a GPT-2-size call would hold hundreds of MB.
             with torch.no_grad():
                 value = instance(*args, **kwargs)
             phase = "output"
             result.output_kind, result.outputs = collect_outputs(value)
-            if probe.again:
+            if again:
                 result.changed = changed_state(before, state_snapshot(
                     instance))
                 result.again = call_again(instance, probe, filename)

@@ -89,6 +89,25 @@ def _as_user(command: list[str], uid: int, gid: int,
             "sh", "-c", "\n".join(lines)]
 
 
+def as_test_user(command: list[str], base: Path) -> list[str]:
+    """``command`` run as the test user, who is given ``base`` (the run's
+    own folder, recursively); skips, saying why, where the checkout is
+    closed to other users (a root-only ``/root/kit``): a normal user
+    cannot run the grader from it, and the root mode runs there."""
+    uid, gid = _test_user()
+    closed = attacks.closed_to(uid, gid, str(ROOT))
+    if closed:
+        pytest.skip(f"the checkout is closed to other users ({closed} "
+                    f"has mode {os.stat(closed).st_mode & 0o777:o}): "
+                    f"a normal user cannot run the grader from it; "
+                    f"grade as root there (the root mode runs)")
+    for path in [base, *base.rglob("*")]:
+        os.chown(path, uid, gid)
+    return _as_user(command, uid, gid, [
+        os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix),
+        str(ROOT), str(base)])
+
+
 def _modes() -> list:
     modes = [pytest.param("root", marks=pytest.mark.skipif(
         not is_root, reason="the grader is not running as root"))]
@@ -130,19 +149,7 @@ def batch(request):
     if mode == "no-namespaces":
         env["AUTOGRADER_NO_NAMESPACES"] = "1"
     if mode == "user" and is_root:
-        uid, gid = _test_user()
-        closed = attacks.closed_to(uid, gid, str(ROOT))
-        if closed:
-            pytest.skip(f"the checkout is closed to other users ({closed} "
-                        f"has mode {os.stat(closed).st_mode & 0o777:o}): "
-                        f"a normal user cannot run the grader from it; "
-                        f"grade as root there (the root mode runs)")
-        os.chown(base, uid, gid)
-        for path in base.rglob("*"):
-            os.chown(path, uid, gid)
-        command = _as_user(command, uid, gid, [
-            os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix),
-            str(ROOT), str(base)])
+        command = as_test_user(command, base)
     done = subprocess.run(command, env=env, capture_output=True, text=True,
                           timeout=900, cwd=ROOT)
     leftovers = " ".join(map(str, attacks.processes_matching(

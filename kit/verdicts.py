@@ -1,0 +1,105 @@
+"""The catalogue's verdicts as one JSON file: the safety net of a refactor.
+
+Grades every entry of ``kit/variants/*.toml`` (known bugs too) once in one
+warm sandbox and writes, per entry, the score and each check's points,
+pass/fail, named mistakes and feedback lines. ``--compare OLD.json`` prints
+every difference from an earlier run and exits 1 if there is one, so a
+change that should not change behaviour (a move, a rename, a shared helper)
+can prove it::
+
+    python -m kit.verdicts --out before.json      # on the old commit
+    python -m kit.verdicts --compare before.json  # on the new one
+
+Timing-dependent words (seconds a hostile entry ran) are masked, so two runs
+of the same code compare equal.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from kit import variants
+
+# "after 1.5 s", "took 0.93 s", "12.3 MiB": figures a rerun may change.
+_VOLATILE = re.compile(r"\d+(?:\.\d+)?\s*(?:s|ms|MiB|MB|KiB)\b")
+
+
+def _mask(text: str) -> str:
+    return _VOLATILE.sub("<n>", text)
+
+
+def verdict(grade: Any) -> dict[str, Any]:
+    """What a refactor must not change about one graded submission."""
+    checks = {}
+    for task in grade.tasks:
+        for c in (*task.items, *task.deductions, *task.bonuses):
+            o = c.outcome
+            checks[c.check.id] = {
+                "passed": o.passed, "points": o.points, "applied": c.applied,
+                "mistakes": list(o.mistakes),
+                "not_implemented": o.not_implemented,
+                "lines": [_mask(x) for x in o.lines],
+                "hidden_lines": [_mask(x) for x in o.hidden_lines]}
+    return {"score": grade.score, "max_score": grade.max_score,
+            "error": _mask(grade.error),
+            "internal_error": bool(grade.internal_error),
+            "limits": dict(grade.limits), "checks": checks}
+
+
+def collect(jobs: int = 2) -> dict[str, Any]:
+    """name -> verdict for every catalogue entry."""
+    from kit_tests.grading_batch import grade_batch
+    entries = variants.load_all()
+    graded = grade_batch({k: v.source() for k, v in entries.items()},
+                         {k: v.fields["timeout"] for k, v in entries.items()
+                          if "timeout" in v.fields}, jobs=jobs)
+    return {k: verdict(graded[k]) for k in sorted(graded)}
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One line per entry and field that differs."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a is None or b is None:
+            out.append(f"{name}: only in {'new' if a is None else 'old'}")
+            continue
+        for key in sorted(set(a) | set(b)):
+            if key == "checks":
+                for cid in sorted(set(a[key]) | set(b[key])):
+                    x, y = a[key].get(cid), b[key].get(cid)
+                    if x != y:
+                        out.append(f"{name} {cid}: {json.dumps(x)} -> "
+                                   f"{json.dumps(y)}")
+            elif a.get(key) != b.get(key):
+                out.append(f"{name} {key}: {a.get(key)!r} -> "
+                           f"{b.get(key)!r}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, help="write the verdicts here")
+    parser.add_argument("--compare", type=Path,
+                        help="an earlier --out file: print what differs")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    found = collect(args.jobs)
+    if args.out:
+        args.out.write_text(json.dumps(found, indent=1, sort_keys=True))
+        print(f"{len(found)} entries -> {args.out}")
+    if args.compare:
+        diff = differences(json.loads(args.compare.read_text()), found)
+        for line in diff:
+            print(line)
+        print(f"{len(found)} entries, {len(diff)} differences")
+        return 1 if diff else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

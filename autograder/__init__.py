@@ -1,8 +1,15 @@
-"""Isolated, rubric-driven autograder for the attention homework."""
+"""Isolated, rubric-driven autograder for the attention homework.
 
-# Staff tools that read a graded folder (class report, similarity, regrade
-# diff, Gradescope export): neither the Gradescope image nor the student
-# release ship them (kit/gradescope.py, kit/release.py), so their optional
-# library (markdown-it, for the linked pages) is no dependency of the grader.
-STAFF_ONLY = ("class_report.py", "similarity.py", "regrade.py",
-              "gradescope_export.py")
+The pipeline, one folder per stage: ``submission/`` (what was handed in)
+→ ``sandbox/`` (the jail that runs it) → ``probes`` (what to ask of it) →
+``checks/`` (judging each answer) → ``rubric`` (points) → ``report/``
+(files and words). ``grade`` runs the stages for one submission, ``batch``
+for many, ``cli`` parses commands; ``gradescope/`` is Gradescope's entry
+and ``staff/`` the tools that read a graded folder.
+
+What ships is decided by folder: ``staff/`` ships nowhere (only the kit has
+it), ``gradescope/`` only in the Gradescope image.
+"""
+
+STAFF_PACKAGE = "staff"            # kit only: never in a zip
+GRADESCOPE_PACKAGE = "gradescope"  # the Gradescope image only

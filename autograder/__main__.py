@@ -5,8 +5,8 @@ import sys
 if __name__ == "__main__":
     # Re-execute with the clean environment before importing anything
     # heavy: importing autograder.cli imports torch, which the new process
-    # would import again (autograder/cleanenv.py).
-    from autograder import cleanenv
+    # would import again (autograder/sandbox/cleanenv.py).
+    from autograder.sandbox import cleanenv
     if not cleanenv.pending():
         cleanenv.reexec_clean(sys.argv[1:])   # returns only if impossible
     from autograder.cli import main

@@ -3,7 +3,7 @@
 Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
 invalid rubric, a machine where the canary submission fails: see
-autograder/preflight.py). No score is written unless the canary passed.
+autograder/sandbox/preflight.py). No score is written unless the canary passed.
 """
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from autograder import layout, report
+from autograder.report import layout, results as report
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, load_mistake_messages,
                               sandbox_runner)
 from autograder.rubric import DEFAULT_RUBRIC, Rubric, RubricError, load_rubric
-from autograder.submission import (Submission, UsageError, check_path,
-                                   resolve, submission_name, unique_names)
+from autograder.submission.locate import (Submission, UsageError, check_path,
+                                          resolve, submission_name,
+                                          unique_names)
 from autograder.values import ValuesError, load_cases, values_dir
 
 USAGE_ERROR = 2
@@ -155,13 +156,14 @@ def _sandbox_context():
     within Gradescope's 768 MB), so commands create it first: before any
     test value is loaded and before any torch operation runs here. Under
     ``python -m autograder`` main() has already started it, before this
-    process held the real arguments and environment (autograder/cleanenv.py).
+    process held the real arguments and environment
+    (autograder/sandbox/cleanenv.py).
     """
     global _early_sandbox
     if _early_sandbox is not None:
         sandbox, _early_sandbox = _early_sandbox, None
         return sandbox
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.pool import Sandbox
     return Sandbox(fork_server_from_here=True)
 
 
@@ -170,7 +172,7 @@ def _read_answers(grade: GradeResult,
     """Put the notebook's inline answers (Q1-Q5, graded by hand) into the
     student's feedback and return them for the TAs' pages. A missing or
     broken notebook is reported there and costs no points."""
-    from autograder import answers
+    from autograder.submission import answers
     if not sub.notebooks:
         grade.answers = answers.answers_markdown(
             None, error="no notebook (.ipynb) in the submission")
@@ -189,7 +191,7 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
     """One page per question with every student's answer, for TAs."""
     if not by_submission:
         return ""
-    from autograder import answers
+    from autograder.submission import answers
     try:
         answers.write_question_pages(out, dict(sorted(by_submission.items())))
     except OSError as exc:
@@ -205,17 +207,18 @@ def _preflight(sandbox: Any, *, quiet: bool = False,
     """The canary through the real sandbox, or ConfigError: no score is
     written on a machine where a correct submission would not pass.
     ``remember`` (``check`` only, a preview): a canary that passed in this
-    environment before counts (autograder/preflight.py)."""
-    from autograder.jail import LAYERS
-    from autograder.preflight import (PreflightError, remembered_preflight,
-                                      run_preflight)
+    environment before counts (autograder/sandbox/preflight.py)."""
+    from autograder.sandbox.jail import LAYERS
+    from autograder.sandbox.preflight import (PreflightError,
+                                              remembered_preflight,
+                                              run_preflight)
     try:
         layers = (remembered_preflight if remember else run_preflight)(
             sandbox)
     except PreflightError as exc:
         raise ConfigError(str(exc)) from None
     if not quiet:
-        from autograder.preflight import describe_jail
+        from autograder.sandbox.preflight import describe_jail
         print(describe_jail(sandbox, layers), file=sys.stderr)
     assert set(layers) <= set(LAYERS)
     return layers
@@ -248,7 +251,7 @@ def _beside_canary(sandbox: Any, load: Any) -> tuple[Any, list[str]]:
 def _warn_if_values_exposed(values: Path | None) -> None:
     # As root the worker drops to an unprivileged user, which protects only
     # files that user cannot read: say so when the hidden values are open.
-    from autograder.sandbox import exposed_to_others
+    from autograder.sandbox.pool import exposed_to_others
     hidden = Path(values or values_dir()) / "hidden.safetensors"
     if os.geteuid() == 0 and exposed_to_others(hidden):
         print(f"warning: {hidden} is readable by every user, including the "
@@ -282,7 +285,7 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
     """Gradescope's "Export Submissions" archive among the paths, opened
     (its submission folders to grade and their submitters), or None."""
     try:
-        from autograder import gradescope_export as gse
+        from autograder.staff import gradescope_export as gse
     except ImportError:   # a release without the staff tools
         return None
     found = gse.find_export(paths)
@@ -394,12 +397,12 @@ def _staff_outputs(out: Path, compare: Path | None,
     expense."""
     lines = []
     if export is not None:
-        from autograder import gradescope_export
+        from autograder.staff import gradescope_export
         lines.append(gradescope_export.annotate(out, export))
     lines.append(_class_report(out))
     if compare is not None:
         try:
-            from autograder import regrade
+            from autograder.staff import regrade
             lines.append(regrade.write_comparison(compare, out))
         except Exception as exc:   # noqa: BLE001 - grades are already safe
             lines.append(f"comparison: not written ({type(exc).__name__}: "
@@ -424,7 +427,7 @@ def _class_report(out: Path) -> str:
     """Write OUT/report.html (the staff's view of the batch); a failure
     there is reported and never costs the grades already written."""
     try:
-        from autograder import class_report
+        from autograder.staff import class_report
     except ImportError:   # a release without the staff tools
         return ""
     try:
@@ -432,7 +435,7 @@ def _class_report(out: Path) -> str:
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be
-            from autograder.mdsafe import html_text
+            from autograder.report.mdsafe import html_text
             (out / class_report.REPORT_NAME).write_text(
                 f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
                 f"Class report</title></head><body><h1>Class report not "
@@ -469,11 +472,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _staff_tool(name: str) -> Any:
-    """A staff-only module (autograder.STAFF_ONLY), or a usage error where
+    """A module of autograder/staff/, or a usage error where
     this copy of the grader does not ship it (Gradescope, the release)."""
     import importlib
     try:
-        return importlib.import_module(f"autograder.{name}")
+        return importlib.import_module(f"autograder.staff.{name}")
     except ModuleNotFoundError:
         raise ConfigError(f"this copy of the grader has no staff tools "
                           f"({name}): run it from the kit") from None
@@ -508,7 +511,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 sandbox, total_seconds=rubric.submission_timeout),
                 public_only=True, timeout=args.timeout)
             if grade.internal_error:   # prove the environment next time
-                from autograder.preflight import forget_preflight
+                from autograder.sandbox.preflight import forget_preflight
                 forget_preflight(sandbox)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -555,7 +558,7 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
 
 
 def _default_sandbox() -> Any:
-    from autograder.sandbox import default_sandbox
+    from autograder.sandbox.pool import default_sandbox
     return default_sandbox()
 
 
@@ -698,10 +701,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status. Run as a program
     (``argv`` None) it first re-executes itself with a clean environment
-    (autograder/cleanenv.py), then starts the fork server, then reads its
-    real arguments."""
+    (autograder/sandbox/cleanenv.py), then starts the fork server, then
+    reads its real arguments."""
     global _early_sandbox
-    from autograder import cleanenv
+    from autograder.sandbox import cleanenv
     if argv is None and not cleanenv.pending():
         cleanenv.reexec_clean(sys.argv[1:])   # returns only if impossible
     # The parent only compares small tensors; one thread keeps it (and the
@@ -709,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     torch.set_num_threads(1)
     if argv is None and cleanenv.pending():
-        from autograder.sandbox import Sandbox
+        from autograder.sandbox.pool import Sandbox
         _early_sandbox = Sandbox(fork_server_from_here=True)
         argv = cleanenv.take_handoff()
     args = build_parser().parse_args(argv)

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from autograder import mdsafe
+from autograder.report import mdsafe
 from autograder import probes as P
 from autograder.checks.values import FAIL, PASS, Context
-from autograder.compare import close
-from autograder.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
-                                 TIMEOUT, Probe, ProbeResult)
+from autograder.checks.compare import close
+from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
+                                         TIMEOUT, Probe, ProbeResult)
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, load_rubric, register, select_cases)
 
@@ -208,7 +208,7 @@ class ShapeComments:
         code behaves differently when traced, or if the comments cannot be
         read at all."""
         from autograder.checks.shape_comments import check_shape_comments
-        from autograder.regions import graded_regions
+        from autograder.submission.regions import graded_regions
         from autograder.checks.trace_integrity import (CANARY_LINE,
                                                        trace_problem)
         observed: dict[int, list[list[list[int]]]] = {}
@@ -582,12 +582,12 @@ def failed_grade(name: str, filename: str, rubric: Rubric | None, *,
 
 
 def sandbox_runner(sandbox: Any = None, **limits: Any) -> Runner:
-    """A Runner on ``sandbox`` (a autograder.sandbox.Sandbox), or on the
+    """A Runner on ``sandbox`` (a autograder.sandbox.pool.Sandbox), or on the
     module's default sandbox."""
     def run(source: str, filename: str,
             probes: list[Probe]) -> list[ProbeResult]:
         if sandbox is None:
-            from autograder.sandbox import run_probes
+            from autograder.sandbox.pool import run_probes
             return run_probes(source, filename, probes, **limits)
         return sandbox.run(source, filename, probes, **limits)
     return run

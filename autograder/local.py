@@ -3,7 +3,7 @@ checker behind ``pytest tests`` and the notebook's ``grader.check`` cells.
 
 ``make check`` and the grader run the rubric's checks on probes answered by
 a sandboxed worker; here the same probes are answered in this process
-(``autograder.worker`` without the sandbox: the student runs their own
+(``autograder.sandbox.worker`` without the sandbox: the student runs their own
 code) and judged by the same check kinds, on the public cases read by the
 same loader (``autograder.values``), at the rubric's tolerances. Only the
 rubric's items (behaviour) are run: PEP 8 and shape comments (deductions)
@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 
 from autograder.grade import CheckResult, GradeResult, grade_source
-from autograder.protocol import Probe, ProbeResult
+from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.rubric import Rubric, load_rubric
 from autograder.values import load_cases
-from autograder.worker import MODULE_NAME, execute_probes
+from autograder.sandbox.worker import MODULE_NAME, execute_probes
 
 # What these checkers check, said by each of them (pytest header, the
 # notebook's check cells, `make check`'s preview says the rest).

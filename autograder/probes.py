@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from autograder import mdsafe
-from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, NOT_RUN,
-                                 TIMEOUT, Probe, ProbeResult)
+from autograder.report import mdsafe
+from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
+                                         NOT_RUN, TIMEOUT, Probe, ProbeResult)
 
 TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
 

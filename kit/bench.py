@@ -30,12 +30,12 @@ from pathlib import Path
 import torch
 
 from autograder import grade as G
-from autograder import report
+from autograder.report import results as report
 from autograder.checks.values import Context
-from autograder.protocol import CRASH, Probe, ProbeResult
+from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.rubric import load_rubric
-from autograder import wire
-from autograder.sandbox import Sandbox
+from autograder.sandbox import wire
+from autograder.sandbox.pool import Sandbox
 from autograder.values import load_cases
 from kit import bench_startup
 from kit.examples import example_sources
@@ -49,8 +49,8 @@ FRESH_TIMEOUT = 600.0   # seconds for one fresh interpreter's probes
 _FRESH_SCRIPT = """
 import sys
 from multiprocessing.connection import Connection
-from autograder import wire
-from autograder.worker import execute_probes
+from autograder.sandbox import wire
+from autograder.sandbox.worker import execute_probes
 source = open(sys.argv[1]).read()
 probes = wire.decode_probes(open(sys.argv[2], "rb").read())
 results = Connection(int(sys.argv[3]), readable=False)
@@ -150,12 +150,12 @@ def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
 def class_report_seconds(out: Path) -> float:
     """Seconds to write the class report of a graded folder, imports of
     its libraries included (as at the end of a ``grade`` run)."""
-    from autograder import report as R
+    from autograder.report import results as R
     from autograder.grade import GradeResult
     R.write_grades_csv([GradeResult(p.name, "") for p in sorted(
         out.iterdir())], [], out / "grades.csv")
     start = time.perf_counter()
-    from autograder import class_report
+    from autograder.staff import class_report
     class_report.write_report(out)
     return time.perf_counter() - start
 
@@ -214,7 +214,7 @@ def peak_memory_of_grading(submission: Path) -> float:
 def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
     """CPU seconds of the reference's probes run in-process, in all and
     per rubric check: where a submission's grading time goes."""
-    from autograder.worker import execute_probes
+    from autograder.sandbox.worker import execute_probes
     source = REFERENCE.read_text()
     planned = reference_plan(rubric, cases)
     check_of = {p.id: check.id for check, found in planned for p in found}

@@ -26,7 +26,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import layout
+from autograder.report import layout
 from kit import gradescope, release
 from kit.examples import build_examples
 

@@ -31,7 +31,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import STAFF_ONLY
+from autograder import STAFF_PACKAGE
 from kit.release import SKIP, write_zip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def assemble(dest: Path) -> None:
     shutil.copy2(INSTALL_DEPS, dest / INSTALL_DEPS.name)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
-                        "__pycache__", "*.pyc", "gradescope", *STAFF_ONLY))
+                        "__pycache__", "*.pyc", STAFF_PACKAGE))
     (dest / "test_values").mkdir()
     for name in VALUE_FILES:
         shutil.copy2(ROOT / "test_values" / name, dest / "test_values")

@@ -116,7 +116,7 @@ class Secrets:
 
 def _given_code(source: str) -> list[str]:
     """Normalised lines of the reference outside the student regions."""
-    from autograder.regions import find_regions
+    from autograder.submission.regions import find_regions
     inside = {n for r in find_regions(source)
               for n in range(r.start, r.end + 1)}
     return [_normalise(line) for n, line in

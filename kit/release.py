@@ -29,7 +29,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import STAFF_ONLY, layout
+from autograder import GRADESCOPE_PACKAGE, STAFF_PACKAGE
+from autograder.report import layout
 from kit.make_test_values import StaleValues, check_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,6 @@ REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 MASTER = ROOT / "assignment" / "attention.ipynb"
 STUDENT_FILES = ROOT / "kit" / "student"
 # Grader parts that only the Gradescope zip needs.
-GRADESCOPE_ONLY = {"gradescope", "gradescope.py"}
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: reproducible zips
 # student.zip unpacks into this one folder, as students expect of a zip
@@ -119,8 +119,8 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     shutil.copytree(ROOT / "tests", dest / "tests", ignore=SKIP)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
-                        "__pycache__", "*.pyc", *GRADESCOPE_ONLY,
-                        *STAFF_ONLY))
+                        "__pycache__", "*.pyc", GRADESCOPE_PACKAGE,
+                        STAFF_PACKAGE))
     for path in sorted(STUDENT_FILES.iterdir()):
         if path.is_file():
             shutil.copy2(path, dest / path.name)

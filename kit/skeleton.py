@@ -24,7 +24,8 @@ import textwrap
 import tokenize
 from pathlib import Path
 
-from autograder.regions import END_MARKER, START_MARKER, Region, find_regions
+from autograder.submission.regions import (END_MARKER, START_MARKER, Region,
+                                           find_regions)
 from autograder.local import points_text, task_points
 from autograder.rubric import Rubric, load_rubric
 

@@ -311,7 +311,7 @@ def closed_to(uid: int, gid: int, path: str) -> str | None:
     (see test_attacks._as_user), that ``uid`` cannot enter: the path
     itself closed (a checkout at mode 700), or a folder inside the
     blocked one. None when it could enter them all."""
-    from autograder.jail import readable_by
+    from autograder.sandbox.jail import readable_by
     stop = readable_by(uid, gid, path)
     if stop is None:
         return None

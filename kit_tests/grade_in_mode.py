@@ -14,9 +14,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from autograder.grade import grade_source, sandbox_runner
-from autograder.preflight import run_preflight
+from autograder.sandbox.preflight import run_preflight
 from autograder.rubric import load_rubric
-from autograder.sandbox import Sandbox
+from autograder.sandbox.pool import Sandbox
 from autograder.values import load_cases
 from kit import variants
 

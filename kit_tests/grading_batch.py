@@ -16,7 +16,7 @@ def grade_batch(sources: Mapping[str, str],
     """name -> GradeResult of every ``sources`` entry, graded once by the
     real grader in one shared sandbox, ``jobs`` at a time; ``timeouts``
     gives a name's seconds per probe (short ones for hostile code)."""
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.pool import Sandbox
     rubric, cases = load_rubric(), load_cases()
     timeouts = timeouts or {}
     with Sandbox() as sandbox:

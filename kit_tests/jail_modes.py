@@ -9,8 +9,8 @@ def refusal_without_namespaces() -> str | None:
     """Why the grader refuses to grade here without namespaces (the
     preflight's message, e.g. a root-only checkout the worker user cannot
     read), or None when it can."""
-    from autograder.preflight import PreflightError, run_preflight
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.preflight import PreflightError, run_preflight
+    from autograder.sandbox.pool import Sandbox
     try:
         with Sandbox(namespaces=False) as sandbox:
             run_preflight(sandbox)

@@ -6,8 +6,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.answers import (QUESTIONS, AnswersError, collect_answers,
-                                write_question_pages)
+from autograder.submission.answers import (QUESTIONS, AnswersError,
+                                           collect_answers,
+                                           write_question_pages)
 
 
 def _answer_cell(question: str, text: str, *, meta: bool = True,
@@ -95,7 +96,7 @@ def test_question_pages_list_every_submission(tmp_path):
 
 
 def test_answers_markdown_echoes_answers_or_the_error():
-    from autograder.answers import answers_markdown
+    from autograder.submission.answers import answers_markdown
     text = answers_markdown({"Q1": "a\nb", "Q3": ""})
     assert "**Q1**\n\n> a  \n> b" in text
     assert text.count("_(no answer)_") == 4

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.layout import submission_dir
-from autograder.jail import landlock_abi, readable_by
+from autograder.report.layout import submission_dir
+from autograder.sandbox.jail import landlock_abi, readable_by
 from autograder.rubric import load_rubric
 from kit_tests import attacks
 from kit_tests.jail_modes import refusal_without_namespaces

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.jail import landlock_abi
-from autograder.layout import submission_dir
+from autograder.sandbox.jail import landlock_abi
+from autograder.report.layout import submission_dir
 from autograder.rubric import load_rubric
 from kit_tests import attacks, attacks_round2
 from kit_tests.jail_modes import refusal_without_namespaces
@@ -221,7 +221,7 @@ def test_a_looping_class_sees_no_grader_output(batch):
 # every submission but the canary: what does the student see?
 _FAILING_KEEPER = '''
 import sys
-from autograder import jail, supervisor, worker_jail
+from autograder.sandbox import jail, supervisor, worker_jail
 
 original = worker_jail.keeper_main
 

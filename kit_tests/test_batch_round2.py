@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import class_report, layout, similarity, wire
+from autograder.staff import class_report, similarity
+from autograder.report import layout
+from autograder.sandbox import wire
 from autograder.rubric import load_rubric
 from kit import variants
 from kit_tests.grading_batch import grade_batch
@@ -144,7 +146,7 @@ def test_the_unparseable_source_is_left_out_of_similarity_only(
 
 
 def test_a_bad_zip_name_is_read_as_bytes(tmp_path):
-    from autograder.submission import resolve
+    from autograder.submission.locate import resolve
     archive = tmp_path / "carol.zip"
     _bad_utf8_zip(archive, REFERENCE)
     sub = resolve(archive, tmp_path)
@@ -238,7 +240,7 @@ def test_results_are_bounded_per_submission_across_workers(monkeypatch):
     monkeypatch.setattr(wire.Budget, "take", counting)
     grades = grade_batch({"big": BIG_RETURNS, "alice": REFERENCE},
                          timeouts={"big": 5.0})
-    from autograder.sandbox import RESULTS_MB
+    from autograder.sandbox.pool import RESULTS_MB
     assert max(used.values()) <= RESULTS_MB << 20
     rubric = load_rubric()
     assert grades["alice"].score == rubric.max_score + rubric.max_bonus
@@ -265,7 +267,7 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
     # total limit of 10 s each (they need about 2): counted as their
     # time, the stalls would use up the limit and fail their last probes.
     from autograder.grade import grade_source, sandbox_runner
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.pool import Sandbox
     from autograder.values import load_cases
     rubric, cases = load_rubric(), load_cases()
     sources = {"alice": REFERENCE,

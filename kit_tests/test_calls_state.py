@@ -10,10 +10,10 @@ import sys
 import pytest
 import torch
 
-from autograder import wire
+from autograder.sandbox import wire
 from autograder.checks import values
-from autograder.protocol import ERROR, OK, Probe, ProbeResult
-from autograder.worker import execute_probes, no_terminal
+from autograder.sandbox.protocol import ERROR, OK, Probe, ProbeResult
+from autograder.sandbox.worker import execute_probes, no_terminal
 from kit import variants
 from kit_tests.test_worker import (FILENAME, REFERENCE, mh_probe,
                                    replace_line, run, sa_probe, x)
@@ -98,7 +98,7 @@ def test_hostile_attributes_name_nothing_but_run():
     class Weird:
         def __eq__(self, other):
             raise RuntimeError("no")
-    from autograder.worker import changed_state
+    from autograder.sandbox.worker import changed_state
     assert changed_state({"a": Weird()}, {"a": Weird()}) == []
     assert changed_state({"a": 1}, {"a": 2, "b": 3}) == ["a", "b (new)"]
 

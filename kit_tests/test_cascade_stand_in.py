@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from autograder import worker
+from autograder.sandbox import worker
 from autograder.checks import causal
-from autograder.protocol import Probe, stand_in_output
+from autograder.sandbox.protocol import Probe, stand_in_output
 from autograder.rubric import load_rubric
 from autograder.values import load_cases
 from kit import variants

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.layout import submission_dir
+from autograder.report.layout import submission_dir
 from autograder import cli
 from autograder.local import SCOPE, notebook_task, task_points, \
     value_rubric

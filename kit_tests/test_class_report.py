@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.layout import submission_dir
-from autograder import class_report
-from autograder.submission import submission_name
+from autograder.report.layout import submission_dir
+from autograder.staff import class_report
+from autograder.submission.locate import submission_name
 from kit import variants
 from kit.examples import example_sources
 
@@ -333,11 +333,13 @@ document.body.setAttribute('data-sorted', [].map.call(
 def test_staff_tools_ship_neither_to_gradescope_nor_to_students(tmp_path):
     # Their optional libraries are no dependency of the deployed grader:
     # kit.gradescope.verify would refuse an unpinned import.
-    from autograder import STAFF_ONLY
     from kit import gradescope
     gradescope.assemble(tmp_path / "gs")
-    shipped = {p.name for p in (tmp_path / "gs" / "autograder").iterdir()}
-    assert "class_report.py" in STAFF_ONLY and "cli.py" in shipped
-    assert not shipped & set(STAFF_ONLY)
+    package = tmp_path / "gs" / "autograder"
+    shipped = {p.relative_to(package).as_posix()
+               for p in package.rglob("*.py")}
+    assert "cli.py" in shipped and "sandbox/worker.py" in shipped
+    assert not [p for p in shipped if p.startswith("staff/")]
+    assert "class_report.py" not in {p.rsplit("/", 1)[-1] for p in shipped}
     assert "markdown_it" not in gradescope.third_party_imports(
         tmp_path / "gs" / "autograder")

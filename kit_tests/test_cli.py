@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.layout import submission_dir
+from autograder.report.layout import submission_dir
 from autograder.rubric import load_rubric
 from kit import variants
 

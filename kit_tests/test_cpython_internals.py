@@ -1,5 +1,5 @@
-"""autograder/cpython_internals.py: what the sandbox takes from CPython's
-private multiprocessing code is still what it was written against."""
+"""autograder/sandbox/cpython_internals.py: what the sandbox takes from
+CPython's private multiprocessing code is still what it was written against."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from autograder import cpython_internals as ci
+from autograder.sandbox import cpython_internals as ci
 
 
 def test_cpython_internals_are_as_verified():

@@ -25,7 +25,8 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-from autograder import answers, csvsafe, layout, mdsafe
+from autograder.submission import answers
+from autograder.report import csvsafe, layout, mdsafe
 from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]

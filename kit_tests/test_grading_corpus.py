@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder import report
+from autograder.report import results as report
 from autograder.grade import GradeResult, load_mistake_messages
 from autograder.rubric import load_rubric
 from kit import variants

@@ -18,7 +18,7 @@ REFERENCE = (ROOT / "solutions" / "transformer_lm" /
 
 def _deduction(kind: str, source: str):
     from autograder.checks.values import Context
-    from autograder.protocol import OK, ProbeResult
+    from autograder.sandbox.protocol import OK, ProbeResult
     from autograder.rubric import kind as kind_of
     task = load_rubric().tasks[0]
     check = next(d for d in task.deductions if d.kind == kind)

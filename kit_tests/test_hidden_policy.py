@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import report
+from autograder.report import results as report
 from autograder.checks.values import Context, Verdict, aggregate
 from autograder.grade import grade_source, hidden_probe_ids
-from autograder.protocol import ERROR, ProbeResult
+from autograder.sandbox.protocol import ERROR, ProbeResult
 from autograder.rubric import load_rubric
 from autograder.values import load_cases
 

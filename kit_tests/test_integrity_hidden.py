@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from autograder import report
+from autograder.report import results as report
 from autograder.values import load_cases
 from kit import variants
 from kit_tests.grading_batch import grade_batch
@@ -157,7 +157,7 @@ def forward_hook(module, args):
 
 def _probe(pid: str, scale: float, hidden: bool):
     import torch
-    from autograder.protocol import Probe
+    from autograder.sandbox.protocol import Probe
     x = torch.ones(2, 5, 7) * scale
     return Probe(pid, "SelfAttention", {"input_size": 7, "hidden": 9},
                  args=[x], hidden=hidden, timeout=5.0)
@@ -167,7 +167,7 @@ def test_a_fresh_worker_after_a_hidden_crash_keeps_hidden_output_hidden():
     """Hidden probes reach the worker last, under opaque ids; after a
     crash during one, the fresh worker's import output goes with the
     hidden probe it runs first, never with a public one."""
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.pool import Sandbox
     source = variants.REFERENCE.read_text().replace(
         "import torch.nn as nn\n", "import torch.nn as nn\n" + CRASHER, 1)
     source = source.replace(

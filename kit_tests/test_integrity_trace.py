@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from autograder import regions
+from autograder.submission import regions
 from autograder.checks.trace_integrity import (CANARY_LINE, canary_shape,
                                                expected_lines, trace_problem)
-from autograder.protocol import Probe
-from autograder.worker import execute_probes
+from autograder.sandbox.protocol import Probe
+from autograder.sandbox.worker import execute_probes
 
 SOURCE = '''\
 import torch

@@ -19,7 +19,7 @@ import pytest
 
 from autograder.grade import grade_source, sandbox_runner
 from autograder.rubric import load_rubric
-from autograder.sandbox import Sandbox
+from autograder.sandbox.pool import Sandbox
 from kit_tests.jail_modes import refusal_without_namespaces
 from autograder.values import DEFAULT_DIR, load_cases
 

@@ -12,9 +12,11 @@ import struct
 
 import pytest
 
-from autograder import jail, seccomp
-from autograder.preflight import PreflightError, describe_jail, run_preflight
-from autograder.protocol import CRASH, ENVIRONMENT, MEMORY, OK, ProbeResult
+from autograder.sandbox import jail, seccomp
+from autograder.sandbox.preflight import (PreflightError, describe_jail,
+                                          run_preflight)
+from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, MEMORY, OK,
+                                         ProbeResult)
 
 ALLOW, EPERM = 0x7FFF0000, 0x00050000 | errno.EPERM
 ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -134,7 +136,7 @@ def test_a_failing_fallback_names_both_causes():
 
 
 def test_a_working_fallback_is_printed_with_its_cause():
-    from autograder.preflight import make_canary
+    from autograder.sandbox.preflight import make_canary
     fake = _Sandbox(ProbeResult("preflight", ENVIRONMENT, "the grader could "
                                 "not lock up the worker: OSError: pivot_root"
                                 "('/x', '.old-root') failed: EINVAL"),
@@ -165,8 +167,8 @@ def test_a_call_that_fails_is_named_with_its_errno():
 
 
 def test_scratch_is_bounded_without_a_mount_namespace():
-    from autograder.protocol import Probe
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.protocol import Probe
+    from autograder.sandbox.pool import Sandbox
     source = '''
 import torch.nn as nn
 

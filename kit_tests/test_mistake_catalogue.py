@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from autograder.checks.causal import changed_last_token
-from autograder.compare import close
+from autograder.checks.compare import close
 from autograder.grade import MISTAKES_FILE
 from autograder.rubric import Check, load_rubric, select_cases
 from autograder.values import DEFAULT_DIR, Case, load_cases

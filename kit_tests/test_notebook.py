@@ -222,7 +222,7 @@ def test_benchmark_chart_is_embedded_with_an_honest_reading():
 # -- otter assign ----------------------------------------------------------
 
 def test_otter_assign_student_notebook(assigned):
-    from autograder.answers import collect_answers
+    from autograder.submission.answers import collect_answers
 
     student = assigned / "student" / "attention.ipynb"
     nb = nbformat.read(str(student), as_version=4)

@@ -1,5 +1,5 @@
 """A passed canary remembered per environment, for ``check`` only
-(autograder/preflight.py): the same environment skips it, any change of
+(autograder/sandbox/preflight.py): the same environment skips it, any change of
 interpreter path, import path, user or jail settings runs it again, a
 malformed entry counts for nothing, and ``grade``/``gradescope`` never
 consult it."""
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, preflight
-from autograder.jail import LAYERS
+from autograder import cli
+from autograder.sandbox import preflight
+from autograder.sandbox.jail import LAYERS
 from kit_tests.reference_source import FULL_REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]

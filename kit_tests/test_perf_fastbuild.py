@@ -1,5 +1,5 @@
-"""Probes without waste (autograder/fastbuild.py): a module whose random
-weights the probe overwrites is built without drawing them, and whenever
+"""Probes without waste (autograder/sandbox/fastbuild.py): a module whose
+random weights the probe overwrites is built without drawing them, and whenever
 that could be seen (a layer the probe does not load, a constructor that
 draws random numbers itself or raises) the result is exactly the normal
 construction's."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from autograder import fastbuild
-from autograder.protocol import OK, Probe
-from autograder.worker import drawn_state, execute_probes
+from autograder.sandbox import fastbuild
+from autograder.sandbox.protocol import OK, Probe
+from autograder.sandbox.worker import drawn_state, execute_probes
 from kit_tests.test_worker import FILENAME, REFERENCE
 
 GPT2 = {"d_in": 768, "d_out": 768, "context_length": 1024, "dropout": 0.1,

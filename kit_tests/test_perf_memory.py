@@ -1,5 +1,6 @@
 """Memory limits that fit the container: a worker gets at most what the
-memory cgroup has left beside the parent (autograder/memlimit.py), and a
+memory cgroup has left beside the parent (autograder/sandbox/memlimit.py),
+and a
 worker the kernel's OOM killer takes is reported as memory, never as a
 crash. The end-to-end tests run ``check`` on the catalogue's memory hog in
 a 768 MB memory cgroup (Gradescope's container), as root where one can be
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import memlimit
+from autograder.sandbox import memlimit
 from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +187,7 @@ def test_a_worker_the_oom_killer_takes_is_memory_not_a_crash(container,
     # so the kernel's OOM killer acts first.
     before = memlimit.oom_kills([container])
     text = _check_in(container, _hog(tmp_path),
-                     "from autograder import memlimit\n"
+                     "from autograder.sandbox import memlimit\n"
                      "memlimit.PARENT_RESERVE_MB = -4096")
     assert memlimit.oom_kills([container]) > before, "no OOM kill happened"
     item = _item(text, "1.2")

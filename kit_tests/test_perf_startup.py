@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import answers
+from autograder.submission import answers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_the_first_process_reexecutes_before_importing_torch(tmp_path):
     imported = [line.rsplit("|", 1)[-1].strip()
                 for line in run.stderr.splitlines()
                 if line.startswith("import time:")]
-    assert "autograder.cleanenv" in imported
+    assert "autograder.sandbox.cleanenv" in imported
     assert "torch" not in imported and "autograder.cli" not in imported
     assert "no such file" in run.stderr   # the real run still happened
 
@@ -80,7 +80,8 @@ def test_odd_notebooks_still_go_through_nbformat(tmp_path):
 def test_collecting_answers_imports_no_nbformat(tmp_path):
     path = _notebook(tmp_path / "c.ipynb", [
         nbformat.v4.new_markdown_cell("**Answer Q2:** two")])
-    code = ("import sys; from autograder import answers, cli; "
+    code = ("import sys; from autograder import cli; "
+            "from autograder.submission import answers; "
             f"found = answers.collect_answers({str(path)!r}); "
             "assert found['Q2'] == 'two', found; "
             "assert 'nbformat' not in sys.modules; "

@@ -1,6 +1,6 @@
 """The grader proves it can grade before it writes a score
-(autograder/preflight.py): a broken environment stops every command with the
-cause and the remedy, and never becomes a student's zero."""
+(autograder/sandbox/preflight.py): a broken environment stops every
+command with the cause and the remedy, and never becomes a student's zero."""
 from __future__ import annotations
 
 import json
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.layout import submission_dir
-from autograder.preflight import PreflightError, run_preflight
-from autograder.protocol import CRASH, OK, ProbeResult
-from autograder.sandbox import Sandbox
+from autograder.report.layout import submission_dir
+from autograder.sandbox.preflight import PreflightError, run_preflight
+from autograder.sandbox.protocol import CRASH, OK, ProbeResult
+from autograder.sandbox.pool import Sandbox
 from kit_tests.reference_source import FULL_REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,8 +144,8 @@ def test_root_only_checkout_grades_the_reference(tmp_path):
 
 
 def test_a_jail_that_cannot_be_built_falls_back_without_namespaces():
-    from autograder.preflight import make_canary
-    from autograder.protocol import ENVIRONMENT
+    from autograder.sandbox.preflight import make_canary
+    from autograder.sandbox.protocol import ENVIRONMENT
 
     class Picky(_FakeSandbox):
         namespaces = True

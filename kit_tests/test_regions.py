@@ -2,8 +2,9 @@
 whose markers are missing."""
 from __future__ import annotations
 
-from autograder.regions import (find_regions, graded_regions, owner_of_line,
-                                student_statements, task_methods)
+from autograder.submission.regions import (find_regions, graded_regions,
+                                           owner_of_line, student_statements,
+                                           task_methods)
 from kit_tests.reference_source import FULL_REFERENCE
 
 

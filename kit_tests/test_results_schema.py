@@ -6,7 +6,7 @@ import json
 import jsonschema
 import pytest
 
-from autograder import report
+from autograder.report import results as report
 from autograder.grade import failed_grade
 from autograder.rubric import load_rubric
 from kit import variants

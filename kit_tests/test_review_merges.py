@@ -3,8 +3,8 @@ batch, cascade, calls, fresh, perf): each branch was tested alone, these
 test what one branch's change does to another's."""
 from __future__ import annotations
 
-from autograder import similarity
-from autograder.similarity import Pair
+from autograder.staff import similarity
+from autograder.staff.similarity import Pair
 
 HIDDEN = "\u2062"      # INVISIBLE TIMES: renders as nothing
 FLIP = "\u202e"        # RIGHT-TO-LEFT OVERRIDE: reorders what follows
@@ -31,7 +31,7 @@ def test_a_remembered_canary_leaves_the_sandbox_as_the_real_one(
     """perf's canary cache and jail's named causes: a cached canary
     restores the fallback and the refused layers, so describe_jail says
     the same thing after a cached check as after a real one."""
-    from autograder import preflight
+    from autograder.sandbox import preflight
 
     class Fake:
         def __init__(self):
@@ -59,7 +59,9 @@ def test_failure_pages_write_invisible_characters_out(tmp_path,
                                                       monkeypatch):
     """batch's "not computed" / "not written" pages quote an exception,
     which may name a submission's file: through the HTML seam too."""
-    from autograder import class_report, cli, layout
+    from autograder.staff import class_report
+    from autograder import cli
+    from autograder.report import layout
     (layout.submission_dir(tmp_path, "alice")).mkdir(parents=True)
 
     def broken(*args, **kwargs):
@@ -81,7 +83,7 @@ def test_forget_drops_the_entry_of_a_fallen_back_sandbox(tmp_path,
     cached entry) turned off, which changes environment_key; the entry
     it remembered must still go, or a check whose grading failed in the
     grader's code keeps skipping the canary."""
-    from autograder import preflight
+    from autograder.sandbox import preflight
     runs = []
 
     class Fake:
@@ -113,8 +115,8 @@ class _Dead:
 
 def _death(exitcode: int, tmp_path, monkeypatch, oom_before: int = 0,
            oom_after: int = 1):
-    from autograder import memlimit, supervisor
-    from autograder.protocol import Probe
+    from autograder.sandbox import memlimit, supervisor
+    from autograder.sandbox.protocol import Probe
     attempt = object.__new__(supervisor.Attempt)
     attempt.process, attempt.workdir = _Dead(exitcode), str(tmp_path)
     attempt.imported, attempt.oom_kills = True, oom_before
@@ -128,7 +130,7 @@ def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
     whole container's, so while one submission's worker is OOM-killed,
     another that exits or segfaults is a crash, not "use less memory"."""
     import signal
-    from autograder.protocol import CRASH, MEMORY
+    from autograder.sandbox.protocol import CRASH, MEMORY
     exited = _death(3, tmp_path, monkeypatch)
     assert exited.status == CRASH and "exited (code 3)" in exited.message
     segv = _death(-signal.SIGSEGV, tmp_path, monkeypatch)
@@ -147,7 +149,7 @@ def test_a_stand_in_probe_makes_no_second_call():
     its second call, so a stand-in probe is called once."""
     from dataclasses import replace
 
-    from autograder import worker
+    from autograder.sandbox import worker
     from autograder.checks import causal
     from autograder.rubric import load_rubric
     from autograder.values import load_cases
@@ -172,8 +174,8 @@ def test_jobs_share_the_containers_memory(monkeypatch):
     import shutil
     from types import SimpleNamespace
 
-    from autograder import memlimit
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox import memlimit
+    from autograder.sandbox.pool import Sandbox
     room = 1000 - memlimit.PARENT_RESERVE_MB
     monkeypatch.setattr(memlimit, "headroom_bytes",
                         lambda folders=None: 1000 * 2 ** 20)

@@ -39,7 +39,7 @@ def test_another_rubrics_methods_are_checked_whole(tmp_path):
     sources = {name: apply_edits(reference, _merging(comment), name)
                for name, comment in (("commented", "  # [bs, seq, hidden]"),
                                      ("uncommented", ""))}
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox.pool import Sandbox
     shapes = {}
     with Sandbox() as sandbox:
         for name, source in sources.items():

@@ -1,4 +1,4 @@
-"""The sandbox (autograder/sandbox.py): isolation, limits and recovery,
+"""The sandbox (autograder/sandbox/pool.py): isolation, limits and recovery,
 exercised with the hostile variants of the catalogue
 (kit/variants/hostile.toml: the reference with hostile code inserted).
 
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import sandbox as sb
-from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
-                                 TIMEOUT, Probe)
+from autograder.sandbox import pool as sb
+from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
+                                         OK, TIMEOUT, Probe)
 from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from autograder.checks.shape_notation import (
     size_of)
 from autograder.grade import ShapeComments
 from autograder.rubric import load_rubric
-from autograder.regions import find_regions, student_statements
+from autograder.submission.regions import find_regions, student_statements
 from kit_tests.reference_source import FULL_REFERENCE, ROOT, first_two_classes
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
@@ -677,10 +677,10 @@ def test_regions_after_unclosed_start_marker():
 # Integration with the worker's tracer, when it is available
 
 def test_reference_with_worker_tracer():
-    worker = pytest.importorskip("autograder.worker")
-    protocol = pytest.importorskip("autograder.protocol")
+    worker = pytest.importorskip("autograder.sandbox.worker")
+    protocol = pytest.importorskip("autograder.sandbox.protocol")
     if not hasattr(worker, "execute_probes"):
-        pytest.skip("autograder.worker.execute_probes not available")
+        pytest.skip("autograder.sandbox.worker.execute_probes not available")
     torch.manual_seed(0)
     x = torch.randn(DIMS["batch_size"], DIMS["seq_len"], DIMS["input_size"])
     probes = [protocol.Probe("sa", "SelfAttention",

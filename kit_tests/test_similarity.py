@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder import similarity as S
+from autograder.staff import similarity as S
 from kit import near_copies as C
 from kit import variants
 
@@ -173,7 +173,7 @@ def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
         for member in family:
             assert best[member][1] in family, (member, best[member])
     # and the one copied answer (case and spacing changed) tops the answers
-    from autograder.answers import collect_answers
+    from autograder.submission.answers import collect_answers
     answers = {p.name: collect_answers(p / "assignment" / "attention.ipynb")
                for p in written if (p / "assignment").is_dir()}
     top = S.answer_pairs(answers)[0]

@@ -14,7 +14,8 @@ import pycodestyle
 import pytest
 import torch
 
-from autograder.regions import END_MARKER, START_MARKER, find_regions
+from autograder.submission.regions import (END_MARKER, START_MARKER,
+                                           find_regions)
 from kit.skeleton import REFERENCE, SKELETON, generate_skeleton, \
     solution_lines
 from kit_tests.rubrics import (item_points, notebook_task_points,

@@ -12,12 +12,12 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-from autograder import mdsafe, report
-from autograder.answers import (answers_markdown, collect_answers,
-                                write_question_pages)
+from autograder.report import mdsafe, results as report
+from autograder.submission.answers import (answers_markdown, collect_answers,
+                                           write_question_pages)
 from autograder.grade import CheckResult, GradeResult, TaskResult
 from autograder.probes import failure_text
-from autograder.protocol import ERROR, Probe, ProbeResult
+from autograder.sandbox.protocol import ERROR, Probe, ProbeResult
 from autograder.rubric import Outcome, load_rubric
 
 RENDER = MarkdownIt("commonmark", {"html": True}).render

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import submission as S
+from autograder.submission import locate as S
 
 CODE = "class SelfAttention: pass\n"
 

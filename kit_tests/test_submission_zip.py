@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.layout import submission_dir
+from autograder.report.layout import submission_dir
 from autograder.rubric import load_rubric
 from kit import release
 from kit.examples import example_sources

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.compare import close
+from autograder.checks.compare import close
 from autograder.values import DEFAULT_DIR, ValuesError, load_cases
 from kit import draws, make_test_values, variants
 from kit.cases import CASES

@@ -1,5 +1,5 @@
-"""The wire format (autograder/wire.py): every bound a hostile worker meets,
-and the parent's end of a channel on forged frames."""
+"""The wire format (autograder/sandbox/wire.py): every bound a hostile
+worker meets, and the parent's end of a channel on forged frames."""
 from __future__ import annotations
 
 import struct
@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from autograder import wire
-from autograder.protocol import OK, ProbeResult
+from autograder.sandbox import wire
+from autograder.sandbox.protocol import OK, ProbeResult
 
 GOOD = {"kind": "result", "id": "p", "status": OK, "n_outputs": 0}
 

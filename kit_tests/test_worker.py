@@ -1,4 +1,4 @@
-"""The in-process probe runner (autograder/worker.py) on the reference
+"""The in-process probe runner (autograder/sandbox/worker.py) on the reference
 solution and on small broken variants of it."""
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import regions
-from autograder.protocol import CRASH, ERROR, IMPORT_ERROR, MEMORY, OK, Probe
-from autograder.worker import execute_probes, instrument
+from autograder.submission import regions
+from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
+                                         OK, Probe)
+from autograder.sandbox.worker import execute_probes, instrument
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"

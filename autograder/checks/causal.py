@@ -11,15 +11,15 @@ from typing import Any
 
 import torch
 
-from autograder import mdsafe
+from autograder.report import mdsafe
 from autograder import probes as P
 from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
                                       Verdict, _diagnose, _explain_other_task,
                                       _failed_probe, _mistake_tensors,
                                       _outputs, dropout_pattern)
-from autograder.compare import close, fmt_shape
-from autograder.protocol import Probe, ProbeResult, stand_in_output
-from autograder.regions import owner_of_line
+from autograder.checks.compare import close, fmt_shape
+from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
+from autograder.submission.regions import owner_of_line
 from autograder.rubric import Check, Outcome, Task, register
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-from autograder import regions
+from autograder.submission import regions
 
 
 def _method(tree: ast.AST, cls: str, method: str

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pycodestyle
 
-from autograder import regions
+from autograder.submission import regions
 
 MAX_LINE_LENGTH = 79
 # Codes about the file as a whole (its last line): no class is to blame.

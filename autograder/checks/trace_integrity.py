@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from autograder import regions
+from autograder.submission import regions
 
 CANARY_LINE = 0     # no source line is 0
 

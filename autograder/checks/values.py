@@ -13,11 +13,11 @@ from typing import Any, Callable
 
 import torch
 
-from autograder import mdsafe
+from autograder.report import mdsafe
 from autograder import probes as P
-from autograder.compare import (close, compare, fmt_shape,
-                                matching_mistakes)
-from autograder.protocol import MEMORY, Probe, ProbeResult
+from autograder.checks.compare import (close, compare, fmt_shape,
+                                       matching_mistakes)
+from autograder.sandbox.protocol import MEMORY, Probe, ProbeResult
 from autograder.rubric import Check, Outcome, Task, register
 
 PASS, FAIL = "✔", "✘"

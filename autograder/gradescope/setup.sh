@@ -21,7 +21,7 @@ set -euo pipefail
 
 SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="${AUTOGRADER_VENV:-/opt/attention-grader/venv}"  # run_autograder's default
-WORKER_USER=autograder-worker       # autograder/sandbox.py's default
+WORKER_USER=autograder-worker       # autograder/sandbox/pool.py's default
 export TORCH_INDEX="${TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
 
 BASES="Gradescope's Ubuntu 22.04 or 24.04 base image (or Debian >= 12)"

@@ -67,7 +67,7 @@ def check_import(root: Path) -> None:
 def unanswered(root: Path) -> list[str]:
     """Inline questions whose answer cell is still empty."""
     try:
-        from autograder.answers import collect_answers
+        from autograder.submission.answers import collect_answers
         answers = collect_answers(root / NOTEBOOK)
     except Exception:  # noqa: BLE001 - a warning only, never a blocker
         return []
@@ -80,7 +80,7 @@ def answered_below(root: Path) -> list[str]:
     question; the student is told to move the text into the answer cell,
     where the TA looks first)."""
     try:
-        from autograder.answers import answered_below as below
+        from autograder.submission.answers import answered_below as below
         return below(root / NOTEBOOK)
     except Exception:  # noqa: BLE001 - a warning only, never a blocker
         return []

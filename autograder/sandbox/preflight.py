@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from autograder import jail
-from autograder.protocol import OK, Probe, ProbeResult
+from autograder.sandbox import jail
+from autograder.sandbox.protocol import OK, Probe, ProbeResult
 
 # What the homework's submissions use: Linear, matmul, a causal mask,
 # softmax, dropout in eval mode, view/transpose.
@@ -194,7 +194,7 @@ def _remedy(sandbox, text: str) -> str:
 CACHE_ENV = "AUTOGRADER_CACHE_DIR"
 _CACHE_NAME = "canary.json"
 _CACHE_ENTRIES = 8
-_GRADER = Path(__file__).resolve().parent
+_GRADER = Path(__file__).resolve().parents[1]   # the autograder package
 
 
 def cache_dir() -> Path:

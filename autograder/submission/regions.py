@@ -28,7 +28,7 @@ def task_methods() -> dict[str, tuple[str, ...]]:
     skeleton). A method of this table without any marker is graded as a
     whole (``graded_regions``): deleting the markers must not take code
     out of the checks. Read once, before the worker is jailed
-    (autograder/worker.py calls it at import)."""
+    (autograder/sandbox/worker.py calls it at import)."""
     if not _TASK_METHODS:
         from autograder.rubric import load_rubric
         for task in load_rubric().tasks:

@@ -6,7 +6,8 @@ kills its whole process group), reads stdin from /dev/null, sends its own
 fd-level output to the staff log (``KEEPER_LOG``: the grader's failures are
 never shown as the student's output), closes every inherited descriptor
 but its result channel, scrubs the environment and enters the jail's
-namespaces (``autograder/jail.py``). It forks the inmate, tells the parent
+namespaces (``autograder/sandbox/jail.py``). It forks the inmate, tells
+the parent
 the inmate's pid, and when the inmate ends kills what it left and exits
 with its status. Without a mount namespace it also watches the scratch
 folder's size (a tmpfs bounds it otherwise).
@@ -18,8 +19,9 @@ it (a private tmpfs there with a mount namespace).
 The inmate, before any student code, sets resource limits (address space,
 processes, file size, CPU), builds its own view of the filesystem, drops
 privilege (to ``settings.uid`` when started as root) and applies Landlock;
-then it runs the probes (``autograder/worker.py``) and sends one message
-per result (``autograder/wire.py``), its captured output attached.
+then it runs the probes (``autograder/sandbox/worker.py``) and sends one
+message per result (``autograder/sandbox/wire.py``), its captured output
+attached.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from autograder import jail, wire
+from autograder.sandbox import jail, wire
 
 _EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
 _FILE_LIMIT = 64 * 1024 * 1024
@@ -385,7 +387,7 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
                  results: Connection, output: _FdOutput,
                  settings: WorkerSettings, plan: jail.JailPlan) -> None:
     """Runs the submission, locked up (see ``_lock_up``)."""
-    from autograder.worker import execute_probes
+    from autograder.sandbox.worker import execute_probes
 
     me = os.getpid()
 

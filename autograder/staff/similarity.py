@@ -33,10 +33,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from autograder import layout, mdsafe
-from autograder.regions import END_MARKER, START_MARKER, find_regions
+from autograder.report import layout, mdsafe
+from autograder.submission.regions import (END_MARKER, START_MARKER,
+                                           find_regions)
 
-SKELETON = Path(__file__).resolve().parents[1] / "transformer_lm" / \
+SKELETON = Path(__file__).resolve().parents[2] / "transformer_lm" / \
     "modeling_attention.py"
 KGRAM = 6                        # tokens per fingerprinted k-gram
 WINDOW = 4                       # winnowing window (k-grams)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from autograder import csvsafe, layout, mdsafe
+from autograder.report import csvsafe, layout, mdsafe
 
 REPORT_NAME = "report.html"
 MAX_RESULTS_BYTES = 20_000_000   # a results.json larger than this is skipped
@@ -595,7 +595,7 @@ def write_report(out: Path | str, extra_sections: list[str] | None = None
 
 def _similarity_section(batch: Batch, links: dict[str, str]) -> list[str]:
     try:
-        from autograder import similarity
+        from autograder.staff import similarity
     except ImportError:
         return []
     try:

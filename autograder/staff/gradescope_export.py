@@ -25,9 +25,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from autograder import csvsafe
-from autograder.submission import (SubmissionError, safe_extract,
-                                   shown_name, zip_names)
+from autograder.report import csvsafe
+from autograder.submission.locate import (SubmissionError, safe_extract,
+                                          shown_name, zip_names)
 
 METADATA = "submission_metadata.yml"
 SCORES_CSV = "gradescope_scores.csv"

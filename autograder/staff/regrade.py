@@ -15,8 +15,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder import mdsafe
-from autograder.class_report import Item, read_batch
+from autograder.report import mdsafe
+from autograder.staff.class_report import Item, read_batch
 
 WHY_LINES = 4        # lines of an item's feedback quoted as the reason
 

@@ -29,9 +29,10 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from autograder import parent_clock
-from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
-                                 NOT_RUN, OK, TIMEOUT, Probe, ProbeResult)
+from autograder.sandbox import parent_clock
+from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
+                                         NOT_RUN, OK, TIMEOUT, Probe,
+                                         ProbeResult)
 
 # Bounds on what a (possibly forged) frame may make the parent build.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024      # one frame
@@ -303,7 +304,7 @@ class Receiver:
 
     ``Connection.recv_bytes(maxlength)`` reads a frame's length first and
     raises before allocating when it is over ``maxlength`` (CPython 3.8-3.13;
-    ``autograder.cpython_internals`` checks that the code relied on is
+    ``autograder.sandbox.cpython_internals`` checks that the code relied on is
     unchanged), so allocation is bounded. It blocks until the whole frame is
     there, though, so a frame that stops half-way would hold the parent
     forever: a watchdog thread shuts the socket down at the deadline, which
@@ -325,7 +326,7 @@ class Receiver:
                                                 list[torch.Tensor]]:
         """The next message (header, tensors) by ``deadline`` (a
         ``time.monotonic()`` time, moved later by any stall of the parent
-        itself during the call: see autograder/parent_clock.py; a frame
+        itself during the call: see autograder/sandbox/parent_clock.py; a frame
         already waiting when the parent looks is never late). Raises
         TimedOut, Closed, TooLarge or BadMessage; after a TimedOut the
         channel is still usable, after the others it is not."""

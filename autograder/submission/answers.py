@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autograder import mdsafe
+from autograder.report import mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
     import nbformat

@@ -1,7 +1,8 @@
 """Run probes against a student submission, in the current process.
 
 This module executes untrusted code: call it only inside the sandbox's
-worker process (``autograder/worker_jail.py``), never in the grading parent.
+worker process (``autograder/sandbox/worker_jail.py``), never in the
+grading parent.
 It compiles the submission from a string (after a privilege drop the file
 itself may be unreadable), registers the source with ``linecache`` so
 tracebacks show the student's lines, and answers each ``Probe`` with a
@@ -29,10 +30,12 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn as nn
 
-from autograder import fastbuild, regions
+from autograder.sandbox import fastbuild
+from autograder.submission import regions
 from autograder.checks import trace_integrity
-from autograder.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY, OK,
-                                 Probe, ProbeResult, stand_in_output)
+from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
+                                         OK, Probe, ProbeResult,
+                                         stand_in_output)
 
 # The rubric's task methods, read here, before the worker is jailed.
 regions.task_methods()
@@ -586,7 +589,7 @@ def _seed(seed: int) -> None:
 
 def _construct(cls: Callable[..., Any], probe: Probe) -> Any:
     """``cls(**probe.init)``, without random weights the probe overwrites
-    or never reads (autograder/fastbuild.py)."""
+    or never reads (autograder/sandbox/fastbuild.py)."""
     sizes = [t.numel() for t in probe.state.values()]
     for shape in probe.drawn.values():
         size = 1

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autograder import csvsafe, mdsafe
+from autograder.report import csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
 APOLOGY = ("Sorry: the autograder itself failed while grading your "
@@ -276,7 +276,7 @@ def write_grades_csv(grades: list[GradeResult], task_ids: list[str],
                      path: Path) -> None:
     """One row per submission; a task column holds the task's points
     (its bonus included, so the task columns add up to the score). Cells
-    go through autograder/csvsafe.py (no spreadsheet formula)."""
+    go through autograder/report/csvsafe.py (no spreadsheet formula)."""
     rows: list[list[object]] = [csv_columns(task_ids)]
     for grade in grades:
         by_task = {t.task.id: t.score for t in grade.tasks}

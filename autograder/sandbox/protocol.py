@@ -3,7 +3,7 @@
 The parent never trusts a worker's answer beyond its face value: results are
 decoded without executing code (JSON plus safetensors bytes), sizes are capped,
 and expected values never travel to the worker. How they travel, and the caps:
-``autograder/wire.py``.
+``autograder/sandbox/wire.py``.
 """
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ one worker process per submission, so torch's import is paid once. This
 module holds the public API (``Sandbox``, ``run_probes``) and the fork
 server; the rest lives along its seams:
 
-- ``autograder/wire.py``: the messages both ways and their bounds,
-- ``autograder/worker_jail.py``: the worker process (keeper and inmate)
-  locking itself up (``autograder/jail.py``) and running the probes,
-- ``autograder/supervisor.py``: the parent's side of a run (timeouts,
+- ``autograder/sandbox/wire.py``: the messages both ways and their bounds,
+- ``autograder/sandbox/worker_jail.py``: the worker process (keeper and inmate)
+  locking itself up (``autograder/sandbox/jail.py``) and running the probes,
+- ``autograder/sandbox/supervisor.py``: the parent's side of a run (timeouts,
   failures, a fresh worker after one),
-- ``autograder/cpython_internals.py``: what is taken from CPython's
+- ``autograder/sandbox/cpython_internals.py``: what is taken from CPython's
   private multiprocessing code, checked by a test.
 """
 from __future__ import annotations
@@ -28,14 +28,14 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from autograder import cpython_internals, jail, memlimit, parent_clock
-from autograder.protocol import Probe, ProbeResult
-from autograder.supervisor import supervise
-from autograder.worker_jail import SCRATCH, WorkerSettings
+from autograder.sandbox import cpython_internals, jail, memlimit, parent_clock
+from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.sandbox.supervisor import supervise
+from autograder.sandbox.worker_jail import SCRATCH, WorkerSettings
 
 DEFAULT_USER = "autograder-worker"
 RESULTS_MB = 64   # see Sandbox.results_mb (the reference: 0.5 MB)
-GRADER_HOME = Path(__file__).resolve().parent.parent   # kit or source root
+GRADER_HOME = Path(__file__).resolve().parents[2]   # kit or source root
 
 
 def _resolve_user() -> tuple[int, int] | None:
@@ -97,7 +97,8 @@ class Sandbox:
         self.fallback = ""   # why the preflight turned namespaces off
         if preload:
             self.context.set_forkserver_preload(
-                ["torch", "autograder.worker", "autograder.sandbox"])
+                ["torch", "autograder.sandbox.worker",
+                 "autograder.sandbox.pool"])
         if fork_server_from_here:
             cpython_internals.fork_server_from_here()
         multiprocessing.forkserver.ensure_running()
@@ -122,7 +123,7 @@ class Sandbox:
                 self.close()
                 # A fresh interpreter, started with the minimal environment
                 # only: it and its workers never hold the grader's secrets.
-                from autograder.cleanenv import KEEP
+                from autograder.sandbox.cleanenv import KEEP
                 saved = dict(os.environ)
                 os.environ.clear()
                 os.environ.update({k: saved[k] for k in KEEP if k in saved})
@@ -166,7 +167,8 @@ class Sandbox:
             os.chown(scratch, uid, gid)
         return WorkerSettings(
             # Below what the container's cgroup has left: over it the
-            # kernel's OOM killer would act first (autograder/memlimit.py).
+            # kernel's OOM killer would act first
+            # (autograder/sandbox/memlimit.py).
             memory_mb=memlimit.worker_allowance_mb(
                 memory_mb or self.memory_mb, share=self.jobs),
             output_limit=output_limit or self.output_limit,

@@ -83,8 +83,8 @@ def problems() -> list[str]:
     version = sys.version_info[:2]
     if version not in VERIFIED:
         found.append(f"Python {version[0]}.{version[1]} is not in VERIFIED: "
-                     "review autograder/cpython_internals.py against its "
-                     "multiprocessing and add it")
+                     "review autograder/sandbox/cpython_internals.py "
+                     "against its multiprocessing and add it")
     for dotted, digest in DIGESTS.items():
         try:
             source = inspect.getsource(_resolve(dotted))
@@ -93,7 +93,7 @@ def problems() -> list[str]:
             continue
         if hashlib.sha256(source.encode()).hexdigest() != digest:
             found.append(f"{dotted} changed: compare it with the copy or "
-                         "use in autograder/cpython_internals.py (or "
+                         "use in autograder/sandbox/cpython_internals.py (or "
                          "wire.Receiver), then update DIGESTS")
     for dotted in NAMES:
         try:

@@ -27,7 +27,7 @@ name, so the grader can say what protected a run:
 - ``session-keyring``: the inmate joins a new, empty session keyring
   (the grader's keys, Kerberos or AFS tokens among them, stay behind).
 - ``seccomp``: keyrings, unix sockets (the fork server, SSH agents,
-  D-Bus), io_uring and ptrace refused (``autograder/seccomp.py``); with
+  D-Bus), io_uring and ptrace refused (``autograder/sandbox/seccomp.py``); with
   it the fork server is unreachable in every mode, whatever its address.
 
 Everything here is Linux-specific and does nothing elsewhere.
@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import seccomp
+from autograder.sandbox import seccomp
 
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" \
     else None
@@ -426,7 +426,7 @@ def new_session_keyring(plan: JailPlan) -> bool:
 
 
 def apply_seccomp(plan: JailPlan) -> bool:
-    """The seccomp filter of ``autograder/seccomp.py`` (last: it also
+    """The seccomp filter of ``autograder/sandbox/seccomp.py`` (last: it also
     refuses keyctl, which ``new_session_keyring`` needs)."""
     if _libc is None:
         return False

@@ -24,13 +24,14 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from autograder import jail, memlimit, parent_clock, wire
-from autograder.cpython_internals import WorkerProcess
-from autograder.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR, MEMORY,
-                                 NOT_RUN, TIMEOUT, Probe, ProbeResult)
-from autograder.worker_jail import (WorkerSettings, keeper_main,
-                                    read_keeper_log, read_leftover,
-                                    scratch_verdict)
+from autograder.sandbox import jail, memlimit, parent_clock, wire
+from autograder.sandbox.cpython_internals import WorkerProcess
+from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
+                                         MEMORY, NOT_RUN, TIMEOUT, Probe,
+                                         ProbeResult)
+from autograder.sandbox.worker_jail import (WorkerSettings, keeper_main,
+                                            read_keeper_log, read_leftover,
+                                            scratch_verdict)
 
 _KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
 _LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",

@@ -1,0 +1,7 @@
+"""The last stage: a graded submission in words and files.
+
+``results`` writes Gradescope's results.json, feedback.md and the score
+lines; ``layout`` says where a graded folder keeps what; ``mdsafe`` and
+``csvsafe`` are the one seam through which student text reaches Markdown,
+HTML and CSV.
+"""

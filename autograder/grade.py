@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from autograder.report import mdsafe
 from autograder import probes as P
-from autograder.checks.values import FAIL, PASS, Context
+from autograder.checks.base import FAIL, PASS, Context
 from autograder.checks.compare import close
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
                                          TIMEOUT, Probe, ProbeResult)

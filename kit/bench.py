@@ -31,7 +31,7 @@ import torch
 
 from autograder import grade as G
 from autograder.report import results as report
-from autograder.checks.values import Context
+from autograder.checks.base import Context
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.rubric import load_rubric
 from autograder.sandbox import wire

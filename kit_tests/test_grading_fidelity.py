@@ -17,7 +17,7 @@ REFERENCE = (ROOT / "solutions" / "transformer_lm" /
 
 
 def _deduction(kind: str, source: str):
-    from autograder.checks.values import Context
+    from autograder.checks.base import Context
     from autograder.sandbox.protocol import OK, ProbeResult
     from autograder.rubric import kind as kind_of
     task = load_rubric().tasks[0]

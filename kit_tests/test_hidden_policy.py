@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder.report import results as report
-from autograder.checks.values import Context, Verdict, aggregate
+from autograder.checks.base import Context, Verdict, aggregate
 from autograder.grade import grade_source, hidden_probe_ids
 from autograder.sandbox.protocol import ERROR, ProbeResult
 from autograder.rubric import load_rubric
@@ -81,7 +81,7 @@ def printed_grade():
 def test_hidden_probes_are_recognised():
     cases = load_cases()
     hidden = {c.name for c in cases if c.set == "hidden"}
-    from autograder.checks.values import Context as Ctx
+    from autograder.checks.base import Context as Ctx
     from autograder.grade import plan_probes
     probes = plan_probes(load_rubric(), cases, Ctx({}))
     found = hidden_probe_ids(probes, cases)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from autograder.checks.values import Verdict, _name_error, named_mistake
+from autograder.checks.base import Verdict, _name_error, named_mistake
 
 
 def failing(*candidates: str) -> Verdict:

@@ -13,10 +13,10 @@ import torch
 
 from autograder.report import mdsafe
 from autograder import probes as P
-from autograder.checks.values import (FAIL, PASS, CaseCheck, Context,
-                                      Verdict, _diagnose, _explain_other_task,
-                                      _failed_probe, _mistake_tensors,
-                                      _outputs, dropout_pattern)
+from autograder.checks.base import (FAIL, PASS, CaseCheck, Context, Verdict,
+                                    _explain_other_task, _failed_probe)
+from autograder.checks.values import (_diagnose, _mistake_tensors, _outputs,
+                                      dropout_pattern)
 from autograder.checks.compare import close, fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
 from autograder.submission.regions import owner_of_line

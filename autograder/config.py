@@ -1,0 +1,52 @@
+"""One grading configuration: the rubric, the cases and the mistakes.
+
+A command builds it once (:func:`load_config`) and passes it down; no
+function below the command reads a default file by itself, so grading with
+``--rubric OTHER.toml`` judges every check, region and deduction by that
+rubric and nothing else.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.rubric import Rubric, load_rubric
+from autograder.values import load_cases
+
+MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
+
+
+def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
+    """Catalogue id -> student-facing explanation, in file order (the
+    order in which a wrong answer is matched)."""
+    data = tomllib.loads(Path(path).read_text())
+    return {mid: entry["message"] for mid, entry in data.items()}
+
+
+@dataclass(frozen=True)
+class GradingConfig:
+    """Everything a grade depends on besides the submission."""
+
+    rubric: Rubric
+    cases: list = field(default_factory=list)
+    mistakes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def task_methods(self) -> dict[str, tuple[str, ...]]:
+        """Class ("" for a module-level function) -> the methods whose code
+        the student writes: the rubric's ``methods`` of every task."""
+        return {task.cls: task.methods for task in self.rubric.tasks}
+
+
+def load_config(rubric: Path | str | None = None,
+                values: Path | str | None = None, *,
+                sets: tuple[str, ...] = ("public", "hidden"),
+                mistakes: Path | str = MISTAKES_FILE) -> GradingConfig:
+    """Read the rubric (default ``autograder/rubric.toml``), the cases of
+    ``sets`` (default ``$AUTOGRADER_VALUES`` or ``test_values/``) and the
+    mistake messages. Raises RubricError or ValuesError naming the file."""
+    return GradingConfig(load_rubric(rubric),
+                         load_cases(Path(values) if values else None,
+                                    sets=sets),
+                         load_mistake_messages(Path(mistakes)))

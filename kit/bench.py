@@ -5,8 +5,9 @@ one submission's run, ``check`` and ``gradescope``, beside a bare ``import
 torch`` in the same run (``kit/bench_startup.py``). Then it writes ``--n``
 submissions (copies of the reference and of the example variants) to a
 temporary directory and grades them all with the real pipeline
-(``autograder.grade.grade_source``: the rubric's full probe set on the
-frozen cases) and the real sandbox. As a baseline it grades the first
+(``autograder.batch.grade_all``: the rubric's full probe set on the
+frozen cases, each submission's folder written as ``grade`` writes it)
+and the real sandbox. As a baseline it grades the first
 ``--baseline`` of them with a fresh ``python -c`` interpreter per submission
 that imports torch and runs the same probes (no isolation at all, so the
 baseline is if anything flattered), and extrapolates. Prints both and the
@@ -24,19 +25,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
-from autograder import grade as G
-from autograder.report import results as report
+from autograder import batch, grade as G
 from autograder.checks.base import Context
-from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
-from autograder.rubric import load_rubric
+from autograder.config import GradingConfig, load_config
+from autograder.report import layout
 from autograder.sandbox import wire
 from autograder.sandbox.pool import Sandbox
-from autograder.values import load_cases
+from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from kit import bench_startup
 from kit.examples import example_sources
 
@@ -122,29 +121,18 @@ def receive_results(receiver: wire.Receiver, probes: list[Probe],
 
 
 def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
-              rubric, cases, out: Path | None = None
+              config: GradingConfig, out: Path | None = None
               ) -> tuple[float, list[float]]:
-    """Seconds for grading every path with ``jobs`` threads, and scores.
-    With ``out``, each grade's results.json, feedback.md and source are
-    written there, as ``grade`` does."""
-    messages = G.load_mistake_messages()
-
-    def one(path: Path) -> float:
-        grade = G.grade_source(path.read_text(), str(path), rubric, cases,
-                               runner, name=path.parent.name,
-                               mistake_messages=messages)
-        if out is not None:
-            folder = out / grade.name
-            report.write_results(grade, folder / "results.json")
-            (folder / "feedback.md").write_text(
-                report.feedback_markdown(grade))
-            (folder / "source.py").write_text(path.read_text())
-        return grade.score
-
+    """Seconds for grading every path with ``jobs`` threads through the
+    batch engine (autograder/batch.py), and scores. With ``out``, each
+    grade's results.json, feedback.md and source are written there, as
+    ``grade`` does."""
     start = time.perf_counter()
-    with ThreadPoolExecutor(jobs) as pool:
-        scores = list(pool.map(one, paths))
-    return time.perf_counter() - start, scores
+    entries = [batch.Entry(path.parent.name, path, path.read_text())
+               for path in paths]
+    graded = batch.grade_all(entries, config, runner, jobs=jobs, out=out)
+    return (time.perf_counter() - start,
+            [grade.score for grade in graded.grades])
 
 
 def class_report_seconds(out: Path) -> float:
@@ -152,20 +140,20 @@ def class_report_seconds(out: Path) -> float:
     its libraries included (as at the end of a ``grade`` run)."""
     from autograder.report import results as R
     from autograder.grade import GradeResult
-    R.write_grades_csv([GradeResult(p.name, "") for p in sorted(
-        out.iterdir())], [], out / "grades.csv")
+    R.write_grades_csv([GradeResult(name, "") for name in
+                        layout.submission_dirs(out)], [], out / "grades.csv")
     start = time.perf_counter()
     from autograder.staff import class_report
     class_report.write_report(out)
     return time.perf_counter() - start
 
 
-def reference_plan(rubric, cases) -> list:
+def reference_plan(config: GradingConfig) -> list:
     """Each check of a grading run with the probes it sends, planned for
     the reference."""
-    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol,
+    ctx = Context(config.mistakes, config.rubric.mistake_atol,
                   REFERENCE.read_text(), False)
-    return G.plan_checks(rubric, cases, ctx)
+    return G.plan_checks(config.rubric, config.cases, ctx)
 
 
 def _tree(pid: int) -> list[int]:
@@ -211,12 +199,13 @@ def peak_memory_of_grading(submission: Path) -> float:
     return peak
 
 
-def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
+def probe_seconds(config: GradingConfig
+                  ) -> tuple[float, dict[str, float]]:
     """CPU seconds of the reference's probes run in-process, in all and
     per rubric check: where a submission's grading time goes."""
     from autograder.sandbox.worker import execute_probes
     source = REFERENCE.read_text()
-    planned = reference_plan(rubric, cases)
+    planned = reference_plan(config)
     check_of = {p.id: check.id for check, found in planned for p in found}
     probes = list({p.id: p for _, found in planned for p in found}.values())
     list(execute_probes(source, str(REFERENCE), probes))   # warm up
@@ -227,7 +216,8 @@ def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
     return sum(by_check.values()), by_check
 
 
-def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
+def jail_cost(paths: list[Path], jobs: int,
+              config: GradingConfig) -> list[str]:
     """Seconds per submission with the full jail and with only the
     privilege drop and limits (no namespaces, no Landlock): what the jail
     costs, line by line."""
@@ -237,9 +227,9 @@ def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
                           ("limits only", {"namespaces": False,
                                            "landlock": False})):
         with Sandbox(**kwargs) as sandbox:
-            runner = G.sandbox_runner(sandbox)
-            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
-            seconds, _ = grade_all(paths, runner, jobs, rubric, cases)
+            runner = batch.budgeted_runner(sandbox, config)
+            grade_all(paths[:1], runner, 1, config)   # warm up
+            seconds, _ = grade_all(paths, runner, jobs, config)
             timings[label] = seconds / len(paths)
             lines.append(f"  {label + ':':<13} {timings[label]:.3f} "
                          f"s/submission ({', '.join(sandbox.layers)})")
@@ -313,25 +303,24 @@ def main(argv: list[str] | None = None) -> None:
     # The parent's comparisons are on tiny tensors: intra-op threads only
     # compete with the workers and the other grading threads.
     torch.set_num_threads(1)
-    rubric, cases = load_rubric(), load_cases()
-    probes = {p.id for _, found in reference_plan(rubric, cases)
-              for p in found}
-    print(f"{len(probes)} probes per submission, "
-          f"{len(cases)} cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
+    config = load_config()
+    probes = {p.id for _, found in reference_plan(config) for p in found}
+    print(f"{len(probes)} probes per submission, {len(config.cases)} "
+          f"cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         paths = write_submissions(Path(tmp), max(args.n, args.baseline))
         start = time.perf_counter()
         with Sandbox() as sandbox:
-            runner = G.sandbox_runner(sandbox)
-            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
+            runner = batch.budgeted_runner(sandbox, config)
+            grade_all(paths[:1], runner, 1, config)   # warm up
             warmup = time.perf_counter() - start
             out = Path(tmp) / "out"
             warm, scores = grade_all(paths[:args.n], runner, args.jobs,
-                                     rubric, cases, out)
+                                     config, out)
         report_time = class_report_seconds(out)
         fresh, fresh_scores = grade_all(
             paths[:args.baseline], fresh_interpreter_runner(Path(tmp)),
-            args.jobs, rubric, cases)
+            args.jobs, config)
     if fresh_scores != scores[:len(fresh_scores)]:
         print("warning: the two runners gave different scores")
     per_warm, per_fresh = warm / args.n, fresh / args.baseline
@@ -351,8 +340,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         paths = write_submissions(Path(tmp), 20)
         print("what the jail costs (20 submissions):")
-        print("\n".join(jail_cost(paths, args.jobs, rubric, cases)))
-    total, by_check = probe_seconds(rubric, cases)
+        print("\n".join(jail_cost(paths, args.jobs, config)))
+    total, by_check = probe_seconds(config)
     heavy = max(by_check, key=by_check.get)
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "
           f"submission, {by_check[heavy]:.2f} s of it check {heavy} (the "

@@ -126,7 +126,7 @@ def failed(name: str, filename: str, config: GradingConfig | None, *,
            error: str = "", internal_error: str = "") -> GradeResult:
     """A zero grade for a submission that could not be graded at all
     (``config`` None: the grader could not even read its rubric)."""
-    return failed_grade(name, filename, config and config.rubric,
+    return failed_grade(name, filename, config.rubric if config else None,
                         error=error, internal_error=internal_error)
 
 

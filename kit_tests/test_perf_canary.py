@@ -137,7 +137,7 @@ def test_gradescope_loads_its_inputs_while_the_canary_runs(monkeypatch):
         loaded.set()
         return "config"
     assert batch.beside_canary(FakeSandbox(), load) == ("config",
-                                                       LAYERS_SEEN)
+                                                        LAYERS_SEEN)
 
 
 def test_no_grading_after_a_failed_canary_or_input(monkeypatch):

@@ -1,8 +1,8 @@
 """Command line of the grader: ``python -m autograder grade|check|gradescope``.
 
-Parsing and delegating only: grading is autograder/batch.py's, the
-Gradescope entry autograder/gradescope/entry.py's, the staff's tools
-autograder/staff/'s.
+Parsing and delegating only: grading is autograder/batch.py's, the graded
+folder (``grade``, ``report``, ``similarity``) autograder/graded_folder.py's,
+the Gradescope entry autograder/gradescope/entry.py's.
 
 Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
@@ -12,16 +12,15 @@ autograder/sandbox/preflight.py). No score is written unless the canary passed.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from autograder import batch
+from autograder import batch, graded_folder
 from autograder.batch import ConfigError
-from autograder.report import layout, results as report
+from autograder.report import results as report
 from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
 from autograder.submission.locate import UsageError
 
@@ -89,21 +88,12 @@ def _sandbox_context():
     return Sandbox(fork_server_from_here=True)
 
 
-def _optional(module: str, what: str) -> Any:
-    """A part of the grader that not every copy ships, or a usage error
-    saying so in one line."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError:
-        raise ConfigError(f"this copy of the grader has no {what}") from None
-
-
 # --------------------------------------------------------------------------
 # Commands
 
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade every PATH into --out."""
-    return batch.grade_paths(
+    return graded_folder.grade_paths(
         [Path(p) for p in args.paths], _sandbox_context, out=Path(args.out),
         rubric=args.rubric, values=args.values, jobs=args.jobs,
         timeout=args.timeout, public_only=args.public_only,
@@ -126,39 +116,24 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """(Re)write OUT/report.html from a graded folder."""
-    out = Path(args.out)
-    if not (out / "grades.csv").is_file() and \
-            not layout.submission_dirs(out, "results.json"):
-        raise ConfigError(f"{out}: no grades.csv or results.json (grade "
-                          f"into it first: python -m autograder grade "
-                          f"--out {out} PATH...)")
-    class_report = _staff_tool("class_report")
-    print(f"class report: {class_report.write_report(out)}")
+    print(graded_folder.rewrite_report(Path(args.out)))
     return 0
-
-
-def _staff_tool(name: str) -> Any:
-    """A module of autograder/staff/, or a usage error where this copy of
-    the grader does not ship it (Gradescope, the release)."""
-    return _optional(f"autograder.staff.{name}",
-                     f"staff tools ({name}): run it from the kit")
 
 
 def cmd_similarity(args: argparse.Namespace) -> int:
     """Print the similarity ranking of a graded folder."""
-    out = Path(args.out)
-    if not layout.submission_dirs(out, "source.py"):
-        raise ConfigError(f"{out}: no source.py kept (grade into it first: "
-                          f"python -m autograder grade --out {out} PATH...)")
-    print(_staff_tool("similarity").summary(out))
+    print(graded_folder.similarity_summary(Path(args.out)))
     return 0
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
     """Gradescope entry point (autograder/gradescope/entry.py)."""
-    entry = _optional("autograder.gradescope.entry",
-                      "Gradescope entry: it runs in the Gradescope image "
-                      "built by `make autograder`")
+    try:
+        from autograder.gradescope import entry
+    except ModuleNotFoundError:   # the student release leaves it out
+        raise ConfigError("this copy of the grader has no Gradescope entry: "
+                          "it runs in the Gradescope image built by `make "
+                          "autograder`") from None
     root = Path(args.root or os.environ.get(ROOT_ENV, DEFAULT_ROOT))
     return entry.run(root, _sandbox_context, rubric=args.rubric,
                      values=args.values)

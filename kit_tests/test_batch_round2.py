@@ -200,12 +200,12 @@ def test_a_similarity_failure_leaves_the_report(tmp_path, monkeypatch):
 
 def test_a_class_report_failure_leaves_a_page_saying_so(
         tmp_path, monkeypatch):
-    from autograder import batch
+    from autograder import graded_folder
 
     def broken(out):
         raise RecursionError("simulated")
     monkeypatch.setattr(class_report, "write_report", broken)
-    line = batch.write_class_report(tmp_path)
+    line = graded_folder.write_class_report(tmp_path)
     assert "not written (RecursionError: simulated)" in line
     page = (tmp_path / "report.html").read_text()
     assert "RecursionError: simulated" in page

@@ -150,13 +150,13 @@ def test_a_stand_in_probe_makes_no_second_call():
     from dataclasses import replace
 
     from autograder.sandbox import worker
-    from autograder.checks import causal
+    from autograder.checks import heads
     from autograder.rubric import load_rubric
     from autograder.values import load_cases
     from kit import variants
     case = next(c for c in load_cases() if c.name == "mhw_small")
     check = next(c for c in load_rubric().checks() if c.id == "3.2")
-    probe = replace(causal.ConcatenatedHeads._stand_in_probe(check, case),
+    probe = replace(heads.ConcatenatedHeads._stand_in_probe(check, case),
                     again=True)
     module = worker.load_module(variants.REFERENCE.read_text(),
                                 "reference.py", name="review_stand_in")

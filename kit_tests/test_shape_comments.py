@@ -18,7 +18,7 @@ from autograder.checks.shape_comments import (ShapeIssue,
 from autograder.checks.shape_notation import (
     _NOTATION, VOCABULARY, normalise_dims, notation_markdown, parse_comment,
     size_of)
-from autograder.grade import ShapeComments
+from autograder.checks.source import ShapeComments
 from autograder.rubric import load_rubric
 from autograder.submission.regions import find_regions, student_statements
 from kit_tests.reference_source import FULL_REFERENCE, ROOT, first_two_classes

@@ -43,8 +43,9 @@ $(STAMP): requirements.txt
 python-version: # with PY=: stop at once unless it is Python >= 3.11
 	@$(PY) kit/install_deps.py --check
 
-fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
+fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older than what generates them
 	@$(PY) -m kit.values_fresh >/dev/null   # no torch: kit/values_fresh.py
+	@$(PY) -m kit.mistakes --check >/dev/null   # no torch either
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's

@@ -7,7 +7,7 @@ mistake its feedback names, the words it must (never) use. Correct styles
 must pass every item and take no deduction (a wrong deduction is the worst
 bug a grader can have); a mistake must cost its own items and be named;
 hostile code must cost only what it touches. Group ``mistakes`` (one entry
-per mistake of autograder/mistakes.toml) is graded when its file exists.
+per mistake of kit/variants/mistakes.toml) is graded when its file exists.
 """
 from __future__ import annotations
 

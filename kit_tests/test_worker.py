@@ -13,6 +13,7 @@ from autograder.submission import regions
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          OK, Probe)
 from autograder.sandbox.worker import execute_probes, instrument
+from kit_tests.rubrics import live_task_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
@@ -304,7 +305,7 @@ def test_instrumentation_handles_attribute_aug_and_ann_assign():
 
 
 def test_recorder_name_does_not_collide_or_mangle():
-    tree = instrument(REFERENCE, "_autograder_shapes_x")
+    tree = instrument(REFERENCE, "_autograder_shapes_x", live_task_methods())
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Attribute)
              and isinstance(n.func.value, ast.Name)

@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from autograder.report import layout, results as report
+from autograder.config import (GradingConfig, load_config,
+                               load_mistake_messages)
 from autograder.grade import (GradeResult, Runner, failed_grade,
-                              grade_source, load_mistake_messages,
-                              sandbox_runner)
+                              grade_source, sandbox_runner)
 from autograder.rubric import DEFAULT_RUBRIC, Rubric, RubricError, load_rubric
 from autograder.submission.locate import (Submission, UsageError, check_path,
                                           resolve, submission_name,
                                           unique_names)
-from autograder.values import ValuesError, load_cases, values_dir
+from autograder.values import ValuesError, values_dir
 
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -81,31 +82,30 @@ class ConfigError(Exception):
 
 
 def _load_config(rubric_path: Path | None, values: Path | None,
-                 sets: tuple[str, ...]) -> tuple[Rubric, list]:
+                 sets: tuple[str, ...]) -> GradingConfig:
     try:
-        rubric = load_rubric(rubric_path)
-        cases = load_cases(values, sets=sets)
-        load_mistake_messages()
+        config = load_config(rubric_path, values, sets=sets)
     except (RubricError, ValuesError) as exc:
         raise ConfigError(str(exc)) from None
-    if not cases:
+    if not config.cases:
         raise ConfigError("no test cases found: run `make test-values`")
-    return rubric, cases
+    return config
 
 
-def _grade_one(sub: Submission, rubric: Rubric, cases: list, runner: Runner,
+def _grade_one(sub: Submission, config: GradingConfig, runner: Runner,
                *, public_only: bool = False,
                timeout: float | None = None) -> GradeResult:
     """Grade a resolved submission; never raises."""
     if sub.error or sub.source is None:
-        return failed_grade(sub.name, sub.filename or str(sub.path), rubric,
+        return failed_grade(sub.name, sub.filename or str(sub.path),
+                            config.rubric,
                             error=sub.error or "no source to grade")
     try:
-        return grade_source(sub.source, sub.filename, rubric, cases, runner,
+        return grade_source(sub.source, sub.filename, config, runner,
                             name=sub.name, public_only=public_only,
                             timeout=timeout)
     except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
-        return failed_grade(sub.name, sub.filename, rubric,
+        return failed_grade(sub.name, sub.filename, config.rubric,
                             internal_error=traceback.format_exc())
 
 
@@ -306,8 +306,10 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
 def _grade_paths(args: argparse.Namespace, paths: list[Path],
                  sandbox: Any, export: Any = None) -> int:
     sets = ("public",) if args.public_only else ("public", "hidden")
-    rubric, cases = _load_config(args.rubric, args.values, sets)
-    if not args.public_only and not any(c.set == "hidden" for c in cases):
+    config = _load_config(args.rubric, args.values, sets)
+    rubric = config.rubric
+    if not args.public_only and not any(c.set == "hidden"
+                                        for c in config.cases):
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "
                           "--public-only to grade on the public cases)")
@@ -350,7 +352,7 @@ def _grade_paths(args: argparse.Namespace, paths: list[Path],
         if broken.is_set():
             raise ConfigError("stopped: the grader's environment failed "
                               "during the batch")
-        grade = _grade_one(sub, rubric, cases, runner,
+        grade = _grade_one(sub, config, runner,
                            public_only=args.public_only, timeout=args.timeout)
         grade.jail = layers
         if grade.internal_error or (grade.score == 0 and not grade.error):
@@ -431,7 +433,8 @@ def _class_report(out: Path) -> str:
     except ImportError:   # a release without the staff tools
         return ""
     try:
-        return f"class report: {class_report.write_report(out)}"
+        return (f"class report: "
+                f"{class_report.write_report(out, load_mistake_messages())}")
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be
@@ -467,7 +470,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                           f"into it first: python -m autograder grade "
                           f"--out {out} PATH...)")
     class_report = _staff_tool("class_report")
-    print(f"class report: {class_report.write_report(out)}")
+    messages = load_mistake_messages()
+    print(f"class report: {class_report.write_report(out, messages)}")
     return 0
 
 
@@ -502,13 +506,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
         with _sandbox_context() as sandbox:
-            rubric, cases = _load_config(args.rubric, args.values,
-                                         ("public",))
+            config = _load_config(args.rubric, args.values, ("public",))
             _preflight(sandbox, quiet=True, remember=True)
             sub = resolve(path, workdir)
             sub.filename = str(path)
-            grade = _grade_one(sub, rubric, cases, sandbox_runner(
-                sandbox, total_seconds=rubric.submission_timeout),
+            grade = _grade_one(sub, config, sandbox_runner(
+                sandbox, total_seconds=config.rubric.submission_timeout),
                 public_only=True, timeout=args.timeout)
             if grade.internal_error:   # prove the environment next time
                 from autograder.sandbox.preflight import forget_preflight
@@ -527,26 +530,28 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     modeling_attention.py, or a zip of it) into ``results_path``. Always
     writes a valid results.json, even if the grader itself fails."""
     grade: GradeResult | None = None
-    rubric = None
+    config: GradingConfig | None = None
     try:
-        (rubric, cases), layers = _beside_canary(
+        config, layers = _beside_canary(
             sandbox if sandbox is not None else _default_sandbox(),
             lambda: _load_config(rubric_path, values, ("public", "hidden")))
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:
                 sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
-            grade = _grade_one(sub, rubric, cases, sandbox_runner(
-                sandbox, total_seconds=rubric.submission_timeout))
+            grade = _grade_one(sub, config, sandbox_runner(
+                sandbox, total_seconds=config.rubric.submission_timeout))
             grade.jail = layers
             _read_answers(grade, sub)
     except ConfigError as exc:
         # Not the student's fault: Gradescope shows the apology, not a 0.
         print(f"error: {exc}", file=sys.stderr)
-        grade = failed_grade("submission", str(submission_dir), rubric,
+        grade = failed_grade("submission", str(submission_dir),
+                             _fallback_rubric(config),
                              internal_error=str(exc))
     except Exception:   # noqa: BLE001 - results.json must be written
-        grade = failed_grade("submission", str(submission_dir), rubric,
+        grade = failed_grade("submission", str(submission_dir),
+                             _fallback_rubric(config),
                              internal_error=traceback.format_exc())
     try:
         return report.write_results(grade, Path(results_path))
@@ -555,6 +560,12 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
                 "output_format": "md", "tests": []}
         report.write_json(data, Path(results_path))
         return data
+
+
+def _fallback_rubric(config: GradingConfig | None) -> Rubric:
+    """The rubric an ungraded result is out of: the config's, or, when
+    the config could not be read, the default rubric's."""
+    return config.rubric if config is not None else load_rubric()
 
 
 def _default_sandbox() -> Any:

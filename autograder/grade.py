@@ -11,20 +11,18 @@ checks/source.py).
 from __future__ import annotations
 
 import time
-import tomllib
 import traceback
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable
 
 from autograder.report import mdsafe
 from autograder.checks.base import FAIL, Context
+from autograder.config import GradingConfig
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
                                          TIMEOUT, Probe, ProbeResult)
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
-                               kind, load_rubric, select_cases)
+                               kind, select_cases)
 
-MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
 STDOUT_SHOWN = 2000        # characters of the student's printing we quote
 LIMIT_STATUSES = (TIMEOUT, MEMORY, CRASH)
 
@@ -67,13 +65,16 @@ class TaskResult:
 
 @dataclass
 class GradeResult:
-    """Everything reports need about one graded submission."""
+    """Everything reports need about one graded submission.
+
+    ``max_score`` and ``max_bonus`` are facts of the rubric it was graded
+    by (keywords, required: :meth:`of` takes them from the rubric)."""
 
     name: str
     filename: str
     tasks: list[TaskResult] = field(default_factory=list)
-    max_score: float | None = None   # None: the default rubric's
-    max_bonus: float | None = None
+    max_score: float = field(kw_only=True)
+    max_bonus: float = field(kw_only=True)
     public_only: bool = False
     error: str = ""           # student-facing reason the code wasn't graded
     internal_error: str = ""  # grader failure (traceback for staff)
@@ -85,14 +86,13 @@ class GradeResult:
     answers: str = ""        # inline answers section (markdown), if read
     jail: list[str] = field(default_factory=list)   # the sandbox's layers
 
-    def __post_init__(self) -> None:
-        # The maximum is a fact of the rubric, never a constant of the code.
-        if self.max_score is None or self.max_bonus is None:
-            rubric = load_rubric()
-            if self.max_score is None:
-                self.max_score = rubric.max_score
-            if self.max_bonus is None:
-                self.max_bonus = rubric.max_bonus
+    @classmethod
+    def of(cls, rubric: Rubric, name: str, filename: str,
+           **fields: Any) -> GradeResult:
+        """An empty result for a submission graded by ``rubric`` (its
+        maximum is the rubric's, never a constant of the code)."""
+        return cls(name, filename, max_score=rubric.max_score,
+                   max_bonus=rubric.max_bonus, **fields)
 
     @property
     def score(self) -> float:
@@ -108,11 +108,13 @@ class GradeResult:
 # --------------------------------------------------------------------------
 # Orchestration
 
-def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
-    """Catalogue id -> student-facing explanation, in file order (the
-    order in which a wrong answer is matched)."""
-    data = tomllib.loads(path.read_text())
-    return {mid: entry["message"] for mid, entry in data.items()}
+def grading_context(config: GradingConfig, source: str = "",
+                    public_only: bool = False) -> Context:
+    """The context every check of ``config`` reads for ``source``: the
+    mistake messages, the tolerance and the task methods all come from
+    the config (none from a default file)."""
+    return Context(config.mistakes, config.rubric.mistake_atol, source,
+                   public_only, task_methods=config.task_methods)
 
 
 def _cases_for(check: Check, cases: list, public_only: bool) -> list:
@@ -125,15 +127,16 @@ def _cases_for(check: Check, cases: list, public_only: bool) -> list:
     return chosen
 
 
-def plan_checks(rubric: Rubric, cases: list, ctx: Context,
+def plan_checks(config: GradingConfig, ctx: Context,
                 timeout: float | None = None
                 ) -> list[tuple[Check, list[Probe]]]:
-    """Each check with the probes it needs (ids shared between checks).
-    Raises RubricError if a check selects no case (unless public-only)."""
+    """Each check of ``config``'s rubric with the probes it needs on its
+    cases (ids shared between checks). Raises RubricError if a check
+    selects no case (unless public-only)."""
     planned = []
-    for task in rubric.tasks:
+    for task in config.rubric.tasks:
         for check in (*task.items, *task.deductions, *task.bonuses):
-            chosen = _cases_for(check, cases, ctx.public_only)
+            chosen = _cases_for(check, config.cases, ctx.public_only)
             if check.cases and not chosen:
                 continue
             found = kind(check).impl.plan(check, task, chosen, ctx)
@@ -143,10 +146,10 @@ def plan_checks(rubric: Rubric, cases: list, ctx: Context,
     return planned
 
 
-def plan_probes(rubric: Rubric, cases: list, ctx: Context,
+def plan_probes(config: GradingConfig, ctx: Context,
                 timeout: float | None = None) -> list[Probe]:
     """Every probe the rubric needs, once each, in rubric order."""
-    return _unique(p for _, found in plan_checks(rubric, cases, ctx, timeout)
+    return _unique(p for _, found in plan_checks(config, ctx, timeout)
                    for p in found)
 
 
@@ -250,23 +253,21 @@ def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
     return TaskResult(task, items, deductions, bonuses)
 
 
-def grade_source(source: str, filename: str, rubric: Rubric, cases: list,
+def grade_source(source: str, filename: str, config: GradingConfig,
                  runner: Runner, *, name: str = "submission",
-                 public_only: bool = False, timeout: float | None = None,
-                 mistake_messages: dict[str, str] | None = None
+                 public_only: bool = False, timeout: float | None = None
                  ) -> GradeResult:
-    """Grade ``source`` (the text of modeling_attention.py). Never raises
+    """Grade ``source`` (the text of modeling_attention.py) by ``config``
+    (its rubric, cases and mistakes: nothing else is read). Never raises
     because of the submission; an internal failure is recorded in
     ``internal_error`` with score 0. ``timeout`` overrides every probe's
     time limit (tests use short ones for hostile code)."""
     start = time.perf_counter()
-    grade = GradeResult(name, filename, max_score=rubric.max_score,
-                        max_bonus=rubric.max_bonus, public_only=public_only)
+    rubric, cases = config.rubric, config.cases
+    grade = GradeResult.of(rubric, name, filename, public_only=public_only)
     try:
-        ctx = Context(mistake_messages or load_mistake_messages(),
-                      rubric.mistake_atol, source, public_only,
-                      task_methods={t.cls: t.methods for t in rubric.tasks})
-        planned = plan_checks(rubric, cases, ctx, timeout)
+        ctx = grading_context(config, source, public_only)
+        planned = plan_checks(config, ctx, timeout)
         probes = _unique(p for _, found in planned for p in found)
         hidden = hidden_probe_ids(probes, cases)
         results = run_phased(planned, source, filename, runner, hidden)
@@ -347,13 +348,12 @@ def _printed(probes: list[Probe], results: dict[str, ProbeResult]) -> str:
     return text
 
 
-def failed_grade(name: str, filename: str, rubric: Rubric | None, *,
+def failed_grade(name: str, filename: str, rubric: Rubric, *,
                  error: str = "", internal_error: str = "") -> GradeResult:
-    """A zero grade for a submission that could not be graded at all."""
-    return GradeResult(name, filename,
-                       max_score=rubric.max_score if rubric else None,
-                       max_bonus=rubric.max_bonus if rubric else None,
-                       error=error, internal_error=internal_error)
+    """A zero grade, out of ``rubric``'s maximum, for a submission that
+    could not be graded at all."""
+    return GradeResult.of(rubric, name, filename, error=error,
+                          internal_error=internal_error)
 
 
 def sandbox_runner(sandbox: Any = None, **limits: Any) -> Runner:
@@ -369,6 +369,6 @@ def sandbox_runner(sandbox: Any = None, **limits: Any) -> Runner:
 
 
 __all__ = ["CheckResult", "GradeResult", "Runner", "TaskResult",
-           "failed_grade", "grade_source", "hidden_probe_ids",
-           "load_mistake_messages", "plan_checks", "plan_probes",
+           "failed_grade", "grade_source", "grading_context",
+           "hidden_probe_ids", "plan_checks", "plan_probes",
            "run_phased", "sandbox_runner"]

@@ -31,12 +31,10 @@ import torch
 
 from autograder import grade as G
 from autograder.report import results as report
-from autograder.checks.base import Context
+from autograder.config import GradingConfig, load_config
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
-from autograder.rubric import load_rubric
 from autograder.sandbox import wire
 from autograder.sandbox.pool import Sandbox
-from autograder.values import load_cases
 from kit import bench_startup
 from kit.examples import example_sources
 
@@ -122,17 +120,14 @@ def receive_results(receiver: wire.Receiver, probes: list[Probe],
 
 
 def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
-              rubric, cases, out: Path | None = None
+              config: GradingConfig, out: Path | None = None
               ) -> tuple[float, list[float]]:
     """Seconds for grading every path with ``jobs`` threads, and scores.
     With ``out``, each grade's results.json, feedback.md and source are
     written there, as ``grade`` does."""
-    messages = G.load_mistake_messages()
-
     def one(path: Path) -> float:
-        grade = G.grade_source(path.read_text(), str(path), rubric, cases,
-                               runner, name=path.parent.name,
-                               mistake_messages=messages)
+        grade = G.grade_source(path.read_text(), str(path), config,
+                               runner, name=path.parent.name)
         if out is not None:
             folder = out / grade.name
             report.write_results(grade, folder / "results.json")
@@ -147,25 +142,25 @@ def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
     return time.perf_counter() - start, scores
 
 
-def class_report_seconds(out: Path) -> float:
+def class_report_seconds(out: Path, config: GradingConfig) -> float:
     """Seconds to write the class report of a graded folder, imports of
     its libraries included (as at the end of a ``grade`` run)."""
     from autograder.report import results as R
     from autograder.grade import GradeResult
-    R.write_grades_csv([GradeResult(p.name, "") for p in sorted(
-        out.iterdir())], [], out / "grades.csv")
+    R.write_grades_csv([GradeResult.of(config.rubric, p.name, "")
+                        for p in sorted(out.iterdir())], [],
+                       out / "grades.csv")
     start = time.perf_counter()
     from autograder.staff import class_report
-    class_report.write_report(out)
+    class_report.write_report(out, config.mistakes)
     return time.perf_counter() - start
 
 
-def reference_plan(rubric, cases) -> list:
+def reference_plan(config: GradingConfig) -> list:
     """Each check of a grading run with the probes it sends, planned for
     the reference."""
-    ctx = Context(G.load_mistake_messages(), rubric.mistake_atol,
-                  REFERENCE.read_text(), False)
-    return G.plan_checks(rubric, cases, ctx)
+    ctx = G.grading_context(config, REFERENCE.read_text())
+    return G.plan_checks(config, ctx)
 
 
 def _tree(pid: int) -> list[int]:
@@ -211,12 +206,12 @@ def peak_memory_of_grading(submission: Path) -> float:
     return peak
 
 
-def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
+def probe_seconds(config: GradingConfig) -> tuple[float, dict[str, float]]:
     """CPU seconds of the reference's probes run in-process, in all and
     per rubric check: where a submission's grading time goes."""
     from autograder.sandbox.worker import execute_probes
     source = REFERENCE.read_text()
-    planned = reference_plan(rubric, cases)
+    planned = reference_plan(config)
     check_of = {p.id: check.id for check, found in planned for p in found}
     probes = list({p.id: p for _, found in planned for p in found}.values())
     list(execute_probes(source, str(REFERENCE), probes))   # warm up
@@ -227,7 +222,8 @@ def probe_seconds(rubric, cases) -> tuple[float, dict[str, float]]:
     return sum(by_check.values()), by_check
 
 
-def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
+def jail_cost(paths: list[Path], jobs: int,
+              config: GradingConfig) -> list[str]:
     """Seconds per submission with the full jail and with only the
     privilege drop and limits (no namespaces, no Landlock): what the jail
     costs, line by line."""
@@ -238,8 +234,8 @@ def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
                                            "landlock": False})):
         with Sandbox(**kwargs) as sandbox:
             runner = G.sandbox_runner(sandbox)
-            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
-            seconds, _ = grade_all(paths, runner, jobs, rubric, cases)
+            grade_all(paths[:1], runner, 1, config)   # warm up
+            seconds, _ = grade_all(paths, runner, jobs, config)
             timings[label] = seconds / len(paths)
             lines.append(f"  {label + ':':<13} {timings[label]:.3f} "
                          f"s/submission ({', '.join(sandbox.layers)})")
@@ -248,7 +244,7 @@ def jail_cost(paths: list[Path], jobs: int, rubric, cases) -> list[str]:
     return lines
 
 
-def static_seconds() -> dict[str, float]:
+def static_seconds(config: GradingConfig) -> dict[str, float]:
     """Seconds of the grading process's own static checks on hostile
     sources at their budgets: the shape-comment check with a 100 KB comment
     block on a traced statement, and pycodestyle on a file at the style
@@ -263,7 +259,8 @@ def static_seconds() -> dict[str, float]:
     line = hostile[:hostile.index("probs = torch.softmax(")].count("\n") + 1
     dims = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12}
     start = time.perf_counter()
-    check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims)
+    check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims,
+                         config.task_methods)
     comments = time.perf_counter() - start
     padded = reference + "y = [" + "1, " * ((MAX_STYLE_CHARS -
                                              len(reference)) // 3 - 2) + "]\n"
@@ -313,25 +310,25 @@ def main(argv: list[str] | None = None) -> None:
     # The parent's comparisons are on tiny tensors: intra-op threads only
     # compete with the workers and the other grading threads.
     torch.set_num_threads(1)
-    rubric, cases = load_rubric(), load_cases()
-    probes = {p.id for _, found in reference_plan(rubric, cases)
+    config = load_config()
+    probes = {p.id for _, found in reference_plan(config)
               for p in found}
-    print(f"{len(probes)} probes per submission, "
-          f"{len(cases)} cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
+    print(f"{len(probes)} probes per submission, {len(config.cases)} "
+          f"cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         paths = write_submissions(Path(tmp), max(args.n, args.baseline))
         start = time.perf_counter()
         with Sandbox() as sandbox:
             runner = G.sandbox_runner(sandbox)
-            grade_all(paths[:1], runner, 1, rubric, cases)   # warm up
+            grade_all(paths[:1], runner, 1, config)   # warm up
             warmup = time.perf_counter() - start
             out = Path(tmp) / "out"
             warm, scores = grade_all(paths[:args.n], runner, args.jobs,
-                                     rubric, cases, out)
-        report_time = class_report_seconds(out)
+                                     config, out)
+        report_time = class_report_seconds(out, config)
         fresh, fresh_scores = grade_all(
             paths[:args.baseline], fresh_interpreter_runner(Path(tmp)),
-            args.jobs, rubric, cases)
+            args.jobs, config)
     if fresh_scores != scores[:len(fresh_scores)]:
         print("warning: the two runners gave different scores")
     per_warm, per_fresh = warm / args.n, fresh / args.baseline
@@ -351,13 +348,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         paths = write_submissions(Path(tmp), 20)
         print("what the jail costs (20 submissions):")
-        print("\n".join(jail_cost(paths, args.jobs, rubric, cases)))
-    total, by_check = probe_seconds(rubric, cases)
+        print("\n".join(jail_cost(paths, args.jobs, config)))
+    total, by_check = probe_seconds(config)
     heavy = max(by_check, key=by_check.get)
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "
           f"submission, {by_check[heavy]:.2f} s of it check {heavy} (the "
           f"slowest), {total - by_check[heavy]:.2f} s all the other checks")
-    for what, seconds in static_seconds().items():
+    for what, seconds in static_seconds(config).items():
         print(f"static check on hostile input ({what}): {seconds:.2f} s")
     print(f"class report of the {args.n} (report.html, linked pages, "
           f"similarity): {report_time:.2f} s, {100 * report_time / warm:.0f}"

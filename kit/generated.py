@@ -29,7 +29,7 @@ def stale(reference_path: Path | None = None) -> list[str]:
         found.append(f"{exc}: fix {notebook.MASTER.name}, then run "
                      f"`make build-notebook`")
     found = [line for line in found if line]
-    found += [f"{doc}: run `make facts`" for doc in facts.stale(rubric=rubric)]
+    found += [f"{doc}: run `make facts`" for doc in facts.stale(rubric)]
     found += [line for line in [mistakes.stale()] if line]
     try:
         check_fresh(reference_path=reference_path)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from autograder.config import load_config
 from autograder.grade import GradeResult, grade_source, sandbox_runner
-from autograder.rubric import load_rubric
-from autograder.values import load_cases
 
 
 def grade_batch(sources: Mapping[str, str],
@@ -17,15 +16,15 @@ def grade_batch(sources: Mapping[str, str],
     real grader in one shared sandbox, ``jobs`` at a time; ``timeouts``
     gives a name's seconds per probe (short ones for hostile code)."""
     from autograder.sandbox.pool import Sandbox
-    rubric, cases = load_rubric(), load_cases()
+    config = load_config()
     timeouts = timeouts or {}
     with Sandbox() as sandbox:
         runner = sandbox_runner(sandbox)
 
         def one(name: str) -> tuple[str, GradeResult]:
             filename = name.replace("/", "-") + ".py"
-            return name, grade_source(sources[name], filename, rubric,
-                                      cases, runner, name=name,
+            return name, grade_source(sources[name], filename, config,
+                                      runner, name=name,
                                       timeout=timeouts.get(name))
 
         with ThreadPoolExecutor(jobs) as pool:

@@ -195,7 +195,7 @@ def test_a_similarity_failure_leaves_the_report(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise MemoryError("simulated")
     monkeypatch.setattr(similarity, "report_section", broken)
-    page = class_report.write_report(tmp_path).read_text()
+    page = class_report.write_report(tmp_path, {}).read_text()
     assert "Not computed: MemoryError: simulated" in page
 
 
@@ -203,7 +203,7 @@ def test_a_class_report_failure_leaves_a_page_saying_so(
         tmp_path, monkeypatch):
     from autograder import cli
 
-    def broken(out):
+    def broken(out, messages):
         raise RecursionError("simulated")
     monkeypatch.setattr(class_report, "write_report", broken)
     line = cli._class_report(tmp_path)
@@ -266,10 +266,11 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
     # Three stalls of 5 s while two correct submissions are graded with a
     # total limit of 10 s each (they need about 2): counted as their
     # time, the stalls would use up the limit and fail their last probes.
+    from autograder.config import load_config
     from autograder.grade import grade_source, sandbox_runner
     from autograder.sandbox.pool import Sandbox
-    from autograder.values import load_cases
-    rubric, cases = load_rubric(), load_cases()
+    config = load_config()
+    rubric = config.rubric
     sources = {"alice": REFERENCE,
                "bob": variants.find("examples/merge_no_transpose").source()}
     started = threading.Event()
@@ -282,8 +283,8 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
             return runner(*args)
 
         def one(name: str):
-            return name, grade_source(sources[name], f"{name}.py", rubric,
-                                      cases, watched, name=name)
+            return name, grade_source(sources[name], f"{name}.py", config,
+                                      watched, name=name)
         stall = threading.Thread(target=_stall_the_parent,
                                  args=(started, 5.0, 3), daemon=True)
         sys.setswitchinterval(30.0)   # the busy thread keeps the lock

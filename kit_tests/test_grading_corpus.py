@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 from autograder.report import results as report
-from autograder.grade import GradeResult, load_mistake_messages
+from autograder.config import load_mistake_messages
+from autograder.grade import GradeResult
 from autograder.rubric import load_rubric
 from kit import variants
 from kit_tests.grading_batch import grade_batch

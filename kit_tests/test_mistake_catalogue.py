@@ -20,6 +20,7 @@ import torch
 
 from autograder.checks.causal import changed_last_token
 from autograder.checks.compare import close
+from autograder.config import load_mistake_messages
 from autograder.rubric import Check, load_rubric, select_cases
 from autograder.values import DEFAULT_DIR, Case, load_cases
 from kit import mistakes, variants
@@ -240,6 +241,7 @@ def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
     (Part 3) fail their items on the public cases, named. (3.4 is left
     out: at GPT-2 size the swapped view is 64 heads of 12, a matter of its
     own check.)"""
+    from autograder.config import GradingConfig
     from autograder.grade import grade_source, sandbox_runner
     from kit.skeleton import REFERENCE
     source = REFERENCE.read_text()
@@ -250,9 +252,10 @@ def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
     for old, new in edits:
         assert source.count(old) == 1, old
         source = source.replace(old, new)
-    grade = grade_source(source, "course_sizes_hid.py", RUBRIC,
-                         load_cases(sets=("public",)), sandbox_runner(),
-                         public_only=True)
+    config = GradingConfig(RUBRIC, load_cases(sets=("public",)),
+                           load_mistake_messages())
+    grade = grade_source(source, "course_sizes_hid.py", config,
+                         sandbox_runner(), public_only=True)
     assert not grade.internal_error, grade.internal_error
     outcomes = {c.check.id: c.outcome for t in grade.tasks for c in t.items}
     expected = {item: mid for mid in ("scale_num_heads",

@@ -67,7 +67,7 @@ def test_failure_pages_write_invisible_characters_out(tmp_path,
     def broken(*args, **kwargs):
         raise OSError(f"cannot read alice{FLIP}gpj.py")
     monkeypatch.setattr(similarity, "report_section", broken)
-    page = class_report.write_report(tmp_path).read_text()
+    page = class_report.write_report(tmp_path, {}).read_text()
     assert "Not computed: OSError" in page
     assert FLIP not in page and "&lt;U+202E&gt;" in page
     monkeypatch.setattr(class_report, "write_report", broken)

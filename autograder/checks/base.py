@@ -29,8 +29,9 @@ class Context:
     source: str = ""
     public_only: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-    # The graded rubric's task methods (class -> methods; empty: the
-    # default rubric's): which unmarked methods the deductions read.
+    # The graded rubric's task methods (class -> methods), always the
+    # config's (grade.grading_context): which unmarked methods the
+    # deductions read.
     task_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 

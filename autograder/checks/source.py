@@ -60,7 +60,7 @@ class Pycodestyle:
         reason = too_long(ctx.source)
         try:
             issues = [] if reason else style_issues(
-                ctx.source, task.cls, ctx.task_methods or None,
+                ctx.source, task.cls, ctx.task_methods,
                 ctx.extra.get("ran"))
         except (RecursionError, MemoryError):
             reason = ("the code is nested too deeply for the style check, "
@@ -162,7 +162,7 @@ class ShapeComments:
                     f"{_difference(probe, result, twin)}), so its comments "
                     f"cannot be checked; the deduction applies"])
         observed.pop(CANARY_LINE, None)
-        methods = ctx.task_methods or None
+        methods = ctx.task_methods
         ran = ctx.extra.get("ran")
         try:
             issues = [i for i in check_shape_comments(

@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test test-all test-rubric-change test-fresh generate build-notebook facts skeleton test-values check grade \
+.PHONY: help install python-version fresh-values test test-all test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -43,8 +43,9 @@ $(STAMP): requirements.txt
 python-version: # with PY=: stop at once unless it is Python >= 3.11
 	@$(PY) kit/install_deps.py --check
 
-fresh-values: $(SETUP) # stop if test_values/ is older than what generates it
+fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older than what generates them
 	@$(PY) -m kit.values_fresh >/dev/null   # no torch: kit/values_fresh.py
+	@$(PY) -m kit.mistakes --check >/dev/null   # no torch either
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's
@@ -64,7 +65,7 @@ test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2
 test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)
 	$(PY) -m kit.fresh_machine $(ARGS)
 
-generate: skeleton build-notebook facts test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
+generate: skeleton build-notebook facts mistakes test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
 
 build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb from assignment/attention.md and the rubric
 	$(PY) -m kit.notebook
@@ -74,6 +75,9 @@ facts: $(SETUP) ## rewrite the rubric's points in README.md and the student READ
 
 skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
 	$(PY) -m kit.skeleton
+
+mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/variants/mistakes.toml
+	$(PY) -m kit.mistakes
 
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.make_test_values

@@ -26,7 +26,7 @@ from autograder.config import GradingConfig, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
 from autograder.report import layout, results as report
-from autograder.rubric import RubricError
+from autograder.rubric import RubricError, load_rubric
 from autograder.submission.locate import Submission, resolve
 from autograder.values import ValuesError
 
@@ -122,10 +122,12 @@ class Entry:
 
 def failed(name: str, filename: str, config: GradingConfig | None, *,
            error: str = "", internal_error: str = "") -> GradeResult:
-    """A zero grade for a submission that could not be graded at all
-    (``config`` None: the grader could not even read its rubric)."""
-    return failed_grade(name, filename, config.rubric if config else None,
-                        error=error, internal_error=internal_error)
+    """A zero grade for a submission that could not be graded at all, out
+    of the config's rubric (``config`` None: the grader could not read
+    it, and the result is out of the default rubric's maximum)."""
+    rubric = config.rubric if config is not None else load_rubric()
+    return failed_grade(name, filename, rubric, error=error,
+                        internal_error=internal_error)
 
 
 def grade_submission(sub: Submission, config: GradingConfig,
@@ -136,10 +138,9 @@ def grade_submission(sub: Submission, config: GradingConfig,
         return failed(sub.name, sub.filename or str(sub.path), config,
                       error=sub.error or "no source to grade")
     try:
-        return grade_source(sub.source, sub.filename, config.rubric,
-                            config.cases, runner, name=sub.name,
-                            public_only=public_only, timeout=timeout,
-                            mistake_messages=config.mistakes)
+        return grade_source(sub.source, sub.filename, config, runner,
+                            name=sub.name, public_only=public_only,
+                            timeout=timeout)
     except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
         return failed(sub.name, sub.filename, config,
                       internal_error=traceback.format_exc())

@@ -8,7 +8,7 @@ rubric and nothing else.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.rubric import Rubric, load_rubric
@@ -26,11 +26,13 @@ def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class GradingConfig:
-    """Everything a grade depends on besides the submission."""
+    """Everything a grade depends on besides the submission: the rubric,
+    the test cases and the mistake messages (catalogue id -> explanation).
+    All three are required: an empty one is never read as "the default"."""
 
     rubric: Rubric
-    cases: list = field(default_factory=list)
-    mistakes: dict[str, str] = field(default_factory=dict)
+    cases: list
+    mistakes: dict[str, str]
 
     @property
     def task_methods(self) -> dict[str, tuple[str, ...]]:

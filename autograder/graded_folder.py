@@ -23,6 +23,7 @@ from typing import Any
 
 from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
+from autograder.config import load_mistake_messages
 from autograder.report import layout, results as report
 from autograder.submission.locate import (check_path, submission_name,
                                           unique_names)
@@ -180,7 +181,8 @@ def write_class_report(out: Path) -> str:
     except ImportError:   # a release without the staff tools
         return ""
     try:
-        return f"class report: {class_report.write_report(out)}"
+        return (f"class report: "
+                f"{class_report.write_report(out, load_mistake_messages())}")
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be
@@ -206,7 +208,8 @@ def rewrite_report(out: Path) -> str:
                           f"into it first: python -m autograder grade "
                           f"--out {out} PATH...)")
     class_report = staff_tool("class_report")
-    return f"class report: {class_report.write_report(out)}"
+    messages = load_mistake_messages()
+    return f"class report: {class_report.write_report(out, messages)}"
 
 
 def similarity_summary(out: Path) -> str:

@@ -8,6 +8,9 @@ code) and judged by the same check kinds, on the public cases read by the
 same loader (``autograder.values``), at the rubric's tolerances. Only the
 rubric's items (behaviour) are run: PEP 8 and shape comments (deductions)
 and the bonus need the whole file and are ``make check``'s.
+
+The rubric and the cases are the caller's (``pytest tests``' conftest, the
+notebook's ``run_check``): no function here reads a default one.
 """
 from __future__ import annotations
 
@@ -19,10 +22,10 @@ from pathlib import Path
 
 import torch
 
+from autograder.config import GradingConfig
 from autograder.grade import CheckResult, GradeResult, grade_source
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Rubric, load_rubric
-from autograder.values import load_cases
+from autograder.rubric import Rubric
 from autograder.sandbox.worker import MODULE_NAME, execute_probes
 
 # What these checkers check, said by each of them (pytest header, the
@@ -69,10 +72,10 @@ def value_rubric(rubric: Rubric, task_id: str | None = None) -> Rubric:
     return replace(rubric, tasks=tuple(tasks))
 
 
-def bonus_points(rubric: Rubric | None = None) -> dict[str, float]:
+def bonus_points(rubric: Rubric) -> dict[str, float]:
     """Notebook task -> the bonus points that need its items."""
     found: dict[str, float] = {}
-    for task in (rubric or load_rubric()).tasks:
+    for task in rubric.tasks:
         for bonus in task.bonuses:
             key = notebook_task(bonus.requires[0]) if bonus.requires else \
                 notebook_task(task.items[0].id)
@@ -80,7 +83,7 @@ def bonus_points(rubric: Rubric | None = None) -> dict[str, float]:
     return found
 
 
-def points_text(task_id: str, rubric: Rubric | None = None) -> str:
+def points_text(task_id: str, rubric: Rubric) -> str:
     """``3 points, +1 bonus`` for a notebook task, from the rubric: what
     the notebook and the skeleton's task headers say."""
     points = task_points(rubric).get(task_id, 0.0)
@@ -89,37 +92,35 @@ def points_text(task_id: str, rubric: Rubric | None = None) -> str:
     return text + (f", +{bonus:g} bonus" if bonus else "")
 
 
-def bonus_rule(task_id: str, rubric: Rubric | None = None) -> str:
+def bonus_rule(task_id: str, rubric: Rubric) -> str:
     """The bonus of a notebook task as the rubric states it (the one
     place the rule is written), e.g. "**Bonus (+1 point):** ..."."""
-    rules = [b for t in (rubric or load_rubric()).tasks for b in t.bonuses
+    rules = [b for t in rubric.tasks for b in t.bonuses
              if b.requires and notebook_task(b.requires[0]) == task_id]
     return " ".join(f"**Bonus (+{b.points:g} point"
                     f"{'s' * (b.points != 1)}):** {b.title}." for b in rules)
 
 
-def task_points(rubric: Rubric | None = None) -> dict[str, float]:
+def task_points(rubric: Rubric) -> dict[str, float]:
     """Notebook task -> its points (the sum of its items), rubric order."""
     points: dict[str, float] = {}
-    for task in (rubric or load_rubric()).tasks:
+    for task in rubric.tasks:
         for item in task.items:
             key = notebook_task(item.id)
             points[key] = points.get(key, 0.0) + item.points
     return points
 
 
-def check_values(path: Path | str | None = None, *,
-                 task_id: str | None = None,
-                 rubric: Rubric | None = None,
-                 cases: list | None = None) -> GradeResult:
+def check_values(config: GradingConfig, path: Path | str | None = None, *,
+                 task_id: str | None = None) -> GradeResult:
     """Grade the module at ``path`` (default
-    ``transformer_lm/modeling_attention.py``) on the public cases with the
-    rubric's items, in this process. ``task_id`` limits it to one notebook
-    task's items."""
+    ``transformer_lm/modeling_attention.py``) on ``config``'s cases (the
+    public ones: ``load_config(sets=("public",))``) with its rubric's
+    items, in this process. ``task_id`` limits it to one notebook task's
+    items."""
     path = Path(path or DEFAULT_FILE)
-    rubric = value_rubric(rubric or load_rubric(), task_id)
-    cases = load_cases(sets=("public",)) if cases is None else cases
-    return grade_source(path.read_text(), str(path), rubric, cases,
+    config = replace(config, rubric=value_rubric(config.rubric, task_id))
+    return grade_source(path.read_text(), str(path), config,
                         in_process_runner, name=path.stem, public_only=True)
 
 

@@ -3,16 +3,24 @@ check kinds its items name.
 
 Points, tolerances, case filters and timeouts live in the TOML file; what a
 kind of check does lives in code, registered under the name the file uses
-(``@register("item", "module_output")``). Adding a task is a TOML edit;
-adding a kind of check is one registered class.
+(``@register("item", "module_output", params=ModuleOutputParams)``), its
+tolerances and thresholds a frozen dataclass whose defaults the file may
+override. Adding a task is a TOML edit; adding a kind of check is one
+registered class and its parameters.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autograder.checks.base import CheckKind
 
 DEFAULT_RUBRIC = Path(__file__).resolve().with_name("rubric.toml")
 SECTIONS = ("item", "deduction", "bonus")
@@ -20,12 +28,17 @@ RUN_MODES = ("eval", "train")
 # Case-filter keys that are not constructor arguments of the case.
 CASE_KEYS = ("task", "set", "mode", "name", "recipe")
 # Modules that register check kinds; imported before validation.
-KIND_MODULES = ("autograder.checks.values", "autograder.checks.causal",
-                "autograder.grade")
+KIND_MODULES = tuple(f"autograder.checks.{family}" for family in (
+    "values", "dropout", "causal", "heads", "size", "source"))
 
 
 class RubricError(ValueError):
     """The rubric file is missing or invalid; the message says where."""
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """The parameters of a kind that takes none."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +56,9 @@ class Check:
     atol: float = 1e-6
     rtol: float = 0.0
     requires: tuple[str, ...] = ()
-    params: dict[str, Any] = field(default_factory=dict)
+    # The kind's parameter dataclass (``KindSpec.params``), filled from
+    # the entry's extra keys over the dataclass's defaults.
+    params: Any = NoParams()
 
 
 @dataclass(frozen=True)
@@ -113,31 +128,56 @@ class Outcome:
 
 @dataclass(frozen=True)
 class KindSpec:
-    """A registered kind: its implementation and the extra keys it takes
-    in the rubric (name -> type or tuple of types), some required."""
+    """A registered kind: its implementation and its parameters, a frozen
+    dataclass whose fields are the extra keys it takes in the rubric
+    (a field without a default is a required key)."""
 
     section: str
     name: str
-    impl: Any
-    params: dict[str, Any]
-    required: tuple[str, ...]
+    impl: CheckKind
+    params: type
     uses_cases: bool
+
+    def fields(self) -> dict[str, tuple[type, ...]]:
+        """Each parameter's name -> the types its rubric value may have."""
+        hints = typing.get_type_hints(self.params)
+        return {f.name: _accepted(hints[f.name])
+                for f in dataclasses.fields(self.params)}
+
+    def required(self) -> tuple[str, ...]:
+        """The parameters without a default."""
+        return tuple(f.name for f in dataclasses.fields(self.params)
+                     if f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+
+
+def _accepted(hint: Any) -> tuple[type, ...]:
+    """The runtime types of an annotation (``dict[str, int] | None``:
+    dict): a rubric value is never None, so None is dropped."""
+    options = typing.get_args(hint) if isinstance(
+        hint, types.UnionType) else (hint,)
+    return tuple(typing.get_origin(o) or o for o in options
+                 if o is not type(None))
 
 
 KINDS: dict[tuple[str, str], KindSpec] = {}
 
 
-def register(section: str, name: str, *, params: dict[str, Any] | None = None,
-             required: tuple[str, ...] = (), uses_cases: bool = False):
-    """Class decorator: make ``name`` usable as ``kind`` in ``section``.
-    The class is instantiated once; see autograder/grade.py for the
+def register(section: str, name: str, *, params: type = NoParams,
+             uses_cases: bool = False):
+    """Class decorator: make ``name`` usable as ``kind`` in ``section``,
+    with the parameters of the frozen dataclass ``params``. The class is
+    instantiated once; see ``autograder.checks.base.CheckKind`` for the
     methods each section calls (``plan``, ``evaluate``)."""
     if section not in SECTIONS:
         raise ValueError(f"unknown section {section!r}")
+    if not (dataclasses.is_dataclass(params)
+            and params.__dataclass_params__.frozen):
+        raise TypeError(f"{name}: params must be a frozen dataclass")
 
     def decorate(cls):
-        KINDS[(section, name)] = KindSpec(section, name, cls(), params or {},
-                                          required, uses_cases)
+        KINDS[(section, name)] = KindSpec(section, name, cls(), params,
+                                          uses_cases)
         return cls
     return decorate
 
@@ -166,12 +206,12 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
         raise RubricError(f"cannot read rubric {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise RubricError(f"{path} is not valid TOML: {exc}") from None
-    _load_kinds()
     return parse_rubric(data, str(path))
 
 
 def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     """Validate the decoded TOML ``data`` and build the Rubric."""
+    _load_kinds()
     _expect_keys(data, where, allowed={"grading", "task"}, required={"task"})
     grading = data.get("grading", {})
     _expect_keys(grading, f"{where} [grading]", allowed={
@@ -264,16 +304,17 @@ def _parse_check(section: str, raw: Any, where: str,
         raise RubricError(f"{label}: unknown {section} kind {name!r}; known: "
                           f"{', '.join(known)}")
     extra = {k: v for k, v in raw.items() if k not in _COMMON}
+    fields = spec.fields()
     for key, value in extra.items():
-        if key not in spec.params:
-            allowed = sorted(_COMMON | set(spec.params))
+        if key not in fields:
+            allowed = sorted(_COMMON | set(fields))
             raise RubricError(f"{label}: unknown key {key!r} for kind "
                               f"{name!r}; allowed: {', '.join(allowed)}")
-        if not isinstance(value, spec.params[key]) or (
-                isinstance(value, bool) and spec.params[key] in (int, float)):
+        if not isinstance(value, fields[key]) or (
+                isinstance(value, bool) and bool not in fields[key]):
             raise RubricError(f"{label}: {key} has the wrong type "
                               f"({type(value).__name__})")
-    for key in spec.required:
+    for key in spec.required():
         if key not in raw:
             raise RubricError(f"{label}: kind {name!r} needs key {key!r}")
     cases = raw.get("cases", {})
@@ -297,7 +338,7 @@ def _parse_check(section: str, raw: Any, where: str,
                         f"{label} timeout", positive=True),
         atol=_number(raw.get("atol", defaults["atol"]), f"{label} atol"),
         rtol=_number(raw.get("rtol", defaults["rtol"]), f"{label} rtol"),
-        requires=tuple(requires), params=extra)
+        requires=tuple(requires), params=spec.params(**extra))
 
 
 def _expect_keys(table: Any, where: str, allowed: set[str],

@@ -30,12 +30,11 @@ from pathlib import Path
 import torch
 
 from autograder import batch, grade as G
-from autograder.checks.base import Context
 from autograder.config import GradingConfig, load_config
 from autograder.report import layout
+from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.sandbox import wire
 from autograder.sandbox.pool import Sandbox
-from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from kit import bench_startup
 from kit.examples import example_sources
 
@@ -135,25 +134,25 @@ def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
             [grade.score for grade in graded.grades])
 
 
-def class_report_seconds(out: Path) -> float:
+def class_report_seconds(out: Path, config: GradingConfig) -> float:
     """Seconds to write the class report of a graded folder, imports of
     its libraries included (as at the end of a ``grade`` run)."""
     from autograder.report import results as R
     from autograder.grade import GradeResult
-    R.write_grades_csv([GradeResult(name, "") for name in
-                        layout.submission_dirs(out)], [], out / "grades.csv")
+    R.write_grades_csv([GradeResult.of(config.rubric, name, "")
+                        for name in layout.submission_dirs(out)], [],
+                       out / "grades.csv")
     start = time.perf_counter()
     from autograder.staff import class_report
-    class_report.write_report(out)
+    class_report.write_report(out, config.mistakes)
     return time.perf_counter() - start
 
 
 def reference_plan(config: GradingConfig) -> list:
     """Each check of a grading run with the probes it sends, planned for
     the reference."""
-    ctx = Context(config.mistakes, config.rubric.mistake_atol,
-                  REFERENCE.read_text(), False)
-    return G.plan_checks(config.rubric, config.cases, ctx)
+    ctx = G.grading_context(config, REFERENCE.read_text())
+    return G.plan_checks(config, ctx)
 
 
 def _tree(pid: int) -> list[int]:
@@ -199,8 +198,7 @@ def peak_memory_of_grading(submission: Path) -> float:
     return peak
 
 
-def probe_seconds(config: GradingConfig
-                  ) -> tuple[float, dict[str, float]]:
+def probe_seconds(config: GradingConfig) -> tuple[float, dict[str, float]]:
     """CPU seconds of the reference's probes run in-process, in all and
     per rubric check: where a submission's grading time goes."""
     from autograder.sandbox.worker import execute_probes
@@ -238,7 +236,7 @@ def jail_cost(paths: list[Path], jobs: int,
     return lines
 
 
-def static_seconds() -> dict[str, float]:
+def static_seconds(config: GradingConfig) -> dict[str, float]:
     """Seconds of the grading process's own static checks on hostile
     sources at their budgets: the shape-comment check with a 100 KB comment
     block on a traced statement, and pycodestyle on a file at the style
@@ -253,7 +251,8 @@ def static_seconds() -> dict[str, float]:
     line = hostile[:hostile.index("probs = torch.softmax(")].count("\n") + 1
     dims = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12}
     start = time.perf_counter()
-    check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims)
+    check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims,
+                         config.task_methods)
     comments = time.perf_counter() - start
     padded = reference + "y = [" + "1, " * ((MAX_STYLE_CHARS -
                                              len(reference)) // 3 - 2) + "]\n"
@@ -304,7 +303,8 @@ def main(argv: list[str] | None = None) -> None:
     # compete with the workers and the other grading threads.
     torch.set_num_threads(1)
     config = load_config()
-    probes = {p.id for _, found in reference_plan(config) for p in found}
+    probes = {p.id for _, found in reference_plan(config)
+              for p in found}
     print(f"{len(probes)} probes per submission, {len(config.cases)} "
           f"cases, {args.jobs} jobs, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
             out = Path(tmp) / "out"
             warm, scores = grade_all(paths[:args.n], runner, args.jobs,
                                      config, out)
-        report_time = class_report_seconds(out)
+        report_time = class_report_seconds(out, config)
         fresh, fresh_scores = grade_all(
             paths[:args.baseline], fresh_interpreter_runner(Path(tmp)),
             args.jobs, config)
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "
           f"submission, {by_check[heavy]:.2f} s of it check {heavy} (the "
           f"slowest), {total - by_check[heavy]:.2f} s all the other checks")
-    for what, seconds in static_seconds().items():
+    for what, seconds in static_seconds(config).items():
         print(f"static check on hostile input ({what}): {seconds:.2f} s")
     print(f"class report of the {args.n} (report.html, linked pages, "
           f"similarity): {report_time:.2f} s, {100 * report_time / warm:.0f}"

@@ -112,9 +112,9 @@ def fill(text: str, rubric: Rubric, where: str = "document") -> str:
     return BLOCK.sub(one, text)
 
 
-def stale(root: Path = ROOT, rubric: Rubric | None = None) -> list[str]:
-    """Documents whose facts blocks differ from the rubric."""
-    rubric = rubric or load_rubric()
+def stale(rubric: Rubric, root: Path = ROOT) -> list[str]:
+    """Documents (under ``root``) whose facts blocks differ from
+    ``rubric``."""
     return [doc for doc in DOCUMENTS
             if fill((root / doc).read_text(), rubric, doc)
             != (root / doc).read_text()]
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rubric = load_rubric(args.rubric)
     try:
-        outdated = stale(ROOT, rubric)
+        outdated = stale(rubric)
     except FactsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

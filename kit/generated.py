@@ -1,11 +1,11 @@
 """Is every generated file in step with what generates it?
 
-The skeleton, the notebook, the documents' facts blocks and the frozen
-values are built from the reference, the rubric, the cases and the
-catalogue. After an instructor changes one of those, this is the first
-thing that fails (``kit_tests/conftest.py`` runs it before any test), and
-it names what to run instead of letting dozens of tests fail on stale
-files.
+The skeleton, the notebook, the documents' facts blocks, the shipped
+mistake messages and the frozen values are built from the reference, the
+rubric, the cases and the catalogue. After an instructor changes one of
+those, this is the first thing that fails (``kit_tests/conftest.py`` runs
+it before any test), and it names what to run instead of letting dozens of
+tests fail on stale files.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from autograder.rubric import load_rubric
 def stale(reference_path: Path | None = None) -> list[str]:
     """One line per generated file that is stale, saying what to run;
     ``reference_path`` stands in for the reference (tests)."""
-    from kit import facts, notebook, skeleton
+    from kit import facts, mistakes, notebook, skeleton
     from kit.make_test_values import StaleValues, check_fresh
     rubric = load_rubric()
     reference_path = reference_path or skeleton.REFERENCE
@@ -29,7 +29,8 @@ def stale(reference_path: Path | None = None) -> list[str]:
         found.append(f"{exc}: fix {notebook.MASTER.name}, then run "
                      f"`make build-notebook`")
     found = [line for line in found if line]
-    found += [f"{doc}: run `make facts`" for doc in facts.stale(rubric=rubric)]
+    found += [f"{doc}: run `make facts`" for doc in facts.stale(rubric)]
+    found += [line for line in [mistakes.stale()] if line]
     try:
         check_fresh(reference_path=reference_path)
     except StaleValues as exc:

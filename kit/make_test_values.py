@@ -10,7 +10,7 @@ regenerates with other kernels forced and compares).
 Besides the right answers it freezes what each common mistake gives: every
 entry of ``kit/variants/mistakes.toml`` is the reference with edits that
 make that mistake, run like the reference on the cases of the classes it
-touches (explanations and items in ``autograder/mistakes.toml``).
+touches (its ``raises`` says whether it may raise instead).
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import hashlib
 import importlib.util
 import json
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,9 +34,6 @@ from kit.cases import CASES, Case
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 OUT = ROOT / "test_values"
-# Mistake id -> student-facing message, items, `raises` (read for the ids
-# and `raises` only: the messages do not change the values).
-MISTAKE_MESSAGES = ROOT / "autograder" / "mistakes.toml"
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
@@ -83,22 +79,14 @@ class Mistake:
 def load_mistakes(reference_path: Path = REFERENCE,
                   catalogue: Path | None = None) -> dict[str, Mistake]:
     """id -> :class:`Mistake` of every entry of kit/variants/mistakes.toml
-    (in ``catalogue``, default kit/variants/), each checked against
-    autograder/mistakes.toml (same ids both ways) and to change some code.
-    SystemExit naming the entry otherwise."""
-    declared = tomllib.loads(MISTAKE_MESSAGES.read_text())
+    (in ``catalogue``, default kit/variants/), each checked to change some
+    code. SystemExit naming the entry otherwise."""
     try:
         entries = variants.load("mistakes", catalogue or variants.CATALOGUE)
         base = reference_path.read_text()
         sources = {mid: v.source(base) for mid, v in entries.items()}
     except variants.VariantError as exc:
         raise SystemExit(f"error: {exc}") from None
-    if set(entries) != set(declared):
-        raise SystemExit(
-            f"kit/variants/mistakes.toml and autograder/mistakes.toml must "
-            f"list the same mistakes: only in the variants: "
-            f"{sorted(set(entries) - set(declared))}; only in the "
-            f"messages: {sorted(set(declared) - set(entries))}")
     found = {}
     for mid, entry in entries.items():
         edited = edited_definitions(base, sources[mid])
@@ -107,7 +95,7 @@ def load_mistakes(reference_path: Path = REFERENCE,
         module = module_from_source(sources[mid], f"mistake_{mid}",
                                     f"<{entry.label}>")
         found[mid] = Mistake(mid, entry.label, module, edited,
-                             bool(declared[mid].get("raises")))
+                             entry.fields.get("raises", False))
     return found
 
 
@@ -229,7 +217,7 @@ def case_record(case: Case, reference: ModuleType,
                     raise SystemExit(
                         f"{mistake.label} raises on {case.name}: "
                         f"{type(exc).__name__}: {exc} (if it should, say "
-                        f"`raises = true` in autograder/mistakes.toml)"
+                        f"`raises = true` in its entry)"
                     ) from exc
                 errors[mid] = str(exc).splitlines()[0]
                 continue
@@ -419,7 +407,7 @@ def _check_shown(mistakes: dict[str, Mistake], shown: set[str],
                              f"make no mistake a case can show")
         if mistake.raises != (mid in raised):
             raise SystemExit(
-                f"{mistake.label}: autograder/mistakes.toml says raises = "
+                f"{mistake.label}: its entry says raises = "
                 f"{str(mistake.raises).lower()}, but it "
                 f"{'raises' if mid in raised else 'never raises'}")
 

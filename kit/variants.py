@@ -22,13 +22,22 @@ Every entry is a TOML table::
     known_bug = "..."        # a grader bug: the test skips with this reason
     in_process = false       # unsafe to run outside the sandbox
 
+In group ``mistakes`` (``kit/variants/mistakes.toml``, the one home of a
+common mistake) an entry's name is the mistake id, and it also says what
+the student is told, which ``make generate`` (kit/mistakes.py) writes into
+the shipped ``autograder/mistakes.toml``; these keys are refused elsewhere::
+
+    items = ["1.2", "2.1"]   # the rubric items it fails, its own first
+    message = "your output equals ..."   # the student-facing explanation
+    raises = true            # optional: its code raises on some cases
+    same_as = ["other_id"]   # optional: the public cases cannot tell them
+
 ``loses`` names items, deductions (taken) and bonuses; a bonus whose
 ``requires`` (rubric.toml) includes a lost id is lost too, without being
 written. A task id stands for all of that task's items, ``"*"`` for every
 item of every task. The score of every task is computed from the rubric
-(:func:`expect`), so a change of points changes no entry. In group
-``mistakes`` an entry's name is a mistake id of autograder/mistakes.toml:
-it loses that mistake's ``items`` and its feedback must name it.
+(:func:`expect`), so a change of points changes no entry. An entry of
+group ``mistakes`` loses its ``items`` and its feedback must name it.
 
 A replacement may use the words of :data:`EXPAND` for text too long to
 write in the file.
@@ -44,11 +53,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = ROOT / "kit" / "variants"
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-MISTAKES = ROOT / "autograder" / "mistakes.toml"
 EXPAND = {"{DEEP}": "[" * 1500 + "]" * 1500}   # nested past any limit
 BASES = ("reference", "skeleton")
+# Group ``mistakes`` only: what the shipped autograder/mistakes.toml says.
+MISTAKE_KEYS = {"items", "message", "raises", "same_as"}
 KEYS = {"about", "edits", "base", "loses", "mistake", "says", "never",
-        "timeout", "scores", "known_bug", "in_process"}
+        "timeout", "scores", "known_bug", "in_process"} | MISTAKE_KEYS
 
 
 class VariantError(ValueError):
@@ -132,7 +142,34 @@ class Variant:
         return apply_edits(base, edits, self.label)
 
 
-def _check_entry(label: str, entry: Any) -> None:
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(s, str) for s in value)
+
+
+def _check_mistake(label: str, entry: dict, group: str) -> None:
+    """The keys of a catalogue mistake: required in group ``mistakes``,
+    refused elsewhere."""
+    if group != "mistakes":
+        misplaced = sorted(set(entry) & MISTAKE_KEYS)
+        if misplaced:
+            raise VariantError(f"{label}: {misplaced} belong to entries of "
+                               f"kit/variants/mistakes.toml only")
+        return
+    if not isinstance(entry.get("message"), str) or \
+            not entry["message"].strip():
+        raise VariantError(f"{label}: a mistake needs `message`, what the "
+                           f"student is told")
+    if not entry.get("items") or not _is_strings(entry["items"]):
+        raise VariantError(f"{label}: a mistake needs `items`, the rubric "
+                           f"items it fails (a list of strings, its own "
+                           f"first)")
+    if not isinstance(entry.get("raises", False), bool):
+        raise VariantError(f"{label}: `raises` must be true or false")
+    if not _is_strings(entry.get("same_as", [])):
+        raise VariantError(f"{label}: `same_as` must be a list of strings")
+
+
+def _check_entry(label: str, entry: Any, group: str) -> None:
     if not isinstance(entry, dict) or "edits" not in entry:
         raise VariantError(f"{label}: an entry needs `edits`")
     edits = entry["edits"]
@@ -148,10 +185,9 @@ def _check_entry(label: str, entry: Any) -> None:
     if entry.get("base", "reference") not in BASES:
         raise VariantError(f"{label}: `base` must be one of {BASES}")
     for key in ("loses", "says", "never"):
-        value = entry.get(key, [])
-        if not isinstance(value, list) or not all(
-                isinstance(s, str) for s in value):
+        if not _is_strings(entry.get(key, [])):
             raise VariantError(f"{label}: `{key}` must be a list of strings")
+    _check_mistake(label, entry, group)
 
 
 def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
@@ -164,7 +200,7 @@ def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
         raise VariantError(f"kit/variants/{group}.toml: {exc}") from None
     variants = {}
     for name, entry in table.items():
-        _check_entry(f"kit/variants/{group}.toml [{name}]", entry)
+        _check_entry(f"kit/variants/{group}.toml [{name}]", entry, group)
         rest = {k: v for k, v in entry.items() if k not in ("about", "edits")}
         variants[name] = Variant(name, group, entry.get("about", ""),
                                  tuple((old, new)
@@ -211,31 +247,31 @@ class Expectation:
     never: tuple[str, ...] = ()
 
 
-def mistake_items(path: Path = MISTAKES) -> dict[str, list[str]]:
-    """Catalogue mistake id -> the rubric items it fails
-    (autograder/mistakes.toml)."""
-    return {mid: list(entry.get("items", []))
-            for mid, entry in tomllib.loads(path.read_text()).items()}
+def mistake_items(catalogue: Path = CATALOGUE) -> dict[str, list[str]]:
+    """Catalogue mistake id -> the rubric items it fails (the ``items`` of
+    its entry in ``catalogue``/mistakes.toml)."""
+    return {mid: list(entry.fields["items"])
+            for mid, entry in load("mistakes", catalogue).items()}
 
 
 def expect(variant: Variant, rubric, mistakes: dict[str, list[str]]
            | None = None) -> Expectation:
     """The :class:`Expectation` of ``variant`` under ``rubric`` (an
     ``autograder.rubric.Rubric``); ``mistakes`` is :func:`mistake_items`
-    (read when needed). Raises VariantError on an id the rubric or the
-    mistake catalogue does not know."""
+    (read when an entry of another group names a mistake). A mistake of
+    group ``mistakes`` loses its own ``items``. Raises VariantError on an
+    id the rubric or the mistake catalogue does not know."""
     f = variant.fields
     mistake = f.get("mistake")
     loses = list(f.get("loses", []))
     if variant.group == "mistakes":
         mistake = variant.name
-    if mistake is not None:
+        loses += f["items"]
+    elif mistake is not None:
         mistakes = mistake_items() if mistakes is None else mistakes
         if mistake not in mistakes:
             raise VariantError(f"{variant.label}: {mistake!r} is not a "
-                               f"mistake of autograder/mistakes.toml")
-        if variant.group == "mistakes":
-            loses += mistakes[mistake]
+                               f"mistake of kit/variants/mistakes.toml")
     ids = {c.id for c in rubric.checks()}
     lost: set[str] = set()
     for word in loses:

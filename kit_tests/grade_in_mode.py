@@ -13,11 +13,10 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from autograder.config import load_config
 from autograder.grade import grade_source, sandbox_runner
 from autograder.sandbox.preflight import run_preflight
-from autograder.rubric import load_rubric
 from autograder.sandbox.pool import Sandbox
-from autograder.values import load_cases
 from kit import variants
 
 
@@ -25,7 +24,7 @@ def main(groups: list[str]) -> int:
     catalogue = variants.load_all()
     keys = [k for k, v in catalogue.items() if k.split("/")[0] in groups
             and not v.fields.get("known_bug")]
-    rubric, cases = load_rubric(), load_cases()
+    config = load_config()
     with Sandbox() as sandbox:
         layers = run_preflight(sandbox)
         runner = sandbox_runner(sandbox)
@@ -33,7 +32,7 @@ def main(groups: list[str]) -> int:
         def one(key: str) -> tuple[str, dict]:
             grade = grade_source(
                 catalogue[key].source(), key.replace("/", "-") + ".py",
-                rubric, cases, runner, name=key,
+                config, runner, name=key,
                 timeout=catalogue[key].fields.get("timeout"))
             lost = sorted(c.check.id for t in grade.tasks
                           for c in (*t.items, *t.deductions, *t.bonuses)

@@ -59,3 +59,10 @@ def rubric_text_with(item: str, points: float) -> str:
                          rf'points = )[0-9.]+\n')
     assert pattern.search(text), f"no points of item {item} in the rubric"
     return pattern.sub(lambda m: f"{m.group(1)}{points:g}\n", text, count=1)
+
+
+def live_task_methods() -> dict[str, tuple[str, ...]]:
+    """The live rubric's task methods, as ``GradingConfig.task_methods``
+    gives them to the checks (class -> methods)."""
+    rubric = parse_rubric(tomllib.loads(DEFAULT_RUBRIC.read_text()))
+    return {task.cls: task.methods for task in rubric.tasks}

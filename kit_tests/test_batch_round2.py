@@ -194,7 +194,7 @@ def test_a_similarity_failure_leaves_the_report(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise MemoryError("simulated")
     monkeypatch.setattr(similarity, "report_section", broken)
-    page = class_report.write_report(tmp_path).read_text()
+    page = class_report.write_report(tmp_path, {}).read_text()
     assert "Not computed: MemoryError: simulated" in page
 
 
@@ -202,7 +202,7 @@ def test_a_class_report_failure_leaves_a_page_saying_so(
         tmp_path, monkeypatch):
     from autograder import graded_folder
 
-    def broken(out):
+    def broken(out, messages):
         raise RecursionError("simulated")
     monkeypatch.setattr(class_report, "write_report", broken)
     line = graded_folder.write_class_report(tmp_path)

@@ -250,16 +250,15 @@ def test_the_catalogue_keeps_the_state_and_terminal_entries():
 
 
 def test_a_shared_probe_makes_the_second_call_any_check_asks_for():
-    from autograder.grade import _unique, plan_checks
-    from autograder.rubric import load_rubric
-    from autograder.values import load_cases
+    from autograder.config import load_config
+    from autograder.grade import _unique, grading_context, plan_checks
     plain, twice = Probe("p", "X", {}), Probe("p", "X", {}, again=True)
     assert _unique([plain, twice]) == [twice]
     assert _unique([twice, plain]) == [twice]
     # In the shipped rubric 2.1 plans 2.3a's eval probe first; it is still
     # run with the second call 2.3a judges.
-    planned = plan_checks(load_rubric(), load_cases(),
-                          values.Context({}))
+    config = load_config()
+    planned = plan_checks(config, grading_context(config))
     wanted = {p.id for check, found in planned
               if check.kind == "module_output" for p in found}
     run = {p.id: p for p in _unique(p for _, f in planned for p in f)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from autograder.sandbox import worker
-from autograder.checks import causal
+from autograder.checks import causal, heads, size
 from autograder.sandbox.protocol import Probe, stand_in_output
 from autograder.rubric import load_rubric
 from autograder.values import load_cases
@@ -29,7 +29,7 @@ def _module(source: str, name: str):
 
 def _stand_in_probe(case_name: str = "mhw_small") -> Probe:
     case = CASES[case_name]
-    return causal.ConcatenatedHeads._stand_in_probe(_check("3.2"), case)
+    return heads.ConcatenatedHeads._stand_in_probe(_check("3.2"), case)
 
 
 def _known(probe: Probe, heads: int) -> torch.Tensor:
@@ -82,14 +82,14 @@ def test_shared_heads_are_named_and_other_failures_are_not():
     source = variants.find("cascade/wrapper_shared_heads").source()
     probe = _stand_in_probe()
     result = worker.run_probe(_module(source, "shared"), probe, "shared.py")
-    verdict = causal.ConcatenatedHeads._stand_in(
-        CASES["mhw_small"], result, probe, "CausalAttention")
+    verdict = heads.ConcatenatedHeads._stand_in(
+        CASES["mhw_small"], result, probe, _check("3.2").params)
     assert not verdict.ok and "your heads are one module" in verdict.message
     # Reversed heads are not concatenated right, and not "one module".
     result.outputs = [torch.cat(list(reversed(
         _known(probe, 4).chunk(4, dim=-1))), dim=-1)]
-    verdict = causal.ConcatenatedHeads._stand_in(
-        CASES["mhw_small"], result, probe, "CausalAttention")
+    verdict = heads.ConcatenatedHeads._stand_in(
+        CASES["mhw_small"], result, probe, _check("3.2").params)
     assert not verdict.ok and "one module" not in verdict.message
 
 
@@ -111,15 +111,16 @@ def test_weights_from_the_input_are_told_from_fixed_weights():
         return uniform @ (t @ w_v) + 0.5
 
     line = [x, x + d, x + 2 * d]
-    assert causal.nonlinear([attention(t) for t in line])
-    assert not causal.nonlinear([fixed(t) for t in line])
-    assert not causal.nonlinear([t for t in line])      # returns x
+    threshold = _check("3.1c").params.nonlinear_threshold
+    assert causal.nonlinear([attention(t) for t in line], threshold)
+    assert not causal.nonlinear([fixed(t) for t in line], threshold)
+    assert not causal.nonlinear([t for t in line], threshold)   # returns x
 
 
 def test_gpt2_calls_share_one_seed():
     # Dropout left on in eval draws the same masks in both 3.4 calls.
     check = _check("3.4")
     case = next(c for c in CASES.values() if c.cls == "gpt2_small_attention")
-    _, _, _, made, own = causal.ModuleSize()._probes(check, case)
+    _, _, _, made, own = size.ModuleSize()._probes(check, case)
     assert made.seed is not None and made.seed == own.seed
     assert made.drawn_seed == own.drawn_seed

@@ -137,7 +137,7 @@ def notebook_verdicts(path: Path) -> dict[str, bool]:
     """Item -> passed, from the notebook's check function, one call per
     task; a task's verdict (passes or raises) must agree with its items."""
     verdicts: dict[str, bool] = {}
-    for task in task_points():
+    for task in task_points(load_rubric()):
         shown = io.StringIO()
         try:
             with contextlib.redirect_stdout(shown):

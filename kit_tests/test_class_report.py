@@ -140,7 +140,7 @@ def test_mistakes_are_ranked_with_explanation_and_submissions(graded):
     assert list(ranked)[0] == "no_scale"          # two submissions: first
     text = _report(out)
     section = text.split("id='mistakes'")[1].split("</section>")[0]
-    from autograder.grade import load_mistake_messages
+    from autograder.config import load_mistake_messages
     import html
     assert html.escape(load_mistake_messages()["no_scale"]) in section
 
@@ -200,7 +200,7 @@ def test_a_grader_failure_is_reported_as_the_graders(graded, tmp_path):
     results.write_text(json.dumps(data))
     (submission_dir(copy, "no_scale") / "results.json").write_text(
         "{ truncated")
-    class_report.write_report(copy)
+    class_report.write_report(copy, {})
     section = _report(copy).split("id='failures'")[1].split("<h3>")[1]
     assert "mask_diagonal" in section and "no_scale" in section
     batch = {s.name: s for s in class_report.read_batch(copy).submissions}

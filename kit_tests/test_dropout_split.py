@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks.values import _split_value_mix
+from autograder.checks.dropout import _split_value_mix
 from autograder.values import load_cases
 
 CASES = [c for c in load_cases(sets=("public",))

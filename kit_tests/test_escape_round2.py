@@ -394,9 +394,9 @@ def test_every_format_character_is_written_out():
 
 
 def test_attribute_names_and_types_in_module_size_are_escaped():
-    from autograder.checks import causal
-    shown = causal._describe({"type": "<img src=x onerror=alert(1)>",
-                              "value": "`![x](http://b)`"})
+    from autograder.checks import size
+    shown = size._describe({"type": "<img src=x onerror=alert(1)>",
+                            "value": "`![x](http://b)`"})
     html = RENDER("- " + shown)
     assert "<img" not in html and "<code>" in html
 

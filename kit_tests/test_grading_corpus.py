@@ -7,14 +7,15 @@ mistake its feedback names, the words it must (never) use. Correct styles
 must pass every item and take no deduction (a wrong deduction is the worst
 bug a grader can have); a mistake must cost its own items and be named;
 hostile code must cost only what it touches. Group ``mistakes`` (one entry
-per mistake of autograder/mistakes.toml) is graded when its file exists.
+per mistake of kit/variants/mistakes.toml) is graded when its file exists.
 """
 from __future__ import annotations
 
 import pytest
 
 from autograder.report import results as report
-from autograder.grade import GradeResult, load_mistake_messages
+from autograder.config import load_mistake_messages
+from autograder.grade import GradeResult
 from autograder.rubric import load_rubric
 from kit import variants
 from kit_tests.grading_batch import grade_batch

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autograder.rubric import load_rubric
+from kit_tests.rubrics import live_task_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = (ROOT / "solutions" / "transformer_lm" /
@@ -23,7 +24,7 @@ def _deduction(kind: str, source: str):
     task = load_rubric().tasks[0]
     check = next(d for d in task.deductions if d.kind == kind)
     impl = kind_of(check).impl
-    ctx = Context({}, source=source)
+    ctx = Context({}, source=source, task_methods=live_task_methods())
     results = {p.id: ProbeResult(p.id, OK)
                for p in impl.plan(check, task, [], ctx)}
     return check, impl.evaluate(check, task, [], results, ctx)

@@ -12,10 +12,9 @@ import pytest
 
 from autograder.report import results as report
 from autograder.checks.base import Context, Verdict, aggregate
+from autograder.config import load_config
 from autograder.grade import grade_source, hidden_probe_ids
 from autograder.sandbox.protocol import ERROR, ProbeResult
-from autograder.rubric import load_rubric
-from autograder.values import load_cases
 
 
 def _case(name: str, set_: str, description: str):
@@ -66,7 +65,7 @@ def printed_grade():
     """The reference's verdicts do not matter here: every probe fails and
     prints the name of the probe it ran (as a student's debug print of
     ``x.shape`` would reveal the hidden inputs)."""
-    rubric, cases = load_rubric(), load_cases()
+    config = load_config()
 
     def runner(source, filename, probes):
         return [ProbeResult(p.id, ERROR, "ValueError: no", phase="call",
@@ -74,16 +73,16 @@ def printed_grade():
                             stdout=f"probe {p.id} x.shape={_shape(p)}\n")
                 for p in probes]
 
-    grade = grade_source("x = 1\n", "m.py", rubric, cases, runner)
-    return grade, [c for c in cases if c.set == "hidden"]
+    grade = grade_source("x = 1\n", "m.py", config, runner)
+    return grade, [c for c in config.cases if c.set == "hidden"]
 
 
 def test_hidden_probes_are_recognised():
-    cases = load_cases()
+    config = load_config()
+    cases = config.cases
     hidden = {c.name for c in cases if c.set == "hidden"}
-    from autograder.checks.base import Context as Ctx
-    from autograder.grade import plan_probes
-    probes = plan_probes(load_rubric(), cases, Ctx({}))
+    from autograder.grade import grading_context, plan_probes
+    probes = plan_probes(config, grading_context(config))
     found = hidden_probe_ids(probes, cases)
     assert found and all(p.split(":")[0] in hidden or
                          p.startswith("inspect:") for p in found)

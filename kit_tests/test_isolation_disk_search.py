@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder.config import load_config
 from autograder.grade import grade_source, sandbox_runner
-from autograder.rubric import load_rubric
 from autograder.sandbox.pool import Sandbox
 from kit_tests.jail_modes import refusal_without_namespaces
-from autograder.values import DEFAULT_DIR, load_cases
+from autograder.values import DEFAULT_DIR
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="privilege drop needs the grader to run as root")
@@ -92,10 +92,10 @@ def _grade_with_values_in(root: Path, mode: int, *,
         path.chmod(0o644)
     for folder in (root, root / "source", values):
         folder.chmod(mode)
-    rubric, cases = load_rubric(), load_cases(values)
+    config = load_config(values=values)
     source = CHEATER.format(search=str(root))
     with Sandbox(namespaces=jail, landlock=jail) as sandbox:
-        grade = grade_source(source, "modeling_attention.py", rubric, cases,
+        grade = grade_source(source, "modeling_attention.py", config,
                              sandbox_runner(sandbox), name="cheater")
     assert not grade.internal_error, grade.internal_error
     return next(c.applied for t in grade.tasks for c in t.items

@@ -1,11 +1,12 @@
 """The mistake catalogue against the frozen cases and the rubric.
 
-For every catalogue mistake (an edit of the reference in
-kit/variants/mistakes.toml, explained in autograder/mistakes.toml): the two
-files name the same mistakes, the items it declares are exactly the value
-items it fails on the frozen cases, its own item (listed first) fails on a
-PUBLIC case, and no two mistakes of one task look the same on the public cases
-unless the catalogue says so (``same_as``). Derived from the rubric's case
+For every catalogue mistake (an entry of kit/variants/mistakes.toml: the
+edits of the reference that make it, and what the student is told): the
+shipped autograder/mistakes.toml says what the catalogue says, in its order,
+the items it declares are exactly the value items it fails on the frozen
+cases, its own item (listed first) fails on a PUBLIC case, and no two
+mistakes of one task look the same on the public cases unless the catalogue
+says so (``same_as``). Derived from the rubric's case
 filters and the manifest, so a new case, item or mistake is covered as is.
 """
 from __future__ import annotations
@@ -19,10 +20,10 @@ import torch
 
 from autograder.checks.causal import changed_last_token
 from autograder.checks.compare import close
-from autograder.grade import MISTAKES_FILE
+from autograder.config import load_mistake_messages
 from autograder.rubric import Check, load_rubric, select_cases
 from autograder.values import DEFAULT_DIR, Case, load_cases
-from kit import variants
+from kit import mistakes, variants
 from kit.make_test_values import load_mistakes, load_reference, run_case
 
 # The tensor each value-check kind compares with the frozen one (None: a
@@ -35,7 +36,8 @@ VALUE_KINDS = {"module_output": "output", "concatenated_heads": "output",
 DROPOUT_KINDS = {"dropout_train", "dropout_on_weights"}
 
 RUBRIC = load_rubric()
-CATALOGUE = tomllib.loads(MISTAKES_FILE.read_text())
+CATALOGUE = {mid: entry.fields
+             for mid, entry in variants.load("mistakes").items()}
 MISTAKES = load_mistakes()
 TASK_OF_ITEM = {item.id: task for task in RUBRIC.tasks for item in task.items}
 # mistake -> the tasks whose class its edits change (the wrapper's cases
@@ -98,12 +100,31 @@ def failing(mid: str) -> dict[str, tuple[Case, ...]]:
     return found
 
 
-def test_every_mistake_is_explained_and_every_explanation_is_a_mistake():
-    entries = set(variants.load("mistakes"))
-    assert entries == set(CATALOGUE), (
-        f"only in kit/variants/mistakes.toml: "
-        f"{sorted(entries - set(CATALOGUE))}; only in "
-        f"autograder/mistakes.toml: {sorted(set(CATALOGUE) - entries)}")
+def test_the_shipped_file_is_the_catalogues_in_its_order():
+    # The grader reads autograder/mistakes.toml and names the first mistake
+    # that matches: the file must say what the catalogue says, in its order.
+    assert not mistakes.stale(), mistakes.stale()
+    shipped = tomllib.loads(mistakes.SHIPPED.read_text())
+    assert list(shipped) == list(CATALOGUE)
+    for mid, entry in shipped.items():
+        assert entry == {key: CATALOGUE[mid][key]
+                         for key in mistakes.SHIPPED_KEYS
+                         if key in CATALOGUE[mid]}, mid
+
+
+def test_a_shipped_file_out_of_step_names_make_generate(tmp_path):
+    # Control for the test above: a hand edit (or a catalogue change not
+    # regenerated) is caught, and the message says what to run.
+    shipped = tmp_path / "mistakes.toml"
+    shipped.write_text(mistakes.SHIPPED.read_text().replace(
+        "[no_mix]\nitems = [\"2.3a\"]", "[no_mix]\nitems = [\"2.2\"]"))
+    assert shipped.read_text() != mistakes.SHIPPED.read_text()
+    assert "run `make generate`" in mistakes.stale(shipped=shipped)
+    shipped.write_text(mistakes.render())
+    assert mistakes.stale(shipped=shipped) == ""
+
+
+def test_every_mistake_is_explained():
     assert all(WRITTEN.values()), "a mistake that edits no task's class"
     for mid, entry in CATALOGUE.items():
         assert entry["message"].strip(), mid
@@ -123,7 +144,7 @@ def test_value_kinds_are_the_rubrics():
 def test_declared_items_are_the_items_the_mistake_fails(mid):
     assert set(failing(mid)) == set(CATALOGUE[mid]["items"]), (
         f"{mid} fails {sorted(failing(mid))} on the frozen cases; "
-        f"autograder/mistakes.toml says {CATALOGUE[mid]['items']}")
+        f"kit/variants/mistakes.toml says {CATALOGUE[mid]['items']}")
 
 
 @pytest.mark.parametrize("mid", sorted(WRITTEN))
@@ -220,6 +241,7 @@ def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
     (Part 3) fail their items on the public cases, named. (3.4 is left
     out: at GPT-2 size the swapped view is 64 heads of 12, a matter of its
     own check.)"""
+    from autograder.config import GradingConfig
     from autograder.grade import grade_source, sandbox_runner
     from kit.skeleton import REFERENCE
     source = REFERENCE.read_text()
@@ -230,9 +252,10 @@ def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
     for old, new in edits:
         assert source.count(old) == 1, old
         source = source.replace(old, new)
-    grade = grade_source(source, "course_sizes_hid.py", RUBRIC,
-                         load_cases(sets=("public",)), sandbox_runner(),
-                         public_only=True)
+    config = GradingConfig(RUBRIC, load_cases(sets=("public",)),
+                           load_mistake_messages())
+    grade = grade_source(source, "course_sizes_hid.py", config,
+                         sandbox_runner(), public_only=True)
     assert not grade.internal_error, grade.internal_error
     outcomes = {c.check.id: c.outcome for t in grade.tasks for c in t.items}
     expected = {item: mid for mid in ("scale_num_heads",

@@ -26,7 +26,7 @@ from kit import notebook
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
-TASKS = tuple(task_points())
+TASKS = tuple(task_points(load_rubric()))
 QUESTIONS = ("Q1", "Q2", "Q3", "Q4", "Q5")
 START, END = "# YOUR CODE STARTS HERE", "# YOUR CODE ENDS HERE"
 

@@ -35,7 +35,7 @@ def course() -> dict[str, dict[str, torch.Tensor]]:
                     "values (UMass NLP homework, Lialin and Shivagunde, "
                     "Apache-2.0) live beside the kit, in ../shared/ of the "
                     "team's machines and CI, not in the repository; see "
-                    "the README's \"Reference data\"")
+                    "docs/instructors.md, \"Reference data\"")
     raw = json.loads(COURSE_VALUES.read_text())
     return {group: {name: torch.tensor(t["data"], dtype=torch.float32)
                     .reshape(t["shape"]) for name, t in tensors.items()}

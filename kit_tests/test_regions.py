@@ -3,9 +3,11 @@ whose markers are missing."""
 from __future__ import annotations
 
 from autograder.submission.regions import (find_regions, graded_regions,
-                                           owner_of_line, student_statements,
-                                           task_methods)
+                                           owner_of_line, student_statements)
 from kit_tests.reference_source import FULL_REFERENCE
+from kit_tests.rubrics import live_task_methods
+
+METHODS = live_task_methods()
 
 
 def test_task_methods_are_the_skeletons_regions():
@@ -14,13 +16,14 @@ def test_task_methods_are_the_skeletons_regions():
         owner = region.cls or region.function
         found.setdefault(owner, set()).add(
             region.function if region.cls else "")
-    assert found == {k: set(v) for k, v in task_methods().items()}, \
+    assert found == {k: set(v) for k, v in METHODS.items()}, \
         "a task's `methods` in autograder/rubric.toml differ from the " \
         "skeleton's marked regions"
 
 
 def test_marked_source_has_no_unmarked_region():
-    assert graded_regions(FULL_REFERENCE) == find_regions(FULL_REFERENCE)
+    assert graded_regions(FULL_REFERENCE, methods=METHODS) == \
+        find_regions(FULL_REFERENCE)
 
 
 def test_method_without_markers_is_graded_whole():
@@ -32,7 +35,8 @@ def test_method_without_markers_is_graded_whole():
                             "        return probs @ v  # [bs, seq, hidden]\n",
                             1)
     lines = source.splitlines()
-    unmarked = [r for r in graded_regions(source) if not r.marked]
+    unmarked = [r for r in graded_regions(source, methods=METHODS)
+                if not r.marked]
     assert [(r.cls, r.function, r.task) for r in unmarked] == [
         ("SelfAttention", "forward", "1.2")]
     region = unmarked[0]
@@ -50,7 +54,7 @@ def test_many_markers_are_all_regions():
               "        return x\n")
     import ast
     tree = ast.parse(source)
-    regions = graded_regions(source, tree)
+    regions = graded_regions(source, tree, methods=METHODS)
     assert len(regions) == 3000
     assert len(student_statements(tree, regions)) == 3001
 

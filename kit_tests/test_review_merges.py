@@ -67,7 +67,7 @@ def test_failure_pages_write_invisible_characters_out(tmp_path,
     def broken(*args, **kwargs):
         raise OSError(f"cannot read alice{FLIP}gpj.py")
     monkeypatch.setattr(similarity, "report_section", broken)
-    page = class_report.write_report(tmp_path).read_text()
+    page = class_report.write_report(tmp_path, {}).read_text()
     assert "Not computed: OSError" in page
     assert FLIP not in page and "&lt;U+202E&gt;" in page
     monkeypatch.setattr(class_report, "write_report", broken)
@@ -150,13 +150,13 @@ def test_a_stand_in_probe_makes_no_second_call():
     from dataclasses import replace
 
     from autograder.sandbox import worker
-    from autograder.checks import causal
+    from autograder.checks import heads
     from autograder.rubric import load_rubric
     from autograder.values import load_cases
     from kit import variants
     case = next(c for c in load_cases() if c.name == "mhw_small")
     check = next(c for c in load_rubric().checks() if c.id == "3.2")
-    probe = replace(causal.ConcatenatedHeads._stand_in_probe(check, case),
+    probe = replace(heads.ConcatenatedHeads._stand_in_probe(check, case),
                     again=True)
     module = worker.load_module(variants.REFERENCE.read_text(),
                                 "reference.py", name="review_stand_in")

@@ -1,12 +1,19 @@
 """Grading with another rubric (``autograder grade --rubric OTHER.toml``)
 reads that rubric's task ``methods``, in the parent and in the worker that
 traces the shapes: a method it says the student writes, left without
-markers, is checked whole for shape comments."""
+markers, is checked whole for shape comments. The grading config is the
+only rubric read: no function below the command reads the default one."""
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import autograder.rubric
+from autograder.config import load_config
 from autograder.grade import grade_source, sandbox_runner
-from autograder.rubric import DEFAULT_RUBRIC, load_rubric
-from autograder.values import load_cases
+from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
 from kit.variants import REFERENCE, apply_edits
 
 
@@ -28,13 +35,20 @@ def _merging(comment: str) -> list[list[str]]:
          f"        return out{comment}\n"]]
 
 
-def test_another_rubrics_methods_are_checked_whole(tmp_path):
+def _other_rubric(folder: Path) -> Path:
+    """The live rubric, whose MultiHeadSelfAttention task says the student
+    also writes ``merge``."""
     anchor = 'class = "MultiHeadSelfAttention"\n'
     text = DEFAULT_RUBRIC.read_text()
     assert text.count(anchor) == 1
-    other = tmp_path / "other.toml"
+    other = folder / "other.toml"
     other.write_text(text.replace(
         anchor, anchor + 'methods = ["forward", "merge"]\n'))
+    return other
+
+
+def test_another_rubrics_methods_are_checked_whole(tmp_path):
+    config = load_config(_other_rubric(tmp_path))
     reference = REFERENCE.read_text()
     sources = {name: apply_edits(reference, _merging(comment), name)
                for name, comment in (("commented", "  # [bs, seq, hidden]"),
@@ -43,8 +57,8 @@ def test_another_rubrics_methods_are_checked_whole(tmp_path):
     shapes = {}
     with Sandbox() as sandbox:
         for name, source in sources.items():
-            grade = grade_source(source, f"{name}.py", load_rubric(other),
-                                 load_cases(), sandbox_runner(sandbox))
+            grade = grade_source(source, f"{name}.py", config,
+                                 sandbox_runner(sandbox))
             task = next(t for t in grade.tasks
                         if t.task.id == "multi_head_self_attention")
             assert all(i.outcome.passed for i in task.items), name
@@ -59,3 +73,37 @@ def test_another_rubrics_methods_are_checked_whole(tmp_path):
     assert any("has no shape comment" in line
                for line in shapes["uncommented"].lines), \
         shapes["uncommented"].lines
+
+
+def test_grading_reads_no_rubric_but_the_configs(tmp_path, monkeypatch):
+    # Built once by the command, the config is all grading reads: with the
+    # default rubric gone, a submission is graded by the other rubric, and
+    # the method it adds is judged for its shape comments and its PEP 8.
+    from autograder.local import in_process_runner
+    config = load_config(_other_rubric(tmp_path))
+    task = next(t for t in config.rubric.tasks
+                if t.id == "multi_head_self_attention")
+    config = replace(config, rubric=replace(config.rubric, tasks=(task,)))
+    monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC",
+                        tmp_path / "gone.toml")
+    with pytest.raises(RubricError):
+        load_rubric()
+    source = apply_edits(REFERENCE.read_text(), _merging(""), "uncommented")
+    source = source.replace("        bs, _, seq, _ = att.shape\n",
+                            "        bs, _, seq, _ = att.shape;\n", 1)
+    line = source.splitlines().index("        bs, _, seq, _ = att.shape;") + 1
+    merged = line + 1     # the merge's uncommented tensor
+    grade = grade_source(source, "merging.py", config, in_process_runner)
+    assert not grade.internal_error, grade.internal_error
+    [graded] = grade.tasks
+    assert all(i.outcome.passed for i in graded.items), \
+        [i.outcome.lines for i in graded.items]
+    outcome = {d.check.kind: d.outcome for d in graded.deductions}
+    assert not outcome["shape_comments"].passed
+    assert any(f"line {merged}:" in text and "has no shape comment" in text
+               for text in outcome["shape_comments"].lines), \
+        outcome["shape_comments"].lines
+    assert not outcome["pycodestyle"].passed
+    assert any(f"line {line}:" in text and "E703" in text
+               for text in outcome["pycodestyle"].lines), \
+        outcome["pycodestyle"].lines

@@ -18,14 +18,16 @@ from autograder.checks.shape_comments import (ShapeIssue,
 from autograder.checks.shape_notation import (
     _NOTATION, VOCABULARY, normalise_dims, notation_markdown, parse_comment,
     size_of)
-from autograder.grade import ShapeComments
+from autograder.checks.source import ShapeComments
 from autograder.rubric import load_rubric
 from autograder.submission.regions import find_regions, student_statements
 from kit_tests.reference_source import FULL_REFERENCE, ROOT, first_two_classes
+from kit_tests.rubrics import live_task_methods
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
 DIMS = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12,
         "num_heads": 3, "head_size": 4}
+METHODS = live_task_methods()
 
 
 # --------------------------------------------------------------------------
@@ -124,7 +126,8 @@ def with_regions(source: str, bodies: dict[str, str]) -> str:
 
 def issues_of(source: str, **kwargs) -> list[ShapeIssue]:
     """Trace ``source`` and check its comments with the DIMS sizes."""
-    return check_shape_comments(source, trace(source, **kwargs), DIMS)
+    return check_shape_comments(source, trace(source, **kwargs), DIMS,
+                                METHODS)
 
 
 def line_of(source: str, text: str) -> int:
@@ -141,12 +144,13 @@ def line_of(source: str, text: str) -> int:
 def test_reference_has_no_issues():
     observed = trace(REFERENCE)
     assert observed, "the tracer saw nothing"
-    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+    assert check_shape_comments(REFERENCE, observed, DIMS, METHODS) == []
 
 
 def test_full_reference_passes_with_later_parts_untraced():
     # Classes beyond the two traced here only get the presence check.
-    assert check_shape_comments(FULL_REFERENCE, trace(REFERENCE), DIMS) == []
+    assert check_shape_comments(FULL_REFERENCE, trace(REFERENCE), DIMS,
+                                METHODS) == []
 
 
 def test_reference_by_hand_observed_shapes():
@@ -174,7 +178,7 @@ def test_reference_by_hand_observed_shapes():
         line["att = self.mix(att)"]: [[bsh]],
         line["probs = probs.reshape"]: [[[6, 5, 5]]],
     }
-    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+    assert check_shape_comments(REFERENCE, observed, DIMS, METHODS) == []
     assert observed == trace(REFERENCE)
 
 
@@ -630,18 +634,19 @@ def test_dims_per_class_and_task_filter():
     source = REFERENCE
     observed = trace(source)
     other = dict(DIMS, hidden=9)
-    issues = check_shape_comments(source, observed, DIMS,
+    issues = check_shape_comments(source, observed, DIMS, METHODS,
                                   dims_by_class={"SelfAttention": other})
     assert {i.cls for i in issues} == {"SelfAttention"}
     assert all(i.kind == "wrong" for i in issues)
-    assert check_shape_comments(source, observed, DIMS, tasks={"2.1"},
+    assert check_shape_comments(source, observed, DIMS, METHODS,
+                                tasks={"2.1"},
                                 dims_by_class={"SelfAttention": other}) == []
 
 
 def test_unparsable_source_and_string_keys():
-    assert check_shape_comments("def f(:\n", {}, DIMS) == []
+    assert check_shape_comments("def f(:\n", {}, DIMS, METHODS) == []
     observed = {str(k): v for k, v in trace(REFERENCE).items()}
-    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+    assert check_shape_comments(REFERENCE, observed, DIMS, METHODS) == []
 
 
 def test_statement_text():
@@ -705,7 +710,7 @@ def test_reference_with_worker_tracer():
     assert {line: runs for line, runs in observed.items()
             if any(runs) and any(r.start <= line <= r.end for r in marked)
             } == trace(REFERENCE)
-    assert check_shape_comments(REFERENCE, observed, DIMS) == []
+    assert check_shape_comments(REFERENCE, observed, DIMS, METHODS) == []
 
 
 def test_docs_show_the_notation():
@@ -735,13 +740,14 @@ def test_grader_size_names_are_understood():
             "context_length": 9, "num_heads": 3}
     observed = {5: [[[2, 5, 12]]], 6: [[[5, 5]]], 7: [[[2, 5, 3, 4]]],
                 8: [[[9, 9]]], 9: [[[2, 5, 3, 4]]]}
-    assert check_shape_comments(BOOK_STYLE, observed, dims) == []
+    assert check_shape_comments(BOOK_STYLE, observed, dims, METHODS) == []
     wrong = {**observed, 8: [[[9, 5]]]}
     assert [(i.line, i.kind) for i in
-            check_shape_comments(BOOK_STYLE, wrong, dims)] == [(8, "wrong")]
+            check_shape_comments(BOOK_STYLE, wrong, dims, METHODS)] == \
+        [(8, "wrong")]
     # Where the grader has no such size, the claim cannot match.
     del dims["context_length"]
-    issue, = check_shape_comments(BOOK_STYLE, observed, dims)
+    issue, = check_shape_comments(BOOK_STYLE, observed, dims, METHODS)
     assert (issue.line, issue.kind) == (8, "wrong")
     assert "[context_length, context_length] = [?, ?]" in issue.message
 

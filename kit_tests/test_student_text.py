@@ -142,8 +142,9 @@ def _graded(stdout: str, answers: dict[str, str]) -> GradeResult:
     task = rubric.tasks[0]
     items = [CheckResult(c, Outcome(c.points, True, ["- ok"]), c.points)
              for c in task.items]
-    grade = GradeResult("bob", "bob.py", [TaskResult(task, items, [], [])],
-                        max_score=rubric.max_score, stdout=stdout)
+    grade = GradeResult.of(rubric, "bob", "bob.py",
+                           tasks=[TaskResult(task, items, [], [])],
+                           stdout=stdout)
     grade.answers = answers_markdown(answers)
     return grade
 
@@ -182,6 +183,7 @@ def test_terminal_preview_shows_quoted_text_without_escapes():
 
 def test_shape_comment_messages_quote_the_comment_as_code():
     from autograder.checks.shape_comments import check_shape_comments
+    from kit_tests.rubrics import live_task_methods
     source = (Path(__file__).resolve().parents[1] / "solutions" /
               "transformer_lm" / "modeling_attention.py").read_text()
     line = "        return probs @ v  # [bs, seq, hidden]\n"
@@ -190,7 +192,8 @@ def test_shape_comment_messages_quote_the_comment_as_code():
                              "`<img src=x onerror=alert(1)>`]\n")
     issues = check_shape_comments(hostile, {number: [[[2, 3, 4]]]},
                                   {"batch_size": 2, "seq_len": 3,
-                                   "hidden": 4, "input_size": 5})
+                                   "hidden": 4, "input_size": 5},
+                                  live_task_methods())
     assert issues
     for issue in issues:
         html = RENDER("- " + issue.message)

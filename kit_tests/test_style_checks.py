@@ -5,9 +5,11 @@ import pytest
 
 from autograder.checks.style import StyleIssue, style_issues
 from kit_tests.reference_source import FULL_REFERENCE, first_two_classes
+from kit_tests.rubrics import live_task_methods
 
 REFERENCE = first_two_classes(FULL_REFERENCE)
 CLASSES = ("SelfAttention", "MultiHeadSelfAttention")
+METHODS = live_task_methods()
 
 
 def line_of(source: str, text: str) -> int:
@@ -20,7 +22,7 @@ def line_of(source: str, text: str) -> int:
 
 @pytest.mark.parametrize("cls", CLASSES + ("",))
 def test_reference_is_clean(cls):
-    assert style_issues(REFERENCE, cls) == []
+    assert style_issues(REFERENCE, cls, METHODS) == []
 
 
 # (class, the reference text, its replacement, expected code)
@@ -43,11 +45,11 @@ def test_injected_violation_goes_to_its_class_only(cls, old, new, code):
     assert old in REFERENCE
     source = REFERENCE.replace(old, new)
     line = line_of(source, new)
-    found = style_issues(source, cls)
+    found = style_issues(source, cls, METHODS)
     assert [(i.line, i.code) for i in found] == [(line, code)]
     for other in CLASSES + ("",):
         if other != cls:
-            assert style_issues(source, other) == []
+            assert style_issues(source, other, METHODS) == []
 
 
 def test_message_format():
@@ -55,7 +57,7 @@ def test_message_format():
     new = old + " " * (84 - 8 - len(old) - 1) + "x"   # 84 with indent
     source = REFERENCE.replace(old, new)
     line = line_of(source, "att = self.mix(att)")
-    (issue,) = style_issues(source, "MultiHeadSelfAttention")
+    (issue,) = style_issues(source, "MultiHeadSelfAttention", METHODS)
     assert issue == StyleIssue(line, 80, "E501",
                                "line too long (84 > 79 characters)")
     assert issue.message == \
@@ -66,30 +68,30 @@ def test_decorator_lines_belong_to_the_class():
     source = REFERENCE.replace("class SelfAttention(nn.Module):",
                                "@staticmethod( )\nclass SelfAttention("
                                "nn.Module):")
-    found = style_issues(source, "SelfAttention")
+    found = style_issues(source, "SelfAttention", METHODS)
     assert [(i.line, i.code) for i in found] == \
         [(line_of(source, "@staticmethod( )"), "E201")]
-    assert style_issues(source, "") == []
+    assert style_issues(source, "", METHODS) == []
 
 
 @pytest.mark.parametrize("ending, code", [("\n\n", "W391"), ("", "W292")])
 def test_file_level_issues_belong_to_no_class(ending, code):
     source = REFERENCE.rstrip("\n") + ending
     for cls in CLASSES:
-        assert style_issues(source, cls) == []
-    assert [i.code for i in style_issues(source, "")] == [code]
+        assert style_issues(source, cls, METHODS) == []
+    assert [i.code for i in style_issues(source, "", METHODS)] == [code]
 
 
 def test_module_level_issue_outside_classes():
     source = REFERENCE.replace("import torch.nn as nn",
                                "import torch.nn as nn;")
-    assert [i.code for i in style_issues(source, "")] == ["E703"]
+    assert [i.code for i in style_issues(source, "", METHODS)] == ["E703"]
     for cls in CLASSES:
-        assert style_issues(source, cls) == []
+        assert style_issues(source, cls, METHODS) == []
 
 
 def test_unparsable_source_gives_nothing():
-    assert style_issues("class A:\n    def f(:\n", "A") == []
+    assert style_issues("class A:\n    def f(:\n", "A", METHODS) == []
 
 
 @pytest.mark.parametrize("mark", ["# noqa", "# noqa: E501", "# NOQA",
@@ -102,4 +104,5 @@ def test_noqa_does_not_silence_the_check(mark):
                                "x")
     line = line_of(source, "self.causal = causal")
     assert [(i.line, i.code) for i in
-            style_issues(source, "MultiHeadSelfAttention")] == [(line, "E501")]
+            style_issues(source, "MultiHeadSelfAttention", METHODS)] == \
+        [(line, "E501")]

@@ -165,8 +165,9 @@ def _catalogue_with(tmp_path: Path, name: str, edits: list) -> Path:
     assert name in table
     lines = []
     for mid, entry in table.items():
-        pairs = edits if mid == name else entry["edits"]
-        lines += [f"[{mid}]", "edits = " + json.dumps(pairs), ""]
+        entry = {**entry, "edits": edits} if mid == name else entry
+        lines += [f"[{mid}]"] + [f"{key} = {json.dumps(value)}"
+                                 for key, value in entry.items()] + [""]
     folder = tmp_path / "variants"
     folder.mkdir()
     (folder / "mistakes.toml").write_text("\n".join(lines))
@@ -209,24 +210,27 @@ def test_generator_refuses_a_mistake_without_explanation(tmp_path):
         "mistakes")["no_mix"].edits)
     text = (folder / "mistakes.toml").read_text()
     (folder / "mistakes.toml").write_text(
-        text + '[no_mixing]\nedits = [["self.mix(att)", "att"]]\n')
-    with pytest.raises(SystemExit, match=r"only in the variants: "
-                       r"\['no_mixing'\]"):
+        text + '[no_mixing]\nitems = ["2.3a"]\n'
+        'edits = [["self.mix(att)", "att"]]\n')
+    with pytest.raises(SystemExit, match=r"\[no_mixing\]: a mistake needs "
+                       r"`message`"):
         make_test_values.load_mistakes(catalogue=folder)
 
 
-def test_generator_refuses_a_raise_not_declared(tmp_path, monkeypatch):
-    # A mistake that raises is frozen as its error only when
-    # autograder/mistakes.toml says `raises = true`; else the generator
-    # stops, naming the entry and the case.
-    messages = make_test_values.MISTAKE_MESSAGES.read_text()
+def test_generator_refuses_a_raise_not_declared(tmp_path):
+    # A mistake that raises is frozen as its error only when its entry
+    # says `raises = true`; else the generator stops, naming the entry and
+    # the case.
+    messages = (variants.CATALOGUE / "mistakes.toml").read_text()
     assert messages.count("\nraises = true\n") == 1
-    undeclared = tmp_path / "mistakes.toml"
-    undeclared.write_text(messages.replace("\nraises = true\n", "\n"))
-    monkeypatch.setattr(make_test_values, "MISTAKE_MESSAGES", undeclared)
+    folder = tmp_path / "variants"
+    folder.mkdir()
+    (folder / "mistakes.toml").write_text(
+        messages.replace("\nraises = true\n", "\n"))
     with pytest.raises(SystemExit, match=r"\[causal_mask_uncut\] raises "
                        r"on \w+: RuntimeError"):
-        make_test_values.generate(tmp_path / "out", verbose=False)
+        make_test_values.generate(tmp_path / "out", verbose=False,
+                                  catalogue=folder)
 
 
 def test_an_edit_that_no_longer_applies_names_its_entry(tmp_path):

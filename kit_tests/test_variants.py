@@ -77,25 +77,30 @@ def test_a_bonus_is_lost_with_what_it_requires():
 
 
 def test_the_mistakes_group_loses_the_items_of_its_mistake(tmp_path: Path):
-    # Group `mistakes`: the entry's name is the mistake; what it loses and
-    # names comes from autograder/mistakes.toml.
+    # Group `mistakes`: the entry's name is the mistake; it loses its own
+    # `items` and its feedback must name it.
     (tmp_path / "mistakes.toml").write_text('''
 [no_scale]
 about = "no 1/sqrt(d) anywhere"
+items = ["1.2", "2.1"]
+message = "your output equals attention without the scaling."
 edits = [["q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1",
           "q @ k.transpose(1, 2), dim=-1"]]
 
 [wrapper_interleaved]
 about = "heads stacked on a new last dimension, then flattened"
+items = ["3.2"]
+message = "your output equals the heads' outputs interleaved."
 edits = [["torch.cat([head(x) for head in self.heads], dim=-1)",
           "torch.stack([head(x) for head in self.heads], -1).flatten(2)"]]
 ''')
     found = V.load("mistakes", tmp_path)
+    assert V.mistake_items(tmp_path) == {"no_scale": ["1.2", "2.1"],
+                                         "wrapper_interleaved": ["3.2"]}
     rubric = load_rubric()
-    items = V.mistake_items()
     no_scale = V.expect(found["no_scale"], rubric)
     assert no_scale.mistake == "no_scale"
-    assert no_scale.lost == set(items["no_scale"]) | {"1.bonus"}
+    assert no_scale.lost == {"1.2", "2.1", "1.bonus"}
     wrapper = V.expect(found["wrapper_interleaved"], rubric)
     assert wrapper.lost == {"3.2"}
     assert wrapper.scores["multi_head_wrapper"] == 0
@@ -136,6 +141,35 @@ def test_a_malformed_entry_is_named(tmp_path: Path, entry: str, error: str):
     with pytest.raises(V.VariantError, match=error):
         for variant in V.load("g", tmp_path).values():
             V.expect(variant, load_rubric())
+
+
+MISTAKE = '[x]\nedits = []\nitems = ["1.2"]\nmessage = "m"\n'
+
+
+@pytest.mark.parametrize("entry, error", [
+    ('[x]\nedits = []\nitems = ["1.2"]\n', r"\[x\]: a mistake needs "
+     r"`message`"),
+    ('[x]\nedits = []\nmessage = "m"\n', r"\[x\]: a mistake needs `items`"),
+    (MISTAKE.replace('["1.2"]', '"1.2"'), r"\[x\]: a mistake needs `items`"),
+    (MISTAKE + 'raises = "yes"\n', r"\[x\]: `raises` must be true or false"),
+    (MISTAKE + 'same_as = "y"\n', r"\[x\]: `same_as` must be a list"),
+])
+def test_a_malformed_mistake_is_named(tmp_path: Path, entry: str,
+                                      error: str):
+    (tmp_path / "mistakes.toml").write_text(entry)
+    with pytest.raises(V.VariantError, match=error):
+        V.load("mistakes", tmp_path)
+
+
+def test_a_mistakes_keys_belong_to_the_mistakes_group_only(tmp_path: Path):
+    # What the student is told lives with the mistake, nowhere else.
+    (tmp_path / "mistakes.toml").write_text(MISTAKE + "raises = true\n")
+    assert V.load("mistakes", tmp_path)["x"].fields["raises"] is True
+    (tmp_path / "g.toml").write_text(MISTAKE)
+    with pytest.raises(V.VariantError, match=r"g.toml \[x\]: \['items', "
+                       r"'message'\] belong to entries of "
+                       r"kit/variants/mistakes.toml only"):
+        V.load("g", tmp_path)
 
 
 def test_the_skeleton_base_is_generated_from_the_live_reference():

@@ -13,6 +13,7 @@ from autograder.submission import regions
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          OK, Probe)
 from autograder.sandbox.worker import execute_probes, instrument
+from kit_tests.rubrics import live_task_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
@@ -304,7 +305,7 @@ def test_instrumentation_handles_attribute_aug_and_ann_assign():
 
 
 def test_recorder_name_does_not_collide_or_mangle():
-    tree = instrument(REFERENCE, "_autograder_shapes_x")
+    tree = instrument(REFERENCE, "_autograder_shapes_x", live_task_methods())
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Attribute)
              and isinstance(n.func.value, ast.Name)
@@ -320,3 +321,31 @@ def test_recorder_name_does_not_collide_or_mangle():
         isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
         or isinstance(node, ast.Return) and node.value is not None
         for _, node in found)
+
+
+def test_the_worker_reads_no_rubric():
+    # The task methods come on the probe (Probe.methods): the worker, whose
+    # jail may hide the rubric, reads none, not even when it is imported.
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent(f"""
+        import autograder.rubric as rubric
+
+        def refuse(*args, **kwargs):
+            raise SystemExit("the worker read a rubric")
+
+        rubric.load_rubric = refuse
+        rubric.DEFAULT_RUBRIC = rubric.Path("/nonexistent/rubric.toml")
+        from autograder.sandbox.worker import execute_probes
+        from kit_tests.test_worker import REFERENCE, mh_probe
+        [result] = execute_probes(REFERENCE, {FILENAME!r}, [mh_probe(
+            trace_shapes=True,
+            methods={{"MultiHeadSelfAttention": ("forward",)}})])
+        assert result.status == "ok" and result.shapes, result
+        print("traced", len(result.shapes))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("traced"), done.stdout

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.config import load_config
 from autograder.grade import GradeResult
 from autograder.local import DEFAULT_FILE, SCOPE, check_values
 
@@ -31,7 +32,7 @@ def graded() -> GradeResult:
     if not path.is_file():
         pytest.fail(f"no implementation at {path} (set {IMPL_ENV})",
                     pytrace=False)
-    grade = check_values(path)
+    grade = check_values(load_config(sets=("public",)), path)
     if grade.internal_error:
         pytest.fail(f"the checker itself failed (not your code):\n"
                     f"{grade.internal_error}", pytrace=False)

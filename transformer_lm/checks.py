@@ -16,22 +16,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autograder.config import GradingConfig, load_mistake_messages
 from autograder.local import (SCOPE, check_values, item_text, items,
                               task_points)
+from autograder.rubric import Rubric, load_rubric
+from autograder.values import load_cases
 
 
-def tasks() -> tuple[str, ...]:
-    """The task ids ``run_check`` accepts, in rubric order."""
-    return tuple(task_points())
+def tasks(rubric: Rubric) -> tuple[str, ...]:
+    """The task ids ``run_check`` accepts, in ``rubric``'s order."""
+    return tuple(task_points(rubric))
 
 
 def run_check(task_id: str, path: Path | str | None = None) -> None:
     """Check one task on the public cases (``path``: another module file
     instead of transformer_lm/modeling_attention.py); AssertionError if an
     item fails."""
-    if task_id not in tasks():
-        raise ValueError(f"unknown task {task_id!r}; one of {tasks()}")
-    grade = check_values(path or Path(__file__).with_name(
+    rubric = load_rubric()   # the grader's, read afresh like the module
+    if task_id not in tasks(rubric):
+        raise ValueError(f"unknown task {task_id!r}; one of "
+                         f"{tasks(rubric)}")
+    config = GradingConfig(rubric, load_cases(sets=("public",)),
+                           load_mistake_messages())
+    grade = check_values(config, path or Path(__file__).with_name(
         "modeling_attention.py"), task_id=task_id)
     if grade.internal_error:
         raise RuntimeError(f"the checker itself failed (not your code):\n"

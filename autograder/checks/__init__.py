@@ -1,9 +1,23 @@
-"""Static checks on a submission's source text.
+"""Every check kind, one module per family, and what they share.
 
-Pure functions of the source (and, for shape comments, of the shapes a
-traced run observed). They run in the grading parent: they parse student
-code with ``ast``/``tokenize``/``pycodestyle`` and never import or execute
-it.
+- ``base``: the context, a case's verdict, ``CaseCheck`` and ``aggregate``,
+  and ``CheckKind``, the protocol every kind follows;
+- ``values``: the value kinds (``module_output``, ``attention_probs``,
+  ``linear_attributes``) and reading a call's output;
+- ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
+  vocabulary of findings and messages;
+- ``causal``: ``causal_property``; ``heads``: ``concatenated_heads``;
+  ``size``: ``module_size``;
+- ``source``: the kinds that judge the source text (``pycodestyle``,
+  ``shape_comments``, ``statement_count``), on the static checks below;
+- ``compare``: tensor comparison; ``style``, ``shape_comments``,
+  ``statements``, ``shape_notation``, ``trace_integrity``: static checks,
+  pure functions of the source (and, for shape comments, of the shapes a
+  traced run observed) that parse student code with
+  ``ast``/``tokenize``/``pycodestyle`` and never import or execute it.
+
+Kinds judge in the grading parent; ``autograder.rubric.KIND_MODULES``
+lists the modules that register them.
 """
 from autograder.checks.shape_comments import (ShapeIssue, VOCABULARY,
                                               check_shape_comments,

@@ -3,15 +3,15 @@ verdict, the all-or-nothing case-by-case item (``CaseCheck``) and how its
 verdicts become one outcome with lines a student reads.
 
 A kind is a class registered by name for ``rubric.toml``
-(``autograder.rubric.register``); ``plan`` lists the probes an item needs,
-``evaluate`` judges their results in the grading parent, against tensors
-that never reach the worker.
+(``autograder.rubric.register``) that follows ``CheckKind``: ``plan`` lists
+the probes an item needs, ``evaluate`` judges their results in the grading
+parent, against tensors that never reach the worker.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from autograder import probes as P
 from autograder.sandbox.protocol import Probe, ProbeResult
@@ -29,8 +29,9 @@ class Context:
     source: str = ""
     public_only: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-    # The graded rubric's task methods (class -> methods; empty: the
-    # default rubric's): which unmarked methods the deductions read.
+    # The graded rubric's task methods (class -> methods), always the
+    # config's (grade.grading_context): which unmarked methods the
+    # deductions read.
     task_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -52,7 +53,18 @@ class Verdict:
     evidence: bool = True
 
 
-Judge = Callable[[Any, list[ProbeResult], list[Probe]], Verdict]
+class CheckKind(Protocol):
+    """What every registered kind does, for every section (item,
+    deduction, bonus)."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """The probes ``check`` needs on ``cases`` (those its filter
+        selects; empty for a kind without cases)."""
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """The outcome from the planned probes' results (by probe id)."""
 
 
 # --------------------------------------------------------------------------

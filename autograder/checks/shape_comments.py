@@ -360,9 +360,9 @@ def check_shape_comments(
         source: str,
         observed: dict[int, list[list[list[int]]]],
         dims: dict[str, int],
+        methods: dict[str, tuple[str, ...]],
         tasks: set[str] | None = None,
         dims_by_class: dict[str, dict[str, int]] | None = None,
-        methods: dict[str, tuple[str, ...]] | None = None,
         ran: dict[str, frozenset[int]] | None = None,
 ) -> list[ShapeIssue]:
     """The shape-comment issues of the student regions of ``source``.
@@ -373,10 +373,10 @@ def check_shape_comments(
     ``shape_notation.toml`` (batch_size, seq_len, ...) or names it lists
     (``d_out``), which supply their row's size; a key it does not list is
     ignored. ``dims_by_class`` overrides them for the regions of one
-    class.
-    ``tasks`` limits the check to the regions of those tasks;
-    ``methods`` is the graded rubric's task methods and ``ran`` what ran
-    while each task's traced calls ran (``regions.graded_regions``).
+    class. ``methods`` is the graded rubric's task methods
+    (``GradingConfig.task_methods``) and ``ran`` what ran while each
+    task's traced calls ran (``regions.graded_regions``).
+    ``tasks`` limits the check to the regions of those tasks.
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -389,7 +389,8 @@ def check_shape_comments(
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}
-    regions = [r for r in graded_regions(source, tree, methods, ran)
+    regions = [r for r in graded_regions(source, tree, methods=methods,
+                                         ran=ran)
                if tasks is None or r.task in tasks]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]

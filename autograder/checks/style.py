@@ -110,13 +110,14 @@ def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
 
 
 def style_issues(source: str, cls: str,
-                 methods: dict[str, tuple[str, ...]] | None = None,
+                 methods: dict[str, tuple[str, ...]],
                  ran: dict[str, frozenset[int]] | None = None
                  ) -> list[StyleIssue]:
     """The violations on lines of class ``cls`` (decorators to last line)
     and of the module-level functions its code calls or ran (``methods``:
-    the graded rubric's task methods, ``ran``: what ran while each task's
-    traced calls ran, as for ``regions.graded_regions``).
+    the graded rubric's task methods, ``GradingConfig.task_methods``;
+    ``ran``: what ran while each task's traced calls ran, as for
+    ``regions.graded_regions``).
 
     ``cls=""`` gives the violations outside every class, including the
     file-level ones (W391, W292), which are never attributed to a class.
@@ -138,7 +139,7 @@ def style_issues(source: str, cls: str,
     # The module-level functions the class's code calls are graded with
     # it (regions.graded_regions' helpers): a helper moved out of the
     # class must not escape the style check.
-    table = tuple(sorted((methods or regions.task_methods()).items()))
+    table = tuple(sorted(methods.items()))
     spans = by_name.get(cls, ()) + tuple(
         span for owner, name in _helpers(source, table) if owner == cls
         for span in by_name.get(name, ())

@@ -1,5 +1,7 @@
-"""Value checks: compare what the student's modules return with the frozen
-values, and explain the differences.
+"""Value kinds: compare what the student's modules return (an output, the
+attention probabilities, the linear layers it builds) with the frozen
+values, and explain the differences. Also the helpers every kind that
+reads a call's output shares (``_outputs``, ``_diagnose``, second calls).
 
 Each class is a check kind registered by name for ``rubric.toml``. ``plan``
 lists the probes an item needs; ``evaluate`` judges their results (in the
@@ -70,40 +72,6 @@ def _diagnose(got: torch.Tensor, expected: torch.Tensor,
     return Verdict(False, message, short, mistake, candidates)
 
 
-@dataclass
-class DropoutPattern:
-    """How train-mode values relate to their eval values under dropout p.
-
-    ``kind``: "ok" (each 0 or eval / (1 - p), some dropped, some kept),
-    "unscaled" (dropped, but the kept ones not rescaled), "wrong" (some
-    neither 0 nor eval / (1 - p): ``bad`` marks them), "none_dropped" or
-    "all_dropped".
-    """
-
-    kind: str
-    bad: torch.Tensor
-    scaled: torch.Tensor
-
-
-def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
-                    rel: float) -> DropoutPattern:
-    """Classify ``got`` (train mode) against ``clean`` (eval mode) without
-    assuming an order of random draws."""
-    scaled = clean / (1 - p)
-    zero = got == 0
-    bad = ~(zero | ((got - scaled).abs() <= rel * scaled.abs() + 1e-7))
-    if bool(bad.any()):
-        unscaled = (got - clean).abs() <= rel * clean.abs() + 1e-7
-        kind = "unscaled" if bool((zero | unscaled).all()) else "wrong"
-    elif not bool((zero & (scaled > 0)).any()):
-        kind = "none_dropped"
-    elif not bool((got > 0).any()):
-        kind = "all_dropped"
-    else:
-        kind = "ok"
-    return DropoutPattern(kind, bad, scaled)
-
-
 def _mistake_tensors(case: Any, name: str) -> dict[str, torch.Tensor]:
     return {mid: tensors[name] for mid, tensors in case.mistakes.items()
             if name in tensors}
@@ -112,15 +80,24 @@ def _mistake_tensors(case: Any, name: str) -> dict[str, torch.Tensor]:
 # --------------------------------------------------------------------------
 # Kinds
 
-@register("item", "linear_attributes", required=("attributes", "init"),
-          params={"attributes": list, "init": dict, "in_features": str,
-                  "out_features": str})
+@dataclass(frozen=True)
+class LinearAttributesParams:
+    """The attributes inspected, the constructor arguments, and which of
+    them are the expected in and out sizes."""
+
+    attributes: list
+    init: dict
+    in_features: str = "input_size"
+    out_features: str = "hidden"
+
+
+@register("item", "linear_attributes", params=LinearAttributesParams)
 class LinearAttributes:
     """Attributes that must be nn.Linear(in, out) with bias (inspected
     after construction, no forward call)."""
 
     def _probe(self, check: Check, task: Task) -> Probe:
-        return P.inspect_probe(task.cls, check.params["init"], check.timeout)
+        return P.inspect_probe(task.cls, check.params.init, check.timeout)
 
     def plan(self, check: Check, task: Task, cases: list,
              ctx: Context) -> list[Probe]:
@@ -136,12 +113,12 @@ class LinearAttributes:
             return Outcome(0.0, False,
                            [f"- {FAIL} {P.failure_text(result, probe)}"],
                            not_implemented=P.is_not_implemented(result))
-        init = check.params["init"]
-        want_in = init[check.params.get("in_features", "input_size")]
-        want_out = init[check.params.get("out_features", "hidden")]
+        init = check.params.init
+        want_in = init[check.params.in_features]
+        want_out = init[check.params.out_features]
         lines, passed = [], True
         made = f"{task.cls}({', '.join(f'{k}={v}' for k, v in init.items())})"
-        for name in check.params["attributes"]:
+        for name in check.params.attributes:
             found = result.attributes.get(name)
             if found is None:
                 problem = f"{made} has no attribute `{name}`"
@@ -170,8 +147,17 @@ class LinearAttributes:
         return Outcome(check.points if passed else 0.0, passed, lines)
 
 
+@dataclass(frozen=True)
+class ModuleOutputParams:
+    """Which calls are compared: with ``return_attention=True`` (its
+    first output), and then also the plain call."""
+
+    return_attention: bool = False
+    also_plain_call: bool = False
+
+
 @register("item", "module_output", uses_cases=True,
-          params={"return_attention": bool, "also_plain_call": bool})
+          params=ModuleOutputParams)
 class ModuleOutput(CaseCheck):
     """forward's output (item 0 with return_attention) vs ``output``."""
 
@@ -179,11 +165,11 @@ class ModuleOutput(CaseCheck):
         """The call (with return_attention if asked), and the plain call."""
         train = check.run_mode == "train"
         found = []
-        if check.params.get("return_attention"):
+        if check.params.return_attention:
             found.append(P.case_probe(case, train=train, timeout=check.timeout,
                                       kwargs={"return_attention": True},
                                       again=True))
-        if not found or check.params.get("also_plain_call"):
+        if not found or check.params.also_plain_call:
             found.append(P.case_probe(case, train=train,
                                       timeout=check.timeout, again=True))
         if case.mode == "train" and not train:
@@ -384,216 +370,3 @@ class AttentionProbs(CaseCheck):
                            f"{verdict.message}", "wrong shape and values",
                            verdict.mistake, verdict.candidates)
         return _diagnose(got, expected, mistakes, ctx, check, what)
-
-
-def _split_value_mix(case: Any, shape: torch.Size) -> torch.Tensor | None:
-    """``value_mix`` (att = einsum(P, G) + mix.bias) of the head split
-    that probabilities of ``shape`` [b * heads, s, s] say, from the case's
-    own v and mix weights; None if no split of ``hidden`` makes it."""
-    b, s, _ = case.tensors["x"].shape
-    w = case.weights
-    if not {"v.weight", "v.bias", "mix.weight"} <= set(w):
-        return None   # not MultiHeadSelfAttention's layers
-    hidden = w["v.weight"].shape[0]
-    if len(shape) != 3 or tuple(shape[1:]) != (s, s) or not shape[0] or \
-            shape[0] % b or hidden % (shape[0] // b):
-        return None
-    heads = shape[0] // b
-    size = hidden // heads
-    v = case.tensors["x"].double() @ w["v.weight"].double().T + \
-        w["v.bias"].double()
-    v = v.view(b, s, heads, size).transpose(1, 2)
-    w_mix = w["mix.weight"].double().view(-1, heads, size)
-    return v @ w_mix.permute(1, 2, 0)
-
-
-def _wrong_train_shape(probs: torch.Tensor, clean: torch.Tensor) -> Verdict:
-    return Verdict(False, f"in train mode the probabilities have shape "
-                   f"{fmt_shape(probs.shape)}, expected "
-                   f"{fmt_shape(clean.shape)}, and their head split does "
-                   f"not give your own eval att, so dropout cannot be "
-                   f"checked", "wrong shape")
-
-
-@register("item", "dropout_train", uses_cases=True,
-          params={"relative_tolerance": float, "att_atol": float})
-class DropoutTrain(CaseCheck):
-    """Dropout on the attention probabilities, checked without assuming an
-    order of random draws: every returned probability is 0 or its eval
-    value / (1 - p), some are dropped and some kept, and ``att`` follows
-    from the returned probabilities through ``value_mix``."""
-
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """One seeded train-mode call with return_attention=True, and the
-        same call in eval mode (shared with 2.1/2.3a)."""
-        scaled = P.case_probe(case, timeout=check.timeout,
-                              kwargs={"return_attention": True})
-        scaled.id, scaled.args = scaled.id + "*2", [2 * case.tensors["x"]]
-        return [P.case_probe(case, train=True, timeout=check.timeout,
-                             kwargs={"return_attention": True}),
-                P.case_probe(case, timeout=check.timeout,
-                             kwargs={"return_attention": True},
-                             again=True), scaled]   # eval random? (judge)
-
-    # No points without attention: the eval probabilities must change with
-    # the input (on x and 2x), as softmax(q k^T) does; fixed weights
-    # (uniform, constant) show dropout on nothing the module computed.
-    no_evidence = ("in every case the eval probabilities are the same for "
-                   "x and 2x: the attention weights do not depend on the "
-                   "input. Compute them from the queries and keys")
-
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
-              probes: list[Probe], ctx: Context) -> Verdict:
-        """Apply the three conditions; explain the first that fails.
-
-        Judged against the submission's own eval call, so that a wrong
-        scale, mask or head split costs 2.1/2.2/2.3a, not this point too:
-        positions its own eval probabilities leave NaN or infinite (a mask
-        hiding a whole row) are left out, and when its own eval ``att``
-        does not follow from its own eval probabilities (a wrong split,
-        merge or mix), ``att`` is only required to change with dropout.
-        Probabilities of another shape are judged only if the head split
-        that shape says gives the submission's own eval ``att``.
-        """
-        outputs, problem = _outputs(results[0], probes[0], 2)
-        if outputs is None:
-            return Verdict(False, problem, "wrong return value")
-        att, probs = outputs
-        clean = case.tensors["attention"].double()
-        b, s, _ = case.tensors["x"].shape
-        h = case.init["num_heads"]
-        p = float(case.init["dropout"])
-        if tuple(probs.shape) in ((b, h, s, s),):
-            probs = probs.reshape(clean.shape)   # 2.1 already says so
-        own, _ = _outputs(results[1], probes[1], 2)
-        own_eval = own   # the evidence below: its call, random or not
-        if own is not None and eval_differs(results[1], probes[1], own[0],
-                                            ctx.mistake_atol):
-            # Random in eval mode (dropout left on: 2.3a says so): judge
-            # against the frozen eval values instead.
-            own = None
-        eval_att = case.tensors["output"].double()
-        value_mix = case.tensors["value_mix"].double()
-        bias = case.weights["mix.bias"].double()
-        att_atol = check.params.get("att_atol", 1e-5)
-
-        def weighted(weights: torch.Tensor) -> torch.Tensor:
-            return torch.einsum("bhst,bhtd->bsd", weights.reshape(
-                b, value_mix.shape[1], s, s), value_mix) + bias
-
-        value_path = True
-        if tuple(probs.shape) != tuple(clean.shape):
-            # A wrong head split (e.g. head_size heads of num_heads) makes
-            # another shape in eval mode too: 2.1-2.3a cost that. Dropout
-            # is judged against the submission's own eval probabilities,
-            # and only where the split its shape says explains its own
-            # eval att: else any shape would let att merely change (a
-            # dropped-out copy returned, dropout on the output).
-            split = _split_value_mix(case, probs.shape)
-            if own is None or split is None \
-                    or tuple(own[1].shape) != tuple(probs.shape) \
-                    or tuple(own[0].shape) != tuple(att.shape):
-                return _wrong_train_shape(probs, clean)
-            clean, eval_att, value_mix = (own[1].double(), own[0].double(),
-                                          split)
-            if not close(eval_att, weighted(clean), att_atol,
-                         equal_nan=True):
-                return _wrong_train_shape(probs, case.tensors["attention"])
-        elif own is not None and \
-                own[1].numel() == clean.numel() and \
-                tuple(own[0].shape) == tuple(att.shape):
-            clean = own[1].double().reshape(clean.shape)
-            eval_att = own[0].double()
-            value_path = close(eval_att, weighted(clean), att_atol,
-                               equal_nan=True)
-        finite = torch.isfinite(clean)
-        got = probs.double()
-        if bool((~torch.isfinite(got) & finite).any()):
-            return Verdict(False, "in train mode the probabilities contain "
-                           "NaN or infinite values where the eval ones are "
-                           "finite", "NaN values")
-        if not bool(finite.any()):
-            return Verdict(False, "in eval mode every probability is NaN or "
-                           "infinite, so dropout cannot be checked",
-                           "NaN values")
-        pattern = dropout_pattern(
-            got[finite], clean[finite], p,
-            check.params.get("relative_tolerance", 1e-5))
-        same_att = close(att, eval_att, 1e-5, equal_nan=True)
-        if pattern.kind in ("unscaled", "wrong"):
-            if close(got, clean, 1e-5, equal_nan=True):
-                if same_att:
-                    return Verdict(False, f"no dropout in train mode: with "
-                                   f"dropout {p:g} the probabilities and att "
-                                   f"equal the eval ones. Apply "
-                                   f"self.dropout to the softmax "
-                                   f"probabilities.", "dropout not applied")
-                on_output = dropout_pattern(
-                    att.double(), eval_att, p,
-                    check.params.get("relative_tolerance", 1e-5)).kind
-                where = ("dropout is applied to the output att" if
-                         on_output == "ok" else "dropout is applied "
-                         "somewhere else (to the values, to the output, or "
-                         "to a copy of the probabilities while the ones "
-                         "before dropout are returned)")
-                return Verdict(False, f"probabilities not dropped out: in "
-                               f"train mode (dropout {p:g}) the returned "
-                               f"probabilities equal the eval ones while att "
-                               f"changes: {where}. Use the probabilities "
-                               f"after self.dropout both for the weighted "
-                               f"sum of the values and as the returned "
-                               f"probs.", "probabilities not dropped out")
-            if pattern.kind == "unscaled":
-                return Verdict(False, f"probabilities are dropped but the "
-                               f"kept ones are not scaled by 1/(1 - p) = "
-                               f"{1 / (1 - p):.4g}: use self.dropout "
-                               f"(nn.Dropout scales them for you)",
-                               "kept probabilities not rescaled")
-            bad = pattern.bad
-            first = int(bad.flatten().nonzero()[0])
-            return Verdict(False, f"in train mode {int(bad.sum())} of "
-                           f"{bad.numel()} probabilities are neither 0 nor "
-                           f"their eval value / (1 - p), e.g.: expected 0 "
-                           f"or {float(pattern.scaled.flatten()[first]):.6g}"
-                           f", got {float(got[finite][first]):.6g}. Is "
-                           f"dropout applied before the softmax?",
-                           "wrong train-mode probabilities")
-        if pattern.kind in ("none_dropped", "all_dropped"):
-            none = pattern.kind == "none_dropped"
-            return Verdict(False, f"in train mode (dropout {p:g}) "
-                           f"{'no' if none else 'every'} probability"
-                           f" was dropped: apply self.dropout to the "
-                           f"attention probabilities", "dropout not applied")
-        if value_path and not close(att, weighted(got), att_atol,
-                                    equal_nan=True):
-            how = ("att equals the eval output, so att was computed from the"
-                   " probabilities before dropout" if same_att else
-                   "dropout applied after (or before) the weighted sum, or "
-                   "the returned probabilities are not the ones used")
-            return Verdict(False, f"att doesn't follow from the returned "
-                           f"probabilities: {how}. Use the dropped-out "
-                           f"probabilities for the weighted sum of the "
-                           f"values and return those same probabilities.",
-                           "att does not follow from the probabilities")
-        if not value_path and dropout_pattern(
-                att.double(), eval_att, p,
-                check.params.get("relative_tolerance", 1e-5)).kind == "ok":
-            # att cannot be checked against these probabilities, but
-            # dropout on att itself shows (a dropped-out copy returned).
-            return Verdict(False, f"dropout is applied to the output att "
-                           f"(in train mode, dropout {p:g}, every value of "
-                           f"att is 0 or its eval value / (1 - p)). Use the "
-                           f"dropped-out probabilities for the weighted sum "
-                           f"of the values.", "probabilities not dropped "
-                           "out")
-        if not value_path and same_att:
-            return Verdict(False, "att equals the eval output, so att was "
-                           "computed from the probabilities before "
-                           "dropout. Use the dropped-out probabilities for "
-                           "the weighted sum of the values.",
-                           "att does not follow from the probabilities")
-        other, _ = _outputs(results[2], probes[2], 2)
-        return Verdict(True, evidence=other is not None and
-                       own_eval is not None and
-                       not close(own_eval[1], other[1], 1e-4,
-                                 equal_nan=True))

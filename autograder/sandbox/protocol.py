@@ -45,8 +45,8 @@ class Probe:
     inspect: bool = False        # report the module's attributes
     trace_shapes: bool = False   # run instrumented code, report shapes
     # trace_shapes: the graded rubric's task methods (class -> methods),
-    # whose bodies are traced when they hold no markers (empty: the
-    # default rubric's).
+    # whose bodies are traced when they hold no markers: the worker reads
+    # no rubric, it gets them here.
     methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # trace_shapes: the nonce of the canary record the trace must hold
     # (autograder/checks/trace_integrity.py), chosen by the parent.

@@ -37,9 +37,6 @@ from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          OK, Probe, ProbeResult,
                                          stand_in_output)
 
-# The rubric's task methods, read here, before the worker is jailed.
-regions.task_methods()
-
 # One name for both copies (plain and traced): a module-level check of
 # __name__ cannot tell them apart.
 MODULE_NAME = "student_modeling_attention"
@@ -277,16 +274,16 @@ class _Instrumenter(ast.NodeTransformer):
 
 
 def instrument(source: str, recorder: str,
-               methods: dict[str, tuple[str, ...]] | None = None
-               ) -> ast.Module:
+               methods: dict[str, tuple[str, ...]]) -> ast.Module:
     """The AST of ``source`` with shape recording on the statements of its
-    graded regions (``methods``: see ``regions.graded_regions``) and of
+    graded regions (``methods``: the graded rubric's task methods, which
+    the probe carries: see ``regions.graded_regions``) and of
     every function, and the entry of every function and lambda recorded:
     what ran decides which helpers a task's deductions read. Line numbers
     are the original ones."""
     tree = ast.parse(source)
     found = regions.student_statements(
-        tree, regions.graded_regions(source, tree, methods))
+        tree, regions.graded_regions(source, tree, methods=methods))
     wanted = {id(node) for _, node in found}
     for function in ast.walk(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -301,7 +298,7 @@ class TracedModule:
     """The instrumented copy of a submission and its recorder."""
 
     def __init__(self, source: str, filename: str,
-                 methods: dict[str, tuple[str, ...]] | None = None):
+                 methods: dict[str, tuple[str, ...]]):
         self.recorder, name = install_recorder()
         plain = sys.modules.get(MODULE_NAME)
         try:

@@ -248,14 +248,6 @@ def deduction_patterns(item_outputs: list[tuple[str, str]]
     return sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def _mistake_messages() -> dict[str, str]:
-    try:
-        from autograder.grade import load_mistake_messages
-        return load_mistake_messages()
-    except Exception:   # noqa: BLE001 - the page is useful without them
-        return {}
-
-
 # --------------------------------------------------------------------------
 # Markdown pages as HTML
 
@@ -458,15 +450,17 @@ def _table(batch: Batch, links: dict[str, str]) -> str:
             + "</tbody></table></div>")
 
 
-def build_report(batch: Batch, links: dict[str, str] | None = None,
+def build_report(batch: Batch, messages: dict[str, str],
+                 links: dict[str, str] | None = None,
                  extra_sections: list[str] | None = None) -> str:
-    """The class report as one HTML page."""
+    """The class report as one HTML page; ``messages`` (catalogue id ->
+    explanation, the grading config's mistakes) explain the named
+    mistakes."""
     links = links or {}
     subs = batch.submissions
     graded = [s for s in subs if s.items]
     scores = [s.score for s in graded]
     max_score = max((s.max_score for s in graded), default=0.0)
-    messages = _mistake_messages()
     out: list[str] = []
     mean = statistics.mean(scores) if scores else 0.0
     median = statistics.median(scores) if scores else 0.0
@@ -578,17 +572,18 @@ def _failures_section(batch: Batch, links: dict[str, str]) -> str:
     return "".join(out)
 
 
-def write_report(out: Path | str, extra_sections: list[str] | None = None
-                 ) -> Path:
+def write_report(out: Path | str, messages: dict[str, str],
+                 extra_sections: list[str] | None = None) -> Path:
     """Read the batch graded into ``out`` and write ``out/report.html``
-    (and the HTML renderings of the pages it links). Returns its path."""
+    (and the HTML renderings of the pages it links), its named mistakes
+    explained by ``messages``. Returns its path."""
     batch = read_batch(out)
     links = write_linked_pages(batch)
     if extra_sections is None:
         extra_sections = _similarity_section(batch, links)
     path = Path(out) / REPORT_NAME
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(build_report(batch, links, extra_sections))
+    tmp.write_text(build_report(batch, messages, links, extra_sections))
     tmp.replace(path)
     return path
 

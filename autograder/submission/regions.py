@@ -3,6 +3,11 @@
 Shared by the worker (which instruments these statements to record shapes)
 and by the static checks (shape comments, statement counts), so that both
 agree on what "student code" is.
+
+The methods whose code the student writes come from the rubric being
+graded (``GradingConfig.task_methods``: class, "" for a module-level
+function, -> methods); every function that needs them takes them as an
+argument, so this module never reads a rubric.
 """
 from __future__ import annotations
 
@@ -16,24 +21,6 @@ from dataclasses import dataclass
 START_MARKER = "# YOUR CODE STARTS HERE"
 END_MARKER = "# YOUR CODE ENDS HERE"
 _TASK_HEADER = re.compile(r"#\s*Task\s+(\d+(?:\.\d+)?)", re.IGNORECASE)
-
-
-_TASK_METHODS: dict[str, tuple[str, ...]] = {}
-
-
-def task_methods() -> dict[str, tuple[str, ...]]:
-    """The methods (by class; "" for a module-level function) whose code
-    the student writes between the markers, from the rubric's tasks
-    (``methods``; kit_tests/test_regions.py keeps them in step with the
-    skeleton). A method of this table without any marker is graded as a
-    whole (``graded_regions``): deleting the markers must not take code
-    out of the checks. Read once, before the worker is jailed
-    (autograder/sandbox/worker.py calls it at import)."""
-    if not _TASK_METHODS:
-        from autograder.rubric import load_rubric
-        for task in load_rubric().tasks:
-            _TASK_METHODS[task.cls] = task.methods
-    return _TASK_METHODS
 
 
 @dataclass(frozen=True)
@@ -151,15 +138,15 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
     return regions
 
 
-def graded_regions(source: str, tree: ast.AST | None = None,
-                   methods: dict[str, tuple[str, ...]] | None = None,
+def graded_regions(source: str, tree: ast.AST | None = None, *,
+                   methods: Mapping[str, tuple[str, ...]],
                    ran: Mapping[str, Iterable[int]] | None = None
                    ) -> list[Region]:
     """The regions the grader checks: the marked ones, plus, for each
-    method of ``methods`` (class -> methods, the rubric's; default
-    task_methods(), the default rubric's) that holds no marked region, the
-    method's body (docstring aside) as one unmarked region. Linear in the
-    source.
+    method of ``methods`` (class -> methods: the graded rubric's task
+    methods) that holds no marked region, the method's body (docstring
+    aside) as one unmarked region: deleting the markers must not take
+    code out of the checks. Linear in the source.
 
     ``ran`` (task class -> first lines of the functions and lambdas that
     ran while its traced calls ran, ``ProbeResult.shapes``' keys) adds
@@ -171,7 +158,7 @@ def graded_regions(source: str, tree: ast.AST | None = None,
     marked = find_regions(source, tree)
     lines = source.splitlines()
     extra = []
-    for owner, body in _task_functions(tree, methods or task_methods()):
+    for owner, body in _task_functions(tree, methods):
         # A marker inside the method (its region may run past the last
         # statement into trailing comments).
         if any(body.lineno <= r.start - 1 <= body.end_lineno
@@ -184,7 +171,7 @@ def graded_regions(source: str, tree: ast.AST | None = None,
                             owner if owner != body.name else "", body.name,
                             marked=False))
     base = sorted(marked + extra, key=lambda r: r.start)
-    found = base + _helpers(tree, base, methods or task_methods(), lines)
+    found = base + _helpers(tree, base, methods, lines)
     if ran:
         found += _ran_helpers(tree, lines, found, ran)
     return sorted(found, key=lambda r: r.start)
@@ -290,7 +277,7 @@ def _body_start(node: ast.AST) -> int | None:
 
 
 def _helpers(tree: ast.AST, base: list[Region],
-             table: dict[str, tuple[str, ...]],
+             table: Mapping[str, tuple[str, ...]],
              lines: list[str]) -> list[Region]:
     """The functions the graded code calls, transitively, that no region
     covers: ``self.name(...)`` of a method of the same class, or
@@ -351,7 +338,7 @@ def _calls_in(scope: ast.AST, region: Region,
                  bisect.bisect_right(lines, region.end)]
 
 
-def _task_functions(tree: ast.AST, table: dict[str, tuple[str, ...]]
+def _task_functions(tree: ast.AST, table: Mapping[str, tuple[str, ...]]
                     ) -> list[tuple[str, ast.FunctionDef]]:
     """(owner, function node) for every ``table`` entry present."""
     found = []

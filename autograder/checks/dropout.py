@@ -1,0 +1,556 @@
+"""Dropout kinds: dropout on the attention probabilities of Task 2.3b
+(``dropout_train``) and on the attention weights of 3.1d and 3.3d
+(``dropout_on_weights``), checked without assuming an order of random
+draws.
+
+Both judge in three steps with one vocabulary: the baseline (the eval
+values a train-mode call is judged against, ``Baseline``), what the call
+shows as a named ``Finding`` (through ``dropout_pattern``), and one table
+of messages (``MESSAGES``) whose templates each kind fills with its own
+words (``PROBABILITIES``, ``WEIGHTS``).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum, auto
+from string import Formatter
+from typing import Any
+
+import torch
+
+from autograder import probes as P
+from autograder.checks.base import CaseCheck, Context, Verdict
+from autograder.checks.causal import nonlinear
+from autograder.checks.compare import close, fmt_shape
+from autograder.checks.values import _outputs, eval_differs
+from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.rubric import Check, register
+
+
+# --------------------------------------------------------------------------
+# What a train-mode call shows
+
+class Pattern(Enum):
+    """How train-mode values relate to their eval values under dropout."""
+
+    OK = auto()             # each 0 or eval / (1 - p), some dropped, some kept
+    UNSCALED = auto()       # dropped, but the kept ones not rescaled
+    WRONG = auto()          # some neither 0 nor eval / (1 - p)
+    NONE_DROPPED = auto()
+    ALL_DROPPED = auto()
+
+
+@dataclass(frozen=True)
+class DropoutPattern:
+    """``dropout_pattern``'s classification of ``got`` under dropout ``p``:
+    ``bad`` marks the values neither 0 nor their ``scaled`` eval value."""
+
+    kind: Pattern
+    got: torch.Tensor
+    bad: torch.Tensor
+    scaled: torch.Tensor
+    p: float
+
+    def facts(self) -> dict[str, Any]:
+        """The numbers its message quotes."""
+        if self.kind is Pattern.UNSCALED:
+            return {"scale": 1 / (1 - self.p)}
+        if self.kind is Pattern.WRONG:
+            first = int(self.bad.flatten().nonzero()[0])
+            return {"bad": int(self.bad.sum()), "total": self.bad.numel(),
+                    "expected": float(self.scaled.flatten()[first]),
+                    "got": float(self.got[first])}
+        return {}
+
+
+def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
+                    rel: float, zero_atol: float) -> DropoutPattern:
+    """Classify ``got`` (train mode) against ``clean`` (eval mode): a value
+    is kept when within ``rel`` of eval / (1 - p) (plus ``zero_atol``)."""
+    scaled = clean / (1 - p)
+    zero = got == 0
+    bad = ~(zero | ((got - scaled).abs() <= rel * scaled.abs() + zero_atol))
+    if bool(bad.any()):
+        unscaled = (got - clean).abs() <= rel * clean.abs() + zero_atol
+        kind = Pattern.UNSCALED if bool((zero | unscaled).all()) else \
+            Pattern.WRONG
+    elif not bool((zero & (scaled > 0)).any()):
+        kind = Pattern.NONE_DROPPED
+    elif not bool((got > 0).any()):
+        kind = Pattern.ALL_DROPPED
+    else:
+        kind = Pattern.OK
+    return DropoutPattern(kind, got, bad, scaled, p)
+
+
+class Finding(Enum):
+    """What a dropout item says about a train-mode call that fails."""
+
+    WRONG_SHAPE = auto()
+    NAN_IN_TRAIN = auto()        # NaN where the eval values are finite
+    EVAL_ALL_NAN = auto()        # nothing finite to judge against
+    NOT_APPLIED = auto()         # train mode equals eval mode
+    UNSCALED = auto()
+    WRONG_VALUES = auto()
+    NONE_DROPPED = auto()
+    ALL_DROPPED = auto()
+    # Dropout on the probabilities (2.3b): where att and them disagree.
+    PROBS_NOT_DROPPED = auto()   # probs equal eval, att changes
+    ATT_NOT_FROM_PROBS = auto()  # att is not their weighted sum
+    ATT_DROPPED = auto()         # dropout on att itself
+    ATT_EQUALS_EVAL = auto()
+    # Dropout on the weights (3.1d, 3.3d): the two copies differ.
+    NOT_ON_WEIGHTS = auto()
+
+
+FROM_PATTERN = {Pattern.UNSCALED: Finding.UNSCALED,
+                Pattern.WRONG: Finding.WRONG_VALUES,
+                Pattern.NONE_DROPPED: Finding.NONE_DROPPED,
+                Pattern.ALL_DROPPED: Finding.ALL_DROPPED}
+
+
+# --------------------------------------------------------------------------
+# What the student reads
+
+@dataclass(frozen=True)
+class Words:
+    """A kind's words in the message templates (a word may quote the
+    finding's facts, e.g. ``{bad}``)."""
+
+    unit: str             # one of the things dropout acts on
+    units: str
+    seen_has: str         # what the train-mode call returned, "has"
+    seen_contains: str
+    eval_is: str          # its eval counterpart, "is"
+    eval_nan: str         # "every ... " when nothing is finite
+    same_as_eval: str     # train mode equals eval mode
+    apply_to: str         # where self.dropout belongs
+    rescale_tip: str
+    shape_why: str
+    wrong_which: str      # the values neither 0 nor rescaled
+    wrong_tail: str       # up to the question "... dropout applied ..."
+
+
+PROBABILITIES = Words(
+    unit="probability", units="probabilities",
+    seen_has="the probabilities have",
+    seen_contains="the probabilities contain", eval_is="the eval ones are",
+    eval_nan="probability is NaN or infinite",
+    same_as_eval="the probabilities and att equal the eval ones",
+    apply_to="softmax probabilities",
+    rescale_tip=" (nn.Dropout scales them for you)",
+    shape_why=(", and their head split does not give your own eval att, "
+               "so dropout cannot be checked"),
+    wrong_which="{bad} of {total} probabilities",
+    wrong_tail=", e.g.: expected 0 or {expected:.6g}, got {got:.6g}. Is")
+
+WEIGHTS = Words(
+    unit="weight", units="weights", seen_has="the output has",
+    seen_contains="the output contains", eval_is="the eval output is",
+    eval_nan="weight is NaN", same_as_eval="the output equals the eval "
+    "output", apply_to="attention weights", rescale_tip="", shape_why="",
+    wrong_which="the attention weights", wrong_tail=": is")
+
+# Finding -> (message, short message without values, for hidden cases).
+MESSAGES: dict[Finding, tuple[str, str]] = {
+    Finding.WRONG_SHAPE: (
+        "in train mode {seen_has} shape {got_shape}, expected {want_shape}"
+        "{shape_why}", "wrong shape"),
+    Finding.NAN_IN_TRAIN: (
+        "in train mode {seen_contains} NaN or infinite values where "
+        "{eval_is} finite", "NaN values"),
+    Finding.EVAL_ALL_NAN: (
+        "in eval mode every {eval_nan}, so dropout cannot be checked",
+        "NaN values"),
+    Finding.NOT_APPLIED: (
+        "no dropout in train mode: with dropout {p:g} {same_as_eval}. "
+        "Apply self.dropout to the {apply_to}.", "dropout not applied"),
+    Finding.UNSCALED: (
+        "{units} are dropped but the kept ones are not scaled by "
+        "1/(1 - p) = {scale:.4g}: use self.dropout{rescale_tip}",
+        "kept {units} not rescaled"),
+    Finding.WRONG_VALUES: (
+        "in train mode {wrong_which} are neither 0 nor their eval value / "
+        "(1 - p){wrong_tail} dropout applied before the softmax?",
+        "wrong train-mode {units}"),
+    Finding.NONE_DROPPED: (
+        "in train mode (dropout {p:g}) no {unit} was dropped: apply "
+        "self.dropout to the attention {units}", "dropout not applied"),
+    Finding.ALL_DROPPED: (
+        "in train mode (dropout {p:g}) every {unit} was dropped: apply "
+        "self.dropout to the attention {units}", "dropout not applied"),
+    Finding.PROBS_NOT_DROPPED: (
+        "probabilities not dropped out: in train mode (dropout {p:g}) the "
+        "returned probabilities equal the eval ones while att changes: "
+        "{where}. Use the probabilities after self.dropout both for the "
+        "weighted sum of the values and as the returned probs.",
+        "probabilities not dropped out"),
+    Finding.ATT_NOT_FROM_PROBS: (
+        "att doesn't follow from the returned probabilities: {how}. Use "
+        "the dropped-out probabilities for the weighted sum of the values "
+        "and return those same probabilities.",
+        "att does not follow from the probabilities"),
+    Finding.ATT_DROPPED: (
+        "dropout is applied to the output att (in train mode, dropout "
+        "{p:g}, every value of att is 0 or its eval value / (1 - p)). Use "
+        "the dropped-out probabilities for the weighted sum of the values.",
+        "probabilities not dropped out"),
+    Finding.ATT_EQUALS_EVAL: (
+        "att equals the eval output, so att was computed from the "
+        "probabilities before dropout. Use the dropped-out probabilities "
+        "for the weighted sum of the values.",
+        "att does not follow from the probabilities"),
+    Finding.NOT_ON_WEIGHTS: (
+        "dropout is applied after the weighted sum (to the context vectors "
+        "or the values), not to the attention weights: apply self.dropout "
+        "to the softmax weights, then multiply by the values.",
+        "dropout not on the weights"),
+}
+
+# PROBS_NOT_DROPPED's {where}: is att itself dropped out?
+WHERE = {True: "dropout is applied to the output att",
+         False: "dropout is applied somewhere else (to the values, to the "
+                "output, or to a copy of the probabilities while the ones "
+                "before dropout are returned)"}
+# ATT_NOT_FROM_PROBS's {how}: does att equal the eval output?
+HOW = {True: "att equals the eval output, so att was computed from the "
+             "probabilities before dropout",
+       False: "dropout applied after (or before) the weighted sum, or the "
+              "returned probabilities are not the ones used"}
+
+
+def say(finding: Finding, words: Words, **facts: Any) -> Verdict:
+    """The failing verdict of ``finding``: its templates filled with the
+    kind's ``words`` (themselves filled with ``facts``) and ``facts``."""
+    text, short = MESSAGES[finding]
+    used = {name for template in (text, short)
+            for _, name, _, _ in Formatter().parse(template) if name}
+    filled = {name: word.format(**facts) for name, word in
+              asdict(words).items() if name in used}
+    return Verdict(False, text.format(**filled, **facts),
+                   short.format(**filled, **facts))
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The eval values a train-mode call is judged against: the
+    submission's own where the kind can use them (so that a wrong scale,
+    mask or head split costs its own item, not dropout's too), else the
+    frozen ones. Positions they leave NaN or infinite (a mask hiding a
+    whole row) are left out."""
+
+    clean: torch.Tensor
+
+    @classmethod
+    def of(cls, frozen: torch.Tensor,
+           own: torch.Tensor | None) -> Baseline:
+        """``own`` if usable (not None), else ``frozen``."""
+        return cls((frozen if own is None else own).double())
+
+    @property
+    def finite(self) -> torch.Tensor:
+        return torch.isfinite(self.clean)
+
+    def nan_finding(self, *train: torch.Tensor) -> Finding | None:
+        """NaN in a train-mode tensor where the baseline is finite, or a
+        baseline with nothing finite; None if neither."""
+        finite = self.finite
+        if any(bool((~torch.isfinite(t) & finite).any()) for t in train):
+            return Finding.NAN_IN_TRAIN
+        if not bool(finite.any()):
+            return Finding.EVAL_ALL_NAN
+        return None
+
+
+# --------------------------------------------------------------------------
+# Kinds
+
+@dataclass(frozen=True)
+class DropoutParams:
+    """What both dropout kinds compare with."""
+
+    # A kept value equals eval / (1 - p) within this fraction of it ...
+    relative_tolerance: float = 1e-5
+    # ... plus this (values near 0).
+    zero_atol: float = 1e-7
+    # Train-mode values within this of the eval ones: no dropout.
+    same_atol: float = 1e-5
+
+
+@dataclass(frozen=True)
+class DropoutTrainParams(DropoutParams):
+    """2.3b: also how att follows from the returned probabilities."""
+
+    # att == einsum(P, value_mix) + mix.bias within this.
+    att_atol: float = 1e-5
+    # Eval probabilities for x and 2x differ beyond this: the evidence.
+    evidence_atol: float = 1e-4
+
+
+@dataclass(frozen=True)
+class DropoutOnWeightsParams(DropoutParams):
+    """3.1d, 3.3d: also the probe's two copies of the weights."""
+
+    # The two halves [A | A] are equal within this.
+    halves_atol: float = 1e-6
+    # ``causal.nonlinear``'s threshold for x, 2x, 3x: the evidence.
+    nonlinear_threshold: float = 1e-4
+
+
+def _split_value_mix(case: Any, shape: torch.Size) -> torch.Tensor | None:
+    """``value_mix`` (att = einsum(P, G) + mix.bias) of the head split
+    that probabilities of ``shape`` [b * heads, s, s] say, from the case's
+    own v and mix weights; None if no split of ``hidden`` makes it."""
+    b, s, _ = case.tensors["x"].shape
+    w = case.weights
+    if not {"v.weight", "v.bias", "mix.weight"} <= set(w):
+        return None   # not MultiHeadSelfAttention's layers
+    hidden = w["v.weight"].shape[0]
+    if len(shape) != 3 or tuple(shape[1:]) != (s, s) or not shape[0] or \
+            shape[0] % b or hidden % (shape[0] // b):
+        return None
+    heads = shape[0] // b
+    size = hidden // heads
+    v = case.tensors["x"].double() @ w["v.weight"].double().T + \
+        w["v.bias"].double()
+    v = v.view(b, s, heads, size).transpose(1, 2)
+    w_mix = w["mix.weight"].double().view(-1, heads, size)
+    return v @ w_mix.permute(1, 2, 0)
+
+
+def _wrong_train_shape(probs: torch.Tensor, clean: torch.Tensor) -> Verdict:
+    return say(Finding.WRONG_SHAPE, PROBABILITIES,
+               got_shape=fmt_shape(probs.shape),
+               want_shape=fmt_shape(clean.shape))
+
+
+@register("item", "dropout_train", uses_cases=True,
+          params=DropoutTrainParams)
+class DropoutTrain(CaseCheck):
+    """Dropout on the attention probabilities, checked without assuming an
+    order of random draws: every returned probability is 0 or its eval
+    value / (1 - p), some are dropped and some kept, and ``att`` follows
+    from the returned probabilities through ``value_mix``."""
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """One seeded train-mode call with return_attention=True, and the
+        same call in eval mode (shared with 2.1/2.3a)."""
+        scaled = P.case_probe(case, timeout=check.timeout,
+                              kwargs={"return_attention": True})
+        scaled.id, scaled.args = scaled.id + "*2", [2 * case.tensors["x"]]
+        return [P.case_probe(case, train=True, timeout=check.timeout,
+                             kwargs={"return_attention": True}),
+                P.case_probe(case, timeout=check.timeout,
+                             kwargs={"return_attention": True},
+                             again=True), scaled]   # eval random? (judge)
+
+    # No points without attention: the eval probabilities must change with
+    # the input (on x and 2x), as softmax(q k^T) does; fixed weights
+    # (uniform, constant) show dropout on nothing the module computed.
+    no_evidence = ("in every case the eval probabilities are the same for "
+                   "x and 2x: the attention weights do not depend on the "
+                   "input. Compute them from the queries and keys")
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """Apply the three conditions; explain the first that fails.
+
+        Judged against the submission's own eval call, so that a wrong
+        scale, mask or head split costs 2.1/2.2/2.3a, not this point too:
+        positions its own eval probabilities leave NaN or infinite (a mask
+        hiding a whole row) are left out, and when its own eval ``att``
+        does not follow from its own eval probabilities (a wrong split,
+        merge or mix), ``att`` is only required to change with dropout.
+        Probabilities of another shape are judged only if the head split
+        that shape says gives the submission's own eval ``att``.
+        """
+        params = check.params
+        outputs, problem = _outputs(results[0], probes[0], 2)
+        if outputs is None:
+            return Verdict(False, problem, "wrong return value")
+        att, probs = outputs
+        frozen = case.tensors["attention"]
+        b, s, _ = case.tensors["x"].shape
+        h = case.init["num_heads"]
+        p = float(case.init["dropout"])
+        if tuple(probs.shape) in ((b, h, s, s),):
+            probs = probs.reshape(frozen.shape)   # 2.1 already says so
+        own, _ = _outputs(results[1], probes[1], 2)
+        own_eval = own   # the evidence below: its call, random or not
+        if own is not None and eval_differs(results[1], probes[1], own[0],
+                                            ctx.mistake_atol):
+            # Random in eval mode (dropout left on: 2.3a says so): judge
+            # against the frozen eval values instead.
+            own = None
+        eval_att = case.tensors["output"].double()
+        value_mix = case.tensors["value_mix"].double()
+        bias = case.weights["mix.bias"].double()
+
+        def weighted(weights: torch.Tensor) -> torch.Tensor:
+            return torch.einsum("bhst,bhtd->bsd", weights.reshape(
+                b, value_mix.shape[1], s, s), value_mix) + bias
+
+        value_path = True
+        own_probs = None
+        if tuple(probs.shape) != tuple(frozen.shape):
+            # A wrong head split (e.g. head_size heads of num_heads) makes
+            # another shape in eval mode too: 2.1-2.3a cost that. Dropout
+            # is judged against the submission's own eval probabilities,
+            # and only where the split its shape says explains its own
+            # eval att: else any shape would let att merely change (a
+            # dropped-out copy returned, dropout on the output).
+            split = _split_value_mix(case, probs.shape)
+            if own is None or split is None \
+                    or tuple(own[1].shape) != tuple(probs.shape) \
+                    or tuple(own[0].shape) != tuple(att.shape):
+                return _wrong_train_shape(probs, frozen)
+            own_probs, eval_att, value_mix = (own[1], own[0].double(),
+                                              split)
+            if not close(eval_att, weighted(own_probs.double()),
+                         params.att_atol, equal_nan=True):
+                return _wrong_train_shape(probs, frozen)
+        elif own is not None and \
+                own[1].numel() == frozen.numel() and \
+                tuple(own[0].shape) == tuple(att.shape):
+            own_probs = own[1].reshape(frozen.shape)
+            eval_att = own[0].double()
+            value_path = close(eval_att, weighted(own_probs.double()),
+                               params.att_atol, equal_nan=True)
+        base = Baseline.of(frozen, own_probs)
+        clean, finite = base.clean, base.finite
+        got = probs.double()
+        finding = base.nan_finding(got)
+        if finding is not None:
+            return say(finding, PROBABILITIES)
+        pattern = dropout_pattern(got[finite], clean[finite], p,
+                                  params.relative_tolerance,
+                                  params.zero_atol)
+        same_att = close(att, eval_att, params.same_atol, equal_nan=True)
+        if pattern.kind in (Pattern.UNSCALED, Pattern.WRONG) and \
+                close(got, clean, params.same_atol, equal_nan=True):
+            if same_att:
+                return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)
+            on_output = dropout_pattern(
+                att.double(), eval_att, p, params.relative_tolerance,
+                params.zero_atol).kind is Pattern.OK
+            return say(Finding.PROBS_NOT_DROPPED, PROBABILITIES, p=p,
+                       where=WHERE[on_output])
+        if pattern.kind is not Pattern.OK:
+            return say(FROM_PATTERN[pattern.kind], PROBABILITIES, p=p,
+                       **pattern.facts())
+        if value_path and not close(att, weighted(got), params.att_atol,
+                                    equal_nan=True):
+            return say(Finding.ATT_NOT_FROM_PROBS, PROBABILITIES,
+                       how=HOW[same_att])
+        if not value_path and dropout_pattern(
+                att.double(), eval_att, p, params.relative_tolerance,
+                params.zero_atol).kind is Pattern.OK:
+            # att cannot be checked against these probabilities, but
+            # dropout on att itself shows (a dropped-out copy returned).
+            return say(Finding.ATT_DROPPED, PROBABILITIES, p=p)
+        if not value_path and same_att:
+            return say(Finding.ATT_EQUALS_EVAL, PROBABILITIES)
+        other, _ = _outputs(results[2], probes[2], 2)
+        return Verdict(True, evidence=other is not None and
+                       own_eval is not None and
+                       not close(own_eval[1], other[1],
+                                 params.evidence_atol, equal_nan=True))
+
+
+@register("item", "dropout_on_weights", uses_cases=True,
+          params=DropoutOnWeightsParams)
+class DropoutOnWeights(CaseCheck):
+    """Dropout on the attention weights, on a "dropout_probe" case: x = I
+    and every head's values [I; I], so each head's output is [A | A] with A
+    its (dropped-out) weights. Dropout on the weights keeps the halves
+    equal, each entry 0 or eval / (1 - p); dropout anywhere after the
+    weighted sum drops the halves independently. No order of random draws
+    is assumed."""
+
+    no_evidence = ("the eval output is proportional to the input in "
+                   "every case (x, 2x and 3x give outputs on a line): the "
+                   "attention weights do not depend on the input, so "
+                   "dropout on them shows nothing. Compute them from the "
+                   "queries and keys, softmax(q k^T / sqrt(d_k)) with the "
+                   "future masked")
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """One seeded train-mode call, the same call in eval mode, and
+        eval calls on 2x and 3x (weights computed from the input)."""
+        found = [P.case_probe(case, train=True, timeout=check.timeout),
+                 P.case_probe(case, timeout=check.timeout)]
+        for factor in (2, 3):
+            probe = P.case_probe(case, timeout=check.timeout)
+            probe.id += f"*{factor}"
+            probe.args = [factor * case.tensors["x"]]
+            found.append(probe)
+        return found
+
+    @staticmethod
+    def _evidence(results: list[ProbeResult], probes: list[Probe],
+                  threshold: float) -> bool:
+        """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``)."""
+        found = [_outputs(r, p, None)[0] if r.ok else None
+                 for r, p in zip(results[1:4], probes[1:4])]
+        return None not in found and nonlinear([f[0] for f in found],
+                                               threshold)
+
+    @staticmethod
+    def _halves(out: torch.Tensor, case: Any
+                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The two [b, heads, n, n] copies of the weights in ``out``."""
+        b, n = case.tensors["x"].shape[:2]
+        heads = case.init.get("num_heads", 1)
+        if tuple(out.shape) != (b, n, heads * 2 * n):
+            return None
+        halves = out.double().view(b, n, heads, 2, n).permute(3, 0, 2, 1, 4)
+        return halves[0], halves[1]
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """Halves equal, entries 0 or rescaled, some dropped, some kept."""
+        params = check.params
+        found, problem = _outputs(results[0], probes[0], None)
+        if found is None:
+            return Verdict(False, problem, "wrong return value")
+        split = self._halves(found[0], case)
+        if split is None:
+            b, n = case.tensors["x"].shape[:2]
+            width = case.init.get("num_heads", 1) * 2 * n
+            return say(Finding.WRONG_SHAPE, WEIGHTS,
+                       got_shape=fmt_shape(found[0].shape),
+                       want_shape=fmt_shape((b, n, width)))
+        first, second = split
+        p = float(case.init["dropout"])
+        own, _ = _outputs(results[1], probes[1], None)
+        own_split = self._halves(own[0], case) if own else None
+        if own_split is not None and not close(*own_split,
+                                               params.halves_atol,
+                                               equal_nan=True):
+            # Even in eval mode the halves differ: another unit (the heads'
+            # split or merge) breaks the probe's premise and costs its own
+            # item. Here only whether dropout acts in train mode is judged.
+            if close(found[0], own[0], params.same_atol, equal_nan=True):
+                return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
+            return Verdict(True, evidence=self._evidence(
+                results, probes, params.nonlinear_threshold))
+        base = Baseline.of(
+            case.tensors["attention"].view(first.shape),
+            own_split[0] if own_split is not None else None)
+        clean, finite = base.clean, base.finite
+        finding = base.nan_finding(first, second)
+        if finding is not None:
+            return say(finding, WEIGHTS)
+        if close(first, clean, params.same_atol, equal_nan=True) and \
+                close(second, clean, params.same_atol, equal_nan=True):
+            return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
+        if not close(first, second, params.halves_atol, equal_nan=True):
+            return say(Finding.NOT_ON_WEIGHTS, WEIGHTS)
+        pattern = dropout_pattern(first[finite], clean[finite], p,
+                                  params.relative_tolerance,
+                                  params.zero_atol)
+        if pattern.kind is not Pattern.OK:
+            return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
+                       **pattern.facts())
+        return Verdict(True, evidence=self._evidence(
+            results, probes, params.nonlinear_threshold))

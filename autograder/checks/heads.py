@@ -1,0 +1,213 @@
+"""The wrapper's heads (Task 3.2): its output is its heads' outputs side
+by side, judged against the frozen output, the student's own heads, and
+stand-in heads that return known tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from autograder import probes as P
+from autograder.checks.base import (CaseCheck, Context, Verdict,
+                                    _explain_other_task, _failed_probe)
+from autograder.checks.values import _diagnose, _mistake_tensors, _outputs
+from autograder.checks.compare import close, fmt_shape
+from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
+from autograder.submission.regions import owner_of_line
+from autograder.rubric import Check, Task, register
+
+
+@dataclass(frozen=True)
+class ConcatenatedHeadsParams:
+    """The head class, and how close outputs must be to count as equal
+    (the known tensors of stand-in heads; two heads that coincide)."""
+
+    head_class: str = "CausalAttention"
+    stand_in_atol: float = 1e-6
+    distinct_atol: float = 1e-6
+
+
+def _informative(heads: list[torch.Tensor], atol: float) -> bool:
+    """Whether heads' outputs can show a concatenation: each varies (its
+    finite values are not all one number) and no two heads are equal
+    (within ``atol``)."""
+    for head in heads:
+        values = head[torch.isfinite(head)]
+        if values.numel() < 2 or bool((values == values[0]).all()):
+            return False
+    return not any(close(a, b, atol, equal_nan=True)
+                   for i, a in enumerate(heads) for b in heads[i + 1:])
+
+
+@register("item", "concatenated_heads", uses_cases=True,
+          params=ConcatenatedHeadsParams)
+class ConcatenatedHeads(CaseCheck):
+    """The wrapper's output is its heads' outputs side by side.
+
+    Judged against the frozen output, or else against the student's own
+    heads run one by one (NaN equal to NaN), and on a call where the head
+    class is a stand-in (``Probe.stand_in``) whose instances return known
+    tensors: a wrong, raising or hanging CausalAttention loses its own
+    points, not the wrapper's too. The stand-in call runs first, so that
+    heads that hang cannot skip it. Passing on the student's own heads
+    needs evidence: the stand-in call concatenated, or the heads' outputs
+    vary and differ.
+    """
+
+    # judge handles the failure of every probe itself.
+    required_probes = 0
+    no_evidence = ("the output is your own heads' outputs side by side, but "
+                   "in every case those are constant, NaN or equal to each "
+                   "other, and with stand-in heads that return known "
+                   "tensors the output is not their concatenation: the "
+                   "wrapper must run every head on x and concatenate")
+
+    @staticmethod
+    def _stand_in_probe(check: Check, case: Any) -> Probe:
+        head_class = check.params.head_class
+        init = {k: v for k, v in case.init.items() if k != "num_heads"}
+        b, n = case.tensors["x"].shape[:2]
+        probe = P.case_probe(case, timeout=check.timeout)
+        probe.id += f":stand-in-{head_class}"
+        probe.state = {}
+        probe.drawn_seed = int(case.seed)
+        probe.stand_in = {"cls": head_class, "init": init,
+                          "shape": [int(b), int(n), int(init["d_out"])]}
+        return probe
+
+    def _calls(self, check: Check, case: Any) -> list[Probe]:
+        found = [P.case_probe(case, timeout=check.timeout)]
+        x = case.tensors["x"]
+        init = {k: v for k, v in case.init.items() if k != "num_heads"}
+        for i in range(case.init["num_heads"]):
+            prefix = f"heads.{i}."
+            found.append(Probe(
+                id=f"{case.name}:head{i}:eval:x",
+                cls=check.params.head_class,
+                init=dict(init), args=[x],
+                state={k[len(prefix):]: v for k, v in case.weights.items()
+                       if k.startswith(prefix)},
+                timeout=check.timeout))
+        return found
+
+    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+        """The wrapper's call with stand-in heads, its own call, then each
+        head alone with its weights."""
+        return [self._stand_in_probe(check, case), *self._calls(check, case)]
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Every case's stand-in call first: once a call hangs (heads that
+        loop), the sandbox skips this item's later probes."""
+        found = [self.case_probes(check, case) for case in cases]
+        return [f[0] for f in found] + [p for f in found for p in f[1:]]
+
+    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+              probes: list[Probe], ctx: Context) -> Verdict:
+        """Frozen output, or the concatenation of the student's heads, or
+        (when the call raised outside the wrapper) of stand-in heads."""
+        stand_in = self._stand_in(case, results[0], probes[0], check.params)
+        results, probes = results[1:], probes[1:]
+        if not results[0].ok:
+            failure = _explain_other_task(
+                _failed_probe(results[:1], probes[:1]), check)
+            if owner_of_line(ctx.source, results[0].line) == case.cls:
+                return failure     # the wrapper's own code raised
+            if stand_in.ok:
+                # Raised, hung or crashed outside the wrapper's code (its
+                # heads): the item that charges that is the heads' own.
+                return stand_in
+            return Verdict(False, failure.message + stand_in.message,
+                           failure.short,
+                           not_implemented=failure.not_implemented)
+        found, problem = _outputs(results[0], probes[0], None)
+        if found is None:
+            return Verdict(False, problem, "wrong return value")
+        out, expected = found[0], case.tensors["output"]
+        if tuple(out.shape) != tuple(expected.shape):
+            b, n_tokens, width = expected.shape
+            # Heads of the wrong width (Task 3.1's) make a wrong width
+            # here too: judged on the heads' own outputs.
+            return self._own_heads(check, results, probes, Verdict(
+                False, f"the output has shape {fmt_shape(out.shape)}, "
+                f"expected {fmt_shape(expected.shape)}: concatenate the "
+                f"{case.init['num_heads']} heads' outputs along the last "
+                f"dimension (num_heads * d_out = {width})", "wrong shape"),
+                stand_in)
+        verdict = _diagnose(out, expected, _mistake_tensors(case, "output"),
+                            ctx, check, "the output of forward(x)")
+        if verdict.ok:
+            return verdict
+        return self._own_heads(check, results, probes, verdict, stand_in)
+
+    @staticmethod
+    def _stand_in(case: Any, result: ProbeResult, probe: Probe,
+                  params: ConcatenatedHeadsParams) -> Verdict:
+        """The call with stand-in heads: passes when the output is the
+        known tensors side by side; else says what it shows."""
+        head_class = params.head_class
+        if not result.ok:
+            return Verdict(False, f" (with stand-in {head_class} heads "
+                           f"that return known tensors: "
+                           f"{P.failure_text(result, probe)})",
+                           P.short_failure(result))
+        found, problem = _outputs(result, probe, None)
+        if found is None:
+            return Verdict(False, f" (with stand-in {head_class} heads: "
+                           f"{problem})", "wrong return value")
+        heads = int(case.init["num_heads"])
+        spec = probe.stand_in
+        known = [stand_in_output(probe.drawn_seed, k, spec["shape"])
+                 for k in range(heads)]
+        out = found[0]
+        if tuple(out.shape) == tuple(torch.cat(known, -1).shape):
+            if close(out, torch.cat(known, -1), params.stand_in_atol):
+                return Verdict(True)
+            if close(out, torch.cat([known[0]] * heads, -1),
+                     params.stand_in_atol):
+                return Verdict(False, f"; your heads are one module: "
+                               f"only one {head_class} was built for "
+                               f"{heads} heads (`[{head_class}(...)] * "
+                               f"num_heads` repeats the same object, so "
+                               f"every head has the same weights and the "
+                               f"same output). Build each "
+                               f"head separately: nn.ModuleList"
+                               f"([{head_class}(...) for _ in "
+                               f"range(num_heads)])", "heads share a module")
+        return Verdict(False, f" (with stand-in {head_class} heads that "
+                       f"return known tensors, the output is not their "
+                       f"concatenation along the last dimension either)",
+                       "not the heads concatenated")
+
+    @staticmethod
+    def _own_heads(check: Check, results: list[ProbeResult],
+                   probes: list[Probe], verdict: Verdict,
+                   stand_in: Verdict) -> Verdict:
+        """Pass if the wrapper's output is its own heads' outputs side by
+        side and that shows something; else ``verdict``, explained."""
+        if stand_in.short == "heads share a module":
+            return Verdict(False, verdict.message + stand_in.message,
+                           stand_in.short)
+        found, _ = _outputs(results[0], probes[0], None)
+        heads = []
+        for result, probe in zip(results[1:], probes[1:]):
+            head, _ = _outputs(result, probe, None) if result.ok else (None,
+                                                                       "")
+            if head is None:
+                return verdict
+            heads.append(head[0])
+        if found is None:
+            return verdict
+        try:
+            joined = torch.cat(heads, dim=-1)
+        except RuntimeError:
+            return verdict
+        if not close(found[0], joined, check.atol, equal_nan=True):
+            return Verdict(False, verdict.message + "; nor is it your own "
+                           "heads' outputs concatenated along the last "
+                           "dimension", verdict.short, verdict.mistake,
+                           verdict.candidates)
+        return Verdict(True, evidence=stand_in.ok or _informative(
+            heads, check.params.distinct_atol))

@@ -1,0 +1,260 @@
+"""Kinds that judge the source text: PEP 8 inside a task's class (a
+deduction), shape comments checked against a traced run (a deduction) and
+a method's statement count (a bonus).
+
+They parse the student's code (``ast``, ``tokenize``, ``pycodestyle``) in
+the grading parent and never import it; only the shape comments' traced
+calls run in the sandbox.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field, replace
+
+from autograder import probes as P
+from autograder.checks.base import FAIL, PASS, Context
+from autograder.checks.compare import close
+from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.rubric import Check, Outcome, Task, register
+
+
+@dataclass(frozen=True)
+class ShapeCommentsParams:
+    """The traced calls: constructor arguments, input shape, and what
+    varies between the calls."""
+
+    init: dict
+    input: list
+    vary_init: dict | None = None
+    vary_kwargs: dict | None = None
+    vary_train: list | None = None
+    # Sizes a name stands for that the constructor does not show.
+    extra_dims: dict = field(default_factory=dict)
+    # Another class the traced one uses, replaced (Probe.stand_in).
+    stand_in: dict = field(default_factory=dict)
+    # A traced call and its untraced twin agree within this.
+    twin_atol: float = 1e-6
+
+
+@dataclass(frozen=True)
+class StatementCountParams:
+    """The method counted and the most statements the bonus allows."""
+
+    method: str
+    max_statements: int
+
+
+@register("deduction", "pycodestyle")
+class Pycodestyle:
+    """Any pycodestyle violation inside the task's class."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Static: no probe."""
+        return []
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Triggered (points to deduct) if the class has a violation."""
+        from autograder.checks.style import style_issues, too_long
+        reason = too_long(ctx.source)
+        try:
+            issues = [] if reason else style_issues(
+                ctx.source, task.cls, ctx.task_methods,
+                ctx.extra.get("ran"))
+        except (RecursionError, MemoryError):
+            reason = ("the code is nested too deeply for the style check, "
+                      "so the deduction applies")
+        if reason:
+            return Outcome(check.points, False,
+                           [f"- {FAIL} {task.cls}: {reason}"])
+        if not issues:
+            return Outcome(0.0, True, [f"- {PASS} no pycodestyle violation in "
+                                       f"{task.cls}"])
+        lines = [f"- {FAIL} {len(issues)} pycodestyle violation"
+                 f"{'s' * (len(issues) > 1)} in {task.cls}:"]
+        lines += [f"  - {issue.message}" for issue in issues[:20]]
+        if len(issues) > 20:
+            lines.append(f"  - ... and {len(issues) - 20} more")
+        return Outcome(check.points, False, lines)
+
+
+@register("deduction", "shape_comments", params=ShapeCommentsParams)
+class ShapeComments:
+    """Every tensor-producing student statement of the class carries a
+    shape comment that matches the shapes a traced run observed."""
+
+    def _traces(self, check: Check, task: Task, ctx: Context
+                ) -> list[Probe]:
+        params = check.params
+        # Seeded, so that each traced call has an untraced twin with the
+        # same weights and input; the worker traces the unmarked methods
+        # of the rubric being graded.
+        traces = P.trace_probes(
+            task.cls, params.init, params.input,
+            vary_init=params.vary_init, vary_kwargs=params.vary_kwargs,
+            vary_train=params.vary_train, timeout=check.timeout)
+        # stand_in (see Probe.stand_in): another class the traced one
+        # uses, replaced, so that its mistakes do not change this class's
+        # shapes (the wrapper's heads).
+        stand_in = dict(params.stand_in)
+        # The canary's nonce: one per submission, chosen here, where the
+        # student's code cannot see it before its trace is taken.
+        nonce = ctx.extra.setdefault("canary", secrets.randbelow(1 << 30))
+        return [replace(p, seed=P.TRACE_SEED, methods=ctx.task_methods,
+                        stand_in=stand_in, canary=nonce) for p in traces]
+
+    @staticmethod
+    def _twin(probe: Probe) -> Probe:
+        return replace(probe, id=f"untraced-{probe.id}", trace_shapes=False)
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Traced calls with fresh weights and all-distinct sizes, each
+        with its untraced twin (code must not behave differently when its
+        shapes are traced)."""
+        traces = self._traces(check, task, ctx)
+        return traces + [self._twin(p) for p in traces]
+
+    @staticmethod
+    def dims(check: Check) -> dict[str, int]:
+        """The traced sizes by canonical name."""
+        init = check.params.init
+        shape = check.params.input
+        dims = {"batch_size": shape[0], "seq_len": shape[1],
+                **{k: v for k, v in init.items()
+                   if isinstance(v, int) and not isinstance(v, bool)}}
+        if "num_heads" in dims and "hidden" in dims:
+            dims["head_size"] = dims["hidden"] // dims["num_heads"]
+        # Sizes a name stands for that the constructor does not show, e.g.
+        # the wrapper's head size (its d_out).
+        dims.update(check.params.extra_dims)
+        return dims
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Triggered if any statement's comment is missing or wrong, if the
+        code behaves differently when traced, or if the comments cannot be
+        read at all."""
+        from autograder.checks.shape_comments import check_shape_comments
+        from autograder.submission.regions import graded_regions
+        from autograder.checks.trace_integrity import (CANARY_LINE,
+                                                       trace_problem)
+        observed: dict[int, list[list[list[int]]]] = {}
+        failed: list[tuple[Probe, ProbeResult]] = []
+        problem: str | None = None    # why a trace is not evidence
+        for probe in self._traces(check, task, ctx):
+            result = results[probe.id]
+            if not result.ok:
+                failed.append((probe, result))
+            elif problem is None:
+                problem = trace_problem(ctx.source, task.cls, probe.canary,
+                                        result.shapes)
+            for line, runs in result.shapes.items():
+                seen = observed.setdefault(int(line), [])
+                seen.extend(r for r in runs if r not in seen)
+            twin = results.get(self._twin(probe).id)
+            if twin is not None and _differs(result, twin,
+                                             check.params.twin_atol):
+                return Outcome(check.points, False, [
+                    f"- {FAIL} shape comments in {task.cls}: your code "
+                    f"behaves differently when its shapes are traced ("
+                    f"{_difference(probe, result, twin)}), so its comments "
+                    f"cannot be checked; the deduction applies"])
+        observed.pop(CANARY_LINE, None)
+        methods = ctx.task_methods
+        ran = ctx.extra.get("ran")
+        try:
+            issues = [i for i in check_shape_comments(
+                ctx.source, observed, self.dims(check), methods=methods,
+                ran=ran) if i.cls == task.cls]
+            unmarked = [r for r in graded_regions(ctx.source,
+                                                  methods=methods, ran=ran)
+                        if not r.marked and r.cls == task.cls]
+        except SyntaxError:
+            return Outcome(0.0, True, [f"- {PASS} (the module does not "
+                                       f"parse: reported elsewhere)"])
+        except (RecursionError, MemoryError):
+            return Outcome(check.points, False, [
+                f"- {FAIL} shape comments in {task.cls}: the code is nested "
+                f"too deeply for the grader to read, so its comments "
+                f"cannot be checked; the deduction applies"])
+        if problem:
+            return Outcome(check.points, False, [
+                f"- {FAIL} shape comments in {task.cls}: the grader's trace "
+                f"of your code's shapes is incomplete ({problem}; does your "
+                f"code change the grader's objects?), so its comments "
+                f"cannot be checked; the deduction applies"])
+        note = [f"- `{r.function}`, which your {task.cls} code "
+                f"{'ran' if r.first else 'calls'}, is checked with it"
+                if r.helper else
+                f"- no `# YOUR CODE STARTS HERE` markers in "
+                f"{r.cls or r.function}.{r.function}: the whole method is "
+                f"checked" if r.cls else f"- no `# YOUR CODE STARTS HERE` "
+                f"markers in {r.function}: the whole function is checked"
+                for r in unmarked]
+        if failed:
+            probe, result = failed[0]
+            why = P.failure_text(result, probe).splitlines()[0]
+            note.append(f"- (the traced call stopped: {why}; lines it did "
+                        f"not reach were checked only for a comment)")
+        if not issues:
+            return Outcome(0.0, True, [f"- {PASS} shape comments in "
+                                       f"{task.cls} are present and right"]
+                           + note)
+        lines = [f"- {FAIL} shape comments in {task.cls}:"]
+        lines += [f"  - {issue.message}" for issue in issues]
+        return Outcome(check.points, False, lines + note)
+
+
+def _differs(traced: ProbeResult, twin: ProbeResult, atol: float) -> bool:
+    """Whether a traced call and its untraced twin (same weights, input
+    and seed) ended differently (outputs beyond ``atol``). A traced copy
+    that failed to import is not counted: that may be the grader's
+    instrumentation, and the grader never charges a student for its own
+    failure (the note says so)."""
+    if traced.phase == "import":
+        return False
+    if traced.ok != twin.ok or traced.output_kind != twin.output_kind or \
+            len(traced.outputs) != len(twin.outputs):
+        return True
+    return not all(close(a, b, atol, equal_nan=True)
+                   for a, b in zip(traced.outputs, twin.outputs))
+
+
+def _difference(probe: Probe, traced: ProbeResult, twin: ProbeResult) -> str:
+    call = P.call_text(probe)
+    if not traced.ok and twin.ok:
+        return f"{call} raised only when traced: {P.short_failure(traced)}"
+    if traced.ok and not twin.ok:
+        return f"{call} raised only when not traced"
+    return f"{call} returned other values when traced"
+
+
+@register("bonus", "statement_count", params=StatementCountParams)
+class StatementCount:
+    """At most N statements in a method (docstring aside)."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Static: no probe."""
+        return []
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Earned when the count is small enough (``requires`` is applied
+        by the caller)."""
+        from autograder.checks.statements import count_statements
+        method = check.params.method
+        limit = check.params.max_statements
+        count = count_statements(ctx.source, task.cls, method)
+        where = f"{task.cls}.{method}"
+        if count is None:
+            return Outcome(0.0, False, [f"- {FAIL} {where} not found"])
+        if count <= limit:
+            return Outcome(check.points, True, [
+                f"- {PASS} {where} has {count} statement"
+                f"{'s' * (count != 1)} (at most {limit})"])
+        return Outcome(0.0, False, [f"- {FAIL} {where} has {count} "
+                                    f"statements; the bonus needs at most "
+                                    f"{limit}"])

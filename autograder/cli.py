@@ -1,5 +1,9 @@
 """Command line of the grader: ``python -m autograder grade|check|gradescope``.
 
+Parsing and delegating only: grading is autograder/batch.py's, the graded
+folder (``grade``, ``report``, ``similarity``) autograder/graded_folder.py's,
+the Gradescope entry autograder/gradescope/entry.py's.
+
 Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
 invalid rubric, a machine where the canary submission fails: see
@@ -9,26 +13,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
-import threading
 import textwrap
-import traceback
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from autograder.report import layout, results as report
-from autograder.config import (GradingConfig, load_config,
-                               load_mistake_messages)
-from autograder.grade import (GradeResult, Runner, failed_grade,
-                              grade_source, sandbox_runner)
-from autograder.rubric import DEFAULT_RUBRIC, Rubric, RubricError, load_rubric
-from autograder.submission.locate import (Submission, UsageError, check_path,
-                                          resolve, submission_name,
-                                          unique_names)
-from autograder.values import ValuesError, values_dir
+from autograder import batch, graded_folder
+from autograder.batch import ConfigError
+from autograder.report import results as report
+from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
+from autograder.submission.locate import UsageError
 
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -74,79 +68,6 @@ upload back to Gradescope or an LMS gradebook.
 """
 
 
-# --------------------------------------------------------------------------
-# Shared helpers
-
-class ConfigError(Exception):
-    """Usage or configuration problem: exit status 2."""
-
-
-def _load_config(rubric_path: Path | None, values: Path | None,
-                 sets: tuple[str, ...]) -> GradingConfig:
-    try:
-        config = load_config(rubric_path, values, sets=sets)
-    except (RubricError, ValuesError) as exc:
-        raise ConfigError(str(exc)) from None
-    if not config.cases:
-        raise ConfigError("no test cases found: run `make test-values`")
-    return config
-
-
-def _grade_one(sub: Submission, config: GradingConfig, runner: Runner,
-               *, public_only: bool = False,
-               timeout: float | None = None) -> GradeResult:
-    """Grade a resolved submission; never raises."""
-    if sub.error or sub.source is None:
-        return failed_grade(sub.name, sub.filename or str(sub.path),
-                            config.rubric,
-                            error=sub.error or "no source to grade")
-    try:
-        return grade_source(sub.source, sub.filename, config, runner,
-                            name=sub.name, public_only=public_only,
-                            timeout=timeout)
-    except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
-        return failed_grade(sub.name, sub.filename, config.rubric,
-                            internal_error=traceback.format_exc())
-
-
-def _write_outputs(grade: GradeResult, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        report.write_results(grade, folder / "results.json")
-        (folder / "feedback.md").write_text(report.feedback_markdown(grade))
-    except Exception:   # noqa: BLE001 - fall back to a minimal valid file
-        fallback = GradeResult(grade.name, grade.filename,
-                               max_score=grade.max_score,
-                               max_bonus=grade.max_bonus,
-                               internal_error=traceback.format_exc())
-        report.write_results(fallback, folder / "results.json")
-
-
-class Progress:
-    """A one-line progress bar on stderr, only when it is a terminal."""
-
-    def __init__(self, total: int, stream: Any = None):
-        self.total, self.done = total, 0
-        self.stream = stream or sys.stderr
-        self.enabled = total > 1 and self.stream.isatty()
-        self.lock = threading.Lock()
-
-    def step(self, label: str) -> None:
-        """Count one finished submission."""
-        with self.lock:
-            self.done += 1
-            if not self.enabled:
-                return
-            width = 30
-            filled = width * self.done // self.total
-            bar = "#" * filled + "-" * (width - filled)
-            self.stream.write(f"\r[{bar}] {self.done}/{self.total} "
-                              f"{label[:30]:<30}")
-            if self.done == self.total:
-                self.stream.write("\n")
-            self.stream.flush()
-
-
 _early_sandbox: Any = None   # started by main() before the handoff is read
 
 
@@ -167,333 +88,16 @@ def _sandbox_context():
     return Sandbox(fork_server_from_here=True)
 
 
-def _read_answers(grade: GradeResult,
-                  sub: Submission) -> dict[str, str] | None:
-    """Put the notebook's inline answers (Q1-Q5, graded by hand) into the
-    student's feedback and return them for the TAs' pages. A missing or
-    broken notebook is reported there and costs no points."""
-    from autograder.submission import answers
-    if not sub.notebooks:
-        grade.answers = answers.answers_markdown(
-            None, error="no notebook (.ipynb) in the submission")
-        return None
-    try:
-        found = answers.collect_answers(sub.notebooks[0])
-    except Exception as exc:   # noqa: BLE001 - answers never cost points
-        grade.answers = answers.answers_markdown(None, error=str(exc))
-        return None
-    grade.answers = answers.answers_markdown(found)
-    return found
-
-
-def _write_question_pages(by_submission: dict[str, dict[str, str]],
-                          out: Path) -> str:
-    """One page per question with every student's answer, for TAs."""
-    if not by_submission:
-        return ""
-    from autograder.submission import answers
-    try:
-        answers.write_question_pages(out, dict(sorted(by_submission.items())))
-    except OSError as exc:
-        return f"inline answers: could not write the pages ({exc})"
-    return f"inline answers: {out / 'answers'}/Q*.md"
-
-
 # --------------------------------------------------------------------------
 # Commands
 
-def _preflight(sandbox: Any, *, quiet: bool = False,
-               remember: bool = False) -> list[str]:
-    """The canary through the real sandbox, or ConfigError: no score is
-    written on a machine where a correct submission would not pass.
-    ``remember`` (``check`` only, a preview): a canary that passed in this
-    environment before counts (autograder/sandbox/preflight.py)."""
-    from autograder.sandbox.jail import LAYERS
-    from autograder.sandbox.preflight import (PreflightError,
-                                              remembered_preflight,
-                                              run_preflight)
-    try:
-        layers = (remembered_preflight if remember else run_preflight)(
-            sandbox)
-    except PreflightError as exc:
-        raise ConfigError(str(exc)) from None
-    if not quiet:
-        from autograder.sandbox.preflight import describe_jail
-        print(describe_jail(sandbox, layers), file=sys.stderr)
-    assert set(layers) <= set(LAYERS)
-    return layers
-
-
-def _beside_canary(sandbox: Any, load: Any) -> tuple[Any, list[str]]:
-    """``load()`` (reading the rubric and the values) while the canary
-    runs in the sandbox, so the worker's CPU and the parent's overlap;
-    then both results. Nothing is graded before both succeeded; an error
-    of ``load`` comes first, as when they ran one after the other."""
-    outcome: dict[str, Any] = {}
-
-    def canary() -> None:
-        try:
-            outcome["layers"] = _preflight(sandbox)
-        except BaseException as exc:   # noqa: B902 - re-raised below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=canary, name="canary", daemon=True)
-    thread.start()
-    try:
-        loaded = load()
-    finally:
-        thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return loaded, outcome["layers"]
-
-
-def _warn_if_values_exposed(values: Path | None) -> None:
-    # As root the worker drops to an unprivileged user, which protects only
-    # files that user cannot read: say so when the hidden values are open.
-    from autograder.sandbox.pool import exposed_to_others
-    hidden = Path(values or values_dir()) / "hidden.safetensors"
-    if os.geteuid() == 0 and exposed_to_others(hidden):
-        print(f"warning: {hidden} is readable by every user, including the "
-              f"worker user student code runs as; lock it with "
-              f"`chmod -R go-rwx {hidden.parent}` (the Gradescope setup "
-              f"does this)", file=sys.stderr)
-
-
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade every PATH into --out."""
-    paths = [Path(p) for p in args.paths
-             if not Path(p).name.startswith(".")]
-    for path in paths:
-        check_path(path)
-    if not paths:
-        raise ConfigError("no submission to grade")
-    if args.compare is not None:
-        _check_compare(Path(args.compare), Path(args.out))
-    export_dir = Path(tempfile.mkdtemp(prefix="autograder-export-"))
-    try:
-        export = _open_export(paths, export_dir)
-        if export is not None:
-            paths = export.paths
-        with _sandbox_context() as sandbox:
-            return _grade_paths(args, paths, sandbox, export)
-    finally:
-        shutil.rmtree(export_dir, ignore_errors=True)
-
-
-def _open_export(paths: list[Path], workdir: Path) -> Any:
-    """Gradescope's "Export Submissions" archive among the paths, opened
-    (its submission folders to grade and their submitters), or None."""
-    try:
-        from autograder.staff import gradescope_export as gse
-    except ImportError:   # a release without the staff tools
-        return None
-    found = gse.find_export(paths)
-    if found is None:
-        return None
-    try:
-        export = gse.open_export(found, workdir)
-    except gse.ExportError as exc:
-        raise ConfigError(str(exc)) from None
-    if not export.paths:
-        left_out = "".join(f"\n  left out: {name} ({why})"
-                           for name, why in export.skipped[:10])
-        raise ConfigError(f"{found}: the export lists no submission "
-                          f"folder{left_out}")
-    return export
-
-
-def _grade_paths(args: argparse.Namespace, paths: list[Path],
-                 sandbox: Any, export: Any = None) -> int:
-    sets = ("public",) if args.public_only else ("public", "hidden")
-    config = _load_config(args.rubric, args.values, sets)
-    rubric = config.rubric
-    if not args.public_only and not any(c.set == "hidden"
-                                        for c in config.cases):
-        raise ConfigError("test_values/hidden.safetensors is missing: the "
-                          "hidden cases cannot be graded (pass "
-                          "--public-only to grade on the public cases)")
-    layers = _preflight(sandbox)
-    if "mount-namespace" not in layers and "landlock" not in layers:
-        _warn_if_values_exposed(args.values)
-    # --jobs workers at once share the container's memory (memlimit).
-    sandbox.jobs = max(1, args.jobs)
-    out = Path(args.out)
-    (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
-    names = unique_names([submission_name(p) for p in paths])
-    if export is not None:
-        export.folders = {n: p.name for n, p in zip(names, paths)}
-    task_ids = [t.id for t in rubric.tasks]
-    progress = Progress(len(paths))
-    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
-    answers_by_name: dict[str, dict[str, str]] = {}
-    runner = sandbox_runner(sandbox, total_seconds=rubric.submission_timeout)
-    broken = threading.Event()
-
-    def work(pair: tuple[Path, str]) -> GradeResult:
-        try:
-            return grade_one(pair)
-        except ConfigError:
-            raise
-        except Exception:   # noqa: BLE001 - one submission, not the batch
-            path, name = pair
-            grade = failed_grade(name, str(path), rubric,
-                                 internal_error=traceback.format_exc())
-            try:
-                _write_outputs(grade, layout.submission_dir(out, name))
-            except OSError:
-                pass   # its row in grades.csv still says what happened
-            progress.step(name)
-            return grade
-
-    def grade_one(pair: tuple[Path, str]) -> GradeResult:
-        path, name = pair
-        sub = resolve(path, workdir, name)
-        if broken.is_set():
-            raise ConfigError("stopped: the grader's environment failed "
-                              "during the batch")
-        grade = _grade_one(sub, config, runner,
-                           public_only=args.public_only, timeout=args.timeout)
-        grade.jail = layers
-        if grade.internal_error or (grade.score == 0 and not grade.error):
-            # A zero may be the environment breaking mid-batch (a deleted
-            # venv...): prove the canary still passes before keeping it.
-            try:
-                _preflight(sandbox, quiet=True)
-            except ConfigError as exc:
-                broken.set()
-                raise ConfigError(f"{exc}\n(found after grading {name}: "
-                                  f"it and the rest got no score, and "
-                                  f"grades.csv was not written)") from None
-        found = _read_answers(grade, sub)
-        if found is not None:
-            answers_by_name[name] = found
-        folder = layout.submission_dir(out, name)
-        _write_outputs(grade, folder)
-        _keep_for_staff(sub, found, folder)
-        progress.step(name)
-        return grade
-
-    try:
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            grades = list(pool.map(work, zip(paths, names)))
-        report.write_grades_csv(grades, task_ids, out / "grades.csv")
-        note = _write_question_pages(answers_by_name, out)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(report.summary_table(grades, task_ids))
-    print(f"\n{len(grades)} graded into {out}/ (grades.csv, "
-          f"{layout.SUBMISSIONS}/<submission>/results.json and "
-          f"feedback.md)")
-    if note:
-        print(note)
-    for line in _staff_outputs(out, args.compare, export):
-        print(line)
-    return 0
-
-
-def _staff_outputs(out: Path, compare: Path | None,
-                   export: Any = None) -> list[str]:
-    """Names from a Gradescope export, the class report and, with
-    --compare, the regrade diff; written after the grades, never at their
-    expense."""
-    lines = []
-    if export is not None:
-        from autograder.staff import gradescope_export
-        lines.append(gradescope_export.annotate(out, export))
-    lines.append(_class_report(out))
-    if compare is not None:
-        try:
-            from autograder.staff import regrade
-            lines.append(regrade.write_comparison(compare, out))
-        except Exception as exc:   # noqa: BLE001 - grades are already safe
-            lines.append(f"comparison: not written ({type(exc).__name__}: "
-                         f"{exc})")
-    return [line for line in lines if line]
-
-
-def _keep_for_staff(sub: Submission, found: dict[str, str] | None,
-                    folder: Path) -> None:
-    """Keep the graded source and the inline answers beside the results,
-    for the staff tools that read a graded folder (similarity)."""
-    try:
-        if sub.source is not None:
-            (folder / "source.py").write_text(sub.source)
-        if found is not None:
-            report.write_json(found, folder / "answers.json")
-    except OSError:
-        pass   # a convenience for staff tools: never fails the batch
-
-
-def _class_report(out: Path) -> str:
-    """Write OUT/report.html (the staff's view of the batch); a failure
-    there is reported and never costs the grades already written."""
-    try:
-        from autograder.staff import class_report
-    except ImportError:   # a release without the staff tools
-        return ""
-    try:
-        return (f"class report: "
-                f"{class_report.write_report(out, load_mistake_messages())}")
-    except Exception as exc:   # noqa: BLE001 - grades are already safe
-        why = f"{type(exc).__name__}: {str(exc)[:300]}"
-        try:   # a page that says what failed, where the report would be
-            from autograder.report.mdsafe import html_text
-            (out / class_report.REPORT_NAME).write_text(
-                f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
-                f"Class report</title></head><body><h1>Class report not "
-                f"written</h1><p>{html_text(why)}</p><p>grades.csv and "
-                f"each submission's results are complete; "
-                f"<code>python -m autograder report {html_text(out)}"
-                f"</code> tries again.</p></body></html>\n")
-        except OSError:
-            pass
-        return f"class report: not written ({why})"
-
-
-def _check_compare(previous: Path, out: Path) -> None:
-    if not (previous / "grades.csv").is_file():
-        raise ConfigError(f"--compare {previous}: no grades.csv there (a "
-                          f"folder written by an earlier grade run)")
-    if previous.resolve() == out.resolve():
-        raise ConfigError(f"--compare {previous} is the output folder: "
-                          f"grade into a new folder (--out) so the "
-                          f"previous grades stay to compare with")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """(Re)write OUT/report.html from a graded folder."""
-    out = Path(args.out)
-    if not (out / "grades.csv").is_file() and \
-            not layout.submission_dirs(out, "results.json"):
-        raise ConfigError(f"{out}: no grades.csv or results.json (grade "
-                          f"into it first: python -m autograder grade "
-                          f"--out {out} PATH...)")
-    class_report = _staff_tool("class_report")
-    messages = load_mistake_messages()
-    print(f"class report: {class_report.write_report(out, messages)}")
-    return 0
-
-
-def _staff_tool(name: str) -> Any:
-    """A module of autograder/staff/, or a usage error where
-    this copy of the grader does not ship it (Gradescope, the release)."""
-    import importlib
-    try:
-        return importlib.import_module(f"autograder.staff.{name}")
-    except ModuleNotFoundError:
-        raise ConfigError(f"this copy of the grader has no staff tools "
-                          f"({name}): run it from the kit") from None
-
-
-def cmd_similarity(args: argparse.Namespace) -> int:
-    """Print the similarity ranking of a graded folder."""
-    out = Path(args.out)
-    if not layout.submission_dirs(out, "source.py"):
-        raise ConfigError(f"{out}: no source.py kept (grade into it first: "
-                          f"python -m autograder grade --out {out} PATH...)")
-    print(_staff_tool("similarity").summary(out))
-    return 0
+    return graded_folder.grade_paths(
+        [Path(p) for p in args.paths], _sandbox_context, out=Path(args.out),
+        rubric=args.rubric, values=args.values, jobs=args.jobs,
+        timeout=args.timeout, public_only=args.public_only,
+        compare=args.compare)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -503,104 +107,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `python -m autograder"
                           f" check path/to/modeling_attention.py`)")
-    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
-    try:
-        with _sandbox_context() as sandbox:
-            config = _load_config(args.rubric, args.values, ("public",))
-            _preflight(sandbox, quiet=True, remember=True)
-            sub = resolve(path, workdir)
-            sub.filename = str(path)
-            grade = _grade_one(sub, config, sandbox_runner(
-                sandbox, total_seconds=config.rubric.submission_timeout),
-                public_only=True, timeout=args.timeout)
-            if grade.internal_error:   # prove the environment next time
-                from autograder.sandbox.preflight import forget_preflight
-                forget_preflight(sandbox)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with _sandbox_context() as sandbox:
+        grade = batch.check_file(path, sandbox, rubric=args.rubric,
+                                 values=args.values, timeout=args.timeout)
     print(report.check_text(grade))
     return 0
 
 
-def grade_gradescope(submission_dir: Path, results_path: Path, *,
-                     rubric_path: Path | None = None,
-                     values: Path | None = None,
-                     sandbox: Any = None) -> dict[str, Any]:
-    """Grade whatever is under ``submission_dir`` (a folder with
-    modeling_attention.py, or a zip of it) into ``results_path``. Always
-    writes a valid results.json, even if the grader itself fails."""
-    grade: GradeResult | None = None
-    config: GradingConfig | None = None
-    try:
-        config, layers = _beside_canary(
-            sandbox if sandbox is not None else _default_sandbox(),
-            lambda: _load_config(rubric_path, values, ("public", "hidden")))
-        with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-            sub = resolve(Path(submission_dir), Path(tmp), "submission")
-            if sub.error:
-                sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
-            grade = _grade_one(sub, config, sandbox_runner(
-                sandbox, total_seconds=config.rubric.submission_timeout))
-            grade.jail = layers
-            _read_answers(grade, sub)
-    except ConfigError as exc:
-        # Not the student's fault: Gradescope shows the apology, not a 0.
-        print(f"error: {exc}", file=sys.stderr)
-        grade = failed_grade("submission", str(submission_dir),
-                             _fallback_rubric(config),
-                             internal_error=str(exc))
-    except Exception:   # noqa: BLE001 - results.json must be written
-        grade = failed_grade("submission", str(submission_dir),
-                             _fallback_rubric(config),
-                             internal_error=traceback.format_exc())
-    try:
-        return report.write_results(grade, Path(results_path))
-    except Exception:   # noqa: BLE001 - last resort: a minimal valid file
-        data = {"score": 0.0, "output": report.APOLOGY,
-                "output_format": "md", "tests": []}
-        report.write_json(data, Path(results_path))
-        return data
+def cmd_report(args: argparse.Namespace) -> int:
+    """(Re)write OUT/report.html from a graded folder."""
+    print(graded_folder.rewrite_report(Path(args.out)))
+    return 0
 
 
-def _fallback_rubric(config: GradingConfig | None) -> Rubric:
-    """The rubric an ungraded result is out of: the config's, or, when
-    the config could not be read, the default rubric's."""
-    return config.rubric if config is not None else load_rubric()
-
-
-def _default_sandbox() -> Any:
-    from autograder.sandbox.pool import default_sandbox
-    return default_sandbox()
-
-
-def _nested_zip(folder: Path, workdir: Path) -> Submission | None:
-    """Students sometimes upload submission.zip inside a folder."""
-    if not folder.is_dir():
-        return None
-    for archive in sorted(folder.rglob("*.zip")):
-        sub = resolve(archive, workdir, "submission")
-        if not sub.error:
-            return sub
-    return None
+def cmd_similarity(args: argparse.Namespace) -> int:
+    """Print the similarity ranking of a graded folder."""
+    print(graded_folder.similarity_summary(Path(args.out)))
+    return 0
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
-    """Gradescope entry point."""
+    """Gradescope entry point (autograder/gradescope/entry.py)."""
+    try:
+        from autograder.gradescope import entry
+    except ModuleNotFoundError:   # the student release leaves it out
+        raise ConfigError("this copy of the grader has no Gradescope entry: "
+                          "it runs in the Gradescope image built by `make "
+                          "autograder`") from None
     root = Path(args.root or os.environ.get(ROOT_ENV, DEFAULT_ROOT))
-    results = root / "results" / "results.json"
-    try:
-        sandbox = _sandbox_context()
-    except Exception:   # noqa: BLE001 - grade anyway, on the default one
-        sandbox = None
-    try:
-        data = grade_gradescope(root / "submission", results,
-                                rubric_path=args.rubric, values=args.values,
-                                sandbox=sandbox)
-    finally:
-        if sandbox is not None:
-            sandbox.close()
-    print(f"score {data['score']}: wrote {results}")
-    return 0
+    return entry.run(root, _sandbox_context, rubric=args.rubric,
+                     values=args.values)
 
 
 # --------------------------------------------------------------------------

@@ -5,8 +5,9 @@ one submission's run, ``check`` and ``gradescope``, beside a bare ``import
 torch`` in the same run (``kit/bench_startup.py``). Then it writes ``--n``
 submissions (copies of the reference and of the example variants) to a
 temporary directory and grades them all with the real pipeline
-(``autograder.grade.grade_source``: the rubric's full probe set on the
-frozen cases) and the real sandbox. As a baseline it grades the first
+(``autograder.batch.grade_all``: the rubric's full probe set on the
+frozen cases, each submission's folder written as ``grade`` writes it)
+and the real sandbox. As a baseline it grades the first
 ``--baseline`` of them with a fresh ``python -c`` interpreter per submission
 that imports torch and runs the same probes (no isolation at all, so the
 baseline is if anything flattered), and extrapolates. Prints both and the
@@ -24,14 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
-from autograder import grade as G
-from autograder.report import results as report
+from autograder import batch, grade as G
 from autograder.config import GradingConfig, load_config
+from autograder.report import layout
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.sandbox import wire
 from autograder.sandbox.pool import Sandbox
@@ -122,24 +122,16 @@ def receive_results(receiver: wire.Receiver, probes: list[Probe],
 def grade_all(paths: list[Path], runner: G.Runner, jobs: int,
               config: GradingConfig, out: Path | None = None
               ) -> tuple[float, list[float]]:
-    """Seconds for grading every path with ``jobs`` threads, and scores.
-    With ``out``, each grade's results.json, feedback.md and source are
-    written there, as ``grade`` does."""
-    def one(path: Path) -> float:
-        grade = G.grade_source(path.read_text(), str(path), config,
-                               runner, name=path.parent.name)
-        if out is not None:
-            folder = out / grade.name
-            report.write_results(grade, folder / "results.json")
-            (folder / "feedback.md").write_text(
-                report.feedback_markdown(grade))
-            (folder / "source.py").write_text(path.read_text())
-        return grade.score
-
+    """Seconds for grading every path with ``jobs`` threads through the
+    batch engine (autograder/batch.py), and scores. With ``out``, each
+    grade's results.json, feedback.md and source are written there, as
+    ``grade`` does."""
     start = time.perf_counter()
-    with ThreadPoolExecutor(jobs) as pool:
-        scores = list(pool.map(one, paths))
-    return time.perf_counter() - start, scores
+    entries = [batch.Entry(path.parent.name, path, path.read_text())
+               for path in paths]
+    graded = batch.grade_all(entries, config, runner, jobs=jobs, out=out)
+    return (time.perf_counter() - start,
+            [grade.score for grade in graded.grades])
 
 
 def class_report_seconds(out: Path, config: GradingConfig) -> float:
@@ -147,8 +139,8 @@ def class_report_seconds(out: Path, config: GradingConfig) -> float:
     its libraries included (as at the end of a ``grade`` run)."""
     from autograder.report import results as R
     from autograder.grade import GradeResult
-    R.write_grades_csv([GradeResult.of(config.rubric, p.name, "")
-                        for p in sorted(out.iterdir())], [],
+    R.write_grades_csv([GradeResult.of(config.rubric, name, "")
+                        for name in layout.submission_dirs(out)], [],
                        out / "grades.csv")
     start = time.perf_counter()
     from autograder.staff import class_report
@@ -233,7 +225,7 @@ def jail_cost(paths: list[Path], jobs: int,
                           ("limits only", {"namespaces": False,
                                            "landlock": False})):
         with Sandbox(**kwargs) as sandbox:
-            runner = G.sandbox_runner(sandbox)
+            runner = batch.budgeted_runner(sandbox, config)
             grade_all(paths[:1], runner, 1, config)   # warm up
             seconds, _ = grade_all(paths, runner, jobs, config)
             timings[label] = seconds / len(paths)
@@ -319,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         paths = write_submissions(Path(tmp), max(args.n, args.baseline))
         start = time.perf_counter()
         with Sandbox() as sandbox:
-            runner = G.sandbox_runner(sandbox)
+            runner = batch.budgeted_runner(sandbox, config)
             grade_all(paths[:1], runner, 1, config)   # warm up
             warmup = time.perf_counter() - start
             out = Path(tmp) / "out"

@@ -8,7 +8,9 @@ the zip, as Gradescope's specification asks (it is unzipped into
     run_autograder      per submission: grades /autograder/submission
     requirements.txt    the venv's pinned packages, torch included
     install_deps.py     the install rule (torch from the PyTorch CPU index)
-    autograder/         the grader package (rubric, mistakes, sandbox, ...)
+    autograder/         the grader package (rubric, mistakes, sandbox, ...,
+                        gradescope/entry.py: what run_autograder runs),
+                        without staff/
     test_values/        manifest.json, public.safetensors, hidden.safetensors
 
 Never the reference or the kit: the grader needs only numbers. Before it
@@ -32,7 +34,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import STAFF_PACKAGE
-from kit.release import SKIP, write_zip
+from kit.release import write_zip
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "autograder" / "gradescope"

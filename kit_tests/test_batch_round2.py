@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -201,12 +200,12 @@ def test_a_similarity_failure_leaves_the_report(tmp_path, monkeypatch):
 
 def test_a_class_report_failure_leaves_a_page_saying_so(
         tmp_path, monkeypatch):
-    from autograder import cli
+    from autograder import graded_folder
 
     def broken(out, messages):
         raise RecursionError("simulated")
     monkeypatch.setattr(class_report, "write_report", broken)
-    line = cli._class_report(tmp_path)
+    line = graded_folder.write_class_report(tmp_path)
     assert "not written (RecursionError: simulated)" in line
     page = (tmp_path / "report.html").read_text()
     assert "RecursionError: simulated" in page
@@ -266,8 +265,9 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
     # Three stalls of 5 s while two correct submissions are graded with a
     # total limit of 10 s each (they need about 2): counted as their
     # time, the stalls would use up the limit and fail their last probes.
+    from autograder import batch
     from autograder.config import load_config
-    from autograder.grade import grade_source, sandbox_runner
+    from autograder.grade import sandbox_runner
     from autograder.sandbox.pool import Sandbox
     config = load_config()
     rubric = config.rubric
@@ -282,19 +282,19 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
             started.set()
             return runner(*args)
 
-        def one(name: str):
-            return name, grade_source(sources[name], f"{name}.py", config,
-                                      watched, name=name)
         stall = threading.Thread(target=_stall_the_parent,
                                  args=(started, 5.0, 3), daemon=True)
         sys.setswitchinterval(30.0)   # the busy thread keeps the lock
         try:
             stall.start()
-            with ThreadPoolExecutor(2) as pool:
-                grades = dict(pool.map(one, sources))
+            graded = batch.grade_all(
+                [batch.Entry(name, Path(f"{name}.py"), source)
+                 for name, source in sources.items()], config, watched,
+                jobs=2)
         finally:
             stall.join()
             sys.setswitchinterval(old)
+    grades = dict(zip(sources, graded.grades))
     assert grades["alice"].score == rubric.max_score + rubric.max_bonus
     assert not grades["alice"].limits and not grades["bob"].limits
     expected = variants.expect(variants.find("examples/merge_no_transpose"),

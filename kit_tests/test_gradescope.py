@@ -82,12 +82,13 @@ def test_zip_layout(archive):
             assert (zf.getinfo(script).external_attr >> 16) & 0o111
     assert {"setup.sh", "run_autograder", "requirements.txt",
             "install_deps.py", "autograder/__main__.py",
-            "autograder/rubric.toml",
+            "autograder/rubric.toml", "autograder/gradescope/entry.py",
             "test_values/hidden.safetensors",
             "test_values/public.safetensors",
             "test_values/manifest.json"} <= names
     assert not any(n.startswith(("solutions/", "kit/", "kit_tests/",
-                                 "transformer_lm/", "examples/"))
+                                 "transformer_lm/", "examples/",
+                                 "autograder/staff/"))
                    for n in names)
     # the venv: requirements.txt (torch pinned) through the install rule
     setup = zf_text(archive, "setup.sh")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli
+from autograder import batch
 from autograder.sandbox import preflight
 from autograder.sandbox.jail import LAYERS
 from kit_tests.reference_source import FULL_REFERENCE
@@ -94,10 +94,10 @@ def test_grading_never_trusts_a_remembered_canary(monkeypatch, tmp_path):
     def broken(sandbox, timeout=60.0):
         raise preflight.PreflightError("the canary failed")
     monkeypatch.setattr(preflight, "run_preflight", broken)
-    assert cli._preflight(FakeSandbox(), quiet=True, remember=True) == \
+    assert batch.preflight(FakeSandbox(), quiet=True, remember=True) == \
         LAYERS_SEEN   # check's preview
-    with pytest.raises(cli.ConfigError, match="canary failed"):
-        cli._preflight(FakeSandbox(), quiet=True)   # grade, gradescope
+    with pytest.raises(batch.ConfigError, match="canary failed"):
+        batch.preflight(FakeSandbox(), quiet=True)   # grade, gradescope
 
 
 def test_check_after_a_passed_canary_still_stops_in_a_broken_env(tmp_path):
@@ -130,24 +130,24 @@ def test_gradescope_loads_its_inputs_while_the_canary_runs(monkeypatch):
         started.set()
         assert loaded.wait(30), "the inputs were not read meanwhile"
         return list(LAYERS_SEEN)
-    monkeypatch.setattr(cli, "_preflight", canary)
+    monkeypatch.setattr(batch, "preflight", canary)
 
     def load():
         assert started.wait(30), "the canary had not started"
         loaded.set()
         return "config"
-    assert cli._beside_canary(FakeSandbox(), load) == ("config",
-                                                       LAYERS_SEEN)
+    assert batch.beside_canary(FakeSandbox(), load) == ("config",
+                                                        LAYERS_SEEN)
 
 
 def test_no_grading_after_a_failed_canary_or_input(monkeypatch):
     def failing(sandbox, quiet=False, remember=False):
-        raise cli.ConfigError("canary failed")
-    monkeypatch.setattr(cli, "_preflight", failing)
-    with pytest.raises(cli.ConfigError, match="canary failed"):
-        cli._beside_canary(FakeSandbox(), lambda: "config")
+        raise batch.ConfigError("canary failed")
+    monkeypatch.setattr(batch, "preflight", failing)
+    with pytest.raises(batch.ConfigError, match="canary failed"):
+        batch.beside_canary(FakeSandbox(), lambda: "config")
 
     def bad_values():
-        raise cli.ConfigError("no test cases found")
-    with pytest.raises(cli.ConfigError, match="no test cases"):
-        cli._beside_canary(FakeSandbox(), bad_values)
+        raise batch.ConfigError("no test cases found")
+    with pytest.raises(batch.ConfigError, match="no test cases"):
+        batch.beside_canary(FakeSandbox(), bad_values)

@@ -244,6 +244,20 @@ def test_unzipped_release_make_check(unzipped, tmp_path):
         f"graded after you submit" in done.stdout
 
 
+def test_release_gradescope_command_says_it_is_not_there(built, tmp_path):
+    """The release leaves autograder/gradescope/ out: its command stops
+    with one line saying so (a usage error), never a traceback."""
+    done = subprocess.run([sys.executable, "-m", "autograder", "gradescope",
+                           "--root", str(tmp_path)], cwd=built[0],
+                          env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: this copy of the grader has no Gradescope entry: it runs "
+        "in the Gradescope image built by `make autograder`"]
+    assert done.stdout == "" and not (tmp_path / "results").exists()
+
+
 def test_unzipped_release_pytest(unzipped, tmp_path):
     ref = tmp_path / "mine.py"
     shutil.copy2(REFERENCE, ref)

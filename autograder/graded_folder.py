@@ -1,0 +1,230 @@
+"""The graded folder: ``grade --out OUT`` and the staff commands that
+read OUT again (``report``, ``similarity``).
+
+:func:`grade_paths` grades every path (a Gradescope export among them is
+opened) through the batch engine (autograder/batch.py) into OUT: each
+submission's folder (autograder/report/layout.py), grades.csv, one page
+per inline question, then the staff's outputs (the class report, names
+from the export, ``--compare``'s regrade diff), which are written after
+the grades and never at their expense. The staff tools live in
+autograder/staff/, which only the kit ships: elsewhere their commands are
+a usage error and ``grade`` writes the grades alone.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
+                              grade_all, preflight, read_config)
+from autograder.config import load_mistake_messages
+from autograder.report import layout, results as report
+from autograder.submission.locate import (check_path, submission_name,
+                                          unique_names)
+from autograder.values import values_dir
+
+
+def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
+                out: Path, rubric: Path | None = None,
+                values: Path | None = None, jobs: int = 1,
+                timeout: float | None = None, public_only: bool = False,
+                compare: Path | None = None) -> int:
+    """Grade every path (a Gradescope export among them is opened) into
+    ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
+    folders, grades.csv, the answer pages and the staff's outputs; print
+    the summary. Returns the exit status."""
+    paths = [p for p in paths if not p.name.startswith(".")]
+    for path in paths:
+        check_path(path)
+    if not paths:
+        raise ConfigError("no submission to grade")
+    if compare is not None:
+        _check_compare(compare, out)
+    export_dir = Path(tempfile.mkdtemp(prefix="autograder-export-"))
+    try:
+        export = _open_export(paths, export_dir)
+        if export is not None:
+            paths = export.paths
+        with sandbox_factory() as sandbox:
+            _grade_into(paths, sandbox, export, out=out, rubric=rubric,
+                        values=values, jobs=jobs, timeout=timeout,
+                        public_only=public_only)
+            for line in _staff_outputs(out, compare, export):
+                print(line)
+    finally:
+        shutil.rmtree(export_dir, ignore_errors=True)
+    return 0
+
+
+def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
+                rubric: Path | None, values: Path | None, jobs: int,
+                timeout: float | None, public_only: bool) -> None:
+    config = read_config(rubric, values, ("public",) if public_only
+                         else ("public", "hidden"))
+    if not public_only and not any(c.set == "hidden" for c in config.cases):
+        raise ConfigError("test_values/hidden.safetensors is missing: the "
+                          "hidden cases cannot be graded (pass "
+                          "--public-only to grade on the public cases)")
+    layers = preflight(sandbox)
+    if "mount-namespace" not in layers and "landlock" not in layers:
+        _warn_if_values_exposed(values)
+    # --jobs workers at once share the container's memory (memlimit).
+    sandbox.jobs = max(1, jobs)
+    (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
+    names = unique_names([submission_name(p) for p in paths])
+    if export is not None:
+        export.folders = {n: p.name for n, p in zip(names, paths)}
+    graded = grade_all([Entry(n, p, timeout=timeout)
+                        for n, p in zip(names, paths)], config,
+                       budgeted_runner(sandbox, config), jobs=jobs,
+                       public_only=public_only, out=out, canary=sandbox,
+                       layers=layers, progress=Progress(len(paths)).step)
+    task_ids = [t.id for t in config.rubric.tasks]
+    report.write_grades_csv(graded.grades, task_ids, out / "grades.csv")
+    note = _write_question_pages(graded.answers, out)
+    print(report.summary_table(graded.grades, task_ids))
+    print(f"\n{len(graded.grades)} graded into {out}/ (grades.csv, "
+          f"{layout.SUBMISSIONS}/<submission>/results.json and "
+          f"feedback.md)")
+    if note:
+        print(note)
+
+
+def _warn_if_values_exposed(values: Path | None) -> None:
+    # As root the worker drops to an unprivileged user, which protects only
+    # files that user cannot read: say so when the hidden values are open.
+    from autograder.sandbox.pool import exposed_to_others
+    hidden = Path(values or values_dir()) / "hidden.safetensors"
+    if os.geteuid() == 0 and exposed_to_others(hidden):
+        print(f"warning: {hidden} is readable by every user, including the "
+              f"worker user student code runs as; lock it with "
+              f"`chmod -R go-rwx {hidden.parent}` (the Gradescope setup "
+              f"does this)", file=sys.stderr)
+
+
+def _check_compare(previous: Path, out: Path) -> None:
+    if not (previous / "grades.csv").is_file():
+        raise ConfigError(f"--compare {previous}: no grades.csv there (a "
+                          f"folder written by an earlier grade run)")
+    if previous.resolve() == out.resolve():
+        raise ConfigError(f"--compare {previous} is the output folder: "
+                          f"grade into a new folder (--out) so the "
+                          f"previous grades stay to compare with")
+
+
+def _open_export(paths: list[Path], workdir: Path) -> Any:
+    """Gradescope's "Export Submissions" archive among the paths, opened
+    (its submission folders to grade and their submitters), or None."""
+    try:
+        from autograder.staff import gradescope_export as gse
+    except ImportError:   # a release without the staff tools
+        return None
+    found = gse.find_export(paths)
+    if found is None:
+        return None
+    try:
+        export = gse.open_export(found, workdir)
+    except gse.ExportError as exc:
+        raise ConfigError(str(exc)) from None
+    if not export.paths:
+        left_out = "".join(f"\n  left out: {name} ({why})"
+                           for name, why in export.skipped[:10])
+        raise ConfigError(f"{found}: the export lists no submission "
+                          f"folder{left_out}")
+    return export
+
+
+def _write_question_pages(by_submission: dict[str, dict[str, str]],
+                          out: Path) -> str:
+    """One page per question with every student's answer, for TAs."""
+    if not by_submission:
+        return ""
+    from autograder.submission import answers
+    try:
+        answers.write_question_pages(out, dict(sorted(by_submission.items())))
+    except OSError as exc:
+        return f"inline answers: could not write the pages ({exc})"
+    return f"inline answers: {out / 'answers'}/Q*.md"
+
+
+def _staff_outputs(out: Path, compare: Path | None,
+                   export: Any = None) -> list[str]:
+    """Names from a Gradescope export, the class report and, with
+    --compare, the regrade diff; written after the grades, never at their
+    expense."""
+    lines = []
+    if export is not None:
+        from autograder.staff import gradescope_export
+        lines.append(gradescope_export.annotate(out, export))
+    lines.append(write_class_report(out))
+    if compare is not None:
+        try:
+            from autograder.staff import regrade
+            lines.append(regrade.write_comparison(compare, out))
+        except Exception as exc:   # noqa: BLE001 - grades are already safe
+            lines.append(f"comparison: not written ({type(exc).__name__}: "
+                         f"{exc})")
+    return [line for line in lines if line]
+
+
+def write_class_report(out: Path) -> str:
+    """Write OUT/report.html (the staff's view of the batch); a failure
+    there is reported and never costs the grades already written."""
+    try:
+        from autograder.staff import class_report
+    except ImportError:   # a release without the staff tools
+        return ""
+    try:
+        return (f"class report: "
+                f"{class_report.write_report(out, load_mistake_messages())}")
+    except Exception as exc:   # noqa: BLE001 - grades are already safe
+        why = f"{type(exc).__name__}: {str(exc)[:300]}"
+        try:   # a page that says what failed, where the report would be
+            from autograder.report.mdsafe import html_text
+            (out / class_report.REPORT_NAME).write_text(
+                f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+                f"Class report</title></head><body><h1>Class report not "
+                f"written</h1><p>{html_text(why)}</p><p>grades.csv and "
+                f"each submission's results are complete; "
+                f"<code>python -m autograder report {html_text(out)}"
+                f"</code> tries again.</p></body></html>\n")
+        except OSError:
+            pass
+        return f"class report: not written ({why})"
+
+
+def rewrite_report(out: Path) -> str:
+    """``report``: (re)write OUT/report.html from a graded folder; the line
+    saying where."""
+    if not (out / "grades.csv").is_file() and \
+            not layout.submission_dirs(out, "results.json"):
+        raise ConfigError(f"{out}: no grades.csv or results.json (grade "
+                          f"into it first: python -m autograder grade "
+                          f"--out {out} PATH...)")
+    class_report = staff_tool("class_report")
+    messages = load_mistake_messages()
+    return f"class report: {class_report.write_report(out, messages)}"
+
+
+def similarity_summary(out: Path) -> str:
+    """``similarity``: the ranking of a graded folder's pairs."""
+    if not layout.submission_dirs(out, "source.py"):
+        raise ConfigError(f"{out}: no source.py kept (grade into it first: "
+                          f"python -m autograder grade --out {out} PATH...)")
+    return staff_tool("similarity").summary(out)
+
+
+def staff_tool(name: str) -> Any:
+    """A module of autograder/staff/, or a usage error where this copy of
+    the grader does not ship it (Gradescope, the release)."""
+    try:
+        return importlib.import_module(f"autograder.staff.{name}")
+    except ModuleNotFoundError:
+        raise ConfigError(f"this copy of the grader has no staff tools "
+                          f"({name}): run it from the kit") from None

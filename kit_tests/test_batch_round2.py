@@ -7,7 +7,6 @@ rows of grades.csv and the class report."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import struct
 import sys

@@ -15,8 +15,8 @@ from autograder.checks import values
 from autograder.sandbox.protocol import ERROR, OK, Probe, ProbeResult
 from autograder.sandbox.worker import execute_probes, no_terminal
 from kit import variants
-from kit_tests.test_worker import (FILENAME, REFERENCE, mh_probe,
-                                   replace_line, run, sa_probe, x)
+from kit_tests.test_worker import (FILENAME, REFERENCE, replace_line, run,
+                                   sa_probe, x)
 
 CA_INIT = {"d_in": 7, "d_out": 4, "context_length": 11, "dropout": 0.0}
 MASK_LINE = "        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]\n"

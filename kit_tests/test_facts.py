@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.rubric import DEFAULT_RUBRIC, load_rubric
+from autograder.rubric import load_rubric
 from kit import facts
 from kit.facts import ROOT, FactsError
 from kit_tests.rubrics import (item_points, other_points, points_words,

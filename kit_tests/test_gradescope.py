@@ -180,6 +180,19 @@ def test_catastrophic_failure_still_writes_results(archive, tmp_path,
     assert results["extra_data"]["fallback"] is True
 
 
+def test_a_broken_rubric_is_the_graders_apology_not_the_shells(archive,
+                                                               tmp_path):
+    # No rubric to score against: the grader itself still writes the
+    # apology (no score), before run_autograder's shell fallback is needed.
+    root = _autograder_dir(archive, tmp_path)
+    shutil.copy2(REFERENCE, root / "submission" / "modeling_attention.py")
+    (root / "source" / "autograder" / "rubric.toml").write_text("[[task]\n")
+    results = _run(root)
+    assert results["score"] == 0 and results["tests"] == []
+    assert "not your grade" in results["output"]
+    assert "fallback" not in results.get("extra_data", {})
+
+
 def test_setup_locks_source_from_the_worker_user(archive, tmp_path):
     root = _autograder_dir(archive, tmp_path)
     source = root / "source"

@@ -299,7 +299,7 @@ def second_call(case: Any, result: ProbeResult, probe: Probe,
     how = "on the same input (in eval mode, the batch in reverse order)"
     if att is not None:
         found = compare(att, expected, atol=check.atol, rtol=check.rtol,
-                        what=f"`att` of the second call")
+                        what="`att` of the second call")
         if found.ok:
             return None
         problem = found.message

@@ -46,18 +46,31 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     except batch.ConfigError as exc:
         # Not the student's fault: Gradescope shows the apology, not a 0.
         print(f"error: {exc}", file=sys.stderr)
-        grade = batch.failed("submission", str(submission_dir), config,
-                             internal_error=str(exc))
+        grade = _failure(submission_dir, config, str(exc))
     except Exception:   # noqa: BLE001 - results.json must be written
-        grade = batch.failed("submission", str(submission_dir), config,
-                             internal_error=traceback.format_exc())
+        grade = _failure(submission_dir, config, traceback.format_exc())
     try:
-        return report.write_results(grade, Path(results_path))
+        if grade is not None:
+            return report.write_results(grade, Path(results_path))
     except Exception:   # noqa: BLE001 - last resort: a minimal valid file
-        data = {"score": 0.0, "output": report.APOLOGY,
-                "output_format": "md", "tests": []}
-        report.write_json(data, Path(results_path))
-        return data
+        traceback.print_exc()
+    data = {"score": 0.0, "output": report.APOLOGY, "output_format": "md",
+            "tests": [], "extra_data": {"internal_error": True}}
+    report.write_json(data, Path(results_path))
+    return data
+
+
+def _failure(submission_dir: Path, config: Any,
+             reason: str) -> GradeResult | None:
+    """The grader's failure as a result out of the rubric, or None where
+    not even a rubric can be read (a broken rubric.toml): the caller then
+    writes the minimal apology."""
+    try:
+        return batch.failed("submission", str(submission_dir), config,
+                            internal_error=reason)
+    except Exception:   # noqa: BLE001 - no rubric to score against
+        traceback.print_exc()
+        return None
 
 
 def _default_sandbox() -> Any:

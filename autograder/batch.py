@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.config import GradingConfig, load_config
+from autograder.config import GradingConfig, MistakesError, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
 from autograder.report import layout, results as report
@@ -41,7 +41,7 @@ def read_config(rubric: Path | None, values: Path | None,
     is wrong with the rubric or the test values."""
     try:
         config = load_config(rubric, values, sets=sets)
-    except (RubricError, ValuesError) as exc:
+    except (RubricError, ValuesError, MistakesError) as exc:
         raise ConfigError(str(exc)) from None
     if not config.cases:
         raise ConfigError("no test cases found: run `make test-values`")

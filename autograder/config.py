@@ -17,10 +17,19 @@ from autograder.values import load_cases
 MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
 
 
+class MistakesError(ValueError):
+    """The mistakes file cannot be read; the message names it."""
+
+
 def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
     """Catalogue id -> student-facing explanation, in file order (the
-    order in which a wrong answer is matched)."""
-    data = tomllib.loads(Path(path).read_text())
+    order in which a wrong answer is matched). Raises MistakesError naming
+    the file when it cannot be read."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MistakesError(f"cannot read {path}: {exc}: regenerate it "
+                            f"with `make generate`") from None
     return {mid: entry["message"] for mid, entry in data.items()}
 
 

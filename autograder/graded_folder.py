@@ -23,7 +23,7 @@ from typing import Any
 
 from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
-from autograder.config import load_mistake_messages
+from autograder.config import GradingConfig, load_mistake_messages
 from autograder.report import layout, results as report
 from autograder.submission.locate import (check_path, submission_name,
                                           unique_names)
@@ -52,10 +52,11 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         if export is not None:
             paths = export.paths
         with sandbox_factory() as sandbox:
-            _grade_into(paths, sandbox, export, out=out, rubric=rubric,
-                        values=values, jobs=jobs, timeout=timeout,
-                        public_only=public_only)
-            for line in _staff_outputs(out, compare, export):
+            config = _grade_into(paths, sandbox, export, out=out,
+                                 rubric=rubric, values=values, jobs=jobs,
+                                 timeout=timeout, public_only=public_only)
+            for line in _staff_outputs(out, config.mistakes, compare,
+                                       export):
                 print(line)
     finally:
         shutil.rmtree(export_dir, ignore_errors=True)
@@ -64,7 +65,8 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
 
 def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
                 rubric: Path | None, values: Path | None, jobs: int,
-                timeout: float | None, public_only: bool) -> None:
+                timeout: float | None, public_only: bool) -> GradingConfig:
+    """Grade ``paths`` into ``out`` by the command's config; returns it."""
     config = read_config(rubric, values, ("public",) if public_only
                          else ("public", "hidden"))
     if not public_only and not any(c.set == "hidden" for c in config.cases):
@@ -94,6 +96,7 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
           f"feedback.md)")
     if note:
         print(note)
+    return config
 
 
 def _warn_if_values_exposed(values: Path | None) -> None:
@@ -153,8 +156,8 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
     return f"inline answers: {out / 'answers'}/Q*.md"
 
 
-def _staff_outputs(out: Path, compare: Path | None,
-                   export: Any = None) -> list[str]:
+def _staff_outputs(out: Path, messages: dict[str, str],
+                   compare: Path | None, export: Any = None) -> list[str]:
     """Names from a Gradescope export, the class report and, with
     --compare, the regrade diff; written after the grades, never at their
     expense."""
@@ -162,7 +165,7 @@ def _staff_outputs(out: Path, compare: Path | None,
     if export is not None:
         from autograder.staff import gradescope_export
         lines.append(gradescope_export.annotate(out, export))
-    lines.append(write_class_report(out))
+    lines.append(write_class_report(out, messages))
     if compare is not None:
         try:
             from autograder.staff import regrade
@@ -173,16 +176,17 @@ def _staff_outputs(out: Path, compare: Path | None,
     return [line for line in lines if line]
 
 
-def write_class_report(out: Path) -> str:
-    """Write OUT/report.html (the staff's view of the batch); a failure
-    there is reported and never costs the grades already written."""
+def write_class_report(out: Path, messages: dict[str, str]) -> str:
+    """Write OUT/report.html (the staff's view of the batch, mistakes
+    explained by ``messages``, the config's); a failure there is reported
+    and never costs the grades already written."""
     try:
         from autograder.staff import class_report
     except ImportError:   # a release without the staff tools
         return ""
     try:
         return (f"class report: "
-                f"{class_report.write_report(out, load_mistake_messages())}")
+                f"{class_report.write_report(out, messages)}")
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be

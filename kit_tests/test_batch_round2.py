@@ -204,7 +204,7 @@ def test_a_class_report_failure_leaves_a_page_saying_so(
     def broken(out, messages):
         raise RecursionError("simulated")
     monkeypatch.setattr(class_report, "write_report", broken)
-    line = graded_folder.write_class_report(tmp_path)
+    line = graded_folder.write_class_report(tmp_path, {})
     assert "not written (RecursionError: simulated)" in line
     page = (tmp_path / "report.html").read_text()
     assert "RecursionError: simulated" in page

@@ -71,7 +71,7 @@ def test_failure_pages_write_invisible_characters_out(tmp_path,
     assert "Not computed: OSError" in page
     assert FLIP not in page and "&lt;U+202E&gt;" in page
     monkeypatch.setattr(class_report, "write_report", broken)
-    assert "not written" in graded_folder.write_class_report(tmp_path)
+    assert "not written" in graded_folder.write_class_report(tmp_path, {})
     page = (tmp_path / class_report.REPORT_NAME).read_text()
     assert FLIP not in page and "&lt;U+202E&gt;" in page
 

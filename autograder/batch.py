@@ -27,7 +27,7 @@ from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
 from autograder.report import layout, results as report
 from autograder.rubric import RubricError, load_rubric
-from autograder.submission.locate import Submission, resolve
+from autograder.submission.locate import Submission, resolve, shown_name
 from autograder.values import ValuesError
 
 
@@ -135,8 +135,9 @@ def grade_submission(sub: Submission, config: GradingConfig,
                      timeout: float | None = None) -> GradeResult:
     """Grade a resolved submission; never raises."""
     if sub.error or sub.source is None:
-        return failed(sub.name, sub.filename or str(sub.path), config,
-                      error=sub.error or "no source to grade")
+        # the name handed in, never the grader's own (temporary) path
+        return failed(sub.name, sub.filename or shown_name(sub.path.name),
+                      config, error=sub.error or "no source to grade")
     try:
         return grade_source(sub.source, sub.filename, config, runner,
                             name=sub.name, public_only=public_only,

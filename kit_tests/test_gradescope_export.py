@@ -130,3 +130,48 @@ def test_an_unsafe_entry_of_an_export_is_left_out(tmp_path):
     done = _grade(tmp_path / "out", archive)
     assert done.returncode == 2 and "unsafe path" in done.stderr
     assert not (tmp_path.parent / "escaped.py").exists()
+
+
+def test_a_renamed_file_scores_as_it_does_in_a_folder(tmp_path):
+    # Gradescope keeps the name a student uploaded (hw3.py): the export's
+    # submission folder is read as a folder of submissions reads it.
+    export = tmp_path / "export"
+    (export / "submission_111").mkdir(parents=True)
+    shutil.copy2(REFERENCE, export / "submission_111" / "hw3.py")
+    (export / "submission_metadata.yml").write_text(
+        METADATA.split("submission_222:")[0])
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(export.rglob("*")):
+            zf.write(path, path.relative_to(export))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy2(REFERENCE, plain / "ada.py")
+    exported = _grade(tmp_path / "out", archive)
+    folder = _grade(tmp_path / "out-folder", plain / "ada.py")
+    assert exported.returncode == folder.returncode == 0, exported.stderr
+    by_export = _csv(tmp_path / "out" / "grades.csv")[0]["score"]
+    by_folder = _csv(tmp_path / "out-folder" / "grades.csv")[0]["score"]
+    assert float(by_export) == float(by_folder) > 0
+
+
+def test_feedback_never_shows_the_graders_own_paths(tmp_path):
+    # A submission with nothing to grade is named by what was handed in,
+    # not by the grader's temporary extraction folder.
+    export = tmp_path / "export"
+    (export / "submission_111").mkdir(parents=True)
+    (export / "submission_111" / "notes.txt").write_text("no code\n")
+    (export / "submission_metadata.yml").write_text(
+        METADATA.split("submission_222:")[0])
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(export.rglob("*")):
+            zf.write(path, path.relative_to(export))
+    done = _grade(tmp_path / "out", archive)
+    assert done.returncode == 0, done.stderr
+    pages = list((tmp_path / "out" / "submissions").rglob("feedback.*"))
+    assert pages
+    for page in pages:
+        text = page.read_text()
+        assert "submission_111" in text
+        assert "autograder-" not in text and str(tmp_path) not in text

@@ -110,8 +110,8 @@ def resolve(path: Path, workdir: Path, name: str | None = None
     sub = Submission(name or submission_name(path), path)
     shown = shown_name(path.name)
     try:
-        if path.is_dir():
-            _from_directory(sub, path, shown=shown)
+        if path.is_dir():   # a folder, or one of an export's: as a zip
+            _from_directory(sub, path, shown=shown, lone_py=True)
         elif path.suffix.lower() == ".zip":
             target = Path(tempfile.mkdtemp(prefix="zip-", dir=workdir))
             safe_extract(path, target)

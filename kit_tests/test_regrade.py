@@ -76,6 +76,20 @@ def test_regrade_page_says_why(regraded):
     assert "reference" not in page.split("submissions changed.")[1]
 
 
+def test_regrade_page_starts_with_the_class_summary(regraded):
+    base, _ = regraded
+    page = (base / "after" / "regrade.md").read_text()
+    summary, _, rest = page.partition("## nudged:")
+    assert "## Summary" in summary
+    # one row per changed item: 1 submission changed, upwards, +3 / +1
+    # (markdown-escaped: "1\.2")
+    assert re.search(r"\| 1\\?\.2 [^|]*\| 1 \| 1 \| 0 \| \+3 \|", summary)
+    assert re.search(r"\| 1\\?\.bonus [^|]*\| 1 \| 1 \| 0 \| \+1 \|",
+                     summary)
+    assert "Scores moved by: +4 (1 submission)." in summary
+    assert "**1.2**" in rest
+
+
 def test_compare_refuses_its_own_output_folder(regraded, tmp_path):
     base, _ = regraded
 
@@ -89,3 +103,17 @@ def test_compare_refuses_its_own_output_folder(regraded, tmp_path):
     assert same.returncode == 2 and "new folder" in same.stderr
     missing = compare(tmp_path / "x", tmp_path / "nothing")
     assert missing.returncode == 2 and "grades.csv" in missing.stderr
+
+
+def test_make_grade_passes_compare_on():
+    # `make grade COMPARE=OLD` is the staff's way in (dry run: nothing runs)
+    done = subprocess.run(
+        ["make", "-n", "grade", "COMPARE=old-grades", "SUBMISSIONS=subs",
+         f"PY={sys.executable}"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    line = [x for x in done.stdout.splitlines() if "autograder grade" in x]
+    assert line and "--compare old-grades" in line[0]
+    plain = subprocess.run(
+        ["make", "-n", "grade", "SUBMISSIONS=subs", f"PY={sys.executable}"],
+        capture_output=True, text=True, cwd=ROOT)
+    assert "--compare" not in plain.stdout

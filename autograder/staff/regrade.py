@@ -97,7 +97,8 @@ def markdown(changes: list[SubmissionChange], previous: Path,
     """regrade.md: the changes, submission by submission."""
     lines = [f"# Regrade: {mdsafe.inline(current.name)} against "
              f"{mdsafe.inline(previous.name)}", "",
-             f"{len(changes)} of {total} submissions changed.", ""]
+             f"{len(changes)} of {total} submissions changed.", "",
+             *class_summary(changes)]
     for change in changes:
         delta = ""
         if change.before is not None and change.after is not None:
@@ -115,6 +116,53 @@ def markdown(changes: list[SubmissionChange], previous: Path,
             lines += [f"  {line}" for line in item.why.splitlines()]
         lines.append("")
     return "\n".join(lines)
+
+
+def class_summary(changes: list[SubmissionChange]) -> list[str]:
+    """The page's first section: the class at a glance, before the
+    submissions one by one: how many changed per item (and which way,
+    with the points gained and lost), and how many moved by how much."""
+    if not changes:
+        return []
+    items: dict[str, list[float]] = {}
+    titles: dict[str, str] = {}
+    for change in changes:
+        for item in change.items:
+            items.setdefault(item.number, []).append(
+                (item.after or 0) - (item.before or 0))
+            titles[item.number] = item.title
+    lines = ["## Summary", ""]
+    if items:
+        lines += ["| item | changed | up | down | points |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for number in sorted(items, key=_item_key):
+            deltas = items[number]
+            lines.append(
+                f"| {mdsafe.inline(number)} {mdsafe.inline(titles[number])}"
+                f" | {len(deltas)} | {sum(d > 0 for d in deltas)} | "
+                f"{sum(d < 0 for d in deltas)} | {sum(deltas):+g} |")
+        lines.append("")
+    moved: dict[float, int] = {}
+    for change in changes:
+        if change.before is not None and change.after is not None:
+            delta = change.after - change.before
+            moved[delta] = moved.get(delta, 0) + 1
+    if moved:
+        lines.append("Scores moved by: " + ", ".join(
+            f"{delta:+g} ({count} submission{'s' * (count != 1)})"
+            for delta, count in sorted(moved.items())) + ".")
+    only = [c for c in changes if c.before is None or c.after is None]
+    if only:
+        lines.append(f"{len(only)} submission{'s' * (len(only) != 1)} "
+                     f"only in one of the two folders.")
+    return [*lines, ""]
+
+
+def _item_key(number: str) -> tuple:
+    """"2.10" after "2.9", "1.bonus" after "1.2": items sort by their
+    numbers' parts, numbers before words."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                 for p in number.split("."))
 
 
 def summary(changes: list[SubmissionChange], total: int) -> str:
@@ -146,5 +194,6 @@ def write_comparison(previous: Path | str, current: Path | str) -> str:
     return summary(changes, total) + f"\n(details: {current / 'regrade.md'})"
 
 
-__all__ = ["ItemChange", "SubmissionChange", "compare", "markdown",
+__all__ = ["ItemChange", "SubmissionChange", "class_summary", "compare",
+           "markdown",
            "summary", "write_comparison"]

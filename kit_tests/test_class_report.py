@@ -159,6 +159,33 @@ def test_limits_grader_failures_and_ungraded_code_are_apart(graded):
     assert "notes.txt" in section.split("could not be graded")[1]
 
 
+def test_code_that_never_imported_is_listed_with_its_cause(tmp_path):
+    # A package the grader lacks, or a syntax error: every item failed at
+    # import, so the code was never graded and the report says why.
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    reference = REFERENCE.read_text()
+    (subs / "einops_user.py").write_text("import einops\n" + reference)
+    (subs / "unparsable.py").write_text(reference.replace(
+        "class SelfAttention", "class SelfAttention(:", 1))
+    (subs / "reference.py").write_text(reference)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--out", str(out),
+         "--jobs", "2", *sorted(str(p) for p in subs.iterdir())],
+        capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    batch = {s.name: s for s in class_report.read_batch(out).submissions}
+    assert batch["einops_user"].not_graded == (
+        "imports einops, a package the grader does not have")
+    assert batch["unparsable"].not_graded.startswith(
+        "does not parse: SyntaxError")
+    assert batch["reference"].not_graded == ""
+    section = _report(out).split("could not be graded (student)")[1]
+    assert "einops_user" in section and "unparsable" in section
+    assert "reference" not in section.split("</section>")[0]
+
+
 def test_deduction_rates_name_the_offending_pattern(graded):
     out, _ = graded
     batch = class_report.read_batch(out)
@@ -298,6 +325,21 @@ def test_report_screenshot_shows_the_charts(graded, tmp_path):
     keep = ROOT / "build" / "report-screenshot.png"
     keep.parent.mkdir(exist_ok=True)
     shutil.copy2(shot, keep)      # for a person to look at
+
+
+@needs_chromium
+def test_table_fits_a_laptop_screen(graded):
+    out, _ = graded
+    probe = out / "report-width.html"
+    probe.write_text(_report(out).replace("</body>", """<script>
+var box=document.querySelector('.scroll');
+document.body.setAttribute('data-fit', box.scrollWidth+' '+box.clientWidth);
+</script></body>"""))
+    done = _chromium(probe.as_uri(), "--window-size=1366,768", "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    wide, shown = map(int, re.search(r'data-fit="(\d+) (\d+)"',
+                                     done.stdout).groups())
+    assert 0 < wide <= shown          # no sideways scrolling
 
 
 @needs_chromium

@@ -167,6 +167,8 @@ def read_submission(folder: Path, name: str) -> Submission:
     sub.max_score = sum(i.max_score for i in sub.items if i.kind == "item") \
         or float(sum(t.get("max_score", 0.0) for t in data.get("tests") or []
                      if t.get("name") == "Grading"))
+    if not sub.not_graded and not sub.grader_failure:
+        sub.not_graded = _import_failure(sub.items)
     limits = extra.get("limits")
     if isinstance(limits, dict):
         sub.limits = {str(k): int(v) for k, v in limits.items() if v}
@@ -175,6 +177,29 @@ def read_submission(folder: Path, name: str) -> Submission:
         sub.limits = {k: 1 for k, text in _LIMIT_TEXT.items()
                       if text in outputs}
     return sub
+
+
+_IMPORT_FAILED = re.compile(r"the module failed to import: ([^\n]{1,300})")
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named "
+                             r"\\?'([\w.]{1,100})\\?'")
+
+
+def _import_failure(items: list[Item]) -> str:
+    """Why the code could not be graded when its module never imported
+    (every item failed that way): a package the grader lacks, a syntax
+    error, or another error at import. "" when the code ran."""
+    graded = [i for i in items if i.kind == "item"]
+    reasons = [_IMPORT_FAILED.search(i.output) for i in graded]
+    if not graded or not all(reasons):
+        return ""
+    reason = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", reasons[0].group(1))
+    missing = _MISSING_MODULE.search(reason)
+    if missing:
+        return (f"imports {missing.group(1)}, a package the grader does "
+                f"not have")
+    if reason.startswith(("SyntaxError", "IndentationError", "TabError")):
+        return f"does not parse: {reason}"
+    return f"fails at import: {reason}"
 
 
 def read_batch(out: Path | str) -> Batch:
@@ -443,7 +468,9 @@ def _table(batch: Batch, links: dict[str, str]) -> str:
                     f"data-items=' {_e(' '.join(sub.failed_items))} ' "
                     f"data-flags='{_e('; '.join(flags))}'>"
                     + "".join(cells) + "</tr>")
-    header = "".join(f"<th data-col='{i}' title='sort'>{_e(h)}</th>"
+    # long task names break after "_" so that the table fits a laptop
+    header = "".join(f"<th data-col='{i}' title='sort'>"
+                     f"{_e(h).replace('_', '_<wbr>')}</th>"
                      for i, h in enumerate(head))
     return (controls + "<div class='scroll'><table id='submissions'>"
             "<thead><tr>" + header + "</tr></thead><tbody>" + "".join(rows)
@@ -627,7 +654,8 @@ table.small{font-size:90%}th[data-col]{cursor:pointer;background:#f0f4fa}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 .controls{margin:.5em 0}.controls label{margin-right:1em}
 #submissions{font-size:90%}tr.hidden{display:none}
-.scroll{overflow-x:auto}#submissions td{white-space:nowrap}
+.scroll{overflow-x:auto}#submissions td{overflow-wrap:anywhere}
+#submissions td.num{white-space:nowrap}
 """
 # Any script error is recorded on the page (the Chromium test reads it).
 _ERROR_TRAP = """

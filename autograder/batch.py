@@ -134,6 +134,9 @@ def grade_submission(sub: Submission, config: GradingConfig,
                      runner: Runner, *, public_only: bool = False,
                      timeout: float | None = None) -> GradeResult:
     """Grade a resolved submission; never raises."""
+    if sub.internal_error:   # the grader's machine failed reading it
+        return failed(sub.name, sub.filename or str(sub.path), config,
+                      internal_error=sub.internal_error)
     if sub.error or sub.source is None:
         return failed(sub.name, sub.filename or str(sub.path), config,
                       error=sub.error or "no source to grade")
@@ -151,7 +154,7 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
                timeout: float | None = None) -> GradeResult:
     """``check``'s preview: the file graded on the public cases, after the
     canary (one that passed in this environment before counts)."""
-    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
+    workdir = grader_tempdir()
     try:
         config = read_config(rubric, values, ("public",))
         preflight(sandbox, quiet=True, remember=True)
@@ -166,6 +169,19 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return grade
+
+
+def grader_tempdir() -> Path:
+    """A fresh folder for the grader's own scratch files (extracted
+    zips), or ConfigError naming the temporary folder and the cause."""
+    try:
+        return Path(tempfile.mkdtemp(prefix="autograder-"))
+    except OSError as exc:
+        raise ConfigError(f"the grader could not create its temporary "
+                          f"folder in {tempfile.gettempdir()}: "
+                          f"{exc.strerror or exc}; no score was written "
+                          f"(free space there, or set TMPDIR to a "
+                          f"writable folder)") from None
 
 
 def budgeted_runner(sandbox: Any, config: GradingConfig) -> Runner:
@@ -276,7 +292,7 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
     step = progress or (lambda name: None)
     broken = threading.Event()
     found_answers: dict[str, dict[str, str]] = {}
-    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
+    workdir = grader_tempdir()
 
     def grade_one(entry: Entry) -> GradeResult:
         sub = entry.resolve(workdir)

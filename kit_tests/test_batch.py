@@ -40,7 +40,8 @@ def test_one_broken_submission_never_stops_the_batch(tmp_path, monkeypatch):
     assert [g.name for g in graded.grades] == ["a", "missing", "boom", "b"]
     a, missing, boom, b = graded.grades
     assert a.score == b.score == 0 and not (a.error or a.internal_error)
-    assert "missing.py" in missing.error and not missing.internal_error
+    # a path gone by the time it is graded: the grader's, never a zero
+    assert "missing.py" in missing.internal_error and not missing.error
     assert "RuntimeError: simulated" in boom.internal_error
     assert sorted(done) == ["a", "b", "boom", "missing"]
     for name in done:

@@ -27,6 +27,7 @@ from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
 from autograder.report import layout, results as report
 from autograder.rubric import RubricError, load_rubric
+from autograder.sandbox.protocol import MEMORY
 from autograder.submission.locate import Submission, resolve
 from autograder.values import ValuesError
 
@@ -52,15 +53,24 @@ def read_config(rubric: Path | None, values: Path | None,
 # The canary
 
 def preflight(sandbox: Any, *, quiet: bool = False,
-              remember: bool = False) -> list[str]:
+              remember: bool = False, memory: bool = True) -> list[str]:
     """The canary through the real sandbox, or ConfigError: no score is
     written on a machine where a correct submission would not pass.
     ``remember`` (``check`` only, a preview): a canary that passed in this
-    environment before counts (autograder/sandbox/preflight.py)."""
+    environment before counts (autograder/sandbox/preflight.py).
+    ``memory``: first, refuse a machine whose memory cannot hold the
+    grader and one worker (autograder/sandbox/memlimit.py; mid-batch the
+    canary alone judges, beside workers that hold memory)."""
     from autograder.sandbox.jail import LAYERS
+    from autograder.sandbox.memlimit import MemoryShortage, check_room
     from autograder.sandbox.preflight import (PreflightError,
                                               remembered_preflight,
                                               run_preflight)
+    if memory:
+        try:
+            check_room()
+        except MemoryShortage as exc:
+            raise ConfigError(str(exc)) from None
     try:
         layers = (remembered_preflight if remember else run_preflight)(
             sandbox)
@@ -304,12 +314,14 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
                                  timeout=entry.timeout)
         if layers is not None:
             grade.jail = layers
-        if canary is not None and (grade.internal_error or (
-                grade.score == 0 and not grade.error)):
+        if canary is not None and (
+                grade.internal_error or grade.limits.get(MEMORY) or (
+                    grade.score == 0 and not grade.error)):
             # A zero may be the environment breaking mid-batch (a deleted
-            # venv...): prove the canary still passes before keeping it.
+            # venv...), a memory verdict the machine running out: prove
+            # the canary still passes before keeping it.
             try:
-                preflight(canary, quiet=True)
+                preflight(canary, quiet=True, memory=False)
             except ConfigError as exc:
                 broken.set()
                 raise ConfigError(f"{exc}\n(found after grading "

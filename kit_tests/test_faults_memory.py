@@ -283,3 +283,108 @@ def test_a_roomy_cgroup_is_not_refused(tmp_path):
         row, = csv.DictReader(handle)
     rubric = load_rubric()
     assert float(row["score"]) == rubric.max_score + rubric.max_bonus
+
+
+HOG = """
+import sys, time
+group = sys.argv[1]
+def read(name):
+    return int(open(f"{group}/{name}").read().split()[0])
+limit_name, usage_name = ("memory.max", "memory.current") if \\
+    __import__("os").path.exists(f"{group}/memory.max") else \\
+    ("memory.limit_in_bytes", "memory.usage_in_bytes")
+room = read(limit_name) - read(usage_name) - 60 * 2 ** 20
+held = bytearray(max(0, room))
+for at in range(0, len(held), 4096):
+    held[at] = 1
+print("holding", len(held) >> 20, flush=True)
+time.sleep(600)
+"""
+
+
+def _oom_kills(group: Path) -> int:
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            for line in (group / name).read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except OSError:
+            continue
+    return 0
+
+
+@pytest.mark.e2e
+@needs_cgroup
+def test_container_running_out_mid_batch_scores_no_one(tmp_path):
+    # The grader passes its checks in 640 MB; then another process of the
+    # container takes all but 60 MB: workers are killed within their own
+    # limits. No submission may lose a point
+    # to it: full marks, no score, or the batch stopped (exit 2).
+    parent, limit_file = GROUP
+    group = parent / f"kit-faults-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name in ("r1", "r2", "r3"):
+        (folder / f"{name}.py").write_text(REFERENCE.read_text())
+    out = tmp_path / "out"
+    hog = None
+    try:
+        (group / limit_file).write_text(str(640 * MIB))
+        enter = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+        run = subprocess.Popen(
+            ["sh", "-c", enter, str(group), sys.executable, "-m",
+             "autograder", "grade", *sorted(map(str, folder.iterdir())),
+             "--out", str(out), "--jobs", "1"],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = ""
+        while "jail:" not in seen:
+            line = run.stderr.readline()
+            if not line:
+                break
+            seen += line
+        hog = subprocess.Popen(
+            # (immune where the kernel lets root lower its score; else
+            # the workers' own score of 1000 still makes them the victims)
+            ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && '
+             '{ echo -1000 > /proc/self/oom_score_adj; } 2>/dev/null; '
+             'exec "$@"',
+             str(group), sys.executable, "-c", HOG, str(group)],
+            stdout=subprocess.PIPE, text=True)
+        hog.stdout.readline()
+        stdout, stderr = run.communicate(timeout=900)
+        kills = _oom_kills(group)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    text = seen + stdout + stderr
+    assert kills, "nothing was OOM-killed: the test proves nothing\n" + text
+    assert "Traceback" not in text
+    assert "used too much memory" not in text
+    assert run.returncode in (0, 2), text   # never killed in silence
+    if run.returncode == 2:
+        assert "out-of-memory killer" in stderr, text
+        assert not (out / "grades.csv").exists()
+        return
+    rubric = load_rubric()
+    for name in ("r1", "r2", "r3"):
+        results = json.loads((out / "submissions" / name /
+                              "results.json").read_text())
+        if not results["extra_data"].get("internal_error"):
+            assert results["score"] == rubric.max_score + rubric.max_bonus
+        else:
+            assert "out-of-memory killer" in json.dumps(results)
+            assert "used too much memory" not in json.dumps(results)

@@ -343,8 +343,10 @@ class Attempt:
         # submission's); killed within it, the machine ran out: the
         # grader's failure, no score (the batch re-proves the canary).
         if sig == signal.SIGKILL and memlimit.oom_kills() > self.oom_kills:
+            # (no probe named: the message reaches the student at once,
+            # and a probe's id may name a hidden case)
             return Failure(ENVIRONMENT, f"the kernel's out-of-memory killer "
-                           f"killed the worker during {during} while the "
+                           f"killed the worker while the "
                            f"submission stayed within its own limit of "
                            f"{self.memory_mb} MB: the grader's machine or "
                            f"container ran out of memory, not the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import json
 import os
 import subprocess
@@ -26,6 +27,7 @@ import pytest
 
 from autograder import batch
 from autograder.config import load_config
+from autograder.submission import locate
 from autograder.submission.locate import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +126,25 @@ def test_vanished_submission_is_the_graders(tmp_path):
         sub = resolve(tmp_path / name, tmp_path)
         _graders(sub)
         assert "is gone" in sub.internal_error
+
+
+@pytest.mark.parametrize("code,graders", [
+    (errno.EIO, True), (errno.EACCES, True), (errno.EDQUOT, True),
+    (errno.ENOMEM, True), (errno.ENAMETOOLONG, False),
+    (errno.EILSEQ, False)])
+def test_who_is_at_fault_for_an_extraction_error(tmp_path, monkeypatch,
+                                                 code, graders):
+    # The file system's own errors (what root or a healthy disk cannot
+    # show here) as extraction meets them.
+    def failing(zf, info, dest):
+        raise OSError(code, os.strerror(code), str(dest))
+    monkeypatch.setattr(locate, "_copy_capped", failing)
+    sub = resolve(_zipped(REFERENCE, tmp_path / "gina.zip"), tmp_path)
+    if graders:
+        _graders(sub)
+        assert errno.errorcode[code] in sub.internal_error
+    else:
+        assert sub.error and not sub.internal_error
 
 
 def test_unreadable_name_stays_the_students(tmp_path):

@@ -68,7 +68,7 @@ def test_without_an_output_folder_nothing_is_written(tmp_path,
 def test_a_zero_is_kept_only_once_the_canary_passes_again(monkeypatch):
     calls: list[object] = []
 
-    def passing(sandbox, quiet=False, remember=False):
+    def passing(sandbox, quiet=False, remember=False, memory=True):
         calls.append(sandbox)
         return ["uid-drop"]
     monkeypatch.setattr(batch, "preflight", passing)
@@ -77,7 +77,7 @@ def test_a_zero_is_kept_only_once_the_canary_passes_again(monkeypatch):
                              layers=["uid-drop"])
     assert calls == ["sandbox"] and graded.grades[0].jail == ["uid-drop"]
 
-    def failing(sandbox, quiet=False, remember=False):
+    def failing(sandbox, quiet=False, remember=False, memory=True):
         raise batch.ConfigError("canary failed")
     monkeypatch.setattr(batch, "preflight", failing)
     with pytest.raises(batch.ConfigError,

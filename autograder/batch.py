@@ -27,6 +27,7 @@ from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
 from autograder.report import layout, results as report
 from autograder.rubric import RubricError, load_rubric
+from autograder.sandbox.protocol import MEMORY
 from autograder.submission.locate import Submission, resolve, shown_name
 from autograder.values import ValuesError
 
@@ -52,15 +53,24 @@ def read_config(rubric: Path | None, values: Path | None,
 # The canary
 
 def preflight(sandbox: Any, *, quiet: bool = False,
-              remember: bool = False) -> list[str]:
+              remember: bool = False, memory: bool = True) -> list[str]:
     """The canary through the real sandbox, or ConfigError: no score is
     written on a machine where a correct submission would not pass.
     ``remember`` (``check`` only, a preview): a canary that passed in this
-    environment before counts (autograder/sandbox/preflight.py)."""
+    environment before counts (autograder/sandbox/preflight.py).
+    ``memory``: first, refuse a machine whose memory cannot hold the
+    grader and one worker (autograder/sandbox/memlimit.py; mid-batch the
+    canary alone judges, beside workers that hold memory)."""
     from autograder.sandbox.jail import LAYERS
+    from autograder.sandbox.memlimit import MemoryShortage, check_room
     from autograder.sandbox.preflight import (PreflightError,
                                               remembered_preflight,
                                               run_preflight)
+    if memory:
+        try:
+            check_room()
+        except MemoryShortage as exc:
+            raise ConfigError(str(exc)) from None
     try:
         layers = (remembered_preflight if remember else run_preflight)(
             sandbox)
@@ -134,6 +144,9 @@ def grade_submission(sub: Submission, config: GradingConfig,
                      runner: Runner, *, public_only: bool = False,
                      timeout: float | None = None) -> GradeResult:
     """Grade a resolved submission; never raises."""
+    if sub.internal_error:   # the grader's machine failed reading it
+        return failed(sub.name, sub.filename or shown_name(sub.path.name),
+                      config, internal_error=sub.internal_error)
     if sub.error or sub.source is None:
         # the name handed in, never the grader's own (temporary) path
         return failed(sub.name, sub.filename or shown_name(sub.path.name),
@@ -152,7 +165,7 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
                timeout: float | None = None) -> GradeResult:
     """``check``'s preview: the file graded on the public cases, after the
     canary (one that passed in this environment before counts)."""
-    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
+    workdir = grader_tempdir()
     try:
         config = read_config(rubric, values, ("public",))
         preflight(sandbox, quiet=True, remember=True)
@@ -167,6 +180,19 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return grade
+
+
+def grader_tempdir() -> Path:
+    """A fresh folder for the grader's own scratch files (extracted
+    zips), or ConfigError naming the temporary folder and the cause."""
+    try:
+        return Path(tempfile.mkdtemp(prefix="autograder-"))
+    except OSError as exc:
+        raise ConfigError(f"the grader could not create its temporary "
+                          f"folder in {tempfile.gettempdir()}: "
+                          f"{exc.strerror or exc}; no score was written "
+                          f"(free space there, or set TMPDIR to a "
+                          f"writable folder)") from None
 
 
 def budgeted_runner(sandbox: Any, config: GradingConfig) -> Runner:
@@ -277,7 +303,7 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
     step = progress or (lambda name: None)
     broken = threading.Event()
     found_answers: dict[str, dict[str, str]] = {}
-    workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
+    workdir = grader_tempdir()
 
     def grade_one(entry: Entry) -> GradeResult:
         sub = entry.resolve(workdir)
@@ -289,12 +315,14 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
                                  timeout=entry.timeout)
         if layers is not None:
             grade.jail = layers
-        if canary is not None and (grade.internal_error or (
-                grade.score == 0 and not grade.error)):
+        if canary is not None and (
+                grade.internal_error or grade.limits.get(MEMORY) or (
+                    grade.score == 0 and not grade.error)):
             # A zero may be the environment breaking mid-batch (a deleted
-            # venv...): prove the canary still passes before keeping it.
+            # venv...), a memory verdict the machine running out: prove
+            # the canary still passes before keeping it.
             try:
-                preflight(canary, quiet=True)
+                preflight(canary, quiet=True, memory=False)
             except ConfigError as exc:
                 broken.set()
                 raise ConfigError(f"{exc}\n(found after grading "

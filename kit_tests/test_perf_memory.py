@@ -1,10 +1,10 @@
 """Memory limits that fit the container: a worker gets at most what the
 memory cgroup has left beside the parent (autograder/sandbox/memlimit.py),
-and a
-worker the kernel's OOM killer takes is reported as memory, never as a
-crash. The end-to-end tests run ``check`` on the catalogue's memory hog in
-a 768 MB memory cgroup (Gradescope's container), as root where one can be
-made; they skip elsewhere, saying why."""
+and a worker the kernel's OOM killer takes within its own limit is the
+grader's failure (no score), never the student's memory or a crash. The
+end-to-end tests run ``check`` on the catalogue's memory hog in a 768 MB
+memory cgroup (Gradescope's container), as root where one can be made;
+they skip elsewhere, saying why."""
 from __future__ import annotations
 
 import os
@@ -181,15 +181,18 @@ def test_a_memory_hog_in_a_768_mb_container_is_told_memory(container,
     assert "] 2.1 " in text and "[ok  ] 2.1 " in text   # the rest graded
 
 
-def test_a_worker_the_oom_killer_takes_is_memory_not_a_crash(container,
-                                                             tmp_path):
-    # As before the limit fitted the container: the worker may outgrow it,
-    # so the kernel's OOM killer acts first.
+def test_a_worker_the_oom_killer_takes_is_the_graders_failure(container,
+                                                              tmp_path):
+    # As before the limit fitted the container: the worker may outgrow the
+    # container within its own limit, so the kernel's OOM killer acts
+    # first. The limit was the grader's to fit: no score, never the
+    # student's "used too much memory" nor a crash.
     before = memlimit.oom_kills([container])
     text = _check_in(container, _hog(tmp_path),
                      "from autograder.sandbox import memlimit\n"
                      "memlimit.PARENT_RESERVE_MB = -4096")
     assert memlimit.oom_kills([container]) > before, "no OOM kill happened"
-    item = _item(text, "1.2")
-    assert "out-of-memory killer" in item, text
+    assert "out-of-memory killer" in text and "no score was written" in text
+    assert "not your grade" in text
+    assert "used too much memory" not in text
     assert "exited" not in text

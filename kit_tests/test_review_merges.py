@@ -120,6 +120,7 @@ def _death(exitcode: int, tmp_path, monkeypatch, oom_before: int = 0,
     attempt = object.__new__(supervisor.Attempt)
     attempt.process, attempt.workdir = _Dead(exitcode), str(tmp_path)
     attempt.imported, attempt.oom_kills = True, oom_before
+    attempt.memory_mb = 512
     monkeypatch.setattr(memlimit, "oom_kills", lambda *a: oom_after)
     return attempt._death(Probe("p", "M", {}))
 
@@ -128,15 +129,16 @@ def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
                                                           monkeypatch):
     """perf's cgroup OOM count with batch's --jobs: the count is the
     whole container's, so while one submission's worker is OOM-killed,
-    another that exits or segfaults is a crash, not "use less memory"."""
+    another that exits or segfaults is a crash, not "use less memory"
+    (and the OOM-killed one is the grader's failure, no score)."""
     import signal
-    from autograder.sandbox.protocol import CRASH, MEMORY
+    from autograder.sandbox.protocol import CRASH, ENVIRONMENT, MEMORY
     exited = _death(3, tmp_path, monkeypatch)
     assert exited.status == CRASH and "exited (code 3)" in exited.message
     segv = _death(-signal.SIGSEGV, tmp_path, monkeypatch)
     assert segv.status == CRASH and "SIGSEGV" in segv.message
     killed = _death(-signal.SIGKILL, tmp_path, monkeypatch)
-    assert killed.status == MEMORY and "out-of-memory killer" in \
+    assert killed.status == ENVIRONMENT and "out-of-memory killer" in \
         killed.message
     quiet = _death(-signal.SIGKILL, tmp_path, monkeypatch, oom_after=0)
     assert quiet.status == MEMORY and "out-of-memory killer" not in \

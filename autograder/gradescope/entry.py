@@ -2,9 +2,10 @@
 into ``$AUTOGRADER_ROOT/results/results.json``, Gradescope's contract.
 
 A valid results.json is always written: a grader that cannot grade (its
-rubric, values or canary failing) writes an apology with no score rather
-than a student's zero, and ``run_autograder`` has a shell fallback for a
-grader that cannot even start.
+rubric, values or canary failing, or its hidden values missing: a score on
+the public cases alone would be a plausible wrong one) writes an apology
+with no score rather than a student's zero, and ``run_autograder`` has a
+shell fallback for a grader that cannot even start.
 """
 from __future__ import annotations
 
@@ -33,8 +34,7 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     try:
         config, layers = batch.beside_canary(
             sandbox if sandbox is not None else _default_sandbox(),
-            lambda: batch.read_config(rubric_path, values,
-                                      ("public", "hidden")))
+            lambda: read_full_config(rubric_path, values))
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:
@@ -58,6 +58,21 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
             "tests": [], "extra_data": {"internal_error": True}}
     report.write_json(data, Path(results_path))
     return data
+
+
+def read_full_config(rubric_path: Path | None,
+                     values: Path | None) -> Any:
+    """The command's config with the hidden cases, or ConfigError: on
+    Gradescope a missing hidden file is a broken image, never a reason to
+    grade on the public cases alone."""
+    config = batch.read_config(rubric_path, values, ("public", "hidden"))
+    if not any(case.set == "hidden" for case in config.cases):
+        raise batch.ConfigError(
+            "the grader could not find its hidden test values "
+            "(test_values/hidden.safetensors in the autograder's source): "
+            "no score was written; rebuild the autograder with `make "
+            "autograder` and upload dist/autograder.zip again")
+    return config
 
 
 def _failure(submission_dir: Path, config: Any,

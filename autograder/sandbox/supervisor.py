@@ -108,6 +108,15 @@ def supervise(start: Starter, source: str, filename: str,
                 results.setdefault(i, ProbeResult(
                     probes[i].id, NOT_RUN, "skipped: " + GRADER_FAILURE))
             break
+        if failure is not None and failure.status == ENVIRONMENT:
+            # The grader's failure: no score, so no more workers for it.
+            index = todo[min(got, len(todo) - 1)]
+            results[index] = ProbeResult(probes[index].id, ENVIRONMENT,
+                                         failure.message)
+            for i in todo:
+                results.setdefault(i, ProbeResult(
+                    probes[i].id, NOT_RUN, "skipped: " + failure.message))
+            break
         if failure is not None:
             # Before the import finished, every later probe would fail
             # the same way: no restart. Otherwise only this probe.
@@ -187,6 +196,7 @@ class Attempt:
         self.imported = False
         self.killed = False
         self.workdir, self.limit = settings.workdir, settings.output_limit
+        self.memory_mb = settings.memory_mb
         self.oom_kills = memlimit.oom_kills()   # the cgroup's, before
         mine, theirs = wire.channel()
         self.receiver = wire.Receiver(mine, budget)
@@ -329,10 +339,20 @@ class Attempt:
         # The cgroup's OOM count is shared by every worker (``--jobs``
         # runs several): it names this worker's death only when this
         # worker was killed (SIGKILL), never an exit or another signal.
+        # Over its own limit an allocation fails (MemoryError, the
+        # submission's); killed within it, the machine ran out: the
+        # grader's failure, no score (the batch re-proves the canary).
         if sig == signal.SIGKILL and memlimit.oom_kills() > self.oom_kills:
-            return Failure(MEMORY, f"the worker was killed by the kernel's "
-                           f"out-of-memory killer during {during}: the "
-                           f"machine's memory ran out (use less memory)")
+            # (no probe named: the message reaches the student at once,
+            # and a probe's id may name a hidden case)
+            return Failure(ENVIRONMENT, f"the kernel's out-of-memory killer "
+                           f"killed the worker while the "
+                           f"submission stayed within its own limit of "
+                           f"{self.memory_mb} MB: the grader's machine or "
+                           f"container ran out of memory, not the "
+                           f"submission; no score was written (give the "
+                           f"grader more memory or fewer --jobs, and "
+                           f"regrade)")
         if sig == signal.SIGKILL:
             return Failure(MEMORY, f"the worker was killed (SIGKILL) "
                            f"during {during}, most likely out of memory")

@@ -148,6 +148,14 @@ def _set_limits(settings: WorkerSettings) -> None:
     # Processes the submission forks are reaped at once: no zombies
     # holding RLIMIT_NPROC slots of the worker user.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # When the machine runs out, the kernel kills student code first,
+    # never the grading parent (which would die printing nothing); the
+    # supervisor tells such a kill as the grader's failure (memlimit).
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adjust:
+            adjust.write("1000")
+    except OSError:
+        pass
 
 
 class _FdOutput:

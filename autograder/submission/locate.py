@@ -4,11 +4,21 @@ A submission is a ``.py`` file, a directory (searched for exactly one
 ``modeling_attention.py``, preferring one under ``transformer_lm/``), or a
 ``.zip`` of either. Zips are extracted safely: no absolute paths, no ``..``,
 no links, and caps on entries and sizes. Nothing here executes student code.
+
+Who is at fault is decided here: what the submission's files are (no
+module, a corrupt zip, a name the file system refuses) is the student's
+(``Submission.error``, a zero with the reason); the grader's own machine
+failing while it reads or extracts them (a full disk, an I/O error, its
+folders unwritable, the path gone mid-batch: ``GRADER_ERRNOS``) is the
+grader's (``Submission.internal_error``: no score, and the batch proves
+its environment again with the canary).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
+import os
 import re
 import shutil
 import stat
@@ -29,6 +39,15 @@ MAX_SHOWN_CHARS = 200        # of a file name quoted in a message
 # Not part of anyone's submission: editor, OS and environment debris.
 SKIPPED_DIRS = {"__MACOSX", "__pycache__", ".ipynb_checkpoints", ".git",
                 ".venv", "venv", "site-packages", "node_modules"}
+# OS errors that come from the grader's machine whatever the submission
+# holds: its disk full or failing, its memory, its own folders refused,
+# files gone from under it. (A name the file system refuses, ENAMETOOLONG
+# or EILSEQ, is the submission's; so is any OSError without an errno.)
+GRADER_ERRNOS = frozenset(
+    getattr(errno, name) for name in (
+        "ENOSPC", "EDQUOT", "EIO", "ENOMEM", "EROFS", "EACCES", "EPERM",
+        "ENOENT", "ESTALE", "EMFILE", "ENFILE", "ENXIO", "ENODEV")
+    if hasattr(errno, name))
 
 
 class UsageError(ValueError):
@@ -46,6 +65,9 @@ class Submission:
     source: str | None = None
     error: str = ""
     notebooks: tuple[Path, ...] = ()   # .ipynb files handed in, if any
+    # The grader's machine failed while reading it (GRADER_ERRNOS): no
+    # score; the text says what failed, for staff and the student.
+    internal_error: str = ""
 
 
 def submission_name(path: Path) -> str:
@@ -110,6 +132,10 @@ def resolve(path: Path, workdir: Path, name: str | None = None
     sub = Submission(name or submission_name(path), path)
     shown = shown_name(path.name)
     try:
+        if not os.path.lexists(path):
+            raise GraderFault(f"the grader could not read {shown}: it is "
+                              f"gone (deleted or moved after the batch "
+                              f"started)")
         if path.is_dir():   # a folder, or one of an export's: as a zip
             _from_directory(sub, path, shown=shown, lone_py=True)
         elif path.suffix.lower() == ".zip":
@@ -123,17 +149,48 @@ def resolve(path: Path, workdir: Path, name: str | None = None
                 f"{shown} is not a submission: hand in "
                 f"modeling_attention.py, the transformer_lm/ folder, or a "
                 f".zip of either")
+    except GraderFault as exc:
+        sub.internal_error = f"{exc}; no score was written"
     except SubmissionError as exc:
         sub.error = str(exc)
-    except (OSError, ValueError) as exc:
-        # A name the file system refuses (too long, ...): this
-        # submission's problem, never the batch's.
+    except OSError as exc:
+        if is_grader_fault(exc):
+            sub.internal_error = (f"the grader could not read {shown}: "
+                                  f"{describe_os_error(exc)}; no score "
+                                  f"was written")
+        else:   # a name the file system refuses (too long, ...)
+            sub.error = f"{shown} could not be read ({type(exc).__name__})"
+    except ValueError as exc:
+        # This submission's problem, never the batch's.
         sub.error = f"{shown} could not be read ({type(exc).__name__})"
     return sub
 
 
 class SubmissionError(Exception):
     """Something about the submission's files; the message is for it."""
+
+
+class GraderFault(SubmissionError):
+    """The grader's machine failed while reading or extracting a
+    submission (``GRADER_ERRNOS``): not the submission's fault. Its text
+    says so ("the grader could not extract a.zip: ..."). A
+    SubmissionError, so that callers that stop on one (a Gradescope
+    export) stop on this too; ``resolve`` keeps the two apart."""
+
+
+def is_grader_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is an OS error of the grader's machine, not of the
+    files handed in."""
+    return isinstance(exc, OSError) and exc.errno in GRADER_ERRNOS
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``exc`` for a message: its cause, errno name and the file (names
+    bounded and made printable: a zip entry's name is the student's)."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or str(exc) or type(exc).__name__
+    where = f", {shown_name(str(exc.filename))}" if exc.filename else ""
+    return f"{text} ({code}{where})" if code else f"{text}{where}"
 
 
 def _read(sub: Submission, file: Path, shown: str) -> None:
@@ -239,11 +296,18 @@ def safe_extract(archive: Path, target: Path, *,
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     _copy_capped(zf, info, dest)
                 except OSError as exc:   # a name the file system refuses
-                    if skipped is None:
+                    if skipped is None or is_grader_fault(exc):
                         raise
                     skipped.append((shown_name(info.filename),
                                     f"not extracted ({exc.strerror})"))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError,
+    except OSError as exc:
+        if is_grader_fault(exc):
+            raise GraderFault(f"the grader could not extract {shown}: "
+                              f"{describe_os_error(exc)}") from None
+        raise SubmissionError(f"{shown} is not a readable zip "
+                              f"({type(exc).__name__}: "
+                              f"{shown_name(str(exc))})") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile,
             NotImplementedError, RuntimeError, ValueError,
             struct.error) as exc:
         raise SubmissionError(f"{shown} is not a readable zip "

@@ -119,15 +119,9 @@ def ready_problem(python, version, find_spec=None, path=REQUIREMENTS,
 
 
 def check_environment(python, command=None):
-    """Exit status of the readiness check of ``python`` for ``command``:
-    run here when it is this interpreter, else by ``python homework.py
-    --needs COMMAND ready``."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        problem = ready_problem(python, sys.version_info, command=command)
-        if problem:
-            print(problem, file=sys.stderr)
-            return 1
-        return 0
+    """Exit status of the readiness check of ``python`` for ``command``,
+    run by that interpreter (``python homework.py --needs COMMAND ready``):
+    its version and its packages, not this one's."""
     try:
         return subprocess.call([python, os.path.join(ROOT, "homework.py"),
                                 "--py", python, "--needs", command or "all",
@@ -233,9 +227,14 @@ def main(argv=None):
         return 1
     if args.command == "install":
         return install(venv, args.python)
+    if args.py and args.command == "ready":   # run by PY itself: here
+        needs = None if args.needs == "all" else args.needs
+        problem = ready_problem(args.py, sys.version_info, command=needs)
+        if problem:
+            print(problem, file=sys.stderr)
+        return 1 if problem else 0
     if args.py:
-        needs = args.needs if args.command == "ready" else args.command
-        status = check_environment(args.py, needs)
+        status = check_environment(args.py, args.command)
         python = args.py
     else:
         status = install(venv, args.python)

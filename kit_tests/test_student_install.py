@@ -294,3 +294,26 @@ def test_windows_venv_layout(tmp_path, monkeypatch):
     assert [p for p, _ in install_deps.plan(
         str(scripts), str(REQUIREMENTS), install_deps.CPU_INDEX,
         sys.platform)] == ["requirements"]
+
+
+# -- the student's walk on a minimal Debian (kit/fresh_machine.py) ----------
+
+def test_student_walk_installs_only_the_readme_packages():
+    # The walk itself runs in `make test-fresh` (root, debootstrap); here
+    # its plan: the README's packages, the venv trap first, no rm.
+    from kit import fresh_machine
+    from kit.system_deps import readme_packages
+    readme = (STUDENT / "README.md").read_text()
+    walk = fresh_machine.student_walk(readme)
+    apt = [line for user, _, line in walk if "apt-get install" in line]
+    packages = readme_packages(readme)
+    assert any(p.endswith("-venv") for p in packages)
+    assert apt[0].split("--no-install-recommends")[1].split() == [
+        p for p in packages if not p.endswith("-venv")]
+    assert apt[-1].split("--no-install-recommends")[1].split() == packages
+    lines = [line for user, _, line in walk if user == fresh_machine.USER]
+    assert lines.index("make install") > next(
+        i for i, x in enumerate(lines) if x.startswith("! make install"))
+    assert not any("rm " in line for line in lines)
+    assert any(x.startswith("make check") for x in lines)
+    assert any("make test" in x for x in lines)

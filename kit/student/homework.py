@@ -149,14 +149,15 @@ def installed(venv):
         return False
 
 
-def install(venv, python=None):
+def install(venv, python=None, say_done=False):
     """``venv`` with the requirements (once), the Jupyter kernel and this
     folder on its path; exit status. The stamp is written last, so an
     interrupted install is finished by the next run."""
     python = sys.executable if python is None else python
     if installed(venv):
-        print("homework: {} is installed (requirements.txt unchanged)"
-              .format(venv))
+        if say_done:
+            print("homework: {} is installed (requirements.txt unchanged)"
+                  .format(venv))
         return 0
     if os.path.realpath(python) != os.path.realpath(sys.executable):
         return subprocess.call([python, os.path.join(ROOT, "homework.py"),
@@ -226,7 +227,7 @@ def main(argv=None):
         print(problem, file=sys.stderr)
         return 1
     if args.command == "install":
-        return install(venv, args.python)
+        return install(venv, args.python, say_done=True)
     if args.py and args.command == "ready":   # run by PY itself: here
         needs = None if args.needs == "all" else args.needs
         problem = ready_problem(args.py, sys.version_info, command=needs)
@@ -246,4 +247,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:   # Ctrl-C: no traceback; the stamp is unset
+        print("\nhomework: interrupted; run the same command again to "
+              "finish", file=sys.stderr)
+        sys.exit(130)

@@ -163,8 +163,9 @@ def venv_module_problem(find_spec=importlib.util.find_spec,
     distro, _ = os_release() if release is None else release
     package = venv_package(version)
     if distro in ("debian", "ubuntu") and executable.startswith("/usr/"):
-        fix = ("install it as root (or with sudo): `apt-get install {}`, "
-               "then run the same command again".format(package))
+        fix = ("install its package as root (or with sudo): `apt-get "
+               "install {}`, then run the same command again (a half-made "
+               "venv is made again by itself)".format(package))
     elif distro in ("debian", "ubuntu"):
         fix = ("this Python is not Debian's: reinstall it with its venv "
                "module, or use the system one (`apt-get install python3 "
@@ -297,10 +298,10 @@ def run_plan(steps, echo=print, torch_index=CPU_INDEX):
         status = subprocess.call(argv)
         if purpose == "cpu-torch" and status != 0:
             cpu_failed = True
-            echo("install_deps: the PyTorch CPU index did not serve torch "
-                 "({:.1f} s; {}, pip's message is above): taking it from "
-                 "the default index instead".format(
-                     time.monotonic() - start, torch_index))
+            echo("install_deps: the PyTorch CPU index ({}) did not serve "
+                 "torch ({:.1f} s): taking it from the default index "
+                 "instead (pip's reason is above)".format(
+                     torch_index, time.monotonic() - start))
         elif status != 0:
             return status
         elif purpose == "fallback-torch":

@@ -342,6 +342,8 @@ def main(argv=None):
         return 1
     if args.check:
         return 0
+    if hasattr(sys.stdout, "reconfigure"):   # our lines in order with pip's
+        sys.stdout.reconfigure(line_buffering=True)
     if not (args.venv and args.requirements):
         parser.error("--venv and -r are needed to install")
     if args.dry_run:

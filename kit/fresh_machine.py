@@ -359,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     timings.append(("root", "minimal Debian root" + (
         " (cached debootstrap)" if cached else " (debootstrap)"),
         time.monotonic() - start, 0))
-    plan = [] if args.student_only else steps(lines,
-                                               args.quick_start_only)
+    plan = [] if args.student_only else steps(
+        lines, args.quick_start_only)
     walk = [] if args.no_student else student_walk(
         STUDENT_README.read_text())
     status = 0

@@ -235,7 +235,7 @@ def ensure_venv(venv):
     """
     python = venv_python(venv)
     if python is None:
-        if os.path.exists(venv):
+        if os.path.exists(venv) and os.listdir(venv):   # empty: fill it
             remove_venv(venv, "no Python in it")
         return create_venv(venv)
     try:

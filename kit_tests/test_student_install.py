@@ -317,3 +317,13 @@ def test_student_walk_installs_only_the_readme_packages():
     assert not any("rm " in line for line in lines)
     assert any(x.startswith("make check") for x in lines)
     assert any("make test" in x for x in lines)
+
+
+def test_an_empty_folder_is_filled_not_refused(tmp_path, monkeypatch):
+    # `VENV=` may name a folder made beforehand: an empty one is used.
+    made: list[str] = []
+    monkeypatch.setattr(install_deps, "create_venv",
+                        lambda venv: made.append(venv) or "python")
+    (tmp_path / "empty").mkdir()
+    assert install_deps.ensure_venv(str(tmp_path / "empty")) == "python"
+    assert made == [str(tmp_path / "empty")]

@@ -8,6 +8,15 @@ user's ``~/kit``, and runs the README's quick-start block verbatim: its
 then as the user in ``~/kit``. ``--quick-start-only`` leaves out the suite
 (the block's ``make test...`` lines). Prints the time of every step.
 
+Then the student's walk (``--no-student`` leaves it out, ``--student-only``
+runs it alone), in a second fresh root: ``dist/student.zip`` (built here,
+unverified) unzipped in the user's home, and only the packages of the
+student README's ``apt-get install`` line. First without its venv package
+(``make install`` must stop naming ``python3.X-venv``), then with all of
+them: ``make install`` (no ``rm`` in between), ``make check`` (the skeleton
+scores 0, the reference, given as ``FILE=``, full marks) and ``make test``
+on the reference.
+
 Each step runs in its own mount and PID namespace whose ``/`` is the new
 root, bind-mounted onto itself and entered with ``pivot_root`` (not
 ``chroot``): ``/`` is a mount point as on a real machine, and the user may
@@ -63,6 +72,42 @@ def steps(lines: list[str], quick_start_only: bool = False
                      if "apt-get" not in line and is_suite(line) == suite
                      and not (suite and quick_start_only)]
     return plan
+
+
+STUDENT_README = ROOT / "kit" / "student" / "README.md"
+APT = ("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get "
+       "install -y -qq --no-install-recommends ")
+
+
+def student_walk(readme: str) -> list[tuple[str, str, str]]:
+    """(user, folder, line) of the student's walk (see the module doc):
+    the packages are the student README's first ``apt-get install`` line
+    (sudo dropped: minimal Debian has none; steps run as root)."""
+    sys.path.insert(0, str(ROOT / "kit"))
+    try:
+        from system_deps import readme_packages
+    finally:
+        sys.path.remove(str(ROOT / "kit"))
+    from kit.release import STUDENT_FOLDER
+    packages = readme_packages(readme)
+    without_venv = [p for p in packages if not p.endswith("-venv")]
+    home = f"~/{STUDENT_FOLDER}"
+    full = r'grep -Eq "public: ([0-9.]+) / \1 points"'
+    return [
+        ("root", "/", APT + " ".join(without_venv)),
+        (USER, "~", "unzip -q student.zip"),
+        # the Debian venv trap: stopped, named, nothing half-made reused
+        (USER, home, "! make install > install-1.log 2>&1 && cat "
+                     "install-1.log && grep -q 'apt-get install "
+                     "python3\\.[0-9]*-venv' install-1.log"),
+        ("root", "/", APT + " ".join(packages)),
+        (USER, home, "make install"),
+        (USER, home, "make check | tee check-skeleton.log; "
+                     "grep -q 'public: 0 / ' check-skeleton.log"),
+        (USER, home, "make check FILE=$HOME/reference.py | tee "
+                     f"check-reference.log; {full} check-reference.log"),
+        (USER, home, "ATTENTION_IMPL=$HOME/reference.py make test"),
+    ]
 
 
 def debian_mirror(etc: Path = Path("/etc/apt")) -> str:
@@ -168,6 +213,18 @@ def prepare(root: Path, python: str) -> dict[str, str]:
     return env
 
 
+def give_student(root: Path, archive: Path) -> None:
+    """Put ``student.zip`` and the reference (as ``reference.py``) in the
+    user's home, owned by the user."""
+    uid, gid = _ids(root, USER)
+    home = root / "home" / USER
+    for source, name in ((archive, "student.zip"),
+                         (ROOT / "solutions" / "transformer_lm" /
+                          "modeling_attention.py", "reference.py")):
+        shutil.copy(source, home / name)
+        os.chown(home / name, uid, gid)
+
+
 def _ids(root: Path, user: str) -> tuple[int, int]:
     for line in (root / "etc/passwd").read_text().splitlines():
         fields = line.split(":")
@@ -264,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the suite (the make test lines)")
     parser.add_argument("--keep", action="store_true",
                         help="keep build/fresh/root afterwards")
+    parser.add_argument("--no-student", action="store_true",
+                        help="leave out the student's walk")
+    parser.add_argument("--student-only", action="store_true",
+                        help="only the student's walk")
     parser.add_argument("--inside", help=argparse.SUPPRESS)
     parser.add_argument("--user", help=argparse.SUPPRESS)
     parser.add_argument("--cwd", help=argparse.SUPPRESS)
@@ -298,27 +359,49 @@ def main(argv: list[str] | None = None) -> int:
     timings.append(("root", "minimal Debian root" + (
         " (cached debootstrap)" if cached else " (debootstrap)"),
         time.monotonic() - start, 0))
-    plan = steps(lines, args.quick_start_only)
+    plan = [] if args.student_only else steps(
+        lines, args.quick_start_only)
+    walk = [] if args.no_student else student_walk(
+        STUDENT_README.read_text())
     status = 0
+    number = 0
     try:
-        for number, (user, cwd, line) in enumerate(plan, 1):
-            log = logs / f"{number:02d}-{user}.log"
-            print(f"test-fresh: [{user} in {cwd}] $ {line}", flush=True)
-            code, seconds = step(root, user, cwd, line, env, log, python)
-            timings.append((user, line, seconds, code))
-            print(f"test-fresh:   exit {code} in {seconds:.0f} s "
-                  f"(log {log.relative_to(ROOT)})", flush=True)
-            if code:
-                print("".join(log.read_text(errors="replace")
-                              .splitlines(True)[-40:]), file=sys.stderr)
-                status = 1
-                if not is_suite(line):   # a failed suite stops nothing:
-                    break                # the other user's suite still runs
+        for phase, todo in (("kit", plan), ("student", walk)):
+            if phase == "student" and todo:
+                if plan:   # the student's machine is a fresh one
+                    remove(root)
+                    if root.exists():
+                        return 2
+                    env = prepare(root, python)
+                started = time.monotonic()
+                from kit.release import build
+                archive = build(work / "dist", python, verify=False)[1]
+                give_student(root, archive)
+                timings.append(("student", "dist/student.zip (unverified)",
+                                time.monotonic() - started, 0))
+            for user, cwd, line in todo:
+                number += 1
+                log = logs / f"{number:02d}-{user}.log"
+                print(f"test-fresh: [{phase}: {user} in {cwd}] $ {line}",
+                      flush=True)
+                code, seconds = step(root, user, cwd, line, env, log,
+                                     python)
+                timings.append((user, line, seconds, code))
+                print(f"test-fresh:   exit {code} in {seconds:.0f} s "
+                      f"(log {log.relative_to(ROOT)})", flush=True)
+                if code:
+                    print("".join(log.read_text(errors="replace")
+                                  .splitlines(True)[-40:]), file=sys.stderr)
+                    status = 1
+                    if phase == "student" or not is_suite(line):
+                        break   # a failed kit suite stops nothing: the
+                        # other user's suite still runs
     finally:
         if not args.keep:
             remove(root)
     print("\ntest-fresh: minimal Debian " + SUITE + ", README quick start"
-          + (" (suite left out)" if args.quick_start_only else ""))
+          + (" (suite left out)" if args.quick_start_only else "")
+          + ("" if args.no_student else ", student walk"))
     for user, what, seconds, code in timings:
         mark = "ok" if code == 0 else f"FAILED (exit {code})"
         print(f"  {seconds:7.0f} s  {user:8} {what}  {mark}")

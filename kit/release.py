@@ -8,7 +8,8 @@
     tests/               the student tests
     autograder/          the checker (`python -m autograder check`), no
                          Gradescope parts
-    Makefile README.md requirements.txt make_submission.py   (kit/student/)
+    Makefile README.md requirements.txt make_submission.py homework.py
+                         (kit/student/: the commands, with and without make)
     install_deps.py      the install rule (kit/install_deps.py)
 
 then refuses to report success unless (a) the leak scanner

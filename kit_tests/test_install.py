@@ -245,6 +245,7 @@ def _student(tmp_path: Path) -> Path:
     folder.mkdir()
     for path in (ROOT / "kit" / "student" / "Makefile",
                  ROOT / "kit" / "student" / "requirements.txt",
+                 ROOT / "kit" / "student" / "homework.py",
                  ROOT / "kit" / "install_deps.py"):
         shutil.copy2(path, folder / path.name)
     return folder
@@ -272,9 +273,8 @@ def test_old_python_stops_at_once_with_the_message(tmp_path, python310,
         assert "-m pytest" not in done.stdout   # stopped before the target
 
 
-@pytest.mark.parametrize("makefile", ["kit", "student"])
-def test_py_uses_that_interpreter_and_installs_nothing(tmp_path, makefile):
-    folder = ROOT if makefile == "kit" else _student(tmp_path)
+def test_py_uses_that_interpreter_and_installs_nothing(tmp_path):
+    folder = ROOT
     python = "/opt/somewhere/bin/python3"
     planned = _make(folder, "-n", f"PY={python}", "test").stdout
     assert f"{python} " in planned and "--check" in planned
@@ -288,6 +288,23 @@ def test_py_uses_that_interpreter_and_installs_nothing(tmp_path, makefile):
     # and the check passes for this (recent) interpreter
     assert _make(folder, f"PY={sys.executable}",
                  "python-version").returncode == 0
+
+
+def test_student_py_runs_that_interpreter_and_installs_nothing(tmp_path):
+    # The student Makefile runs homework.py with PY= itself: its tests run
+    # there (a one-test suite) and no venv is made.
+    folder = _student(tmp_path)
+    (folder / "tests").mkdir()
+    (folder / "tests" / "test_one.py").write_text(
+        "import sys\n\ndef test_where():\n"
+        "    print('ran by', sys.executable)\n")
+    done = _make(folder, f"PY={sys.executable}", f"VENV={tmp_path / 'v'}",
+                 "test")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(rf"^homework: {re.escape(sys.executable)} -m pytest "
+                     "tests$", done.stdout, re.M)
+    assert "1 passed" in done.stdout
+    assert not (tmp_path / "v").exists()
 
 
 def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path):

@@ -75,7 +75,7 @@ def test_release_has_what_students_need_and_nothing_else(built):
     files = {p.relative_to(student).as_posix()
              for p in student.rglob("*") if p.is_file()}
     for needed in ("Makefile", "README.md", "requirements.txt",
-                   "install_deps.py", "make_submission.py",
+                   "install_deps.py", "make_submission.py", "homework.py",
                    "transformer_lm/__init__.py",
                    "transformer_lm/modeling_attention.py",
                    "transformer_lm/test_values.py",

@@ -38,6 +38,7 @@ def built(tmp_path_factory) -> Path:
 def student(built, tmp_path) -> Path:
     copy = tmp_path / "student"
     shutil.copytree(built, copy)
+    shutil.copy2(copy / MODULE, tmp_path / "skeleton.py")
     return copy
 
 
@@ -58,7 +59,21 @@ def _answer(student: Path, question: str, text: str) -> None:
     nbformat.write(nb, str(path))
 
 
+def _one_task_done(student: Path) -> None:
+    """Task 1.1 written, its markers deleted; every other task untouched."""
+    source = (student / MODULE).read_text()
+    start = source.index("        # YOUR CODE STARTS HERE\n        raise "
+                         "NotImplementedError(\n            \"Task 1.1")
+    end = source.index("# YOUR CODE ENDS HERE", start) + len(
+        "# YOUR CODE ENDS HERE")
+    (student / MODULE).write_text(
+        source[:start] + "        self.q = nn.Linear(input_size, hidden)  "
+        "# [input_size, hidden]" + source[end:])
+
+
 def test_zip_holds_module_and_notebook(student):
+    # One task written (without its markers) is enough to build.
+    _one_task_done(student)
     done = _submission(student)
     assert done.returncode == 0, done.stderr
     with zipfile.ZipFile(student / "submission.zip") as zf:
@@ -67,6 +82,21 @@ def test_zip_holds_module_and_notebook(student):
     assert "Upload submission.zip" in done.stdout
     # the skeleton notebook is unanswered: a warning, not a refusal
     assert "warning: no answer yet to Q1, Q2, Q3, Q4, Q5" in done.stdout
+
+
+def test_refuses_the_untouched_skeleton_and_removes_an_old_zip(student):
+    _one_task_done(student)
+    assert _submission(student).returncode == 0
+    assert (student / "submission.zip").exists()
+    # back to the skeleton (as shipped): refused, and the zip of the
+    # earlier version is gone, so it cannot be uploaded by mistake
+    (student / MODULE).write_text(
+        (student.parent / "skeleton.py").read_text())
+    done = _submission(student)
+    assert done.returncode != 0
+    assert "NOT built: no task is implemented yet" in done.stderr
+    assert "Removed the older submission.zip" in done.stderr
+    assert not (student / "submission.zip").exists()
 
 
 def test_refuses_a_module_that_does_not_import(student):

@@ -1,12 +1,16 @@
 """Build submission.zip: your module and your notebook, ready to upload.
 
-Run ``make submission`` (or ``python make_submission.py``). It refuses, and
-says why, when a file is missing, the notebook is not valid JSON or your
-module does not import (checked in a separate Python process, exactly as
-the grader will import it). Unanswered inline questions only give a warning.
+Run ``make submission`` (or ``python homework.py submission``). It refuses,
+and says why, when a file is missing, the notebook is not valid JSON, no
+task is implemented yet (every code block still holds only the skeleton's
+``raise NotImplementedError``) or your module does not import (checked in a
+separate Python process, exactly as the grader will import it); a refusal
+removes an older submission.zip, so that no stale zip is left to upload.
+Unanswered inline questions only give a warning.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -36,6 +40,54 @@ def check_files(root: Path) -> None:
     except (ValueError, UnicodeDecodeError) as exc:
         raise SubmissionError(f"{NOTEBOOK} is not a valid notebook ({exc}). "
                               f"Save it from Jupyter and run again.")
+
+
+def _skeleton_statement(node: ast.stmt) -> bool:
+    """``raise NotImplementedError(...)`` or ``pass``: what the skeleton
+    holds where the student's code goes."""
+    if isinstance(node, ast.Pass):
+        return True
+    if not isinstance(node, ast.Raise) or node.exc is None:
+        return False
+    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def untouched(source: str) -> bool:
+    """Whether every region the grader grades in ``source`` (the marked
+    blocks, and the whole body of a rubric method whose markers were
+    deleted) holds only the skeleton's statements. False when it cannot
+    tell (a syntax error: the import check speaks then)."""
+    from autograder.rubric import load_rubric
+    from autograder.submission.regions import graded_regions
+    try:
+        methods = {task.cls: task.methods for task in load_rubric().tasks}
+    except Exception:  # noqa: BLE001 - an unreadable rubric: cannot tell
+        return False
+    try:
+        tree = ast.parse(source)
+        found = graded_regions(source, tree, methods=methods)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if not found:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not _skeleton_statement(node) \
+                and any(r.start <= node.lineno <= r.end for r in found):
+            return False
+    return True
+
+
+def check_started(root: Path) -> None:
+    """Refuse the untouched skeleton: it would score 0."""
+    if untouched((root / MODULE).read_text(encoding="utf-8",
+                                           errors="replace")):
+        raise SubmissionError(
+            f"no task is implemented yet in {MODULE}: every block between "
+            f"`# YOUR CODE STARTS HERE` and `# YOUR CODE ENDS HERE` still "
+            f"holds only the skeleton's `raise NotImplementedError`, which "
+            f"scores 0. Write your code there (save the file; `make check` "
+            f"shows what each task needs) and run again.")
 
 
 def check_import(root: Path) -> None:
@@ -89,6 +141,7 @@ def answered_below(root: Path) -> list[str]:
 def build(root: Path = ROOT, out: Path = OUT) -> Path:
     """Check the files and write ``out``; SubmissionError if not fit."""
     check_files(root)
+    check_started(root)
     check_import(root)
     tmp = out.with_suffix(".zip.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -104,6 +157,10 @@ def main() -> int:
         out = build()
     except SubmissionError as exc:
         print(f"NOT built: {exc}", file=sys.stderr)
+        if OUT.exists():   # a stale zip must not be uploaded by mistake
+            OUT.unlink()
+            print(f"Removed the older {OUT.name}: it does not hold your "
+                  f"current files.", file=sys.stderr)
         return 1
     below = answered_below(ROOT)
     for question in below:

@@ -1,0 +1,329 @@
+"""The student's install and commands: install_deps.py and homework.py.
+
+Platforms: the venv runs here (Linux) for real; Debian 12 and 13 without
+``python3.X-venv`` are simulated (``find_spec`` answering None for
+``ensurepip``, and a wrapper interpreter whose import system lacks it);
+Windows is simulated by its layout (``Scripts\\python.exe``) and
+``sys.platform`` "win32"; PyPI's CUDA torch by a stand-in interpreter
+whose torch requires NVIDIA packages.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit import install_deps
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDENT = ROOT / "kit" / "student"
+REQUIREMENTS = STUDENT / "requirements.txt"
+
+
+def _homework():
+    """kit/student/homework.py as a module (it imports install_deps from
+    beside itself in the release; here kit/ provides it)."""
+    sys.path.insert(0, str(ROOT / "kit"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "student_homework", STUDENT / "homework.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "kit"))
+    return module
+
+
+homework = _homework()
+
+
+def _student(tmp_path: Path) -> Path:
+    """The release's install files, laid out as students unzip them."""
+    folder = tmp_path / "student"
+    folder.mkdir()
+    for path in (STUDENT / "Makefile", REQUIREMENTS, STUDENT / "homework.py",
+                 ROOT / "kit" / "install_deps.py"):
+        (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "PY", "PYTHON", "VENV",
+                        "PYTHONPATH") and not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    return env
+
+
+# -- the venv module ---------------------------------------------------------
+
+@pytest.mark.parametrize("version,release", [
+    ((3, 11, 2), ("debian", "12")), ((3, 13, 5), ("debian", "13")),
+    ((3, 12, 3), ("ubuntu", "24.04"))])
+def test_missing_ensurepip_names_the_package_of_this_python(version,
+                                                            release):
+    # Simulated Debian/Ubuntu system Python without python3.X-venv.
+    problem = install_deps.venv_module_problem(
+        find_spec=lambda name: None if name == "ensurepip" else object(),
+        executable=f"/usr/bin/python3.{version[1]}", version=version,
+        release=release)
+    assert f"apt-get install python3.{version[1]}-venv" in problem
+    assert "ensurepip" in problem and "run the same command again" in problem
+    assert install_deps.venv_module_problem(
+        find_spec=lambda name: object()) is None
+
+
+def test_missing_venv_elsewhere_names_no_apt_package():
+    problem = install_deps.venv_module_problem(
+        find_spec=lambda name: None, executable="/opt/python/bin/python3",
+        version=(3, 12, 1), release=("fedora", "41"))
+    assert "no venv and no ensurepip module" in problem
+    assert "apt-get" not in problem and "PYTHON=" in problem
+
+
+@pytest.fixture
+def no_ensurepip(tmp_path) -> Path:
+    """This interpreter, started so that ``ensurepip`` cannot be found (as
+    on Debian without python3.X-venv)."""
+    fake = tmp_path / "python-no-ensurepip"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'exec "{sys.executable}" -c "import importlib.util as u, runpy, '
+        "sys; real = u.find_spec; u.find_spec = lambda n, *a: None if n == "
+        "'ensurepip' else real(n, *a); sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')\" \"$@\"\n")
+    fake.chmod(0o755)
+    return fake
+
+
+def test_no_venv_is_made_without_ensurepip(tmp_path, no_ensurepip):
+    folder = _student(tmp_path)
+    done = subprocess.run(["make", "--no-print-directory", "install",
+                           f"PYTHON={no_ensurepip}"], cwd=folder,
+                          env=_clean_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    package = f"python3.{sys.version_info[1]}-venv"
+    assert package in done.stderr and "no ensurepip module" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "did not serve torch" not in done.stdout
+    assert not (folder / ".venv").exists()
+
+
+def _wheel_requirements(tmp_path: Path) -> Path:
+    """Requirements installable offline: one tiny local wheel."""
+    from kit_tests.test_install import _fake_torch
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"{_fake_torch(wheels)}\n")
+    return requirements
+
+
+def test_half_made_venv_is_made_again(tmp_path):
+    # What `python3 -m venv` leaves on Debian without python3.X-venv: a
+    # venv with no pip. The next install removes it and succeeds.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip",
+                    str(venv)], check=True)
+    requirements = _wheel_requirements(tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "kit" / "install_deps.py"), "--venv",
+         str(venv), "-r", str(requirements), "--torch-index", ""],
+        env=_clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{venv} is half-made (no pip in it): removing it" in done.stdout
+    assert re.search(r"ready in \d+ s \(\d+\.\d GB\)", done.stdout)
+    subprocess.run([str(venv / "bin" / "python"), "-c", "import torch"],
+                   check=True)
+
+
+def test_a_folder_that_is_no_venv_is_never_removed(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    with pytest.raises(SystemExit, match="not a virtual environment"):
+        install_deps.ensure_venv(str(folder))
+    assert (folder / "notes.txt").read_text() == "keep me"
+
+
+# -- torch's size -------------------------------------------------------------
+
+def _stub(path: Path, status: int, output: str = "") -> str:
+    path.write_text(f"#!/bin/sh\nprintf '{output}'\nexit {status}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_cuda_fallback_is_named_with_its_size(tmp_path):
+    # The CPU index fails; the default index's torch requires NVIDIA
+    # packages (PyPI's Linux build), simulated by a stand-in interpreter.
+    cuda = _stub(tmp_path / "cuda-python", 0,
+                 "filelock\\nnvidia-cublas-cu12==12.8; platform_system == "
+                 "\"Linux\"\\nnvidia-cudnn-cu12==9.10\\n")
+    steps = [("cpu-torch", [_stub(tmp_path / "down", 1)]),
+             ("fallback-torch", [cuda]), ("requirements", [cuda])]
+    said: list[str] = []
+    assert install_deps.run_plan(steps, said.append, "http://cpu/") == 0
+    note = next(line for line in said if "CUDA build" in line)
+    assert "2 NVIDIA packages" in note and "5.3 GB" in note
+    assert "http://cpu/" in note
+    # a CPU torch from the default index (no NVIDIA requirement): no note
+    cpu = _stub(tmp_path / "cpu-python", 0, "filelock\\nsympy\\n")
+    said.clear()
+    install_deps.run_plan([("cpu-torch", [_stub(tmp_path / "d2", 1)]),
+                           ("fallback-torch", [cpu])], said.append)
+    assert not any("CUDA" in line for line in said)
+
+
+# -- bring your own environment (PY=) ---------------------------------------
+
+def _only(*present: str):
+    return lambda name: object() if name in present else None
+
+
+def test_missing_packages_get_one_pip_line():
+    # An environment holding only torch, pytest and pycodestyle (simulated
+    # find_spec): check lacks safetensors, the notebook much more.
+    find_spec = _only("torch", "pytest", "pycodestyle")
+    pins = dict(homework.requirements(REQUIREMENTS))
+    problem = homework.ready_problem("/env/bin/python", (3, 12, 0),
+                                     find_spec, REQUIREMENTS, "check")
+    assert problem.count("-m pip install") == 1
+    assert f"/env/bin/python -m pip install {pins['safetensors']}\n" in (
+        problem + "\n")
+    whole = homework.ready_problem("/env/bin/python", (3, 12, 0), find_spec,
+                                   REQUIREMENTS)
+    line = next(x for x in whole.splitlines() if "-m pip install" in x)
+    assert set(line.split("install", 1)[1].split()) == {
+        pins[n] for n in pins if n not in ("torch", "pytest", "pycodestyle")}
+    assert homework.ready_problem("/p", (3, 12, 0), _only(*map(
+        homework.module_of, pins)), REQUIREMENTS) is None
+
+
+def test_pip_line_takes_torch_from_the_cpu_index_on_linux():
+    line = homework.pip_line("/p", ["torch==2.13.0"], "linux")
+    assert line.endswith("--extra-index-url " + install_deps.CPU_INDEX)
+    assert "index" not in homework.pip_line("/p", ["torch==2.13.0"],
+                                            "darwin")
+
+
+@pytest.mark.parametrize("target", ["check", "test", "submission",
+                                    "notebook"])
+def test_an_empty_environment_gets_the_line_not_a_traceback(tmp_path,
+                                                            target):
+    # A real venv without packages (no system site packages) as PY=.
+    env = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip",
+                    str(env)], check=True)
+    folder = _student(tmp_path)
+    done = subprocess.run(["make", "--no-print-directory", target,
+                           f"PY={env / 'bin' / 'python'}"], cwd=folder,
+                          env=_clean_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stdout + done.stderr
+    line = next(x for x in done.stderr.splitlines() if "pip install" in x)
+    assert "torch==" in line
+    assert ("jupyterlab==" in line) == (target == "notebook")
+    assert not (folder / ".venv").exists()
+
+
+def test_readme_lists_exactly_the_requirements():
+    readme = (STUDENT / "README.md").read_text()
+    lines = [x for x in readme.splitlines() if "-m pip install" in x
+             and "torch==" in x]
+    assert len(lines) == 1, lines
+    listed = set(re.findall(r"[\w-]+==[\w.+-]+", lines[0]))
+    assert listed == {line for _, line in homework.requirements(
+        REQUIREMENTS)}
+
+
+def test_notebook_command_is_the_makefiles():
+    # `make notebook` keeps its own recipe; homework.py must run the same.
+    makefile = (STUDENT / "Makefile").read_text()
+    recipe = re.search(r"^notebook:.*\n\t(.*)$", makefile, re.M).group(1)
+    assert recipe.split() == ["$(PY)"] + homework.COMMANDS["notebook"]
+
+
+# -- Windows (simulated) ----------------------------------------------------
+
+def test_windows_venv_layout(tmp_path, monkeypatch):
+    # Simulated: sys.platform "win32" and a venv whose python is
+    # Scripts\python.exe (no bin/): install, then run a command with it.
+    venv = tmp_path / "venv"
+    scripts = venv / "Scripts" / "python.exe"
+    calls: list[list[str]] = []
+
+    def fake_install(argv):
+        scripts.parent.mkdir(parents=True)
+        scripts.write_text("")
+        assert argv[:2] == ["--venv", str(venv)]
+        return 0
+
+    def fake_call(argv, **kw):
+        calls.append([str(a) for a in argv])
+        return 0
+
+    class Done:
+        stdout = str(tmp_path / "site") + "\n"
+
+    (tmp_path / "site").mkdir()
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(homework.install_deps, "main", fake_install)
+    monkeypatch.setattr(homework.subprocess, "call", fake_call)
+    monkeypatch.setattr(homework.subprocess, "run",
+                        lambda *a, **k: Done())
+    assert homework.main(["--venv", str(venv), "check", "mine.py"]) == 0
+    assert calls[0][:3] == [str(scripts), "-m", "ipykernel"]
+    assert calls[-1] == [str(scripts), "-m", "autograder", "check",
+                         "mine.py"]
+    assert homework.installed(str(venv))
+    assert (tmp_path / "site" / "attention_homework.pth").read_text() \
+        .strip() == homework.ROOT
+    # installed: the next command installs nothing
+    calls.clear()
+    assert homework.main(["--venv", str(venv), "test"]) == 0
+    assert calls == [[str(scripts), "-m", "pytest", "tests"]]
+    assert [p for p, _ in install_deps.plan(
+        str(scripts), str(REQUIREMENTS), install_deps.CPU_INDEX,
+        sys.platform)] == ["requirements"]
+
+
+# -- the student's walk on a minimal Debian (kit/fresh_machine.py) ----------
+
+def test_student_walk_installs_only_the_readme_packages():
+    # The walk itself runs in `make test-fresh` (root, debootstrap); here
+    # its plan: the README's packages, the venv trap first, no rm.
+    from kit import fresh_machine
+    from kit.system_deps import readme_packages
+    readme = (STUDENT / "README.md").read_text()
+    walk = fresh_machine.student_walk(readme)
+    apt = [line for user, _, line in walk if "apt-get install" in line]
+    packages = readme_packages(readme)
+    assert any(p.endswith("-venv") for p in packages)
+    assert apt[0].split("--no-install-recommends")[1].split() == [
+        p for p in packages if not p.endswith("-venv")]
+    assert apt[-1].split("--no-install-recommends")[1].split() == packages
+    lines = [line for user, _, line in walk if user == fresh_machine.USER]
+    assert lines.index("make install") > next(
+        i for i, x in enumerate(lines) if x.startswith("! make install"))
+    assert not any("rm " in line for line in lines)
+    assert any(x.startswith("make check") for x in lines)
+    assert any("make test" in x for x in lines)
+
+
+def test_an_empty_folder_is_filled_not_refused(tmp_path, monkeypatch):
+    # `VENV=` may name a folder made beforehand: an empty one is used.
+    made: list[str] = []
+    monkeypatch.setattr(install_deps, "create_venv",
+                        lambda venv: made.append(venv) or "python")
+    (tmp_path / "empty").mkdir()
+    assert install_deps.ensure_venv(str(tmp_path / "empty")) == "python"
+    assert made == [str(tmp_path / "empty")]

@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder.report import mdsafe
+from autograder.report import atomic, mdsafe
 from autograder.staff.class_report import Item, read_batch
 
 WHY_LINES = 4        # lines of an item's feedback quoted as the reason
@@ -138,9 +138,9 @@ def write_comparison(previous: Path | str, current: Path | str) -> str:
     previous, current = Path(previous), Path(current)
     changes = compare(previous, current)
     total = len(read_batch(current).submissions)
-    (current / "regrade.md").write_text(markdown(changes, previous, current,
-                                                 total))
-    (current / "regrade.json").write_text(json.dumps(
+    atomic.write_text(current / "regrade.md",
+                      markdown(changes, previous, current, total))
+    atomic.write_text(current / "regrade.json", json.dumps(
         {"previous": str(previous), "changes": [asdict(c) for c in changes]},
         indent=2, ensure_ascii=False) + "\n")
     return summary(changes, total) + f"\n(details: {current / 'regrade.md'})"

@@ -134,12 +134,19 @@ def _read_results(path: Path) -> dict[str, Any]:
 
 
 def read_submission(folder: Path, name: str) -> Submission:
-    """The submission graded into ``folder`` (its results.json)."""
+    """The submission graded into ``folder`` (its results.json; one that
+    cannot be read, or holds the wrong types, is ``missing``)."""
     path = folder / "results.json"
     try:
-        data = _read_results(path)
-    except (OSError, ValueError) as exc:
-        return Submission(name, 0.0, 0.0, missing=f"results.json: {exc}")
+        return _parse_submission(_read_results(path), name)
+    except (OSError, ValueError, TypeError, AttributeError,
+            RecursionError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror \
+            else str(exc)[:200]
+        return Submission(name, 0.0, 0.0, missing=f"results.json: {why}")
+
+
+def _parse_submission(data: dict[str, Any], name: str) -> Submission:
     extra = data.get("extra_data") or {}
     sub = Submission(name, float(data.get("score", 0.0)), 0.0,
                      tasks={str(k): float(v) for k, v in

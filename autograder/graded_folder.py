@@ -53,6 +53,10 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         export = _open_export(paths, export_dir)
         if export is not None:
             paths = export.paths
+        try:   # before the sandbox and its canary: OUT can hold the batch
+            outdir.check_out(out, len(paths))
+        except outdir.OutDirError as exc:
+            raise ConfigError(str(exc)) from None
         with sandbox_factory() as sandbox:
             config = _grade_into(paths, sandbox, export, out=out,
                                  rubric=rubric, values=values, jobs=jobs,
@@ -81,10 +85,6 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "
                           "--public-only to grade on the public cases)")
-    try:   # before the canary: OUT can hold the batch
-        outdir.check_out(out, len(paths))
-    except outdir.OutDirError as exc:
-        raise ConfigError(str(exc)) from None
     layers = preflight(sandbox)
     if "mount-namespace" not in layers and "landlock" not in layers:
         _warn_if_values_exposed(values)
@@ -108,6 +108,8 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
         report.write_grades_csv(graded.rows, task_ids, out / "grades.csv")
         _write_question_pages(graded.answers, out)
         state.write(batch_state.COMPLETE)
+    except batch_state.IncompleteError as exc:
+        raise ConfigError(str(exc)) from None
     except OutputError as exc:
         raise ConfigError(f"{exc} (the grader's machine, not a submission:"
                           f" free space or fix the folder's permissions, "

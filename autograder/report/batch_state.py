@@ -150,7 +150,7 @@ class BatchState:
         wrote is whole; else None (grade it again)."""
         if digest is None:
             return None
-        stamp = _load(folder / STAMP)
+        stamp = load(folder / STAMP)
         if not isinstance(stamp, dict) or stamp.get("format") != FORMAT \
                 or stamp.get("input") != digest \
                 or stamp.get("grader") != self.grader:
@@ -165,7 +165,7 @@ class BatchState:
                 return None
         answers = None
         if "answers.json" in files:
-            answers = _load(folder / "answers.json")
+            answers = load(folder / "answers.json")
             if not isinstance(answers, dict) or not all(
                     isinstance(k, str) and isinstance(v, str)
                     for k, v in answers.items()):
@@ -190,8 +190,17 @@ class BatchState:
 def begin(out: Path, grader: str) -> BatchState:
     """Mark ``out`` in progress for a batch graded by ``grader``: the
     interrupted batch's id when it resumes one by the same grader, else
-    a new id."""
-    previous = _load(out / MARKER)
+    a new id. Holds a lock on ``out`` until the process ends (a second
+    run into the same folder is IncompleteError), and removes the
+    temporary files a killed run left."""
+    _lock(out)
+    for leftover in out.rglob(f".*{atomic.TEMP_SUFFIX}"):
+        try:
+            if atomic.is_temporary(leftover) and leftover.is_file():
+                leftover.unlink()
+        except OSError:
+            pass   # a later write there will say what is wrong
+    previous = load(out / MARKER)
     if isinstance(previous, dict) and previous.get("grader") == grader \
             and previous.get("state") == IN_PROGRESS and \
             isinstance(previous.get("id"), str):
@@ -202,6 +211,30 @@ def begin(out: Path, grader: str) -> BatchState:
     return state
 
 
+_locks: dict[str, int] = {}
+
+
+def _lock(out: Path) -> None:
+    # flock on the folder itself: released by the kernel when the
+    # process ends, however it ends; nothing to clean up after a kill.
+    key = str(out.resolve())
+    if key in _locks:
+        return
+    try:
+        import fcntl
+    except ImportError:   # not POSIX: no lock
+        return
+    fd = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise IncompleteError(
+            f"{out}: another grade run is writing into this folder: wait "
+            f"for it to finish, or give --out another folder") from None
+    _locks[key] = fd
+
+
 def require_complete(out: Path, command: str) -> None:
     """IncompleteError, naming the fix, unless the batch graded into
     ``out`` finished (a folder graded before batches were marked has no
@@ -209,7 +242,7 @@ def require_complete(out: Path, command: str) -> None:
     path = out / MARKER
     if not path.exists():
         return
-    data = _load(path)
+    data = load(path)
     state = data.get("state") if isinstance(data, dict) else None
     if state == COMPLETE:
         return
@@ -223,8 +256,9 @@ def require_complete(out: Path, command: str) -> None:
         f"`{command}` again")
 
 
-def _load(path: Path) -> Any:
-    """A JSON file this module wrote, or None if absent or damaged."""
+def load(path: Path) -> Any:
+    """A JSON file of this module (a marker, a stamp) or any small JSON
+    file of OUT, or None if absent, too large or damaged."""
     try:
         if path.stat().st_size > MAX_STATE_BYTES:
             return None
@@ -247,4 +281,4 @@ def _valid_row(row: Any, name: str) -> bool:
 
 __all__ = ["COMPLETE", "IN_PROGRESS", "MARKER", "STAMP", "BatchState",
            "IncompleteError", "Kept", "begin", "file_digest",
-           "grader_fingerprint", "input_digest", "require_complete"]
+           "grader_fingerprint", "input_digest", "load", "require_complete"]

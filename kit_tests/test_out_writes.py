@@ -293,3 +293,25 @@ def test_compare_says_unreadable_never_a_score_change(tmp_path, damage):
     assert "0 of 2 submissions changed, 1 unreadable" in summary
     assert "c01: unreadable -> 17 (not compared" in summary
     assert "+17" not in regrade.markdown(changes, before, after, 2)
+
+
+def test_a_second_run_into_the_same_out_is_refused(tmp_path):
+    """The lock is the kernel's: it goes with the process however it
+    ends, so a killed run never leaves the folder locked."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom pathlib import Path\n"
+         "from autograder.report import batch_state\n"
+         "batch_state.begin(Path(sys.argv[1]), 'g')\n"
+         "print('locked', flush=True)\ntime.sleep(60)\n", str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(batch_state.IncompleteError,
+                           match="another grade run"):
+            batch_state.begin(tmp_path, "g")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert batch_state.begin(tmp_path, "g").resumed

@@ -26,16 +26,6 @@ pytestmark = pytest.mark.e2e
 SEED = int(os.environ.get("FAULT_SEED", "7"))   # the random kills' seed
 
 
-@pytest.fixture(scope="module")
-def subs(tmp_path_factory) -> Path:
-    return h.write_submissions(tmp_path_factory.mktemp("subs"))
-
-
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory, subs) -> h.Clean:
-    return h.clean_run(tmp_path_factory.mktemp("clean") / "out", subs)
-
-
 def _stamped(out: Path) -> int:
     """How many submissions the interrupted batch in ``out`` finished (a
     stamp by its grader)."""
@@ -163,29 +153,6 @@ def test_unwritable_out_stops_before_grading(tmp_path, subs):
         out.chmod(0o700)
     h.assert_stopped(proc, f"error: {out}: cannot write there")
     assert list(out.iterdir()) == []
-
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mount a tmpfs of the given size; unmounted afterwards."""
-    if not h.is_root():
-        pytest.skip("needs root to mount a small tmpfs (a full disk)")
-    mounted = []
-
-    def mount(size: str, *options: str) -> Path:
-        point = tmp_path / f"mnt{len(mounted)}"
-        point.mkdir()
-        opts = ",".join([f"size={size}", *options])
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs",
-                               str(point)], capture_output=True, text=True)
-        if done.returncode:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        mounted.append(point)
-        return point
-
-    yield mount
-    for point in mounted:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def test_read_only_out_stops_before_grading(tmpfs, subs):

@@ -98,6 +98,7 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
     try:
         state = batch_state.begin(out, batch_state.grader_fingerprint(
             rubric, values, options))
+        _make_folder(out / layout.SUBMISSIONS)   # the layout of new grades
         graded = grade_all([Entry(n, p, timeout=timeout)
                             for n, p in zip(names, paths)], config,
                            budgeted_runner(sandbox, config), jobs=jobs,
@@ -127,6 +128,13 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
     if graded.answers:
         print(f"inline answers: {out / 'answers'}/Q*.md")
     return config
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(folder, exc) from None
 
 
 def _warn_if_values_exposed(values: Path | None) -> None:

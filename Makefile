@@ -24,7 +24,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test test-all test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
+.PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
         bench bench-attention release autograder demo clean
 
 help: ## list the targets
@@ -58,6 +58,9 @@ test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in paral
 
 test-all: $(SETUP) ## the whole suite, end-to-end tests included (CI runs this)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL)
+
+test-faults: $(SETUP) ## the fault-injection suite alone (kills, full or unwritable OUT...; part of test-all)
+	$(PY) -m pytest kit_tests/faults $(PYTEST_PARALLEL)
 
 test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2.2) one point more, make generate, make test; must stay green
 	$(PY) -m kit.rubric_change $(if $(ITEM),--item $(ITEM))

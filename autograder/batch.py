@@ -18,14 +18,16 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autograder.config import GradingConfig, MistakesError, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
-from autograder.report import layout, results as report
+from autograder.report import atomic, batch_state, layout, \
+    results as report
+from autograder.report.atomic import OutputError
 from autograder.rubric import RubricError, load_rubric
 from autograder.sandbox.protocol import MEMORY
 from autograder.submission.locate import Submission, resolve, shown_name
@@ -221,32 +223,50 @@ def read_answers(grade: GradeResult,
     return found
 
 
-def write_outputs(grade: GradeResult, folder: Path) -> None:
-    """The submission's results.json (Gradescope format) and
-    feedback.md; a minimal valid results.json if they cannot be made."""
-    folder.mkdir(parents=True, exist_ok=True)
+def write_outputs(grade: GradeResult, folder: Path) -> list[str]:
+    """The submission's results.json (Gradescope format) and feedback.md,
+    each whole or absent (autograder/report/atomic.py); a minimal valid
+    results.json if they cannot be made. Returns the files written; an
+    OS error writing them is an OutputError (the batch stops)."""
     try:
-        report.write_results(grade, folder / "results.json")
-        (folder / "feedback.md").write_text(report.feedback_markdown(grade))
+        data = report.results_json(grade)
+        feedback = report.feedback_markdown(grade)
     except Exception:   # noqa: BLE001 - fall back to a minimal valid file
         fallback = GradeResult(grade.name, grade.filename,
                                max_score=grade.max_score,
                                max_bonus=grade.max_bonus,
                                internal_error=traceback.format_exc())
         report.write_results(fallback, folder / "results.json")
+        _remove(folder / "feedback.md")   # not an earlier grade's
+        return ["results.json"]
+    report.write_json(data, folder / "results.json")
+    atomic.write_text(folder / "feedback.md", feedback)
+    return ["results.json", "feedback.md"]
 
 
 def _keep_for_staff(sub: Submission, found: dict[str, str] | None,
-                    folder: Path) -> None:
+                    folder: Path) -> list[str]:
     """Keep the graded source and the inline answers beside the results,
-    for the staff tools that read a graded folder (similarity)."""
+    for the staff tools that read a graded folder (similarity); returns
+    the files written. An OS error is an OutputError: the disk that
+    cannot hold these cannot hold the next results either."""
+    written = []
+    if sub.source is not None:
+        atomic.write_text(folder / "source.py", sub.source)
+        written.append("source.py")
+    if found is not None:
+        report.write_json(found, folder / "answers.json")
+        written.append("answers.json")
+    else:   # not one left by an earlier grading of another input
+        _remove(folder / "answers.json")
+    return written
+
+
+def _remove(path: Path) -> None:
     try:
-        if sub.source is not None:
-            (folder / "source.py").write_text(sub.source)
-        if found is not None:
-            report.write_json(found, folder / "answers.json")
-    except OSError:
-        pass   # a convenience for staff tools: never fails the batch
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise OutputError(path, exc) from None
 
 
 # --------------------------------------------------------------------------
@@ -279,37 +299,77 @@ class Progress:
 
 @dataclass
 class Graded:
-    """What a batch produced: the grades in the entries' order and the
-    inline answers found, by submission name."""
+    """What a batch produced: the grades of the submissions graded in this
+    run, in the entries' order; every entry's grades.csv row
+    (``report.grade_row``), kept ones included; the inline answers
+    found, by submission name; and how many entries were kept from an
+    earlier run (``resume``)."""
 
     grades: list[GradeResult]
     answers: dict[str, dict[str, str]]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    kept: int = 0
 
 
 def grade_all(entries: Sequence[Entry], config: GradingConfig,
               runner: Runner, *, jobs: int = 1, public_only: bool = False,
               out: Path | None = None, canary: Any = None,
               layers: list[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> Graded:
+              progress: Callable[[str], None] | None = None,
+              resume: batch_state.BatchState | None = None) -> Graded:
     """Grade every entry once, ``jobs`` at a time, through ``runner``.
 
     With ``out``, each submission's inline answers are read and its
     results.json, feedback.md, source.py and answers.json written to
-    ``layout.submission_dir(out, name)``. With ``canary`` (the sandbox),
-    a zero or an internal error is kept only once the canary passes
-    again: if it fails, ConfigError stops the batch. ``layers`` (the
-    jail's, from the canary) are recorded in each grade; ``progress`` is
-    called with each finished submission's name."""
+    ``layout.submission_dir(out, name)``, each whole or absent; an OS
+    error writing them stops the batch (ConfigError naming the path and
+    the cause). With ``resume`` (the batch's state in ``out``), an entry
+    whose input, grader and outputs are unchanged since an earlier run is
+    kept, not graded again, and each graded one is stamped after its
+    files. With ``canary`` (the sandbox), a zero or an internal error is
+    kept only once the canary passes again: if it fails, ConfigError
+    stops the batch. ``layers`` (the jail's, from the canary) are
+    recorded in each grade; ``progress`` is called with each finished
+    submission's name."""
     step = progress or (lambda name: None)
     broken = threading.Event()
+    fatal: list[ConfigError] = []      # the first error that stopped it
+    fatal_lock = threading.Lock()
     found_answers: dict[str, dict[str, str]] = {}
     workdir = grader_tempdir()
 
-    def grade_one(entry: Entry) -> GradeResult:
+    def stop(exc: ConfigError) -> None:
+        with fatal_lock:
+            if not fatal:
+                fatal.append(exc)
+        broken.set()
+
+    def save(entry: Entry, sub: Submission, grade: GradeResult,
+             digest: str | None) -> None:
+        assert out is not None
+        found = read_answers(grade, sub)
+        if found is not None:
+            found_answers[entry.name] = found
+        folder = layout.submission_dir(out, entry.name)
+        if resume is not None:   # stale until the new files are whole
+            _remove(folder / batch_state.STAMP)
+        files = write_outputs(grade, folder)
+        files += _keep_for_staff(sub, found, folder)
+        if resume is not None and not grade.internal_error:
+            resume.stamp(folder, digest, report.grade_row(grade), files)
+
+    def grade_one(entry: Entry) -> GradeResult | dict[str, Any]:
+        digest = None
+        if resume is not None and out is not None:
+            digest = batch_state.input_digest(entry.path, entry.source)
+            kept = resume.kept(layout.submission_dir(out, entry.name),
+                               digest)
+            if kept is not None:
+                if kept.answers is not None:
+                    found_answers[entry.name] = kept.answers
+                step(entry.name)
+                return kept.row
         sub = entry.resolve(workdir)
-        if broken.is_set():
-            raise ConfigError("stopped: the grader's environment failed "
-                              "during the batch")
         grade = grade_submission(sub, config, runner,
                                  public_only=public_only,
                                  timeout=entry.timeout)
@@ -324,26 +384,26 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
             try:
                 preflight(canary, quiet=True, memory=False)
             except ConfigError as exc:
-                broken.set()
                 raise ConfigError(f"{exc}\n(found after grading "
                                   f"{entry.name}: it and the rest got no "
                                   f"score, and grades.csv was not "
                                   f"written)") from None
         if out is not None:
-            found = read_answers(grade, sub)
-            if found is not None:
-                found_answers[entry.name] = found
-            folder = layout.submission_dir(out, entry.name)
-            write_outputs(grade, folder)
-            _keep_for_staff(sub, found, folder)
+            save(entry, sub, grade, digest)
         step(entry.name)
         return grade
 
-    def work(entry: Entry) -> GradeResult:
+    def work(entry: Entry) -> GradeResult | dict[str, Any] | None:
+        if broken.is_set():
+            return None
         try:
             return grade_one(entry)
-        except ConfigError:
-            raise
+        except ConfigError as exc:
+            stop(exc)
+            return None
+        except OutputError as exc:
+            stop(_output_stopped(exc, out))
+            return None
         except Exception:   # noqa: BLE001 - one submission, not the batch
             grade = failed(entry.name, str(entry.path), config,
                            internal_error=traceback.format_exc())
@@ -351,14 +411,29 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
                 try:
                     write_outputs(grade,
                                   layout.submission_dir(out, entry.name))
-                except OSError:
-                    pass   # its row in grades.csv still says what happened
+                except OutputError as exc:
+                    stop(_output_stopped(exc, out))
+                    return None
             step(entry.name)
             return grade
 
     try:
         with ThreadPoolExecutor(max(1, jobs)) as pool:
-            grades = list(pool.map(work, entries))
+            done = list(pool.map(work, entries))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return Graded(grades, found_answers)
+    if fatal:
+        raise fatal[0]
+    grades = [g for g in done if isinstance(g, GradeResult)]
+    return Graded(grades, found_answers,
+                  [report.grade_row(g) for g in done if g is not None],
+                  kept=sum(isinstance(g, dict) for g in done))
+
+
+def _output_stopped(exc: OutputError, out: Path | None) -> ConfigError:
+    """The batch's stop on a file of OUT it could not write."""
+    again = (f"; rerun the same command to resume into {out}"
+             if out is not None else "")
+    return ConfigError(f"{exc} (the grader's machine, not a submission: "
+                       f"the batch stopped and grades.csv was not written;"
+                       f" free space or fix the folder's permissions{again})")

@@ -7,7 +7,9 @@ the Gradescope entry autograder/gradescope/entry.py's.
 Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
 invalid rubric, a machine where the canary submission fails: see
-autograder/sandbox/preflight.py). No score is written unless the canary passed.
+autograder/sandbox/preflight.py) and for an output folder that cannot be
+written (a file, read-only, full: autograder/report/outdir.py, atomic.py).
+No score is written unless the canary passed.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 from autograder import batch, graded_folder
 from autograder.batch import ConfigError
 from autograder.report import results as report
+from autograder.report.atomic import OutputError
 from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
 from autograder.submission.locate import UsageError
 
@@ -265,8 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ConfigError, UsageError) as exc:
+    except (ConfigError, UsageError, OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except OSError as exc:   # the machine's (a disk, a folder): no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc} (the grader's machine, "
+              f"not a submission: fix it and run the command again)",
+              file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -24,7 +24,9 @@ from typing import Any
 from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
 from autograder.config import GradingConfig, load_mistake_messages
-from autograder.report import layout, results as report
+from autograder.report import atomic, batch_state, layout, outdir, \
+    results as report
+from autograder.report.atomic import OutputError
 from autograder.submission.locate import (check_path, submission_name,
                                           unique_names)
 from autograder.values import values_dir
@@ -51,12 +53,22 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         export = _open_export(paths, export_dir)
         if export is not None:
             paths = export.paths
+        try:   # before the sandbox and its canary: OUT can hold the batch
+            outdir.check_out(out, len(paths))
+        except outdir.OutDirError as exc:
+            raise ConfigError(str(exc)) from None
         with sandbox_factory() as sandbox:
             config = _grade_into(paths, sandbox, export, out=out,
                                  rubric=rubric, values=values, jobs=jobs,
                                  timeout=timeout, public_only=public_only)
-            for line in _staff_outputs(out, config.mistakes, compare,
-                                       export):
+            try:
+                lines = _staff_outputs(out, config.mistakes, compare, export)
+            except OutputError as exc:
+                raise ConfigError(
+                    f"{exc} (grades.csv and every submission's results "
+                    f"are complete; free space, then `python -m autograder"
+                    f" report {out}` writes the class report)") from None
+            for line in lines:
                 print(line)
     finally:
         shutil.rmtree(export_dir, ignore_errors=True)
@@ -78,25 +90,51 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
         _warn_if_values_exposed(values)
     # --jobs workers at once share the container's memory (memlimit).
     sandbox.jobs = max(1, jobs)
-    (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
     names = unique_names([submission_name(p) for p in paths])
     if export is not None:
         export.folders = {n: p.name for n, p in zip(names, paths)}
-    graded = grade_all([Entry(n, p, timeout=timeout)
-                        for n, p in zip(names, paths)], config,
-                       budgeted_runner(sandbox, config), jobs=jobs,
-                       public_only=public_only, out=out, canary=sandbox,
-                       layers=layers, progress=Progress(len(paths)).step)
-    task_ids = [t.id for t in config.rubric.tasks]
-    report.write_grades_csv(graded.grades, task_ids, out / "grades.csv")
-    note = _write_question_pages(graded.answers, out)
-    print(report.summary_table(graded.grades, task_ids))
-    print(f"\n{len(graded.grades)} graded into {out}/ (grades.csv, "
+    options = {"public_only": public_only, "timeout": timeout,
+               "jail": sorted(layers)}
+    try:
+        state = batch_state.begin(out, batch_state.grader_fingerprint(
+            rubric, values, options))
+        _make_folder(out / layout.SUBMISSIONS)   # the layout of new grades
+        graded = grade_all([Entry(n, p, timeout=timeout)
+                            for n, p in zip(names, paths)], config,
+                           budgeted_runner(sandbox, config), jobs=jobs,
+                           public_only=public_only, out=out, canary=sandbox,
+                           layers=layers, progress=Progress(len(paths)).step,
+                           resume=state)
+        task_ids = [t.id for t in config.rubric.tasks]
+        report.write_grades_csv(graded.rows, task_ids, out / "grades.csv")
+        _write_question_pages(graded.answers, out)
+        state.write(batch_state.COMPLETE)
+    except batch_state.IncompleteError as exc:
+        raise ConfigError(str(exc)) from None
+    except OutputError as exc:
+        raise ConfigError(f"{exc} (the grader's machine, not a submission:"
+                          f" free space or fix the folder's permissions, "
+                          f"then rerun the same command: it resumes)"
+                          ) from None
+    if graded.kept:
+        print(f"resumed: {graded.kept} of {len(graded.rows)} submissions "
+              f"kept from the previous run into {out} (the same input, "
+              f"grader and whole outputs), {len(graded.rows) - graded.kept}"
+              f" graded\n")
+    print(report.summary_table(graded.rows, task_ids))
+    print(f"\n{len(graded.rows)} graded into {out}/ (grades.csv, "
           f"{layout.SUBMISSIONS}/<submission>/results.json and "
           f"feedback.md)")
-    if note:
-        print(note)
+    if graded.answers:
+        print(f"inline answers: {out / 'answers'}/Q*.md")
     return config
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(folder, exc) from None
 
 
 def _warn_if_values_exposed(values: Path | None) -> None:
@@ -111,7 +149,15 @@ def _warn_if_values_exposed(values: Path | None) -> None:
               f"does this)", file=sys.stderr)
 
 
+def _require_complete(out: Path, command: str) -> None:
+    try:
+        batch_state.require_complete(out, command)
+    except batch_state.IncompleteError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _check_compare(previous: Path, out: Path) -> None:
+    _require_complete(previous, f"grade --compare {previous}")
     if not (previous / "grades.csv").is_file():
         raise ConfigError(f"--compare {previous}: no grades.csv there (a "
                           f"folder written by an earlier grade run)")
@@ -144,16 +190,13 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
 
 
 def _write_question_pages(by_submission: dict[str, dict[str, str]],
-                          out: Path) -> str:
-    """One page per question with every student's answer, for TAs."""
+                          out: Path) -> None:
+    """One page per question with every student's answer, for TAs (an OS
+    error is an OutputError: the batch is not complete without them)."""
     if not by_submission:
-        return ""
+        return
     from autograder.submission import answers
-    try:
-        answers.write_question_pages(out, dict(sorted(by_submission.items())))
-    except OSError as exc:
-        return f"inline answers: could not write the pages ({exc})"
-    return f"inline answers: {out / 'answers'}/Q*.md"
+    answers.write_question_pages(out, dict(sorted(by_submission.items())))
 
 
 def _staff_outputs(out: Path, messages: dict[str, str],
@@ -170,6 +213,8 @@ def _staff_outputs(out: Path, messages: dict[str, str],
         try:
             from autograder.staff import regrade
             lines.append(regrade.write_comparison(compare, out))
+        except OutputError:
+            raise   # the machine's failure: the command stops
         except Exception as exc:   # noqa: BLE001 - grades are already safe
             lines.append(f"comparison: not written ({type(exc).__name__}: "
                          f"{exc})")
@@ -187,25 +232,29 @@ def write_class_report(out: Path, messages: dict[str, str]) -> str:
     try:
         return (f"class report: "
                 f"{class_report.write_report(out, messages)}")
+    except OutputError:
+        raise   # the machine's failure: the command stops
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be
             from autograder.report.mdsafe import html_text
-            (out / class_report.REPORT_NAME).write_text(
+            atomic.write_text(
+                out / class_report.REPORT_NAME,
                 f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
                 f"Class report</title></head><body><h1>Class report not "
                 f"written</h1><p>{html_text(why)}</p><p>grades.csv and "
                 f"each submission's results are complete; "
                 f"<code>python -m autograder report {html_text(out)}"
                 f"</code> tries again.</p></body></html>\n")
-        except OSError:
-            pass
+        except OutputError:
+            pass   # whatever was there stays whole
         return f"class report: not written ({why})"
 
 
 def rewrite_report(out: Path) -> str:
     """``report``: (re)write OUT/report.html from a graded folder; the line
     saying where."""
+    _require_complete(out, f"python -m autograder report {out}")
     if not (out / "grades.csv").is_file() and \
             not layout.submission_dirs(out, "results.json"):
         raise ConfigError(f"{out}: no grades.csv or results.json (grade "
@@ -218,6 +267,7 @@ def rewrite_report(out: Path) -> str:
 
 def similarity_summary(out: Path) -> str:
     """``similarity``: the ranking of a graded folder's pairs."""
+    _require_complete(out, f"python -m autograder similarity {out}")
     if not layout.submission_dirs(out, "source.py"):
         raise ConfigError(f"{out}: no source.py kept (grade into it first: "
                           f"python -m autograder grade --out {out} PATH...)")

@@ -15,9 +15,11 @@ a score of -1 stays a number, a name ``-1`` does not.
 from __future__ import annotations
 
 import csv
-import os
+import io
 from collections.abc import Iterable
 from pathlib import Path
+
+from autograder.report import atomic
 
 # The characters that start a formula, and the quote that marks text.
 DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
@@ -42,16 +44,13 @@ def uncell(text: str) -> str:
 
 
 def write_rows(path: Path | str, rows: Iterable[Iterable[object]]) -> None:
-    """Write ``rows`` (header included) to ``path`` atomically, every cell
-    through :func:`cell`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        for row in rows:
-            writer.writerow([cell(value) for value in row])
-    os.replace(tmp, path)
+    """Write ``rows`` (header included) to ``path`` atomically
+    (autograder/report/atomic.py), every cell through :func:`cell`."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    for row in rows:
+        writer.writerow([cell(value) for value in row])
+    atomic.write_text(path, text.getvalue(), durable=True)
 
 
 def read_rows(path: Path | str) -> list[list[str]]:

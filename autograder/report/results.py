@@ -3,12 +3,11 @@ terminal preview of ``check``, grades.csv and the batch summary."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-from autograder.report import csvsafe, mdsafe
+from autograder.report import atomic, csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
 APOLOGY = ("Sorry: the autograder itself failed while grading your "
@@ -173,11 +172,9 @@ def write_results(grade: GradeResult, path: Path) -> dict[str, Any]:
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:
-    """Write JSON via a temporary file, so a crash never leaves half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    """Write JSON whole or not at all (autograder/report/atomic.py)."""
+    atomic.write_text(path, json.dumps(data, indent=2, ensure_ascii=False)
+                      + "\n")
 
 
 # --------------------------------------------------------------------------
@@ -272,34 +269,48 @@ def csv_columns(task_ids: list[str]) -> list[str]:
     return ["submission", "score", "max_score", *task_ids]
 
 
-def write_grades_csv(grades: list[GradeResult], task_ids: list[str],
-                     path: Path) -> None:
-    """One row per submission; a task column holds the task's points
-    (its bonus included, so the task columns add up to the score). Cells
-    go through autograder/report/csvsafe.py (no spreadsheet formula)."""
+def grade_row(grade: GradeResult | dict[str, Any]) -> dict[str, Any]:
+    """One submission's line of grades.csv and of the summary: ``name``,
+    ``score``, ``max_score``, ``tasks`` (id -> points) and ``note`` (a row
+    given is returned as it is: one kept from an interrupted run,
+    autograder/report/batch_state.py)."""
+    if isinstance(grade, dict):
+        return grade
+    # a terminal: names and errors without control or invisible
+    # characters (an escape sequence in a file name is the student's)
+    note = ("GRADER ERROR" if grade.internal_error else
+            mdsafe.clean(grade.error, 60).replace("\n", " ")
+            if grade.error else ", ".join(grade.mistakes())[:60])
+    return {"name": grade.name, "score": grade.score,
+            "max_score": grade.max_score,
+            "tasks": {t.task.id: t.score for t in grade.tasks},
+            "note": note}
+
+
+def write_grades_csv(grades: list[GradeResult | dict[str, Any]],
+                     task_ids: list[str], path: Path) -> None:
+    """One row per submission (a grade, or its :func:`grade_row`); a task
+    column holds the task's points (its bonus included, so the task
+    columns add up to the score). Cells go through
+    autograder/report/csvsafe.py (no spreadsheet formula)."""
     rows: list[list[object]] = [csv_columns(task_ids)]
-    for grade in grades:
-        by_task = {t.task.id: t.score for t in grade.tasks}
-        rows.append([grade.name, grade.score, grade.max_score,
-                     *(by_task.get(t, 0.0) for t in task_ids)])
+    for row in map(grade_row, grades):
+        rows.append([row["name"], row["score"], row["max_score"],
+                     *(row["tasks"].get(t, 0.0) for t in task_ids)])
     csvsafe.write_rows(path, rows)
 
 
-def summary_table(grades: list[GradeResult], task_ids: list[str]) -> str:
+def summary_table(grades: list[GradeResult | dict[str, Any]],
+                  task_ids: list[str]) -> str:
     """A fixed-width table of every submission's scores and notes."""
     header = ["submission", "score", *task_ids, "notes"]
     rows = []
-    for grade in grades:
-        by_task = {t.task.id: t.score for t in grade.tasks}
-        # a terminal: names and errors without control or invisible
-        # characters (an escape sequence in a file name is the student's)
-        note = ("GRADER ERROR" if grade.internal_error else
-                mdsafe.clean(grade.error, 60).replace("\n", " ")
-                if grade.error else ", ".join(grade.mistakes())[:60])
-        rows.append([mdsafe.clean(grade.name, 200).replace("\n", " "),
-                     f"{_pts(grade.score)}/"
-                     f"{_pts(grade.max_score)}",
-                     *(_pts(by_task.get(t, 0.0)) for t in task_ids), note])
+    for row in map(grade_row, grades):
+        rows.append([mdsafe.clean(row["name"], 200).replace("\n", " "),
+                     f"{_pts(row['score'])}/"
+                     f"{_pts(row['max_score'])}",
+                     *(_pts(row["tasks"].get(t, 0.0)) for t in task_ids),
+                     row["note"]])
     widths = [max(len(str(r[i])) for r in [header, *rows])
               for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()

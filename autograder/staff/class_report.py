@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from autograder.report import csvsafe, layout, mdsafe
+from autograder.report import atomic, csvsafe, layout, mdsafe
 
 REPORT_NAME = "report.html"
 MAX_RESULTS_BYTES = 20_000_000   # a results.json larger than this is skipped
@@ -134,12 +134,19 @@ def _read_results(path: Path) -> dict[str, Any]:
 
 
 def read_submission(folder: Path, name: str) -> Submission:
-    """The submission graded into ``folder`` (its results.json)."""
+    """The submission graded into ``folder`` (its results.json; one that
+    cannot be read, or holds the wrong types, is ``missing``)."""
     path = folder / "results.json"
     try:
-        data = _read_results(path)
-    except (OSError, ValueError) as exc:
-        return Submission(name, 0.0, 0.0, missing=f"results.json: {exc}")
+        return _parse_submission(_read_results(path), name)
+    except (OSError, ValueError, TypeError, AttributeError,
+            RecursionError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror \
+            else str(exc)[:200]
+        return Submission(name, 0.0, 0.0, missing=f"results.json: {why}")
+
+
+def _parse_submission(data: dict[str, Any], name: str) -> Submission:
     extra = data.get("extra_data") or {}
     sub = Submission(name, float(data.get("score", 0.0)), 0.0,
                      tasks={str(k): float(v) for k, v in
@@ -323,19 +330,17 @@ def write_linked_pages(batch: Batch) -> dict[str, str]:
         folder = layout.submission_link(batch.out, sub.name)
         source = batch.out / folder / "feedback.md"
         if source.is_file():
-            target = source.with_suffix(".html")
-            target.write_text(render_markdown(
+            atomic.write_text(source.with_suffix(".html"), render_markdown(
                 source.read_text(errors="replace"), f"{folder}/feedback"))
             links[f"feedback:{sub.name}"] = f"{quote(folder)}/feedback.html"
     for page in sorted((batch.out / "answers").glob("Q*.md")):
-        target = page.with_suffix(".html")
-        target.write_text(render_markdown(page.read_text(errors="replace"),
-                                          f"answers/{page.stem}"))
+        atomic.write_text(page.with_suffix(".html"), render_markdown(
+            page.read_text(errors="replace"), f"answers/{page.stem}"))
         links[f"answers:{page.stem}"] = f"answers/{quote(page.name[:-3])}" \
                                         f".html"
     # Full answers, linked from where a question page cuts one
     for page in sorted((batch.out / "answers").glob("full/*/*.md")):
-        page.with_suffix(".html").write_text(render_markdown(
+        atomic.write_text(page.with_suffix(".html"), render_markdown(
             page.read_text(errors="replace"),
             f"answers/full/{page.parent.name}/{page.stem}"))
     return links
@@ -609,9 +614,8 @@ def write_report(out: Path | str, messages: dict[str, str],
     if extra_sections is None:
         extra_sections = _similarity_section(batch, links)
     path = Path(out) / REPORT_NAME
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(build_report(batch, messages, links, extra_sections))
-    tmp.replace(path)
+    atomic.write_text(path, build_report(batch, messages, links,
+                                         extra_sections))
     return path
 
 

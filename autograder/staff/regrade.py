@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder.report import mdsafe
+from autograder.report import atomic, mdsafe
 from autograder.staff.class_report import Item, read_batch
 
 WHY_LINES = 4        # lines of an item's feedback quoted as the reason
@@ -42,6 +42,7 @@ class SubmissionChange:
     before: float | None     # None: not in the previous folder
     after: float | None      # None: not in the new one
     items: list[ItemChange] = field(default_factory=list)
+    unreadable: str = ""     # a results.json damaged or missing: no change
 
 
 def _why(item: Item | None) -> str:
@@ -67,6 +68,14 @@ def compare(previous: Path | str, current: Path | str
         if before is None or after is None:
             changes.append(change)
             continue
+        damaged = [f"{side} {sub.missing}" for side, sub in
+                   (("previous", before), ("new", after)) if sub.missing]
+        if damaged:   # never a score change read from a damaged file
+            change.before = None if before.missing else change.before
+            change.after = None if after.missing else change.after
+            change.unreadable = "; ".join(damaged)
+            changes.append(change)
+            continue
         was = {i.number: i for i in before.items}
         now = {i.number: i for i in after.items}
         for number in [*now, *(n for n in was if n not in now)]:
@@ -88,6 +97,11 @@ def _pts(value: float | None) -> str:
     return "absent" if value is None else f"{value:g}"
 
 
+def _score(change: SubmissionChange, value: float | None) -> str:
+    return "unreadable" if value is None and change.unreadable else \
+        _pts(value)
+
+
 def _verdict(passed: bool | None) -> str:
     return {True: "passed", False: "failed", None: "absent"}[passed]
 
@@ -97,15 +111,19 @@ def markdown(changes: list[SubmissionChange], previous: Path,
     """regrade.md: the changes, submission by submission."""
     lines = [f"# Regrade: {mdsafe.inline(current.name)} against "
              f"{mdsafe.inline(previous.name)}", "",
-             f"{len(changes)} of {total} submissions changed.", "",
-             *class_summary(changes)]
+             f"{_counted(changes, total)}.", "", *class_summary(changes)]
     for change in changes:
         delta = ""
         if change.before is not None and change.after is not None:
             delta = f" ({change.after - change.before:+g})"
-        lines += [f"## {mdsafe.inline(change.name)}: {_pts(change.before)}"
-                  f" -> {_pts(change.after)}{delta}", ""]
-        if change.before is None or change.after is None:
+        lines += [f"## {mdsafe.inline(change.name)}: "
+                  f"{_score(change, change.before)} -> "
+                  f"{_score(change, change.after)}{delta}", ""]
+        if change.unreadable:
+            lines += [f"Not compared: {mdsafe.inline(change.unreadable)}"
+                      f" (damaged or missing); regrade that folder to "
+                      f"compare it.", ""]
+        elif change.before is None or change.after is None:
             lines += ["Only in the " + ("new" if change.before is None else
                                         "previous") + " folder.", ""]
         for item in change.items:
@@ -126,7 +144,7 @@ def class_summary(changes: list[SubmissionChange]) -> list[str]:
         return []
     items: dict[str, list[float]] = {}
     titles: dict[str, str] = {}
-    for change in changes:
+    for change in changes:   # an unreadable one has no items
         for item in change.items:
             items.setdefault(item.number, []).append(
                 (item.after or 0) - (item.before or 0))
@@ -151,7 +169,8 @@ def class_summary(changes: list[SubmissionChange]) -> list[str]:
         lines.append("Scores moved by: " + ", ".join(
             f"{delta:+g} ({count} submission{'s' * (count != 1)})"
             for delta, count in sorted(moved.items())) + ".")
-    only = [c for c in changes if c.before is None or c.after is None]
+    only = [c for c in changes if not c.unreadable and
+            (c.before is None or c.after is None)]
     if only:
         lines.append(f"{len(only)} submission{'s' * (len(only) != 1)} "
                      f"only in one of the two folders.")
@@ -167,17 +186,25 @@ def _item_key(number: str) -> tuple:
 
 def summary(changes: list[SubmissionChange], total: int) -> str:
     """The terminal lines printed after ``grade --compare``."""
-    lines = [f"compared with the previous grading: {len(changes)} of "
-             f"{total} submissions changed"]
+    lines = [f"compared with the previous grading: "
+             f"{_counted(changes, total)}"]
     for change in changes:
         items = ", ".join(f"{i.number} {_pts(i.before)}->{_pts(i.after)}"
                           for i in change.items)
         items = f" ({items})" if items else ""
+        if change.unreadable:
+            items = f" (not compared: {mdsafe.clean(change.unreadable, 200)})"
         # a terminal: no control or invisible character of a name
         lines.append(f"  {mdsafe.clean(change.name, 200)}: "
-                     f"{_pts(change.before)} -> "
-                     f"{_pts(change.after)}{items}")
+                     f"{_score(change, change.before)} -> "
+                     f"{_score(change, change.after)}{items}")
     return "\n".join(lines)
+
+
+def _counted(changes: list[SubmissionChange], total: int) -> str:
+    unreadable = sum(bool(c.unreadable) for c in changes)
+    text = f"{len(changes) - unreadable} of {total} submissions changed"
+    return text + (f", {unreadable} unreadable" if unreadable else "")
 
 
 def write_comparison(previous: Path | str, current: Path | str) -> str:
@@ -186,9 +213,9 @@ def write_comparison(previous: Path | str, current: Path | str) -> str:
     previous, current = Path(previous), Path(current)
     changes = compare(previous, current)
     total = len(read_batch(current).submissions)
-    (current / "regrade.md").write_text(markdown(changes, previous, current,
-                                                 total))
-    (current / "regrade.json").write_text(json.dumps(
+    atomic.write_text(current / "regrade.md",
+                      markdown(changes, previous, current, total))
+    atomic.write_text(current / "regrade.json", json.dumps(
         {"previous": str(previous), "changes": [asdict(c) for c in changes]},
         indent=2, ensure_ascii=False) + "\n")
     return summary(changes, total) + f"\n(details: {current / 'regrade.md'})"

@@ -33,7 +33,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from autograder.report import layout, mdsafe
+from autograder.report import atomic, layout, mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            find_regions)
 
@@ -367,7 +367,7 @@ def write_side_by_side(out: Path, pairs: list[Pair],
             f"{_html(pair.b)}</h2><pre>{_marked(codes[pair.b], right)}"
             f"</pre></div></div></body></html>\n")
         path = folder / f"pair-{i}.html"
-        path.write_text(page)
+        atomic.write_text(path, page)
         links[(pair.a, pair.b)] = f"similarity/{path.name}"
     return links
 

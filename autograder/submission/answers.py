@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autograder.report import mdsafe
+from autograder.report import atomic, mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
     import nbformat
@@ -258,7 +258,8 @@ def _full_page(pages_dir: Path, question: str, name: str,
     folder = pages_dir / "full" / question
     folder.mkdir(parents=True, exist_ok=True)
     file_name = full_answer_name(name)
-    (folder / file_name).write_text(
+    atomic.write_text(
+        folder / file_name,
         f"# {question}: {mdsafe.inline(name, 200)} (full answer)\n\n"
         f"[Back to {question}](../../{question}.md)\n\n"
         + mdsafe.quote(text, MAX_ANSWER_CHARS + 100) + "\n")
@@ -291,7 +292,7 @@ def write_question_pages(out_dir: Path | str,
                           f"{len(text):,} characters: [read the full "
                           f"answer]({link})**", ""]
         page = pages_dir / f"{question}.md"
-        page.write_text("\n".join(lines))
+        atomic.write_text(page, "\n".join(lines))
         pages.append(page)
     return pages
 

@@ -82,6 +82,10 @@ class Probe:
     # keyed on nothing shows there (and dropout left on in eval, as a
     # difference between two eval calls). The result's ``again`` holds it.
     again: bool = False
+    # Run on a copy of the submission that records the values of the
+    # tensors its statements bind, in execution order
+    # (``sandbox/value_recorder.py``): the diagnosis of a failing case.
+    trace_values: bool = False
 
 
 @dataclass
@@ -121,6 +125,9 @@ class ProbeResult:
     # and attributes the first call changed (``self.mask``, ``heads.0.n``).
     again: ProbeResult | None = None
     changed: list[str] = field(default_factory=list)
+    # trace_values=True: (first line of the statement, float32 copy of a
+    # tensor it bound or returned), in execution order, capped.
+    values: list[tuple[int, torch.Tensor]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

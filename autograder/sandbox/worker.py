@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn as nn
 
-from autograder.sandbox import fastbuild
+from autograder.sandbox import fastbuild, value_recorder
 from autograder.submission import regions
 from autograder.checks import trace_integrity
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
@@ -795,6 +795,8 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
 
     if any(probe.trace_shapes for probe in probes):
         install_recorder()
+    if any(probe.trace_values for probe in probes):
+        value_recorder.install()   # before the plain copy: no tell
     try:
         module = load_module(source, filename)
     except ImportFailure as failure:
@@ -805,7 +807,24 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
     if on_import is not None:
         on_import()
     traced: TracedModule | ImportFailure | None = None
+    valued: value_recorder.ValueTracedModule | ImportFailure | None = None
     for probe in stream():
+        if probe.trace_values:
+            if valued is None:
+                try:
+                    valued = value_recorder.ValueTracedModule(
+                        source, filename, probe.methods, load_module,
+                        instrument, MODULE_NAME)
+                except ImportFailure as failure:
+                    valued = failure
+            if isinstance(valued, ImportFailure):
+                yield ProbeResult(probe.id, valued.status,
+                                  f"instrumented import failed: {valued}",
+                                  phase="import")
+            else:
+                yield value_recorder.run_traced(valued, probe, filename,
+                                                run_probe)
+            continue
         if not probe.trace_shapes:
             yield run_probe(module, probe, filename)
             continue

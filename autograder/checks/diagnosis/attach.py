@@ -67,6 +67,12 @@ def _sizes(case: Any) -> dict[str, int]:
     sizes = {name: head}
     sizes.update((k, v) for k, v in case.sizes.items()
                  if k != "batch_size" and k not in sizes)
+    heads = case.init.get("num_heads")
+    for name in ("input_size", "d_in"):
+        if heads and name in case.init:
+            # A head size taken from the input's features.
+            sizes.setdefault(f"{name} // num_heads",
+                             case.init[name] // heads)
     return sizes
 
 
@@ -153,12 +159,17 @@ def diagnose_case(case: Any, result: ProbeResult, source: str
         return None
     steps = case_steps(case.tensors)
     head, head_name = head_size(case)
-    divergence = walk(result.values, steps, head)
+    sizes = _sizes(case)
+
+    def explain(step: str, got: torch.Tensor, expected: torch.Tensor
+                ) -> relations.Relation | None:
+        return relations.explain(step, got, expected, steps, case, head,
+                                 head_name, sizes)
+
+    divergence = walk(result.values, steps, head, explain)
     if divergence is None:
         return None
-    relation = relations.explain(divergence.step, divergence.got,
-                                 divergence.expected, steps, case, head,
-                                 head_name, _sizes(case))
+    relation = divergence.relation
     if relation is not None and relation.step in steps:
         # The line computes a later step than the one it was compared
         # with (scores scaled in the same statement): name that one.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -33,6 +34,7 @@ class Divergence:
     expected: torch.Tensor
     last: str | None = None
     last_line: int | None = None
+    relation: Any = None       # what explains the difference, if found
 
 
 def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
@@ -60,9 +62,8 @@ def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
             add(t.reshape(b, s, h, d).transpose(1, 2))
         if t.dim() == 4 and tuple(t.shape) == (b, s, h, d):
             add(t.transpose(1, 2))
-    if len(shape) == 3 and t.dim() == 4 and t.shape[0] == shape[0]:
+    if len(shape) == 3 and t.dim() == 4 and t.shape[1] == 1:
         add(t.reshape(shape))                 # one head: [b, 1, s, d]
-        add(t.transpose(1, 2).reshape(shape))  # heads merged later
     return found
 
 
@@ -70,7 +71,7 @@ def tolerance(expected: torch.Tensor) -> float:
     """How close a float32 computation of a step comes to the frozen one."""
     finite = expected[torch.isfinite(expected)]
     scale = float(finite.abs().max()) if finite.numel() else 1.0
-    return 1e-4 * (1.0 + scale)
+    return 1e-5 * (1.0 + scale)
 
 
 def same(got: torch.Tensor, expected: torch.Tensor) -> bool:
@@ -111,12 +112,40 @@ def matches(t: torch.Tensor, name: str, step: torch.Tensor,
                for alt in _alternatives(name, step, head))
 
 
+def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """|got - expected| / |expected| over the positions neither masks."""
+    keep = (expected > MASKED) & (got > MASKED) & torch.isfinite(got) & \
+        torch.isfinite(expected)
+    if not keep.any():
+        return math.inf
+    norm = float(expected[keep].norm())
+    return float((got - expected)[keep].norm()) / (norm or 1.0)
+
+
+# v feeds only the steps after the weights: scores that match after a
+# wrong v do not bring the values back on the path.
+_NOT_FED_BY_V = ("scores", "scaled", "masked", "scaled_masked", "weights")
+
+
+def _downstream(name: str, other: str) -> bool:
+    if STEPS[other].rank <= STEPS[name].rank:
+        return False
+    return not (name == "v" and other in _NOT_FED_BY_V)
+
+
+Explain = Callable[[str, torch.Tensor, torch.Tensor], Any]
+
+
 def walk(records: list[tuple[int, torch.Tensor]],
-         steps: dict[str, torch.Tensor], head: int) -> Divergence | None:
+         steps: dict[str, torch.Tensor], head: int,
+         explain: Explain | None = None) -> Divergence | None:
     """The first place the recorded values leave the path of ``steps``
     (name -> frozen tensor, ``head`` the size each head's scores are
     scaled by), or None: the path is followed, or nothing is shaped like
-    the step ahead (say nothing rather than guess)."""
+    the step ahead, or a value was not kept (say nothing rather than
+    guess). Which step a wrong tensor was meant to be: the first step
+    ahead that ``explain`` (step, got, expected) finds a relation for,
+    else the one it agrees with most, else the nearest."""
     names = list(steps)
     hits = [{n for n in names if t.numel() and
              matches(t, n, steps[n], head)} for _, t in records]
@@ -134,16 +163,25 @@ def walk(records: list[tuple[int, torch.Tensor]],
         seen = set().union(*hits[:i]) if i else set()
         ahead = [n for n in names if n not in seen and n != "x"
                  and STEPS[n].rank >= floor]
-        options = [(agreement(view, steps[n]), -STEPS[n].rank, n, view)
-                   for n in ahead
+        options = [(n, view) for n in ahead
                    for view in layouts(tensor, tuple(steps[n].shape))]
         if not options:
             continue
-        _, _, name, view = max(options, key=lambda o: (o[0], o[1]))
-        rank = STEPS[name].rank
-        rejoined = any(name in h or any(STEPS[n].rank > rank for n in h)
-                       for h in hits[i + 1:])
-        if rejoined:
-            continue
-        return Divergence(line, name, view, steps[name], last, last_line)
+        def nearness(option: tuple[str, torch.Tensor]) -> tuple:
+            return (round(agreement(option[1], steps[option[0]]), 2),
+                    -relative_error(option[1], steps[option[0]]))
+
+        explained = [(o, found) for o in options if explain is not None
+                     for found in [explain(o[0], o[1], steps[o[0]])]
+                     if found is not None]
+        if explained:
+            (name, view), relation = max(explained,
+                                         key=lambda e: nearness(e[0]))
+        else:
+            (name, view), relation = max(options, key=nearness), None
+        if any(name in h or any(_downstream(name, n) for n in h)
+               for h in hits[i + 1:]):
+            continue     # a helper the reference has no name for
+        return Divergence(line, name, view, steps[name], last, last_line,
+                          relation)
     return None

@@ -99,6 +99,14 @@ def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor
         return None
     if have is None:
         return None
+    if not weights:
+        # The scores the mask leaves to both must be the right ones.
+        both = (expected > MASKED) & (got > MASKED)
+        if not bool(((got - expected).abs()[both] <=
+                     tolerance(expected)).all()):
+            return None
+    elif not have.any():
+        return None
     if not torch.equal(want, have):
         return Relation(f"mask region: {_region(have)}",
                         f"Your mask {_region(have)}; the causal mask hides "
@@ -114,7 +122,7 @@ def mask_fill(step: str, got: torch.Tensor, expected: torch.Tensor
     if step not in ("masked", "scaled_masked"):
         return None
     low = expected <= MASKED
-    if not low.any() or bool((got[low] <= MASKED).all()):
+    if not low.any() or bool((got <= MASKED).any()):
         return None
     rest = (got - expected).abs()[~low]
     if not bool((rest <= tolerance(expected)).all()):
@@ -138,7 +146,7 @@ def precision(step: str, got: torch.Tensor, expected: torch.Tensor
                          (torch.bfloat16, "bfloat16")):
         eps = torch.finfo(dtype).eps
         if torch.equal(g.to(dtype).float(), g) and bool(
-                ((g - e).abs() <= 2 * eps * e.abs() + 1e-4).all()):
+                ((g - e).abs() <= 16 * eps * (1 + e.abs().max())).all()):
             return Relation(f"precision: rounded to {words}",
                             f"Your values are the expected ones rounded to "
                             f"{words} (about {'3' if words == 'float16' else '2'}"

@@ -5,7 +5,7 @@ relation) through the real sandbox, and the diagnosis run only for
 failing value cases with no catalogued mistake named."""
 from __future__ import annotations
 
-import dataclasses
+import json
 
 import pytest
 import torch
@@ -186,3 +186,50 @@ def test_a_failing_item_gets_the_diagnosis_and_a_catalogued_one_does_not():
                 assert not item.outcome.diagnosis
                 assert not any(line.startswith(attach.MARK)
                                for line in item.outcome.lines)
+
+
+# --------------------------------------------------------------------------
+# The class report groups each item's failures by cause
+
+def _results(folder, failed: dict[str, list[str]]) -> None:
+    folder.mkdir(parents=True)
+    tests = [{"name": f"Task 2 / {n} item {n}", "number": n,
+              "status": "failed" if n in failed else "passed",
+              "score": 0.0 if n in failed else 1.0, "max_score": 1.0,
+              "tags": ["multi_head_self_attention"], "output": ""}
+             for n in ("2.1", "2.2")]
+    (folder / "results.json").write_text(json.dumps({
+        "score": 2.0 - len(failed), "tests": tests,
+        "extra_data": {"tasks": {"multi_head_self_attention": 0.0},
+                       "diagnosis": {k: v for k, v in failed.items()
+                                     if v}}}))
+
+
+def test_the_class_report_groups_failures_by_step_and_relation(tmp_path):
+    from autograder.report.layout import submission_dir
+    from autograder.staff import class_report
+    scale = "the scaled scores: scale: scores multiplied by sqrt(head_size)"
+    bias = "the queries q: bias missing: self.q"
+    for name, failed in (("ann", {"2.1": [scale]}), ("bob", {"2.1": [scale]}),
+                         ("cid", {"2.1": [bias], "2.2": []}),
+                         ("dee", {})):
+        _results(submission_dir(tmp_path, name), failed)
+    batch = class_report.read_batch(tmp_path)
+    causes = dict(class_report.failure_causes(batch))
+    assert causes["2.1"] == [(scale, ["ann", "bob"]), (bias, ["cid"])]
+    assert causes["2.2"] == [(class_report.NO_DIAGNOSIS, ["cid"])]
+    page = class_report.build_report(batch, {})
+    section = page[page.index("id='causes'"):page.index("id='deductions'")]
+    assert "multiplied by sqrt(head_size)" in section and "ann" in section
+
+
+def test_verdicts_compare_keeps_diagnosis_lines_apart():
+    from kit import verdicts
+    check = {"passed": False, "points": 0.0, "lines": ["- ✘ differs"]}
+    old = {"entry": {"score": 1.0, "checks": {"2.1": dict(check)}}}
+    new = {"entry": {"score": 1.0, "checks": {"2.1": {
+        **check, verdicts.DIAGNOSIS: [attach.MARK + " (public case)"]}}}}
+    assert verdicts.differences(old, new) == []
+    assert len(verdicts.differences(old, new, diagnosis=True)) == 1
+    new["entry"]["checks"]["2.1"]["points"] = 1.0
+    assert len(verdicts.differences(old, new)) == 1

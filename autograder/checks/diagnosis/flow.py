@@ -167,6 +167,7 @@ def walk(records: list[tuple[int, torch.Tensor]],
                    for view in layouts(tensor, tuple(steps[n].shape))]
         if not options:
             continue
+
         def nearness(option: tuple[str, torch.Tensor]) -> tuple:
             return (round(agreement(option[1], steps[option[0]]), 2),
                     -relative_error(option[1], steps[option[0]]))

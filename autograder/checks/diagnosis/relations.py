@@ -142,15 +142,15 @@ def precision(step: str, got: torch.Tensor, expected: torch.Tensor
     if not finite.any():
         return None
     g, e = got[finite], expected[finite]
-    for dtype, words in ((torch.float16, "float16"),
-                         (torch.bfloat16, "bfloat16")):
+    for dtype, words, digits in ((torch.float16, "float16", 3),
+                                 (torch.bfloat16, "bfloat16", 2)):
         eps = torch.finfo(dtype).eps
         if torch.equal(g.to(dtype).float(), g) and bool(
                 ((g - e).abs() <= 16 * eps * (1 + e.abs().max())).all()):
             return Relation(f"precision: rounded to {words}",
                             f"Your values are the expected ones rounded to "
-                            f"{words} (about {'3' if words == 'float16' else '2'}"
-                            f" significant digits): compute in float32, "
+                            f"{words} (about {digits} significant "
+                            f"digits): compute in float32, "
                             f"as the input.")
     return None
 

@@ -66,3 +66,48 @@ def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
     source = bug.source()
     result = runner(source, "modeling_attention.py", [probe])[0]
     return attach.diagnose_case(case, result, source)
+
+
+def bench_lines(sandbox: Any, config: Any) -> list[str]:
+    """``make bench``'s figures for the diagnosis: how many bugs of the
+    table it names (step and relation), and what it costs a failing
+    submission (the diagnosis's sandbox call, timed apart from the
+    grading, full pipeline on every case), against a passing one (the
+    reference: no diagnosis call)."""
+    import statistics
+    import time
+
+    from autograder.batch import budgeted_runner
+    from autograder.grade import grade_source
+
+    graded = budgeted_runner(sandbox, config)
+    cases = {c.name: c for c in config.cases}
+    named = 0
+    spent: list[float] = []
+    totals: list[float] = []
+
+    def timed(source: str, filename: str, probes: list) -> list:
+        start = time.perf_counter()
+        found = graded(source, filename, probes)
+        if any(p.trace_values for p in probes):
+            spent.append(time.perf_counter() - start)
+        return found
+
+    bugs = load()
+    for bug in bugs.values():
+        finding = diagnose(bug, cases, graded)
+        named += finding is not None and finding.relation is not None and \
+            finding.divergence.step == bug.step and \
+            bug.relation in finding.relation.key
+        start = time.perf_counter()
+        grade_source(bug.source(), "modeling_attention.py", config, timed)
+        totals.append(time.perf_counter() - start)
+    before = len(spent)
+    grade_source(REFERENCE.read_text(), "modeling_attention.py", config,
+                 timed)
+    per = statistics.median(spent) if spent else 0.0
+    share = 100 * sum(spent) / sum(totals) if totals else 0.0
+    return [f"value-flow diagnosis: {named} of {len(bugs)} bugs outside "
+            f"the catalogue named (step and relation); {per:.2f} s per "
+            f"failing submission (median, {share:.0f}% of grading it), "
+            f"passing submission: {len(spent) - before} diagnosis calls"]

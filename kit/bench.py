@@ -11,11 +11,11 @@ and the real sandbox. As a baseline it grades the first
 ``--baseline`` of them with a fresh ``python -c`` interpreter per submission
 that imports torch and runs the same probes (no isolation at all, so the
 baseline is if anything flattered), and extrapolates. Prints both and the
-speedup, the batch's seconds per submission against a bare import torch,
-what the value-flow diagnosis costs a failing submission (kit/
-diagnosis_bugs.py) and against the otter-style baseline (``--otter`` submissions, one ``otter
-check`` each, when otter can assign the notebook here). The targets are
-figures to compare with, not assertions.
+speedup, the batch's seconds per submission against a bare import torch
+and against the otter-style baseline (``--otter`` submissions, one ``otter
+check`` each, when otter can assign the notebook here), and what the
+value-flow diagnosis costs a failing submission (kit/diagnosis_bugs.py).
+The targets are figures to compare with, not assertions.
 """
 from __future__ import annotations
 

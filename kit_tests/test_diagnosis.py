@@ -233,3 +233,20 @@ def test_verdicts_compare_keeps_diagnosis_lines_apart():
     assert len(verdicts.differences(old, new, diagnosis=True)) == 1
     new["entry"]["checks"]["2.1"]["points"] = 1.0
     assert len(verdicts.differences(old, new)) == 1
+
+
+def test_a_dropout_rate_that_is_not_the_modules_is_named_with_its_rate():
+    from autograder.checks.dropout import Pattern, dropout_pattern
+    clean = torch.rand(200) + 0.1
+    mask = torch.rand(200, generator=torch.Generator().manual_seed(3)) > 0.1
+    found = dropout_pattern(clean * mask / 0.9, clean, 0.5, 1e-4, 1e-7)
+    assert found.kind is Pattern.OTHER_RATE
+    assert abs(found.facts()["rate"] - 0.1) < 1e-5
+    # the module's own rate, and no rescaling at all, stay what they were
+    assert dropout_pattern(clean * mask / 0.5, clean, 0.5, 1e-4,
+                           1e-7).kind is Pattern.OK
+    assert dropout_pattern(clean * mask, clean, 0.5, 1e-4,
+                           1e-7).kind is Pattern.UNSCALED
+    noisy = clean * mask * (1 + torch.rand(200))
+    assert dropout_pattern(noisy, clean, 0.5, 1e-4, 1e-7).kind is \
+        Pattern.WRONG

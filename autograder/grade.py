@@ -160,7 +160,8 @@ def _unique(probes) -> list[Probe]:
         if probe.again and not first.again:
             # One run serves every check that shares it: the second call
             # that one of them asks for (module_output) is made.
-            seen[probe.id] = replace(first, again=True)
+            seen[probe.id] = replace(first, again=True,
+                                     again_longer=probe.again_longer)
     return list(seen.values())
 
 

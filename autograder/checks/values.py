@@ -297,6 +297,8 @@ def second_call(case: Any, result: ProbeResult, probe: Probe,
               probe.train else f"{call} is right the first time, but the "
                                f"same module called again")
     how = "on the same input (in eval mode, the batch in reverse order)"
+    if result.again is not None and result.again.phase == "longer":
+        how = "on a longer input"
     if att is not None:
         found = compare(att, expected, atol=check.atol, rtol=check.rtol,
                         what="`att` of the second call")

@@ -614,6 +614,9 @@ def call_again(instance: nn.Module, probe: Probe,
             value = instance(*args, **kwargs)
         phase = "output"
         again.output_kind, again.outputs = collect_outputs(value)
+        if probe.again_longer:
+            phase = "longer"
+            longer_call(instance, probe, args, kwargs)
     except ProbeFailure as failure:
         _fail(again, failure.status, failure.message,
               failure.phase or phase, failure.exception, failure.line)
@@ -622,8 +625,45 @@ def call_again(instance: nn.Module, probe: Probe,
                                               f"call)"), phase, "SystemExit")
     except BaseException as exc:   # noqa: B902 - student code may raise anything
         status, message, name, line = describe_exception(exc, filename)
+        if phase == "longer":
+            message = (f"a third call on a longer input (the same batch "
+                       f"with {probe.again_longer} more tokens) raised "
+                       f"{message}")
         _fail(again, status, message, phase, name, line)
     return again
+
+
+def _longer(value: Any, tokens: int) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() >= 3:
+        return torch.cat([value, value[:, :tokens]], dim=1)
+    return value
+
+
+def longer_call(instance: nn.Module, probe: Probe, args: list,
+                kwargs: dict[str, Any]) -> None:
+    """The third call (``Probe.again_longer``): the second call's input
+    with its first tokens appended; raises ProbeFailure (phase "longer")
+    if it raises or returns the first call's length."""
+    what = (f"a third call on a longer input (the same batch with "
+            f"{probe.again_longer} more token"
+            f"{'s' * (probe.again_longer > 1)}")
+    try:
+        longer = [_longer(a, probe.again_longer) for a in args]
+        with torch.no_grad():
+            value = instance(*longer, **kwargs)
+        _, outputs = collect_outputs(value)
+    except ProbeFailure as failure:
+        raise ProbeFailure(failure.status, f"{what}) returned "
+                           f"{failure.message}", "longer") from None
+    first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if first is None or first.dim() < 3:
+        return
+    want = int(longer[0].shape[1])
+    if outputs and outputs[0].dim() >= 2 and \
+            int(outputs[0].shape[1]) != want:
+        raise ProbeFailure(ERROR, f"{what}, {want} in all) returned "
+                           f"{int(outputs[0].shape[1])} positions: is "
+                           f"something sized by the first call?", "longer")
 
 
 def _reversed_batch(value: Any) -> Any:

@@ -250,3 +250,25 @@ def test_a_dropout_rate_that_is_not_the_modules_is_named_with_its_rate():
     noisy = clean * mask * (1 + torch.rand(200))
     assert dropout_pattern(noisy, clean, 0.5, 1e-4, 1e-7).kind is \
         Pattern.WRONG
+
+
+# --------------------------------------------------------------------------
+# State across calls: the third call, on a longer input
+
+def test_a_mask_sized_by_the_first_call_fails_the_longer_third_call():
+    case = CASES["ca_small"]
+    probe = P.case_probe(case, again=True)
+    assert probe.again_longer == P.longer_tokens(case) > 0
+    assert case.tensors["x"].shape[1] + probe.again_longer <= \
+        case.init["context_length"]
+    cached = variants.load("calls")["ca_mask_sized_by_first_call"].source()
+    bad, = execute_probes(cached, FILENAME, [probe])
+    good, = execute_probes(REFERENCE, FILENAME, [probe])
+    assert bad.ok and bad.again.ok and bad.again.phase == "longer"
+    assert "longer input" in bad.again.message
+    assert "mask_cache (new)" in bad.changed
+    assert good.again.ok and good.again.phase == "" and not \
+        good.again.message
+    # At the context length there is no room: no third call.
+    full = CASES["ca_book"]
+    assert P.longer_tokens(full) == 0

@@ -297,14 +297,19 @@ def second_call(case: Any, result: ProbeResult, probe: Probe,
               probe.train else f"{call} is right the first time, but the "
                                f"same module called again")
     how = "on the same input (in eval mode, the batch in reverse order)"
-    if result.again is not None and result.again.phase == "longer":
-        how = "on a longer input"
     if att is not None:
         found = compare(att, expected, atol=check.atol, rtol=check.rtol,
                         what="`att` of the second call")
         if found.ok:
-            return None
-        problem = found.message
+            longer = result.again
+            if longer is None or longer.phase != "longer":
+                return None
+            # Right on the same input, wrong on a longer one
+            # (Probe.again_longer): a mask or cache sized by the first call.
+            how, problem = "on a longer input", mdsafe.inline(
+                longer.message)
+        else:
+            problem = found.message
     return Verdict(False, f"the second call differs: {before} {how} "
                    f"gives another result: {problem}. "
                    f"{_state_words(result.changed)}",

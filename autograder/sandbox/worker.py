@@ -615,8 +615,11 @@ def call_again(instance: nn.Module, probe: Probe,
         phase = "output"
         again.output_kind, again.outputs = collect_outputs(value)
         if probe.again_longer:
-            phase = "longer"
-            longer_call(instance, probe, args, kwargs)
+            # Its failure rides on the second call's result (status ok,
+            # outputs kept): the parent judges the second call first.
+            problem = longer_call(instance, probe, args, kwargs, filename)
+            if problem:
+                again.phase, again.message = "longer", problem
     except ProbeFailure as failure:
         _fail(again, failure.status, failure.message,
               failure.phase or phase, failure.exception, failure.line)
@@ -625,10 +628,6 @@ def call_again(instance: nn.Module, probe: Probe,
                                               f"call)"), phase, "SystemExit")
     except BaseException as exc:   # noqa: B902 - student code may raise anything
         status, message, name, line = describe_exception(exc, filename)
-        if phase == "longer":
-            message = (f"a third call on a longer input (the same batch "
-                       f"with {probe.again_longer} more tokens) raised "
-                       f"{message}")
         _fail(again, status, message, phase, name, line)
     return again
 
@@ -640,30 +639,33 @@ def _longer(value: Any, tokens: int) -> Any:
 
 
 def longer_call(instance: nn.Module, probe: Probe, args: list,
-                kwargs: dict[str, Any]) -> None:
+                kwargs: dict[str, Any], filename: str) -> str:
     """The third call (``Probe.again_longer``): the second call's input
-    with its first tokens appended; raises ProbeFailure (phase "longer")
-    if it raises or returns the first call's length."""
+    with its first tokens appended. What went wrong ("" if nothing): it
+    raised, or returned the first call's length."""
     what = (f"a third call on a longer input (the same batch with "
             f"{probe.again_longer} more token"
-            f"{'s' * (probe.again_longer > 1)}")
+            f"{'s' * (probe.again_longer > 1)})")
+    longer = [_longer(a, probe.again_longer) for a in args]
     try:
-        longer = [_longer(a, probe.again_longer) for a in args]
         with torch.no_grad():
             value = instance(*longer, **kwargs)
         _, outputs = collect_outputs(value)
     except ProbeFailure as failure:
-        raise ProbeFailure(failure.status, f"{what}) returned "
-                           f"{failure.message}", "longer") from None
-    first = args[0] if args and isinstance(args[0], torch.Tensor) else None
-    if first is None or first.dim() < 3:
-        return
-    want = int(longer[0].shape[1])
-    if outputs and outputs[0].dim() >= 2 and \
-            int(outputs[0].shape[1]) != want:
-        raise ProbeFailure(ERROR, f"{what}, {want} in all) returned "
-                           f"{int(outputs[0].shape[1])} positions: is "
-                           f"something sized by the first call?", "longer")
+        return f"{what} returned {failure.message}"
+    except SystemExit as exc:
+        return f"{what}: {exit_message(exc, 'the third call')}"
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        return f"{what} raised {describe_exception(exc, filename)[1]}"
+    first = longer[0] if longer and isinstance(longer[0],
+                                               torch.Tensor) else None
+    if first is None or first.dim() < 3 or not outputs or \
+            outputs[0].dim() < 2:
+        return ""
+    want, got = int(first.shape[1]), int(outputs[0].shape[1])
+    return "" if got == want else (
+        f"{what} returned {got} positions, not {want}: is something "
+        f"sized by the first call?")
 
 
 def _reversed_batch(value: Any) -> Any:

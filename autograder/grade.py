@@ -160,7 +160,8 @@ def _unique(probes) -> list[Probe]:
         if probe.again and not first.again:
             # One run serves every check that shares it: the second call
             # that one of them asks for (module_output) is made.
-            seen[probe.id] = replace(first, again=True)
+            seen[probe.id] = replace(first, again=True,
+                                     again_longer=probe.again_longer)
     return list(seen.values())
 
 
@@ -294,6 +295,7 @@ def grade_source(source: str, filename: str, config: GradingConfig,
                                        results)
         grade.tasks = [_score_task(t, cases, results, ctx)
                        for t in rubric.tasks]
+        _diagnose(grade, config, ctx, results, source, filename, runner)
     except RubricError:
         raise
     except Exception:   # noqa: BLE001 - results.json must still be written
@@ -301,6 +303,23 @@ def grade_source(source: str, filename: str, config: GradingConfig,
         grade.internal_error = traceback.format_exc()
     grade.seconds = time.perf_counter() - start
     return grade
+
+
+def _diagnose(grade: GradeResult, config: GradingConfig, ctx: Context,
+              results: dict[str, ProbeResult], source: str, filename: str,
+              runner: Runner) -> None:
+    """Where the values of failing cases leave the reference
+    (``checks/diagnosis``): feedback only, never points. A failure of the
+    diagnosis itself loses its lines, not the grade."""
+    from autograder.checks.diagnosis import attach
+    try:
+        attach.diagnose(grade, config, results, source, filename, runner,
+                        ctx.task_methods, ctx.public_only)
+    except Exception as exc:   # noqa: BLE001 - an extra: the grade stands
+        grade.notes.append(f"the grader could not say where your values "
+                           f"leave the reference ({type(exc).__name__} in "
+                           f"the grader, not in your code); the scores "
+                           f"above are not affected")
 
 
 def ran_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],

@@ -33,12 +33,28 @@ def case_probe(case: Any, *, train: bool = False,
     """
     kwargs = dict(kwargs or {})
     mode = "train" if train else "eval"
+    longer = longer_tokens(case) if again else 0
     call = ",".join(f"{k}={v}" for k, v in sorted(kwargs.items())) or "x"
     return Probe(id=f"{case.name}:{mode}:{call}", cls=case.cls,
                  init=dict(case.init), state=case.weights,
                  args=[case.tensors["x"]], kwargs=kwargs, train=train,
                  seed=case.seed if train else None, timeout=timeout,
-                 again=again)
+                 again=again, again_longer=longer)
+
+
+LONGER = 3   # tokens the third call of a module probe appends
+
+
+def longer_tokens(case: Any) -> int:
+    """How many tokens a case's third call appends (``Probe.again_longer``):
+    ``LONGER``, fewer within the context length, none at it."""
+    x = case.tensors.get("x")
+    if x is None or x.dim() < 3:
+        return 0
+    seq = int(x.shape[1])
+    context = case.init.get("context_length")
+    room = LONGER if context is None else max(0, int(context) - seq)
+    return min(LONGER, room, seq)
 
 
 def inspect_probe(cls: str, init: dict[str, Any],

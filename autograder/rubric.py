@@ -121,6 +121,10 @@ class Outcome:
     hidden_lines: list[str] = field(default_factory=list)
     mistakes: list[str] = field(default_factory=list)
     not_implemented: bool = False
+    # Value-flow diagnoses of failing cases (``checks/diagnosis``): each
+    # the step where the values left the reference and the relation
+    # named there, without values (the class report groups by them).
+    diagnosis: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------

@@ -13,8 +13,9 @@ that imports torch and runs the same probes (no isolation at all, so the
 baseline is if anything flattered), and extrapolates. Prints both and the
 speedup, the batch's seconds per submission against a bare import torch
 and against the otter-style baseline (``--otter`` submissions, one ``otter
-check`` each, when otter can assign the notebook here). The targets are
-figures to compare with, not assertions.
+check`` each, when otter can assign the notebook here), and what the
+value-flow diagnosis costs a failing submission (kit/diagnosis_bugs.py).
+The targets are figures to compare with, not assertions.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from autograder.report import layout
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.sandbox import wire
 from autograder.sandbox.pool import Sandbox
-from kit import bench_startup
+from kit import bench_startup, diagnosis_bugs
 from kit.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -341,6 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         paths = write_submissions(Path(tmp), 20)
         print("what the jail costs (20 submissions):")
         print("\n".join(jail_cost(paths, args.jobs, config)))
+    with Sandbox() as sandbox:
+        print("\n".join(diagnosis_bugs.bench_lines(sandbox, config)))
     total, by_check = probe_seconds(config)
     heavy = max(by_check, key=by_check.get)
     print(f"where the time goes: the probes take {total:.2f} s of CPU per "

@@ -27,7 +27,7 @@ from types import ModuleType
 import torch
 from safetensors.torch import save_file
 
-from kit import draws, variants
+from kit import draws, steps as ref_steps, variants
 from kit.exact import exact
 from kit.cases import CASES, Case
 
@@ -202,6 +202,13 @@ def case_record(case: Case, reference: ModuleType,
         # kit/exact.py's operations agree with torch's to float64 rounding.
         _assert_agree(case, out64, plain, 1e-12, "kit/exact.py")
         tensors["output"] = _rounded(out64)
+        # The named steps the diagnosis follows (kit/steps.py), in eval
+        # mode like the output.
+        found = ref_steps.reference_steps(case.cls, case.init, module, x64)
+        if found:
+            _assert_agree(case, found["step.output"], out64, 1e-12,
+                          "kit/steps.py's last step")
+        tensors.update({k: _rounded(v) for k, v in found.items()})
         if probs64 is not None:
             tensors["attention"] = _rounded(probs64)
         if expected is not None:
@@ -358,6 +365,7 @@ SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
            ROOT / "kit" / "variants" / "mistakes.toml",
            ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
            ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
+           ROOT / "kit" / "steps.py",
            Path(__file__).resolve())
 
 

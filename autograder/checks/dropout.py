@@ -35,6 +35,7 @@ class Pattern(Enum):
 
     OK = auto()             # each 0 or eval / (1 - p), some dropped, some kept
     UNSCALED = auto()       # dropped, but the kept ones not rescaled
+    OTHER_RATE = auto()     # kept ones rescaled by 1 / (1 - q), q not p
     WRONG = auto()          # some neither 0 nor eval / (1 - p)
     NONE_DROPPED = auto()
     ALL_DROPPED = auto()
@@ -50,11 +51,15 @@ class DropoutPattern:
     bad: torch.Tensor
     scaled: torch.Tensor
     p: float
+    factor: float = 0.0     # OTHER_RATE: the one factor the kept ones have
 
     def facts(self) -> dict[str, Any]:
         """The numbers its message quotes."""
         if self.kind is Pattern.UNSCALED:
             return {"scale": 1 / (1 - self.p)}
+        if self.kind is Pattern.OTHER_RATE:
+            return {"factor": self.factor, "rate": 1 - 1 / self.factor,
+                    "scale": 1 / (1 - self.p)}
         if self.kind is Pattern.WRONG:
             first = int(self.bad.flatten().nonzero()[0])
             return {"bad": int(self.bad.sum()), "total": self.bad.numel(),
@@ -72,8 +77,14 @@ def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
     bad = ~(zero | ((got - scaled).abs() <= rel * scaled.abs() + zero_atol))
     if bool(bad.any()):
         unscaled = (got - clean).abs() <= rel * clean.abs() + zero_atol
-        kind = Pattern.UNSCALED if bool((zero | unscaled).all()) else \
-            Pattern.WRONG
+        if bool((zero | unscaled).all()):
+            kind = Pattern.UNSCALED
+        else:
+            factor = _one_factor(got, clean, zero, rel, zero_atol)
+            if factor is not None:
+                return DropoutPattern(Pattern.OTHER_RATE, got, bad, scaled,
+                                      p, factor)
+            kind = Pattern.WRONG
     elif not bool((zero & (scaled > 0)).any()):
         kind = Pattern.NONE_DROPPED
     elif not bool((got > 0).any()):
@@ -91,6 +102,7 @@ class Finding(Enum):
     EVAL_ALL_NAN = auto()        # nothing finite to judge against
     NOT_APPLIED = auto()         # train mode equals eval mode
     UNSCALED = auto()
+    OTHER_RATE = auto()          # a dropout rate that is not the module's
     WRONG_VALUES = auto()
     NONE_DROPPED = auto()
     ALL_DROPPED = auto()
@@ -104,9 +116,26 @@ class Finding(Enum):
 
 
 FROM_PATTERN = {Pattern.UNSCALED: Finding.UNSCALED,
+                Pattern.OTHER_RATE: Finding.OTHER_RATE,
                 Pattern.WRONG: Finding.WRONG_VALUES,
                 Pattern.NONE_DROPPED: Finding.NONE_DROPPED,
                 Pattern.ALL_DROPPED: Finding.ALL_DROPPED}
+
+
+def _one_factor(got: torch.Tensor, clean: torch.Tensor, zero: torch.Tensor,
+                rel: float, zero_atol: float) -> float | None:
+    """The factor > 1 every kept value is its eval value times (dropout
+    with another rate than the module's, e.g. a hard-coded one), or
+    None."""
+    kept = ~zero & (clean.abs() > zero_atol)
+    if not bool(kept.any()) or not bool(zero.any()):
+        return None
+    factor = float((got[kept] / clean[kept]).median())
+    if not 1 < factor < 1e6:
+        return None
+    fits = (got - factor * clean).abs() <= rel * (factor * clean).abs() + \
+        zero_atol
+    return factor if bool((zero | fits).all()) else None
 
 
 # --------------------------------------------------------------------------
@@ -169,6 +198,13 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "{units} are dropped but the kept ones are not scaled by "
         "1/(1 - p) = {scale:.4g}: use self.dropout{rescale_tip}",
         "kept {units} not rescaled"),
+    Finding.OTHER_RATE: (
+        "in train mode the kept {units} are their eval value times "
+        "{factor:.4g} = 1/(1 - {rate:.3g}): a dropout rate of {rate:.3g}, "
+        "not the module's {p:g} (expected 1/(1 - p) = {scale:.4g}). Build "
+        "the dropout from the constructor's argument "
+        "(`nn.Dropout(dropout)`), not a number typed in.",
+        "a dropout rate that is not the module's"),
     Finding.WRONG_VALUES: (
         "in train mode {wrong_which} are neither 0 nor their eval value / "
         "(1 - p){wrong_tail} dropout applied before the softmax?",
@@ -426,7 +462,8 @@ class DropoutTrain(CaseCheck):
                                   params.relative_tolerance,
                                   params.zero_atol)
         same_att = close(att, eval_att, params.same_atol, equal_nan=True)
-        if pattern.kind in (Pattern.UNSCALED, Pattern.WRONG) and \
+        if pattern.kind in (Pattern.UNSCALED, Pattern.OTHER_RATE,
+                            Pattern.WRONG) and \
                 close(got, clean, params.same_atol, equal_nan=True):
             if same_att:
                 return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)

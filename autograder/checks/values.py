@@ -301,8 +301,15 @@ def second_call(case: Any, result: ProbeResult, probe: Probe,
         found = compare(att, expected, atol=check.atol, rtol=check.rtol,
                         what="`att` of the second call")
         if found.ok:
-            return None
-        problem = found.message
+            longer = result.again
+            if longer is None or longer.phase != "longer":
+                return None
+            # Right on the same input, wrong on a longer one
+            # (Probe.again_longer): a mask or cache sized by the first call.
+            how, problem = "on a longer input", mdsafe.inline(
+                longer.message)
+        else:
+            problem = found.message
     return Verdict(False, f"the second call differs: {before} {how} "
                    f"gives another result: {problem}. "
                    f"{_state_words(result.changed)}",

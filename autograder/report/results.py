@@ -108,6 +108,12 @@ def _top(grade: GradeResult, tests: list[dict[str, Any]],
             "error": bool(grade.error),
             "limits": dict(grade.limits),
             "jail": list(grade.jail),
+            # item -> where its failing cases' values left the reference
+            # and the relation named (checks/diagnosis): the class report
+            # groups the class's failures by them.
+            "diagnosis": {c.check.id: sorted(set(c.outcome.diagnosis))
+                          for t in grade.tasks for c in t.items
+                          if c.outcome.diagnosis},
         },
     }
 

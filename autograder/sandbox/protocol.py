@@ -82,6 +82,16 @@ class Probe:
     # keyed on nothing shows there (and dropout left on in eval, as a
     # difference between two eval calls). The result's ``again`` holds it.
     again: bool = False
+    # With ``again``: after the second call, a third one on a longer input
+    # (the second call's, its first ``again_longer`` tokens appended,
+    # within the context length), so that a mask or cache sized by the
+    # first call shows: if it raises or returns the first call's length,
+    # the second call's result says so (phase "longer").
+    again_longer: int = 0
+    # Run on a copy of the submission that records the values of the
+    # tensors its statements bind, in execution order
+    # (``sandbox/value_recorder.py``): the diagnosis of a failing case.
+    trace_values: bool = False
 
 
 @dataclass
@@ -121,6 +131,9 @@ class ProbeResult:
     # and attributes the first call changed (``self.mask``, ``heads.0.n``).
     again: ProbeResult | None = None
     changed: list[str] = field(default_factory=list)
+    # trace_values=True: (first line of the statement, float32 copy of a
+    # tensor it bound or returned), in execution order, capped.
+    values: list[tuple[int, torch.Tensor]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

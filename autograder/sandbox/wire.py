@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from autograder.sandbox import parent_clock
+from autograder.sandbox import parent_clock, value_recorder
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          NOT_RUN, OK, TIMEOUT, Probe,
                                          ProbeResult)
@@ -184,6 +184,12 @@ def result_payload(result: ProbeResult) -> tuple[dict[str, Any],
                            "n_outputs": len(again.outputs)}
         header["n_outputs"] += len(again.outputs)
         tensors += again.outputs
+    values = result.values[:max(0, MAX_OUTPUTS - len(tensors))]
+    if values:
+        # Probe.trace_values: last, counted in n_outputs too.
+        header["value_lines"] = [line for line, _ in values]
+        header["n_outputs"] += len(values)
+        tensors += [tensor for _, tensor in values]
     return header, tensors
 
 
@@ -201,6 +207,7 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
 
     if header.get("id") != expected_id:
         raise BadMessage(f"expected the result of probe {expected_id!r}")
+    outputs, values = _split_values(header.get("value_lines"), outputs)
     again = None
     if header.get("again") is not None:
         raw = header["again"]
@@ -236,7 +243,29 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         seconds=float(want("seconds", (int, float), 0.0)),
         phase=want("phase", str), exception=want("exception", str),
         line=line, again=again,
-        changed=[name[:MAX_NAME_CHARS] for name in changed[:MAX_CHANGED]])
+        changed=[name[:MAX_NAME_CHARS] for name in changed[:MAX_CHANGED]],
+        values=values)
+
+
+def _split_values(lines: Any, outputs: list[torch.Tensor]
+                  ) -> tuple[list[torch.Tensor],
+                             list[tuple[int, torch.Tensor]]]:
+    """The recorded values (``Probe.trace_values``) off the end of a
+    frame's tensors, within the recorder's caps; raises BadMessage."""
+    if lines is None:
+        return outputs, []
+    if not isinstance(lines, list) or len(lines) > value_recorder.MAX_VALUES \
+            or len(lines) > len(outputs) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                for n in lines):
+        raise BadMessage("field 'value_lines' is malformed")
+    split = len(outputs) - len(lines)
+    kept = outputs[split:]
+    sizes = [t.numel() for t in kept]
+    if any(n > value_recorder.MAX_NUMEL for n in sizes) or \
+            sum(sizes) > value_recorder.MAX_TOTAL:
+        raise BadMessage("recorded values over their caps")
+    return outputs[:split], list(zip(lines, kept))
 
 
 def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:

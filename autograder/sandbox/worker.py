@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn as nn
 
-from autograder.sandbox import fastbuild
+from autograder.sandbox import fastbuild, value_recorder
 from autograder.submission import regions
 from autograder.checks import trace_integrity
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
@@ -614,6 +614,12 @@ def call_again(instance: nn.Module, probe: Probe,
             value = instance(*args, **kwargs)
         phase = "output"
         again.output_kind, again.outputs = collect_outputs(value)
+        if probe.again_longer:
+            # Its failure rides on the second call's result (status ok,
+            # outputs kept): the parent judges the second call first.
+            problem = longer_call(instance, probe, args, kwargs, filename)
+            if problem:
+                again.phase, again.message = "longer", problem
     except ProbeFailure as failure:
         _fail(again, failure.status, failure.message,
               failure.phase or phase, failure.exception, failure.line)
@@ -624,6 +630,42 @@ def call_again(instance: nn.Module, probe: Probe,
         status, message, name, line = describe_exception(exc, filename)
         _fail(again, status, message, phase, name, line)
     return again
+
+
+def _longer(value: Any, tokens: int) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() >= 3:
+        return torch.cat([value, value[:, :tokens]], dim=1)
+    return value
+
+
+def longer_call(instance: nn.Module, probe: Probe, args: list,
+                kwargs: dict[str, Any], filename: str) -> str:
+    """The third call (``Probe.again_longer``): the second call's input
+    with its first tokens appended. What went wrong ("" if nothing): it
+    raised, or returned the first call's length."""
+    what = (f"a third call on a longer input (the same batch with "
+            f"{probe.again_longer} more token"
+            f"{'s' * (probe.again_longer > 1)})")
+    longer = [_longer(a, probe.again_longer) for a in args]
+    try:
+        with torch.no_grad():
+            value = instance(*longer, **kwargs)
+        _, outputs = collect_outputs(value)
+    except ProbeFailure as failure:
+        return f"{what} returned {failure.message}"
+    except SystemExit as exc:
+        return f"{what}: {exit_message(exc, 'the third call')}"
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        return f"{what} raised {describe_exception(exc, filename)[1]}"
+    first = longer[0] if longer and isinstance(longer[0],
+                                               torch.Tensor) else None
+    if first is None or first.dim() < 3 or not outputs or \
+            outputs[0].dim() < 2:
+        return ""
+    want, got = int(first.shape[1]), int(outputs[0].shape[1])
+    return "" if got == want else (
+        f"{what} returned {got} positions, not {want}: is something "
+        f"sized by the first call?")
 
 
 def _reversed_batch(value: Any) -> Any:
@@ -795,6 +837,8 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
 
     if any(probe.trace_shapes for probe in probes):
         install_recorder()
+    if any(probe.trace_values for probe in probes):
+        value_recorder.install()   # before the plain copy: no tell
     try:
         module = load_module(source, filename)
     except ImportFailure as failure:
@@ -805,7 +849,24 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
     if on_import is not None:
         on_import()
     traced: TracedModule | ImportFailure | None = None
+    valued: value_recorder.ValueTracedModule | ImportFailure | None = None
     for probe in stream():
+        if probe.trace_values:
+            if valued is None:
+                try:
+                    valued = value_recorder.ValueTracedModule(
+                        source, filename, probe.methods, load_module,
+                        instrument, MODULE_NAME)
+                except ImportFailure as failure:
+                    valued = failure
+            if isinstance(valued, ImportFailure):
+                yield ProbeResult(probe.id, valued.status,
+                                  f"instrumented import failed: {valued}",
+                                  phase="import")
+            else:
+                yield value_recorder.run_traced(valued, probe, filename,
+                                                run_probe)
+            continue
         if not probe.trace_shapes:
             yield run_probe(module, probe, filename)
             continue

@@ -75,6 +75,9 @@ class Submission:
     not_graded: str = ""      # why the code could not be graded (student)
     missing: str = ""         # results.json absent or unreadable
     extra: dict[str, str] = field(default_factory=dict)  # grades.csv extras
+    # item -> where its values left the reference, and the relation named
+    # (results.json's extra_data "diagnosis")
+    diagnosis: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def failed_items(self) -> list[str]:
@@ -176,6 +179,11 @@ def _parse_submission(data: dict[str, Any], name: str) -> Submission:
                      if t.get("name") == "Grading"))
     if not sub.not_graded and not sub.grader_failure:
         sub.not_graded = _import_failure(sub.items)
+    found = extra.get("diagnosis")
+    if isinstance(found, dict):
+        sub.diagnosis = {str(k)[:20]: [str(c)[:200] for c in v[:20]]
+                         for k, v in list(found.items())[:100]
+                         if isinstance(v, list)}
     limits = extra.get("limits")
     if isinstance(limits, dict):
         sub.limits = {str(k): int(v) for k, v in limits.items() if v}
@@ -263,6 +271,31 @@ def ranked_mistakes(batch: Batch) -> list[tuple[str, list[str]]]:
         for mistake in sub.mistakes:
             by.setdefault(mistake, []).append(sub.name)
     return sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+Causes = list[tuple[str, list[str]]]   # (cause, submissions) of one item
+
+
+def failure_causes(batch: Batch) -> list[tuple[str, Causes]]:
+    """Per item (rubric order), its failures grouped by where the values
+    left the reference and the relation named (most submissions first);
+    a failing submission with no diagnosis counts under "no diagnosis"."""
+    order = [number for number, _, _, kind in batch.item_order()
+             if kind == "item"]
+    grouped: dict[str, dict[str, list[str]]] = {}
+    for sub in batch.submissions:
+        for number in sub.failed_items:
+            causes = sub.diagnosis.get(number) or [NO_DIAGNOSIS]
+            for cause in causes:
+                grouped.setdefault(number, {}).setdefault(
+                    cause, []).append(sub.name)
+    return [(number, sorted(grouped[number].items(),
+                            key=lambda kv: (kv[0] == NO_DIAGNOSIS,
+                                            -len(kv[1]), kv[0])))
+            for number in order if number in grouped]
+
+
+NO_DIAGNOSIS = "no diagnosis (a named mistake, an error, or no relation)"
 
 
 def deduction_patterns(item_outputs: list[tuple[str, str]]
@@ -535,6 +568,7 @@ def build_report(batch: Batch, messages: dict[str, str],
     else:
         out.append("<p>No catalogued mistake was recognised.</p>")
     out.append("</section>")
+    out.append(_causes_section(batch, links))
     out.append(_deductions_section(batch, rates, links))
     out.append(_failures_section(batch, links))
     answer_links = sorted(k for k in links if k.startswith("answers:"))
@@ -554,6 +588,30 @@ def build_report(batch: Batch, messages: dict[str, str],
             f"<h1>{_e(title)}</h1><nav>" + " · ".join(
                 f"<a href='#{a}'>{t}</a>" for a, t in _NAV) + "</nav>"
             + "".join(out) + f"<script>{_TABLE_JS}</script></body></html>\n")
+
+
+def _causes_section(batch: Batch, links: dict[str, str]) -> str:
+    causes = failure_causes(batch)
+    out = ["<section id='causes'><h2>Where the values leave the "
+           "reference</h2>"]
+    if not causes:
+        out.append("<p>No failing item.</p></section>")
+        return "".join(out)
+    out.append("<p class='note'>Each item's failures grouped by the first "
+               "step whose values differ from the reference's and the "
+               "relation named there (a submission may count under "
+               "several when its cases differ).</p><table class='small'>"
+               "<thead><tr><th>item</th><th>where, and why</th>"
+               "<th>submissions</th><th>who</th></tr></thead><tbody>")
+    for number, groups in causes:
+        for i, (cause, names) in enumerate(groups):
+            head = f"<td rowspan='{len(groups)}'>{_e(number)}</td>" \
+                if i == 0 else ""
+            out.append(f"<tr>{head}<td>{_e(cause)}</td><td class='num'>"
+                       f"{len(names)}</td><td>{_names(names, links)}"
+                       f"</td></tr>")
+    out.append("</tbody></table></section>")
+    return "".join(out)
 
 
 def _deductions_section(batch: Batch, rates: list[dict[str, Any]],
@@ -634,7 +692,7 @@ def _similarity_section(batch: Batch, links: dict[str, str]) -> list[str]:
 
 
 _NAV = (("summary", "Summary"), ("distribution", "Scores"),
-        ("items", "Items"), ("mistakes", "Mistakes"),
+        ("items", "Items"), ("mistakes", "Mistakes"), ("causes", "Causes"),
         ("deductions", "Deductions"), ("failures", "Limits and failures"),
         ("answers", "Answers"), ("similarity", "Similarity"),
         ("table-section", "Table"))
@@ -709,6 +767,7 @@ document.documentElement.setAttribute('data-ready','1');
 """
 
 __all__ = ["Batch", "Item", "REPORT_NAME", "Submission", "build_report",
-           "deduction_patterns", "pass_rates", "ranked_mistakes",
-           "read_batch", "read_submission", "render_markdown",
-           "score_histogram", "write_linked_pages", "write_report"]
+           "deduction_patterns", "failure_causes", "pass_rates",
+           "ranked_mistakes", "read_batch", "read_submission",
+           "render_markdown", "score_histogram", "write_linked_pages",
+           "write_report"]

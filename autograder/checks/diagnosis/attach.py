@@ -1,0 +1,214 @@
+"""Run the diagnosis for a graded submission's failing value cases and add
+what it finds to the feedback.
+
+Only for items that failed on values with no catalogued mistake named (a
+catalogued mistake keeps its own message), and only for their failing
+cases: a passing submission costs nothing. The failing cases' calls run
+once more, in one sandbox call, on a copy of the submission that records
+its tensors' values (``Probe.trace_values``); the walk and the relations
+run here, in the parent, against the frozen steps. A public case's
+diagnosis joins the item's lines; a hidden case's waits for publication
+(``hidden_lines``). Every diagnosis line starts with ``MARK`` so that
+tools comparing verdicts can keep it apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import torch
+
+from autograder.checks.compare import close
+from autograder.checks.diagnosis import relations
+from autograder.checks.diagnosis.flow import Divergence, walk
+from autograder.checks.diagnosis.steps import STEPS, case_steps
+from autograder.report import mdsafe
+from autograder.rubric import kind, select_cases
+from autograder.sandbox.protocol import Probe, ProbeResult
+
+MARK = "- Where your values leave the reference"
+KINDS = ("module_output",)          # items whose output a diagnosis follows
+MAX_PUBLIC_LINES = 2                # diagnosed public cases shown per item
+
+
+@dataclass
+class Finding:
+    """One failing case's diagnosis: where, and the relation if any."""
+
+    case: Any
+    divergence: Divergence
+    relation: relations.Relation | None
+    code: str
+
+    @property
+    def key(self) -> str:
+        """What groups a class's failures: the step and the relation."""
+        step = STEPS[self.divergence.step].words
+        return f"{step}: {self.relation.key}" if self.relation else step
+
+
+def head_size(case: Any) -> tuple[int, str]:
+    """The size each head's scores are divided by the root of, and its
+    name as the class's docstring says it."""
+    init = case.init
+    if case.cls == "SelfAttention":
+        return init["hidden"], "hidden"
+    if case.cls == "MultiHeadSelfAttention":
+        return init["hidden"] // init["num_heads"], "head_size"
+    if case.cls == "CausalAttention":
+        return init["d_out"], "d_out"
+    return init["d_out"] // init["num_heads"], "head_dim"
+
+
+def _sizes(case: Any) -> dict[str, int]:
+    """The sizes a relation may name (the batch is no scale anyone
+    uses; the head size first)."""
+    head, name = head_size(case)
+    sizes = {name: head}
+    sizes.update((k, v) for k, v in case.sizes.items()
+                 if k != "batch_size" and k not in sizes)
+    heads = case.init.get("num_heads")
+    for name in ("input_size", "d_in"):
+        if heads and name in case.init:
+            # A head size taken from the input's features.
+            sizes.setdefault(f"{name} // num_heads",
+                             case.init[name] // heads)
+    return sizes
+
+
+def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
+                  public_only: bool) -> list[tuple[Any, Any, Probe]]:
+    """(item result, case, first eval probe) of every case that failed on
+    values (right shape, other numbers) in an item worth diagnosing."""
+    found = []
+    for task in grade.tasks:
+        for item in task.items:
+            check, outcome = item.check, item.outcome
+            if outcome.passed or outcome.mistakes or \
+                    check.kind not in KINDS or not check.cases:
+                continue
+            cases = [c for c in select_cases(check.cases, config.cases)
+                     if not (public_only and c.set == "hidden")]
+            impl = kind(check).impl
+            for case in cases:
+                if not case_steps(case.tensors):
+                    continue
+                probes = [p for p in impl.case_probes(check, case)
+                          if not p.train]
+                result = results.get(probes[0].id) if probes else None
+                if result is None or not result.ok or not result.outputs:
+                    continue
+                got, expected = result.outputs[0], case.tensors["output"]
+                if tuple(got.shape) == tuple(expected.shape) and \
+                        not close(got, expected, check.atol, check.rtol):
+                    found.append((item, case, probes[0]))
+    return found
+
+
+def diagnosis_probe(probe: Probe, case: Any,
+                    methods: dict[str, tuple[str, ...]]) -> Probe:
+    """The failing call again, on the value-recording copy."""
+    return replace(probe, id=f"{case.name}:diagnosis:{probe.id}",
+                   trace_values=True, again=False, methods=dict(methods),
+                   hidden=case.set == "hidden", groups=("diagnosis",))
+
+
+def _quote(source: str, line: int) -> str:
+    lines = source.splitlines()
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return mdsafe.code_span(text, 120)
+
+
+def _where(got: torch.Tensor, expected: torch.Tensor) -> str:
+    diff = (got.double() - expected.double()).abs()
+    diff = torch.where(torch.isnan(diff), torch.inf, diff)
+    both_inf = torch.isinf(expected) & (got == expected)
+    diff = torch.where(both_inf, 0.0, diff)
+    worst = int(diff.flatten().argmax())
+    index, rest = [], worst
+    for size in reversed(got.shape):
+        index.append(rest % size)
+        rest //= size
+    at = ", ".join(str(i) for i in reversed(index))
+    e, g = float(expected.flatten()[worst]), float(got.flatten()[worst])
+    return f"at [{at}] expected {e:.6g}, got {g:.6g}"
+
+
+def sentence(finding: Finding) -> str:
+    """The student-facing line (markdown) of one case's diagnosis."""
+    d, case = finding.divergence, finding.case
+    which = (f"{'hidden' if case.set == 'hidden' else 'public'} case "
+             f"`{case.name}`")
+    if d.last is None or d.last == "x":
+        before = "they leave it at their first step"
+    else:
+        before = (f"they follow it up to {STEPS[d.last].words} (line "
+                  f"{d.last_line})")
+    text = (f"{MARK} ({which}): {before}; line {d.line} {finding.code} "
+            f"gives {STEPS[d.step].words}, which differ: "
+            f"{_where(d.got, d.expected)}.")
+    if finding.relation is not None:
+        text += f" {finding.relation.text}"
+    return text
+
+
+def diagnose_case(case: Any, result: ProbeResult, source: str
+                  ) -> Finding | None:
+    """Where one case's recorded values leave the path, or None."""
+    if not result.ok or not result.values:
+        return None
+    steps = case_steps(case.tensors)
+    head, head_name = head_size(case)
+    sizes = _sizes(case)
+
+    def explain(step: str, got: torch.Tensor, expected: torch.Tensor
+                ) -> relations.Relation | None:
+        return relations.explain(step, got, expected, steps, case, head,
+                                 head_name, sizes)
+
+    divergence = walk(result.values, steps, head, explain)
+    if divergence is None:
+        return None
+    relation = divergence.relation
+    if relation is not None and relation.step in steps:
+        # The line computes a later step than the one it was compared
+        # with (scores scaled in the same statement): name that one.
+        divergence.step = relation.step
+        divergence.expected = steps[relation.step]
+    return Finding(case, divergence, relation,
+                   _quote(source, divergence.line))
+
+
+def diagnose(grade: Any, config: Any, results: dict[str, ProbeResult],
+             source: str, filename: str,
+             runner: Callable[[str, str, list[Probe]], list[ProbeResult]],
+             methods: dict[str, tuple[str, ...]],
+             public_only: bool = False) -> list[Finding]:
+    """Diagnose ``grade``'s failing value cases and add the lines to its
+    items' outcomes (``Outcome.diagnosis`` gets each finding's key)."""
+    failing = failing_cases(grade, config, results, public_only)
+    if not failing:
+        return []
+    probes: dict[str, Probe] = {}
+    for _, case, probe in failing:
+        found = diagnosis_probe(probe, case, methods)
+        probes.setdefault(found.id, found)
+    ordered = sorted(probes.values(), key=lambda p: p.hidden)
+    answers = dict(zip((p.id for p in ordered),
+                       runner(source, filename, ordered)))
+    findings = []
+    shown: dict[int, int] = {}
+    for item, case, probe in failing:
+        result = answers.get(diagnosis_probe(probe, case, methods).id)
+        finding = diagnose_case(case, result, source) if result else None
+        if finding is None:
+            continue
+        findings.append(finding)
+        outcome = item.outcome
+        outcome.diagnosis.append(finding.key)
+        if case.set == "hidden":
+            outcome.hidden_lines.append(sentence(finding))
+        elif shown.get(id(item), 0) < MAX_PUBLIC_LINES:
+            shown[id(item)] = shown.get(id(item), 0) + 1
+            outcome.lines.append(sentence(finding))
+    return findings

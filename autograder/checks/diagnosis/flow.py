@@ -1,0 +1,188 @@
+"""Walk a student's recorded tensors, in execution order, along the
+reference's named steps, and find where their values leave the path.
+
+A recorded tensor is compared with a step in every layout a correct
+solution may use (keys transposed, ``[b*h, s, s]`` or ``[b, h, s, s]``,
+heads split or merged); the recorder already made it float32. The first
+tensor that is shaped like a step still ahead but matches none is where
+the values leave the path, unless a later tensor rejoins it (a helper
+tensor the reference has no name for, such as a hand-written softmax's
+``exp``): then the walk goes on.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from autograder.checks.diagnosis.steps import STEPS
+
+MASKED = -1e4      # a score at or below this is a masked position
+
+
+@dataclass
+class Divergence:
+    """Where the values leave the path: the record's line, the step it
+    should equal (both in the step's layout), and the last step matched
+    before it (and its line)."""
+
+    line: int
+    step: str
+    got: torch.Tensor
+    expected: torch.Tensor
+    last: str | None = None
+    last_line: int | None = None
+    relation: Any = None       # what explains the difference, if found
+
+
+def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    """Views of ``t`` in ``shape`` that a correct solution may hold: as
+    is, the last two dimensions swapped (keys transposed), heads flattened
+    into the batch (``[b*h, s, d]``), heads not yet split (``[b, s, h*d]``)
+    or split but not transposed (``[b, s, h, d]``)."""
+    found: list[torch.Tensor] = []
+    if t.numel() != math.prod(shape):
+        return found
+
+    def add(view: torch.Tensor) -> None:
+        if tuple(view.shape) == tuple(shape):
+            found.append(view)
+
+    add(t)
+    if t.dim() >= 2:
+        add(t.transpose(-2, -1))
+    if len(shape) == 4:
+        b, h, s, d = shape
+        if t.dim() == 3 and t.shape[0] == b * h:
+            add(t.reshape(b, h, *t.shape[1:]))
+            add(t.reshape(b, h, *t.shape[1:]).transpose(-2, -1))
+        if t.dim() == 3 and tuple(t.shape) == (b, s, h * d):
+            add(t.reshape(b, s, h, d).transpose(1, 2))
+        if t.dim() == 4 and tuple(t.shape) == (b, s, h, d):
+            add(t.transpose(1, 2))
+    if len(shape) == 3 and t.dim() == 4 and t.shape[1] == 1:
+        add(t.reshape(shape))                 # one head: [b, 1, s, d]
+    return found
+
+
+def tolerance(expected: torch.Tensor) -> float:
+    """How close a float32 computation of a step comes to the frozen one."""
+    finite = expected[torch.isfinite(expected)]
+    scale = float(finite.abs().max()) if finite.numel() else 1.0
+    return 1e-5 * (1.0 + scale)
+
+
+def same(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Equal within ``tolerance``; masked scores equal whatever very
+    negative number fills them (``-inf``, ``-1e9``, ``finfo.min``)."""
+    if got.shape != expected.shape or torch.isnan(got).any():
+        return False
+    low_e, low_g = expected <= MASKED, got <= MASKED
+    if not torch.equal(low_e, low_g):
+        return False
+    keep = ~low_e
+    return bool(((got - expected).abs()[keep] <= tolerance(expected)).all())
+
+
+def agreement(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """The fraction of positions where the two agree (how near a wrong
+    tensor is to a step: which step it was meant to be)."""
+    if got.shape != expected.shape:
+        return 0.0
+    both_low = (expected <= MASKED) & (got <= MASKED)
+    near = ((got - expected).abs() <= tolerance(expected)) | both_low
+    return float(near.float().mean())
+
+
+def _alternatives(name: str, tensor: torch.Tensor,
+                  head: int) -> list[torch.Tensor]:
+    """Other values of a step on a correct path: q or k scaled before
+    the product (by 1/sqrt(head) or its square root)."""
+    if name in ("q", "k"):
+        return [tensor, tensor / head ** 0.5, tensor / head ** 0.25]
+    return [tensor]
+
+
+def matches(t: torch.Tensor, name: str, step: torch.Tensor,
+            head: int) -> bool:
+    """Whether the recorded ``t`` is step ``name`` in some layout."""
+    return any(same(view, alt) for view in layouts(t, tuple(step.shape))
+               for alt in _alternatives(name, step, head))
+
+
+def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """|got - expected| / |expected| over the positions neither masks."""
+    keep = (expected > MASKED) & (got > MASKED) & torch.isfinite(got) & \
+        torch.isfinite(expected)
+    if not keep.any():
+        return math.inf
+    norm = float(expected[keep].norm())
+    return float((got - expected)[keep].norm()) / (norm or 1.0)
+
+
+# v feeds only the steps after the weights: scores that match after a
+# wrong v do not bring the values back on the path.
+_NOT_FED_BY_V = ("scores", "scaled", "masked", "scaled_masked", "weights")
+
+
+def _downstream(name: str, other: str) -> bool:
+    if STEPS[other].rank <= STEPS[name].rank:
+        return False
+    return not (name == "v" and other in _NOT_FED_BY_V)
+
+
+Explain = Callable[[str, torch.Tensor, torch.Tensor], Any]
+
+
+def walk(records: list[tuple[int, torch.Tensor]],
+         steps: dict[str, torch.Tensor], head: int,
+         explain: Explain | None = None) -> Divergence | None:
+    """The first place the recorded values leave the path of ``steps``
+    (name -> frozen tensor, ``head`` the size each head's scores are
+    scaled by), or None: the path is followed, or nothing is shaped like
+    the step ahead, or a value was not kept (say nothing rather than
+    guess). Which step a wrong tensor was meant to be: the first step
+    ahead that ``explain`` (step, got, expected) finds a relation for,
+    else the one it agrees with most, else the nearest."""
+    names = list(steps)
+    hits = [{n for n in names if t.numel() and
+             matches(t, n, steps[n], head)} for _, t in records]
+    last: str | None = None
+    last_line: int | None = None
+    for i, (line, tensor) in enumerate(records):
+        if tensor.numel() == 0:
+            return None     # a value the recorder could not keep: unknown
+        if hits[i]:
+            best = max(hits[i], key=lambda n: STEPS[n].rank)
+            if last is None or STEPS[best].rank >= STEPS[last].rank:
+                last, last_line = best, line
+            continue
+        floor = STEPS[last].rank if last else 0
+        seen = set().union(*hits[:i]) if i else set()
+        ahead = [n for n in names if n not in seen and n != "x"
+                 and STEPS[n].rank >= floor]
+        options = [(n, view) for n in ahead
+                   for view in layouts(tensor, tuple(steps[n].shape))]
+        if not options:
+            continue
+
+        def nearness(option: tuple[str, torch.Tensor]) -> tuple:
+            return (round(agreement(option[1], steps[option[0]]), 2),
+                    -relative_error(option[1], steps[option[0]]))
+
+        explained = [(o, found) for o in options if explain is not None
+                     for found in [explain(o[0], o[1], steps[o[0]])]
+                     if found is not None]
+        if explained:
+            (name, view), relation = max(explained,
+                                         key=lambda e: nearness(e[0]))
+        else:
+            (name, view), relation = max(options, key=nearness), None
+        if any(name in h or any(_downstream(name, n) for n in h)
+               for h in hits[i + 1:]):
+            continue     # a helper the reference has no name for
+        return Divergence(line, name, view, steps[name], last, last_line,
+                          relation)
+    return None

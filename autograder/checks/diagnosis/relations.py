@@ -1,0 +1,333 @@
+"""Name a simple relation between what a step should be and what the
+student's code gave there: rounding to a lower precision, the region a
+mask covers, a softmax over another axis or at another temperature, a
+constant factor (named by the size whose square root, or inverse, it
+is), a missing bias, the same numbers in another order. Each test states
+a fact it checked on every position; none holds: no relation is named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from autograder.checks.diagnosis.flow import MASKED, tolerance
+from autograder.checks.diagnosis.steps import BIASES, LAYER_NAMES
+
+SCALED = ("scaled", "scaled_masked")
+RAW = {"scores": "scaled", "masked": "scaled_masked"}   # before scaling
+MASKS = ("masked", "scaled_masked", "weights")
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A relation found: ``key`` groups a class's failures (no values),
+    ``text`` tells the student (sizes and values of the case)."""
+
+    key: str
+    text: str
+    # The step the student's line computes, when the relation shows it is
+    # another than the one compared (a scores line that also scales).
+    step: str | None = None
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def name_number(value: float, sizes: dict[str, int], values: bool = True,
+                prefer: str = "") -> str | None:
+    """``value`` as a size, its square root or their inverses
+    (``sqrt(d_in = 7)``; without ``values``: ``sqrt(d_in)``): the form of
+    ``prefer`` if it is one, else one or two forms, else None (three or
+    more sizes fit: no guess)."""
+    found: dict[str, str] = {}
+    for name, n in sizes.items():
+        if n < 2:
+            continue
+        shown = f"{name} = {n}" if values else name
+        for number, words in ((n ** 0.5, f"sqrt({shown})"), (float(n), shown),
+                              (n ** -0.5, f"1/sqrt({shown})"),
+                              (1.0 / n, f"1/({shown})")):
+            if abs(value - number) <= 1e-3 * abs(number):
+                found.setdefault(name, words)
+    if prefer in found:
+        return found[prefer]
+    if not found or len(found) > 2:
+        return None
+    return " or ".join(found.values())
+
+
+def _pattern(t: torch.Tensor, weights: bool) -> torch.Tensor | None:
+    """The [s, s] positions masked in every matrix of ``t`` (zero weights,
+    or very negative scores), or None if the matrices disagree."""
+    low = (t == 0) if weights else (t <= MASKED)
+    flat = low.reshape(-1, *low.shape[-2:])
+    if not bool((flat == flat[0]).all()):
+        return None
+    return flat[0]
+
+
+def _region(pattern: torch.Tensor) -> str:
+    s = pattern.shape[-1]
+    if not pattern.any():
+        return "hides no position"
+    ones = torch.ones(s, s, dtype=torch.bool)
+    for k in range(-s + 1, s):
+        if torch.equal(pattern, ones.triu(k)):
+            return (f"hides key j for query i where j >= i + {k}" if k > 0
+                    else f"hides key j for query i where j >= i - {-k}"
+                    if k < 0 else "hides key j for query i where j >= i "
+                    "(each token's own position too)")
+        if torch.equal(pattern, ones.tril(k)):
+            return (f"hides key j for query i where j <= i{k:+d}" if k else
+                    "hides key j for query i where j <= i") + \
+                " (the mask reversed: tril instead of triu?)"
+    return f"hides {int(pattern.sum())} of the {s * s} positions"
+
+
+def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor
+                ) -> Relation | None:
+    """A mask that covers another region than j > i, or masked positions
+    filled with a number softmax still weighs."""
+    if step not in MASKS:
+        return None
+    weights = step == "weights"
+    want, have = _pattern(expected, weights), _pattern(got, weights)
+    if want is None or not want.any():
+        return None
+    if have is None:
+        return None
+    if not weights:
+        # The scores the mask leaves to both must be the right ones.
+        both = (expected > MASKED) & (got > MASKED)
+        if not bool(((got - expected).abs()[both] <=
+                     tolerance(expected)).all()):
+            return None
+    elif not have.any():
+        return None
+    if not torch.equal(want, have):
+        return Relation(f"mask region: {_region(have)}",
+                        f"Your mask {_region(have)}; the causal mask hides "
+                        f"key j for query i where j > i (j >= i + 1): "
+                        f"`triu(diagonal=1)` of a matrix of ones.")
+    return None
+
+
+def mask_fill(step: str, got: torch.Tensor, expected: torch.Tensor
+              ) -> Relation | None:
+    """Masked scores filled with a finite number (0, or one softmax does
+    not take to 0) while the rest is right."""
+    if step not in ("masked", "scaled_masked"):
+        return None
+    low = expected <= MASKED
+    if not low.any() or bool((got <= MASKED).any()):
+        return None
+    rest = (got - expected).abs()[~low]
+    if not bool((rest <= tolerance(expected)).all()):
+        return None
+    fills = got[low].unique()
+    fill = _fmt(float(fills[0])) if fills.numel() == 1 else "other numbers"
+    return Relation("mask fill: masked positions not -inf",
+                    f"The masked positions hold {fill} instead of -inf: "
+                    f"softmax still gives them weight. Fill them with "
+                    f"`float('-inf')`.")
+
+
+def precision(step: str, got: torch.Tensor, expected: torch.Tensor
+              ) -> Relation | None:
+    """Values rounded to float16 or bfloat16 (and otherwise right)."""
+    finite = torch.isfinite(got) & torch.isfinite(expected)
+    if not finite.any():
+        return None
+    g, e = got[finite], expected[finite]
+    for dtype, words, digits in ((torch.float16, "float16", 3),
+                                 (torch.bfloat16, "bfloat16", 2)):
+        eps = torch.finfo(dtype).eps
+        if torch.equal(g.to(dtype).float(), g) and bool(
+                ((g - e).abs() <= 16 * eps * (1 + e.abs().max())).all()):
+            return Relation(f"precision: rounded to {words}",
+                            f"Your values are the expected ones rounded to "
+                            f"{words} (about {digits} significant "
+                            f"digits): compute in float32, "
+                            f"as the input.")
+    return None
+
+
+def softmax_axis(step: str, got: torch.Tensor, before: torch.Tensor | None
+                 ) -> Relation | None:
+    """The weights are a softmax of the right scores over another axis."""
+    if step != "weights" or before is None:
+        return None
+    names = (["the batch", "the heads", "the queries"] if got.dim() == 4
+             else ["the batch", "the queries"])
+    for dim, words in enumerate(names):
+        other = torch.softmax(before, dim=dim)
+        both = torch.isfinite(other) & torch.isfinite(got)
+        if both.any() and torch.equal(torch.isfinite(other),
+                                      torch.isfinite(got)) and bool(
+                ((other - got).abs()[both] <= 1e-4).all()):
+            return Relation(f"softmax over {words}",
+                            f"Your weights are a softmax over {words}: "
+                            f"they sum to 1 along that axis. The softmax "
+                            f"runs over the keys, the last dimension "
+                            f"(`dim=-1`): each query's row sums to 1.")
+    return None
+
+
+def _divisor_words(divisor: float, sizes: dict[str, int], prefer: str
+                   ) -> tuple[str, str] | None:
+    """How the scores were scaled: (key without values, words)."""
+    if abs(divisor - 1.0) < 1e-3:
+        return "not divided", "not divided at all"
+    if divisor < 1:
+        times = 1.0 / divisor
+        named = name_number(times, sizes, prefer=prefer)
+        if named is None:
+            return None
+        short = name_number(times, sizes, False, prefer)
+        return (f"multiplied by {short}",
+                f"multiplied by {_fmt(times)} = {named} instead of divided")
+    named = name_number(divisor, sizes, prefer=prefer)
+    if named is None:
+        return None
+    return (f"divided by {name_number(divisor, sizes, False, prefer)}",
+            f"divided by {_fmt(divisor)} = {named}")
+
+
+def temperature(step: str, got: torch.Tensor, expected: torch.Tensor,
+                raw: torch.Tensor | None, head: int, head_name: str,
+                sizes: dict[str, int]) -> Relation | None:
+    """The weights are a softmax of the raw scores divided by another
+    number than sqrt(head size)."""
+    if step != "weights" or raw is None:
+        return None
+    keep = (got > 0) & (expected > 0)
+    if not torch.equal(keep, expected > 0):
+        return None
+    logs = torch.where(keep, got.clamp_min(1e-30).log(), 0.0)
+    raws = torch.where(keep, raw, 0.0)
+    count = keep.sum(-1, keepdim=True).clamp_min(1)
+    lc = torch.where(keep, logs - logs.sum(-1, keepdim=True) / count, 0.0)
+    rc = torch.where(keep, raws - raws.sum(-1, keepdim=True) / count, 0.0)
+    denominator = float((rc * rc).sum())
+    if denominator == 0:
+        return None
+    t = float((lc * rc).sum()) / denominator
+    if not bool(((lc - t * rc).abs() <= 1e-3 * (1 + lc.abs().max())).all()) \
+            or t <= 0:
+        return None
+    divisor = 1.0 / t
+    if abs(divisor - head ** 0.5) <= 1e-3 * head ** 0.5:
+        return None
+    words = _divisor_words(divisor, sizes, head_name)
+    if words is None:
+        return None
+    return Relation(f"scale: scores {words[0]}",
+                    f"Your weights are the softmax of the scores "
+                    f"{words[1]}; the scores are divided by sqrt("
+                    f"{head_name} = {head}) = {_fmt(head ** 0.5)}.")
+
+
+def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
+           head: int, head_name: str, sizes: dict[str, int]
+           ) -> Relation | None:
+    """``got`` is ``expected`` times one constant everywhere."""
+    keep = torch.isfinite(expected) & (expected > MASKED)
+    g, e = got[keep], expected[keep]
+    norm = float((e * e).sum())
+    if norm == 0 or not torch.isfinite(g).all():
+        return None
+    c = float((g * e).sum()) / norm
+    if abs(c - 1) < 1e-4 or not bool(
+            ((g - c * e).abs() <= tolerance(expected) * max(1, abs(c))).all()):
+        return None
+    if step in SCALED or step in RAW:
+        # Relative to the raw scores: a scores line that scales too.
+        divisor = (head ** 0.5 if step in SCALED else 1.0) / c
+        words = _divisor_words(divisor, sizes, head_name)
+        if words is None or words[0] == "not divided" and step in RAW:
+            return None
+        return Relation(f"scale: scores {words[0]}",
+                        f"Your scaled scores are the scores {words[1]}; "
+                        f"expected divided by sqrt({head_name} = {head}) = "
+                        f"{_fmt(head ** 0.5)}.", RAW.get(step))
+    named = name_number(c, sizes)
+    text = f"Your values are the expected ones times {_fmt(c)}"
+    return Relation(f"factor {name_number(c, sizes, False) or 'constant'}",
+                    text + (f" = {named}." if named else "."))
+
+
+def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
+         weights: dict[str, torch.Tensor]) -> Relation | None:
+    """``got`` differs from ``expected`` by one vector at every position:
+    a bias left out (or added twice)."""
+    if not (torch.isfinite(got).all() and torch.isfinite(expected).all()):
+        return None
+    diff = got - expected
+    dims = (0, 2) if diff.dim() == 4 else tuple(range(diff.dim() - 1))
+    mean = diff.mean(dim=dims, keepdim=True)
+    tol = tolerance(expected)
+    if float(mean.abs().max()) <= tol or \
+            not bool(((diff - mean).abs() <= tol).all()):
+        return None
+    for path in BIASES.get(step, ()):
+        b = weights.get(path)
+        if b is None or b.numel() != mean.numel():
+            continue
+        b = b.reshape(mean.shape)
+        layer = LAYER_NAMES.get(path, path)
+        if bool(((mean + b).abs() <= tol).all()):
+            return Relation(f"bias missing: {layer}",
+                            f"Your {step} is the expected one minus the "
+                            f"bias of `{layer}` at every position: the bias "
+                            f"is left out (`x @ {layer}.weight.T` without "
+                            f"`+ {layer}.bias`?). Call the layer: "
+                            f"`{layer}(x)`.")
+        if bool(((mean - b).abs() <= tol).all()):
+            return Relation(f"bias added twice: {layer}",
+                            f"Your {step} is the expected one plus the "
+                            f"bias of `{layer}` once more: the bias is "
+                            f"added twice.")
+    return Relation("constant shift",
+                    "Your values differ from the expected ones by the same "
+                    "vector at every position: a bias left out or added?")
+
+
+def permutation(step: str, got: torch.Tensor, expected: torch.Tensor
+                ) -> Relation | None:
+    """The expected numbers in another order: heads mixed by the order
+    of view/reshape and transpose."""
+    if step not in ("q", "k", "v", "context", "merged"):
+        return None
+    g, _ = got.flatten().sort()
+    e, _ = expected.flatten().sort()
+    if not bool(((g - e).abs() <= tolerance(expected)).all()):
+        return None
+    return Relation("heads mixed: reshape/transpose order",
+                    "Your tensor holds the expected numbers in another "
+                    "order: the heads are mixed by the order of "
+                    "view/reshape and transpose. Split with `view(b, s, "
+                    "heads, head_size).transpose(1, 2)` and merge back "
+                    "with `transpose(1, 2).reshape(b, s, hidden)`.")
+
+
+def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
+            steps: dict[str, torch.Tensor], case: Any, head: int,
+            head_name: str, sizes: dict[str, int]) -> Relation | None:
+    """The first relation that holds at ``step``, or None."""
+    before = steps.get("scaled_masked", steps.get("scaled"))
+    raw = steps.get("masked", steps.get("scores"))
+    for found in (precision(step, got, expected),
+                  mask_fill(step, got, expected),
+                  mask_region(step, got, expected),
+                  softmax_axis(step, got, before),
+                  temperature(step, got, expected, raw, head, head_name,
+                              sizes),
+                  factor(step, got, expected, head, head_name, sizes),
+                  bias(step, got, expected, case.weights),
+                  permutation(step, got, expected)):
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,125 @@
+"""Record the values of the tensors a submission's statements bind, in
+execution order, for the diagnosis of a failing case (``Probe.trace_values``).
+
+Runs in the worker, beside the shape recorder: the submission is imported a
+third time, instrumented by the same AST pass as for shapes
+(``worker.instrument``) but calling this recorder, under its own random
+name in builtins. Only float tensors are kept, and only within fixed caps
+(count, elements each, elements in all): what travels back is bounded
+whatever the code does, and the wire checks the same caps.
+"""
+from __future__ import annotations
+
+import builtins
+import secrets
+import sys
+from typing import Any, Callable
+
+import torch
+
+MAX_VALUES = 48            # tensors kept per probe
+MAX_NUMEL = 65_536         # elements of one kept tensor
+MAX_TOTAL = 1_048_576      # elements of all kept tensors of a probe
+
+
+class ValueRecorder:
+    """Collects ``(line, tensor)`` in execution order: a float32 copy of
+    each float tensor a traced statement binds or returns, while armed (an
+    empty tensor for one over the caps)."""
+
+    def __init__(self) -> None:
+        self.values: list[tuple[int, torch.Tensor]] = []
+        self.armed = False
+        self._total = 0
+
+    def reset(self, canary: Any = None) -> None:
+        """Forget what was recorded (the worker's probe API)."""
+        self.values, self._total = [], 0
+
+    def take(self) -> list[tuple[int, torch.Tensor]]:
+        """What was recorded, and forget it."""
+        found, self.values, self._total = self.values, [], 0
+        return found
+
+    def bound(self, line: int, *values: Any) -> None:
+        """Record the tensors among the values a statement just bound."""
+        for value in values:
+            self._keep(line, value)
+
+    def returned(self, line: int, value: Any) -> Any:
+        """Record the tensor(s) of a return value and pass it through."""
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        for item in items[:4]:
+            self._keep(line, item)
+        return value
+
+    def entered(self, line: int) -> None:
+        """A function of the submission was called: nothing to record."""
+
+    def _keep(self, line: int, value: Any) -> None:
+        if not self.armed or len(self.values) >= MAX_VALUES or \
+                type(value) is not torch.Tensor:   # no subclasses
+            return
+        try:
+            if not value.is_floating_point() or value.is_sparse:
+                return
+            size = value.numel()
+            if size == 0:
+                return
+            if size > MAX_NUMEL or self._total + size > MAX_TOTAL:
+                # An empty tensor marks a value not kept: the walk cannot
+                # tell what happened there, and stops.
+                self.values.append((int(line), torch.empty(0)))
+                return
+            copy = value.detach().to("cpu", torch.float32).clone() \
+                .contiguous()
+        except Exception:   # noqa: BLE001 - a tensor that resists: skip it
+            return
+        self._total += size
+        self.values.append((int(line), copy))
+
+
+_installed: tuple[ValueRecorder, str] | None = None
+
+
+def install() -> tuple[ValueRecorder, str]:
+    """The value recorder under a random name in builtins (one leading
+    underscore: "__x" in a class body would be name-mangled)."""
+    global _installed
+    if _installed is None:
+        name = f"_autograder_values_{secrets.token_hex(6)}"
+        _installed = (ValueRecorder(), name)
+        setattr(builtins, name, _installed[0])
+    return _installed
+
+
+class ValueTracedModule:
+    """The submission imported with every statement's values recorded."""
+
+    def __init__(self, source: str, filename: str,
+                 methods: dict[str, tuple[str, ...]],
+                 load: Callable[..., Any], instrument: Callable[..., Any],
+                 module_name: str):
+        self.recorder, name = install()
+        plain = sys.modules.get(module_name)
+        try:
+            self.module = load(source, filename,
+                               tree=instrument(source, name, methods))
+        finally:
+            if plain is not None:   # lookups by __name__ find the plain one
+                sys.modules[module_name] = plain
+
+
+def run_traced(traced: ValueTracedModule, probe: Any, filename: str,
+               run: Callable[..., Any]) -> Any:
+    """``run(module, probe, filename)`` on the value-traced copy, armed
+    for the whole probe; the result carries the recorded values."""
+    recorder = traced.recorder
+    recorder.take()
+    recorder.armed = True
+    try:
+        result = run(traced.module, probe, filename)
+    finally:
+        recorder.armed = False
+    result.values = recorder.take()
+    return result

@@ -1,0 +1,113 @@
+"""The subtle bugs the value-flow diagnosis must name
+(``kit/diagnosis_bugs.toml``), and a way to diagnose one in the sandbox.
+
+Used by ``kit_tests/test_diagnosis.py`` (each bug named: step and
+relation) and ``make bench`` (the diagnosis's cost per failing case).
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autograder import probes as P
+from autograder.checks.diagnosis import attach
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "kit" / "diagnosis_bugs.toml"
+REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+METHODS = {"MultiHeadSelfAttention": ("forward",)}
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One bug: the reference edited, the case it is tried on, and what
+    the diagnosis must name."""
+
+    name: str
+    about: str
+    case: str
+    step: str
+    relation: str
+    edits: tuple[tuple[str, str], ...]
+
+    def source(self, reference: str | None = None) -> str:
+        """The reference with this bug's edits (each found exactly once)."""
+        text = REFERENCE.read_text() if reference is None else reference
+        for old, new in self.edits:
+            if text.count(old) != 1:
+                raise ValueError(f"{TABLE.name} [{self.name}]: the edit's "
+                                 f"text occurs {text.count(old)} times in "
+                                 f"the reference, expected once: "
+                                 f"{old[:60]!r}")
+            text = text.replace(old, new)
+        return text
+
+
+def load(path: Path = TABLE) -> dict[str, Bug]:
+    """Every bug of the table, in file order."""
+    table = tomllib.loads(path.read_text())
+    return {name: Bug(name, entry["about"], entry["case"], entry["step"],
+                      entry["relation"],
+                      tuple(tuple(e) for e in entry["edits"]))
+            for name, entry in table.items()}
+
+
+def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
+             ) -> attach.Finding | None:
+    """Run the bug's case through ``runner`` (source, filename, probes)
+    on the value-recording copy and diagnose it."""
+    case = cases[bug.case]
+    kwargs = {"return_attention": True} \
+        if case.cls == "MultiHeadSelfAttention" else {}
+    probe = attach.diagnosis_probe(P.case_probe(case, kwargs=kwargs), case,
+                                   {})
+    source = bug.source()
+    result = runner(source, "modeling_attention.py", [probe])[0]
+    return attach.diagnose_case(case, result, source)
+
+
+def bench_lines(sandbox: Any, config: Any) -> list[str]:
+    """``make bench``'s figures for the diagnosis: how many bugs of the
+    table it names (step and relation), and what it costs a failing
+    submission (the diagnosis's sandbox call, timed apart from the
+    grading, full pipeline on every case), against a passing one (the
+    reference: no diagnosis call)."""
+    import statistics
+    import time
+
+    from autograder.batch import budgeted_runner
+    from autograder.grade import grade_source
+
+    graded = budgeted_runner(sandbox, config)
+    cases = {c.name: c for c in config.cases}
+    named = 0
+    spent: list[float] = []
+    totals: list[float] = []
+
+    def timed(source: str, filename: str, probes: list) -> list:
+        start = time.perf_counter()
+        found = graded(source, filename, probes)
+        if any(p.trace_values for p in probes):
+            spent.append(time.perf_counter() - start)
+        return found
+
+    bugs = load()
+    for bug in bugs.values():
+        finding = diagnose(bug, cases, graded)
+        named += finding is not None and finding.relation is not None and \
+            finding.divergence.step == bug.step and \
+            bug.relation in finding.relation.key
+        start = time.perf_counter()
+        grade_source(bug.source(), "modeling_attention.py", config, timed)
+        totals.append(time.perf_counter() - start)
+    before = len(spent)
+    grade_source(REFERENCE.read_text(), "modeling_attention.py", config,
+                 timed)
+    per = statistics.median(spent) if spent else 0.0
+    share = 100 * sum(spent) / sum(totals) if totals else 0.0
+    return [f"value-flow diagnosis: {named} of {len(bugs)} bugs outside "
+            f"the catalogue named (step and relation); {per:.2f} s per "
+            f"failing submission (median, {share:.0f}% of grading it), "
+            f"passing submission: {len(spent) - before} diagnosis calls"]

@@ -1,0 +1,274 @@
+"""The value-flow diagnosis: the worker's value recorder and its bounds on
+the wire, the walk along the reference's frozen steps (no false alarm on
+correct code), every bug of kit/diagnosis_bugs.toml named (step and
+relation) through the real sandbox, and the diagnosis run only for
+failing value cases with no catalogued mistake named."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from autograder import probes as P
+from autograder.checks.diagnosis import attach
+from autograder.checks.diagnosis.flow import walk
+from autograder.checks.diagnosis.steps import case_steps
+from autograder.config import load_config
+from autograder.grade import grade_source
+from autograder.sandbox import value_recorder, wire
+from autograder.sandbox.protocol import OK, ProbeResult
+from autograder.sandbox.worker import execute_probes
+from autograder.values import load_cases
+from kit import diagnosis_bugs, variants
+from kit_tests.test_worker import FILENAME, REFERENCE
+
+CASES = {c.name: c for c in load_cases()}
+STEPPED = [c for c in CASES.values() if case_steps(c.tensors)]
+BUGS = diagnosis_bugs.load()
+
+
+def diagnosis_runs(source: str, cases: list) -> list[ProbeResult]:
+    """Each case's call on the value-recording copy, in this process (one
+    import for all)."""
+    probes = []
+    for case in cases:
+        kwargs = {"return_attention": True} \
+            if case.cls == "MultiHeadSelfAttention" else {}
+        probes.append(attach.diagnosis_probe(
+            P.case_probe(case, kwargs=kwargs), case, {}))
+    return list(execute_probes(source, FILENAME, probes))
+
+
+# --------------------------------------------------------------------------
+# The recorder and the wire
+
+def test_recorder_keeps_float_tensors_in_order_within_its_caps():
+    recorder = value_recorder.ValueRecorder()
+    recorder.bound(3, torch.ones(2))           # not armed: nothing
+    recorder.armed = True
+    recorder.bound(4, torch.ones(2), torch.arange(3), 5)   # ints skipped
+    recorder.returned(5, (torch.zeros(1, dtype=torch.float64),))
+    recorder.bound(6, torch.ones(value_recorder.MAX_NUMEL + 1))
+    lines = [line for line, _ in recorder.values]
+    assert lines == [4, 5, 6]
+    assert recorder.values[1][1].dtype == torch.float32
+    assert recorder.values[2][1].numel() == 0   # too big: marked, not kept
+    for _ in range(2 * value_recorder.MAX_VALUES):
+        recorder.bound(7, torch.ones(3))
+    assert len(recorder.take()) == value_recorder.MAX_VALUES
+    assert recorder.values == []
+
+
+def test_recorded_values_cross_the_wire_and_the_wire_bounds_them():
+    result = ProbeResult("p", OK, outputs=[torch.ones(2)],
+                         output_kind="tensor",
+                         values=[(7, torch.ones(3)), (9, torch.zeros(2))])
+    header, tensors = wire.result_payload(result)
+    back = wire.result_from_header(header, tensors, "p")
+    assert [line for line, _ in back.values] == [7, 9]
+    assert len(back.outputs) == 1 and torch.equal(back.outputs[0],
+                                                  torch.ones(2))
+    for lines in ("7", [7, -1], [True, 9], list(range(4))):
+        with pytest.raises(wire.BadMessage):
+            wire.result_from_header({**header, "value_lines": lines},
+                                    tensors, "p")
+    big = [torch.ones(2),
+           torch.ones(value_recorder.MAX_NUMEL + 1)]
+    with pytest.raises(wire.BadMessage):
+        wire.result_from_header({**header, "value_lines": [1],
+                                 "n_outputs": 2}, big, "p")
+
+
+# --------------------------------------------------------------------------
+# The walk
+
+def test_the_reference_stays_on_the_path_on_every_case():
+    for case, result in zip(STEPPED, diagnosis_runs(REFERENCE, STEPPED)):
+        assert result.ok and result.values, case.name
+        head, _ = attach.head_size(case)
+        assert walk(result.values, case_steps(case.tensors), head) is None, \
+            case.name
+
+
+STYLES = variants.load("styles")
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_correct_styles_stay_on_the_path(name):
+    """Correct code in other styles (scaled q, einsum, helpers, [b*h, s, s]
+    scores) never leaves the path: no false diagnosis when another item
+    fails."""
+    public = [c for c in STEPPED if c.set == "public"]
+    for case, result in zip(public, diagnosis_runs(STYLES[name].source(),
+                                                   public)):
+        if not result.ok:
+            continue
+        head, _ = attach.head_size(case)
+        found = walk(result.values, case_steps(case.tensors), head)
+        assert found is None, (case.name, found.line, found.step)
+
+
+# --------------------------------------------------------------------------
+# The bugs outside the catalogue, through the real sandbox
+
+@pytest.fixture(scope="module")
+def runner():
+    from autograder.grade import sandbox_runner
+    from autograder.sandbox.pool import Sandbox
+    with Sandbox() as sandbox:
+        yield sandbox_runner(sandbox)
+
+
+def test_the_bug_table_is_large_and_outside_the_catalogue():
+    assert len(BUGS) >= 10
+    edits = {tuple(map(tuple, v.edits)) for v in
+             variants.load("mistakes").values()}
+    assert not {b.edits for b in BUGS.values()} & edits
+
+
+@pytest.mark.parametrize("name", list(BUGS))
+def test_each_bug_is_named_with_its_step_and_relation(name, runner):
+    bug = BUGS[name]
+    finding = diagnosis_bugs.diagnose(bug, CASES, runner)
+    assert finding is not None, f"{name}: nothing said"
+    assert finding.divergence.step == bug.step, finding.key
+    assert finding.relation is not None and \
+        bug.relation in finding.relation.key, finding.key
+    text = attach.sentence(finding)
+    assert text.startswith(attach.MARK)
+    assert f"line {finding.divergence.line} " in text
+    assert "expected" in text and "got" in text
+
+
+# --------------------------------------------------------------------------
+# Only failing cases, only where no catalogued mistake is named
+
+def _counting_runner(calls: list):
+    def run(source, filename, probes):
+        calls.append([p for p in probes if p.trace_values])
+        return list(execute_probes(source, filename, probes))
+    return run
+
+
+@pytest.mark.e2e
+def test_a_passing_submission_runs_no_diagnosis():
+    calls: list = []
+    grade = grade_source(REFERENCE, FILENAME, load_config(),
+                         _counting_runner(calls), public_only=True)
+    assert grade.score >= grade.max_score
+    assert len(calls) == 1 and calls[0] == []
+
+
+@pytest.mark.e2e
+def test_a_failing_item_gets_the_diagnosis_and_a_catalogued_one_does_not():
+    calls: list = []
+    source = BUGS["mhsa_scale_multiply"].source()
+    grade = grade_source(source, FILENAME, load_config(),
+                         _counting_runner(calls), public_only=True)
+    items = {c.check.id: c.outcome for t in grade.tasks for c in t.items}
+    assert len(calls) == 2 and calls[1]
+    assert all(p.trace_values and not p.hidden for p in calls[1])
+    failed = [o for o in items.values() if not o.passed]
+    assert failed and all(not o.mistakes for o in failed)
+    diagnosed = [o for o in failed if o.diagnosis]
+    assert diagnosed
+    lines = [line for o in diagnosed for line in o.lines
+             if line.startswith(attach.MARK)]
+    assert lines and all("multiplied by" in line for line in lines)
+    named = variants.load("mistakes")["no_mix"].source()
+    calls.clear()
+    grade = grade_source(named, FILENAME, load_config(),
+                         _counting_runner(calls), public_only=True)
+    for task in grade.tasks:
+        for item in task.items:
+            if item.outcome.mistakes:
+                assert not item.outcome.diagnosis
+                assert not any(line.startswith(attach.MARK)
+                               for line in item.outcome.lines)
+
+
+# --------------------------------------------------------------------------
+# The class report groups each item's failures by cause
+
+def _results(folder, failed: dict[str, list[str]]) -> None:
+    folder.mkdir(parents=True)
+    tests = [{"name": f"Task 2 / {n} item {n}", "number": n,
+              "status": "failed" if n in failed else "passed",
+              "score": 0.0 if n in failed else 1.0, "max_score": 1.0,
+              "tags": ["multi_head_self_attention"], "output": ""}
+             for n in ("2.1", "2.2")]
+    (folder / "results.json").write_text(json.dumps({
+        "score": 2.0 - len(failed), "tests": tests,
+        "extra_data": {"tasks": {"multi_head_self_attention": 0.0},
+                       "diagnosis": {k: v for k, v in failed.items()
+                                     if v}}}))
+
+
+def test_the_class_report_groups_failures_by_step_and_relation(tmp_path):
+    from autograder.report.layout import submission_dir
+    from autograder.staff import class_report
+    scale = "the scaled scores: scale: scores multiplied by sqrt(head_size)"
+    bias = "the queries q: bias missing: self.q"
+    for name, failed in (("ann", {"2.1": [scale]}), ("bob", {"2.1": [scale]}),
+                         ("cid", {"2.1": [bias], "2.2": []}),
+                         ("dee", {})):
+        _results(submission_dir(tmp_path, name), failed)
+    batch = class_report.read_batch(tmp_path)
+    causes = dict(class_report.failure_causes(batch))
+    assert causes["2.1"] == [(scale, ["ann", "bob"]), (bias, ["cid"])]
+    assert causes["2.2"] == [(class_report.NO_DIAGNOSIS, ["cid"])]
+    page = class_report.build_report(batch, {})
+    section = page[page.index("id='causes'"):page.index("id='deductions'")]
+    assert "multiplied by sqrt(head_size)" in section and "ann" in section
+
+
+def test_verdicts_compare_keeps_diagnosis_lines_apart():
+    from kit import verdicts
+    check = {"passed": False, "points": 0.0, "lines": ["- ✘ differs"]}
+    old = {"entry": {"score": 1.0, "checks": {"2.1": dict(check)}}}
+    new = {"entry": {"score": 1.0, "checks": {"2.1": {
+        **check, verdicts.DIAGNOSIS: [attach.MARK + " (public case)"]}}}}
+    assert verdicts.differences(old, new) == []
+    assert len(verdicts.differences(old, new, diagnosis=True)) == 1
+    new["entry"]["checks"]["2.1"]["points"] = 1.0
+    assert len(verdicts.differences(old, new)) == 1
+
+
+def test_a_dropout_rate_that_is_not_the_modules_is_named_with_its_rate():
+    from autograder.checks.dropout import Pattern, dropout_pattern
+    clean = torch.rand(200) + 0.1
+    mask = torch.rand(200, generator=torch.Generator().manual_seed(3)) > 0.1
+    found = dropout_pattern(clean * mask / 0.9, clean, 0.5, 1e-4, 1e-7)
+    assert found.kind is Pattern.OTHER_RATE
+    assert abs(found.facts()["rate"] - 0.1) < 1e-5
+    # the module's own rate, and no rescaling at all, stay what they were
+    assert dropout_pattern(clean * mask / 0.5, clean, 0.5, 1e-4,
+                           1e-7).kind is Pattern.OK
+    assert dropout_pattern(clean * mask, clean, 0.5, 1e-4,
+                           1e-7).kind is Pattern.UNSCALED
+    noisy = clean * mask * (1 + torch.rand(200))
+    assert dropout_pattern(noisy, clean, 0.5, 1e-4, 1e-7).kind is \
+        Pattern.WRONG
+
+
+# --------------------------------------------------------------------------
+# State across calls: the third call, on a longer input
+
+def test_a_mask_sized_by_the_first_call_fails_the_longer_third_call():
+    case = CASES["ca_small"]
+    probe = P.case_probe(case, again=True)
+    assert probe.again_longer == P.longer_tokens(case) > 0
+    assert case.tensors["x"].shape[1] + probe.again_longer <= \
+        case.init["context_length"]
+    cached = variants.load("calls")["ca_mask_sized_by_first_call"].source()
+    bad, = execute_probes(cached, FILENAME, [probe])
+    good, = execute_probes(REFERENCE, FILENAME, [probe])
+    assert bad.ok and bad.again.ok and bad.again.phase == "longer"
+    assert "longer input" in bad.again.message
+    assert "mask_cache (new)" in bad.changed
+    assert good.again.ok and good.again.phase == "" and not \
+        good.again.message
+    # At the context length there is no room: no third call.
+    full = CASES["ca_book"]
+    assert P.longer_tokens(full) == 0

@@ -167,7 +167,7 @@ class ShapeComments:
         try:
             issues = [i for i in check_shape_comments(
                 ctx.source, observed, self.dims(check), methods=methods,
-                ran=ran) if i.cls == task.cls]
+                ran=ran, classes={task.cls}) if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
                                                   methods=methods, ran=ran)
                         if not r.marked and r.cls == task.cls]

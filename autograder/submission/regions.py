@@ -95,6 +95,33 @@ def owner_of_line(source: str, line: int | None) -> str:
     return cls or func
 
 
+# Python ends a line at \r\n, \r or \n only; str.splitlines() also ends
+# one at \v, \f, \x1c-\x1e, \x85, \u2028 and \u2029, which Python reads
+# inside a line (a form feed in a docstring), so its line numbers drift.
+_PY_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def python_lines(source: str, keepends: bool = False) -> list[str]:
+    """The lines of ``source`` as Python's tokenizer and ``ast`` number
+    them: line ``n`` (1-based) is item ``n - 1``. Every reader of the
+    student's lines (regions, shape comments, pycodestyle) splits them
+    here, so all of them see the lines Python sees."""
+    found = _PY_LINE.findall(source)
+    if keepends:
+        return found
+    return [line.rstrip("\r\n") for line in found]
+
+
+def tokenizer_readline(source: str):
+    """A ``readline`` for ``tokenize.generate_tokens`` that hands it the
+    lines Python sees (``python_lines``), each ending in ``\n``: fed
+    through ``io.StringIO``, the tokenizer takes a lone ``\r`` for a
+    character inside a line, while ``ast`` ends the line there."""
+    lines = iter([line.rstrip("\r\n") + "\n"
+                  for line in python_lines(source, keepends=True)])
+    return lambda: next(lines, "")
+
+
 @functools.lru_cache(maxsize=8)
 def parse(source: str) -> ast.Module:
     """``ast.parse(source)``, once per source text: the static checks of
@@ -110,7 +137,7 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
     Raises SyntaxError if ``source`` does not parse and ``tree`` is None.
     """
     tree = tree if tree is not None else parse(source)
-    lines = source.splitlines()
+    lines = python_lines(source)
     regions = []
     task = ""
     i = 0
@@ -154,9 +181,28 @@ def graded_regions(source: str, tree: ast.AST | None = None, *,
     helper of the first task (in file order) that ran it: a helper called
     through a dict, ``getattr`` or a lambda is graded too. The static
     rule (what the code calls by name) stays as a floor."""
-    tree = tree if tree is not None else parse(source)
+    if tree is None:
+        # Once per source, rubric and trace: each task's static checks ask
+        # again, and each answer costs walks of the whole tree.
+        return list(_graded_cached(
+            source, tuple(sorted((k, tuple(v)) for k, v in methods.items())),
+            tuple(sorted((k, tuple(sorted(v))) for k, v in ran.items()))
+            if ran else ()))
+    return _graded(source, tree, methods, ran)
+
+
+@functools.lru_cache(maxsize=8)
+def _graded_cached(source: str, methods: tuple, ran: tuple
+                   ) -> tuple[Region, ...]:
+    return tuple(_graded(source, parse(source), dict(methods),
+                         dict(ran) or None))
+
+
+def _graded(source: str, tree: ast.AST,
+            methods: Mapping[str, tuple[str, ...]],
+            ran: Mapping[str, Iterable[int]] | None) -> list[Region]:
     marked = find_regions(source, tree)
-    lines = source.splitlines()
+    lines = python_lines(source)
     extra = []
     for owner, body in _task_functions(tree, methods):
         # A marker inside the method (its region may run past the last
@@ -430,11 +476,17 @@ def student_statements(tree: ast.AST,
     ordered = sorted(regions, key=lambda r: r.start)
     starts = [r.start for r in ordered]
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, _SIMPLE):
-            continue
+    for node in _simple_statements(tree):
         i = bisect.bisect_right(starts, node.lineno) - 1
         if i >= 0 and node.lineno <= ordered[i].end:
             found.append((ordered[i], node))
     found.sort(key=lambda pair: pair[1].lineno)
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def _simple_statements(tree: ast.AST) -> tuple[ast.stmt, ...]:
+    """Every simple statement of ``tree``, walked once per tree: each
+    task's checks ask for their own regions' statements."""
+    return tuple(node for node in ast.walk(tree)
+                 if isinstance(node, _SIMPLE))

@@ -104,7 +104,7 @@ def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
     per source text; raises SyntaxError as ast.parse."""
     tree = regions.parse(source)
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    nodes += [n for n in tree.body
+    nodes += [n for n in regions.flatten(tree.body)
               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     spans: dict[str, list[tuple[int, int]]] = {}
     for node in nodes:

@@ -44,20 +44,63 @@ class Region:
 
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Statements that hold blocks but define no scope: a class or function
+# defined inside one (``if True:``, ``try:``, ``with ...:``) is still a
+# module-level one to Python, and so to the grader.
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+           ast.AsyncWith, ast.Try, ast.Match) + \
+    ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a block statement holds, in source order."""
+    found = [getattr(node, f, []) for f in ("body", "orelse")]
+    found += [h.body for h in getattr(node, "handlers", [])]
+    found += [c.body for c in getattr(node, "cases", [])]
+    found.append(getattr(node, "finalbody", []))
+    return [b for b in found if b]
+
+
+def flatten(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with every block statement (``if``, ``try``, ``with``,
+    loops, ``match``) replaced by the statements it holds, recursively:
+    the definitions and statements of that scope wherever they are
+    indented. Iterative, in source order."""
+    found: list[ast.stmt] = []
+    stack = [iter(body)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+        elif isinstance(node, _BLOCKS):
+            stack.append(iter([s for b in _blocks(node) for s in b]))
+        else:
+            found.append(node)
+    return found
 
 
 def _enclosing(tree: ast.AST, line: int) -> tuple[str, str]:
-    # Only module-level classes and functions (and methods) hold regions.
-    # Bisection over the (sorted, disjoint) top-level nodes keeps a file
-    # of many markers linear-logarithmic.
-    body = getattr(tree, "body", [])
-    node = _containing(body, line)
+    # Module-level classes and functions (and methods) hold regions, at
+    # any depth of block statements (``if True:``). Bisection over the
+    # (sorted, disjoint) nodes of each level keeps a file of many markers
+    # linear-logarithmic.
+    node = _inner(getattr(tree, "body", []), line)
     if isinstance(node, ast.ClassDef):
-        item = _containing(node.body, line)
+        item = _inner(node.body, line)
         return node.name, item.name if isinstance(item, _FUNCS) else ""
     if isinstance(node, _FUNCS):
         return "", node.name
     return "", ""
+
+
+def _inner(body: list[ast.stmt], line: int) -> ast.stmt | None:
+    """The statement of ``body`` holding ``line``, looking inside block
+    statements (not inside definitions)."""
+    node = _containing(body, line)
+    while isinstance(node, _BLOCKS):
+        node = next((n for b in _blocks(node)
+                     for n in [_containing(b, line)] if n is not None), None)
+    return node
 
 
 def _containing(nodes: list[ast.stmt], line: int) -> ast.stmt | None:
@@ -257,11 +300,11 @@ def _units(tree: ast.AST, lines: list[str]) -> list[_Unit]:
                 units.append(_Unit(node.lineno, stmt.lineno, stmt.lineno,
                                    stmt.end_lineno, cls, name))
 
-    for node in getattr(tree, "body", []):
+    for node in flatten(getattr(tree, "body", [])):
         if isinstance(node, _FUNCS):
             add_function(node, "")
         elif isinstance(node, ast.ClassDef):
-            for item in node.body:
+            for item in flatten(node.body):
                 if isinstance(item, _FUNCS):
                     add_function(item, node.name)
                 else:
@@ -276,7 +319,7 @@ def _ran_helpers(tree: ast.AST, lines: list[str], covered: list[Region],
     """The functions that ran while a task's traced calls ran and that no
     region covers, each a helper region of the first task (in file order)
     that ran it."""
-    where = {n.name: n.lineno for n in getattr(tree, "body", [])
+    where = {n.name: n.lineno for n in flatten(getattr(tree, "body", []))
              if isinstance(n, (ast.ClassDef, *_FUNCS))}
     units = _units(tree, lines)
     regions = list(covered)
@@ -329,12 +372,12 @@ def _helpers(tree: ast.AST, base: list[Region],
     covers: ``self.name(...)`` of a method of the same class, or
     ``name(...)`` of a module-level function that is no task's. Each is
     graded with the first task (in file order) whose code calls it."""
-    body = getattr(tree, "body", [])
+    body = flatten(getattr(tree, "body", []))
     module = {n.name: n for n in body if isinstance(n, _FUNCS)}
     functions = {name: f for name, f in module.items()
                  if "" not in table.get(name, ())}
     methods = {(c.name, f.name): f for c in body
-               if isinstance(c, ast.ClassDef) for f in c.body
+               if isinstance(c, ast.ClassDef) for f in flatten(c.body)
                if isinstance(f, _FUNCS)}
     graded = {(r.cls, r.function) for r in base}
     done = {id(f) for key, f in methods.items() if key in graded}
@@ -388,10 +431,10 @@ def _task_functions(tree: ast.AST, table: Mapping[str, tuple[str, ...]]
                     ) -> list[tuple[str, ast.FunctionDef]]:
     """(owner, function node) for every ``table`` entry present."""
     found = []
-    for node in getattr(tree, "body", []):
+    for node in flatten(getattr(tree, "body", [])):
         methods = table.get(getattr(node, "name", ""), ())
         if isinstance(node, ast.ClassDef):
-            found += [(node.name, item) for item in node.body
+            found += [(node.name, item) for item in flatten(node.body)
                       if isinstance(item, _FUNCS) and item.name in methods]
         elif isinstance(node, _FUNCS) and "" in methods:
             found.append((node.name, node))

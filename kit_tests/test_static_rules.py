@@ -292,3 +292,25 @@ def test_static_checks_are_linear_in_unreachable_returns():
     # Four times the code: linear costs about 4x; the quadratic statement
     # text once cost 16x.
     assert large < 8 * small + 0.2, (small, large)
+
+
+def test_staff_see_what_the_code_reached_for():
+    from autograder.checks.base import Context
+    from autograder.checks.source import GraderAccess
+    from autograder.rubric import load_rubric
+    from autograder.staff.class_report import deduction_patterns
+
+    rubric = load_rubric()
+    task = rubric.tasks[0]
+    (check,) = [d for d in task.deductions if d.kind == "grader_access"]
+    outputs = {}
+    for name, source in (("control", FULL_REFERENCE),
+                         ("trick", FULL_REFERENCE + "\nimport gc\n")):
+        ctx = Context({}, source=source, task_methods=METHODS)
+        outcome = GraderAccess().evaluate(check, task, [], {}, ctx)
+        assert outcome.passed == (name == "control")
+        assert outcome.points == (0 if name == "control" else check.points)
+        outputs[name] = "\n".join(outcome.lines)
+    assert deduction_patterns(list(outputs.items())) == [
+        ("other", ["control"]),
+        ("reaches into the grader: `import gc`", ["trick"])]

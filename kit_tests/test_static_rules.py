@@ -112,6 +112,34 @@ def test_an_unmarked_method_under_if_true_is_checked_whole():
     assert not region.marked and region.cls == "A"
 
 
+ABOVE = CLASS.replace("        # YOUR CODE STARTS HERE\n        y=x + 1\n",
+                      "        y=x + 1\n        # YOUR CODE STARTS HERE\n")
+
+
+@pytest.mark.parametrize("source", [CLASS, ABOVE],
+                         ids=["between the markers", "above the markers"])
+def test_code_above_the_markers_is_judged_as_between_them(source):
+    line = next(i for i, text in enumerate(source.splitlines(), 1)
+                if "y=x + 1" in text)
+    observed = {line: [[[2, 5, 12]]], 6: [[[2, 5, 12]]]}
+    assert _shape_kinds(source, observed) == [("A", "missing")]
+    assert [i.code for i in style_issues(source, "A", A_METHODS)] == \
+        ["E225"]
+
+
+def test_the_given_ending_outside_the_markers_needs_no_comment():
+    # The skeleton's `return att, probs` after END hands on tensors the
+    # code between the markers made; a tensor made there is judged.
+    given = CLASS.replace("        return y  # [bs, seq, hidden]\n"
+                          "        # YOUR CODE ENDS HERE\n",
+                          "        # YOUR CODE ENDS HERE\n"
+                          "        return y, y\n")
+    made = given.replace("return y, y", "return y + 1")
+    observed = {4: [[[2, 5, 12]]], 6: [[[2, 5, 12]]]}
+    assert _shape_kinds(given, observed) == [("A", "missing")]   # line 4
+    assert _shape_kinds(made, observed) == [("A", "missing")] * 2
+
+
 # --------------------------------------------------------------------------
 # The bonus counts what runs for forward
 

@@ -1,6 +1,8 @@
 """The rules read from the code itself, through the real grader (one warm
-sandbox): a class indented under ``if True:`` keeps its shape-comment
-deduction, a one-statement forward calling a six-statement helper earns
+sandbox): a class indented under ``if True:`` and code written above the
+START marker keep their shape-comment deduction (the control: the same
+code uncommented between the markers), a one-statement forward calling a
+six-statement helper earns
 no bonus, code run from a string at import takes the grader-access
 deduction of every task. Each attack beside its control (the same code
 without the trick); the unit tests are kit_tests/test_static_rules.py."""
@@ -50,6 +52,16 @@ def _under_if_true(source: str) -> str:
     return source[:start] + "if True:\n" + body + "\n\n\n" + source[end:]
 
 
+def _above_the_markers(source: str) -> str:
+    """SelfAttention.forward's code above its START marker, uncommented,
+    with only the return between the markers."""
+    above = re.sub(r"  # \[[^\n]*", "", OWN).replace(
+        "        return probs @ v\n", "")
+    return source.replace("        # YOUR CODE STARTS HERE\n" + OWN,
+                          above + "        # YOUR CODE STARTS HERE\n"
+                          "        return probs @ v  # [bs, seq, hidden]\n")
+
+
 def _helper_forward(source: str) -> str:
     return source.replace(OWN, "        return _attend(self, x)  # [bs, seq, "
                           "hidden]\n") + HELPER
@@ -61,6 +73,7 @@ SOURCES = {
     "uncommented": _uncommented(FULL_REFERENCE),
     "uncommented_under_if_true": _under_if_true(
         _uncommented(FULL_REFERENCE)),
+    "code_above_the_markers": _above_the_markers(FULL_REFERENCE),
     "forward_calls_a_helper": _helper_forward(FULL_REFERENCE),
     "exec_at_import": FULL_REFERENCE.replace(
         "import torch.nn as nn\n",
@@ -72,6 +85,7 @@ LOSES = {
     "under_if_true": set(),
     "uncommented": {"1.shapes", "1.bonus"},
     "uncommented_under_if_true": {"1.shapes", "1.bonus"},
+    "code_above_the_markers": {"1.shapes", "1.bonus"},
     "forward_calls_a_helper": {"1.bonus"},
     "exec_at_import": ACCESS,
 }

@@ -211,7 +211,8 @@ class ShapeComments:
                 ran=ran, classes={task.cls}) if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
                                                   methods=methods, ran=ran)
-                        if not r.marked and r.cls == task.cls]
+                        if not r.marked and not r.outside
+                        and r.cls == task.cls]
         except SyntaxError:
             return Outcome(0.0, True, [f"- {PASS} (the module does not "
                                        f"parse: reported elsewhere)"])

@@ -41,6 +41,10 @@ class Region:
     # line of its unit (decorators, ``def`` or the statement holding the
     # lambda), so the style check reads its header too; 0 otherwise.
     first: int = 0
+    # True: lines of a task method outside its markers, judged like the
+    # lines between them (code written above the START marker must not
+    # escape the deductions).
+    outside: bool = False
 
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -216,7 +220,10 @@ def graded_regions(source: str, tree: ast.AST | None = None, *,
     method of ``methods`` (class -> methods: the graded rubric's task
     methods) that holds no marked region, the method's body (docstring
     aside) as one unmarked region: deleting the markers must not take
-    code out of the checks. Linear in the source.
+    code out of the checks; and, for one that holds marked regions, its
+    lines outside them as ``outside`` regions: code written above the
+    START marker is judged as if between the markers. Linear in the
+    source.
 
     ``ran`` (task class -> first lines of the functions and lambdas that
     ran while its traced calls ran, ``ProbeResult.shapes``' keys) adds
@@ -248,13 +255,18 @@ def _graded(source: str, tree: ast.AST,
     lines = python_lines(source)
     extra = []
     for owner, body in _task_functions(tree, methods):
-        # A marker inside the method (its region may run past the last
-        # statement into trailing comments).
-        if any(body.lineno <= r.start - 1 <= body.end_lineno
-               for r in marked):
-            continue
         start, end = _body_start(body), _end_with_comments(lines, body)
         if start is None:
+            continue
+        # A marker inside the method (its region may run past the last
+        # statement into trailing comments): the lines outside its
+        # markers are judged too.
+        inside = [r for r in marked if body.lineno <= r.start - 1 <=
+                  body.end_lineno]
+        if inside:
+            extra += _outside(lines, inside, start, end,
+                              owner if owner != body.name else "",
+                              body.name)
             continue
         extra.append(Region(start, end, _task_in(lines, body.lineno, end),
                             owner if owner != body.name else "", body.name,
@@ -264,6 +276,25 @@ def _graded(source: str, tree: ast.AST,
     if ran:
         found += _ran_helpers(tree, lines, found, ran)
     return sorted(found, key=lambda r: r.start)
+
+
+def _outside(lines: list[str], inside: list[Region], start: int, end: int,
+             cls: str, function: str) -> list[Region]:
+    """The runs of lines ``start``..``end`` of a method that neither its
+    marked regions nor their marker lines cover, each an ``outside``
+    region of the task of the marked region after it (its header stands
+    there), or of the last one. Linear in the number of regions."""
+    ordered = sorted(inside, key=lambda r: r.start)
+    found, line = [], start
+    for i, (first, last) in enumerate([(r.start - 1, r.end + 1)
+                                       for r in ordered]
+                                      + [(end + 1, end + 1)]):
+        if line < first:
+            task = ordered[min(i, len(ordered) - 1)].task
+            found.append(Region(line, min(first - 1, end), task, cls,
+                                function, marked=False, outside=True))
+        line = max(line, last + 1)
+    return found
 
 
 @dataclass(frozen=True)

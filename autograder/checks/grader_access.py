@@ -38,7 +38,7 @@ NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
 SYS_ATTRIBUTES = frozenset({
     "_getframe", "_current_frames", "settrace", "setprofile", "gettrace",
     "getprofile", "monitoring", "modules", "meta_path", "path_hooks",
-    "path_importer_cache", "addaudithook", "_xoptions", "setrecursionlimit",
+    "path_importer_cache", "addaudithook", "_xoptions",
     "excepthook", "displayhook", "exc_info", "exception", "last_traceback",
 })
 # Attributes of any object that lead to frames, globals, code or the
@@ -126,15 +126,22 @@ def findings(source: str) -> tuple[Finding, ...]:
 def task_spans(source: str, cls: str) -> tuple[tuple[int, int], ...]:
     """The lines of every definition named ``cls`` (a class at any depth,
     or a function: Part 3's factory), decorators included."""
-    tree = regions.parse(source)
-    spans = []
-    for node in ast.walk(tree):
+    return _spans(source).get(cls, ())
+
+
+@functools.lru_cache(maxsize=8)
+def _spans(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Name -> the lines of every class or function of that name: one
+    walk of the tree per source text, not one per task (which made the
+    check quadratic in the tasks times the source)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for node in ast.walk(regions.parse(source)):
         if isinstance(node, (ast.ClassDef, ast.FunctionDef,
-                             ast.AsyncFunctionDef)) and node.name == cls:
+                             ast.AsyncFunctionDef)):
             first = min([node.lineno] + [d.lineno
                                          for d in node.decorator_list])
-            spans.append((first, node.end_lineno))
-    return tuple(spans)
+            found.setdefault(node.name, []).append((first, node.end_lineno))
+    return {name: tuple(spans) for name, spans in found.items()}
 
 
 def access_issues(source: str, cls: str, tasks: tuple[str, ...]

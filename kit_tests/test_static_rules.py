@@ -233,6 +233,7 @@ REACHES = {
     "f_back through getattr": '_b = getattr(None, "f_back", None)',
     "__builtins__": "_b = __builtins__",
     "__subclasses__": "_s = object.__subclasses__()",
+    "a builtin's module": "_b = print.__self__",
     "globals()": "_g = globals()",
 }
 # The controls: what correct solutions use, and the same words as data.

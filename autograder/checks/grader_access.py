@@ -49,7 +49,7 @@ ATTRIBUTES = frozenset({
     "__builtins__", "__globals__", "__code__", "__closure__",
     "__subclasses__", "__import__", "__loader__", "__spec__", "__mro__",
     "__bases__", "__base__", "co_consts", "_getframe", "settrace",
-    "setprofile",
+    "setprofile", "__self__",     # print.__self__ is the builtins module
 })
 MAX_SHOWN = 5      # findings quoted per task
 

@@ -55,3 +55,27 @@ def reorder(source: str) -> str:
         else:
             i += 1
     return "\n".join(lines) + "\n"
+
+
+def parenthesise(source: str) -> str:
+    """Every name read or bound inside a function wrapped in parentheses
+    (``(q) = (self).q((x))``): the same code, other characters."""
+    import ast
+    tree = ast.parse(source)
+    spots = set()
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        skip = {id(n) for s in ast.walk(func) if isinstance(s, ast.JoinedStr)
+                for n in ast.walk(s)}
+        spots |= {(n.lineno, n.col_offset, n.end_col_offset)
+                  for n in ast.walk(func)
+                  if isinstance(n, ast.Name) and id(n) not in skip
+                  and n.lineno == n.end_lineno}
+    lines = source.splitlines(keepends=True)
+    for line, start, end in sorted(spots, reverse=True):
+        # ast's columns are UTF-8 byte offsets.
+        raw = lines[line - 1].encode()
+        lines[line - 1] = (raw[:start] + b"(" + raw[start:end] + b")"
+                           + raw[end:]).decode()
+    return "".join(lines)

@@ -22,8 +22,14 @@ def test_task_methods_are_the_skeletons_regions():
 
 
 def test_marked_source_has_no_unmarked_region():
-    assert graded_regions(FULL_REFERENCE, methods=METHODS) == \
+    # Besides the marked regions, only the lines of the task methods
+    # outside their markers (judged as if between them).
+    found = graded_regions(FULL_REFERENCE, methods=METHODS)
+    assert [r for r in found if not r.outside] == \
         find_regions(FULL_REFERENCE)
+    assert all(not r.marked and not r.helper for r in found if r.outside)
+    assert {(r.cls, r.function) for r in found if r.outside} <= \
+        {(r.cls, r.function) for r in find_regions(FULL_REFERENCE)}
 
 
 def test_method_without_markers_is_graded_whole():
@@ -36,7 +42,7 @@ def test_method_without_markers_is_graded_whole():
                             1)
     lines = source.splitlines()
     unmarked = [r for r in graded_regions(source, methods=METHODS)
-                if not r.marked]
+                if not r.marked and not r.outside]
     assert [(r.cls, r.function, r.task) for r in unmarked] == [
         ("SelfAttention", "forward", "1.2")]
     region = unmarked[0]

@@ -178,3 +178,58 @@ def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
                for p in written if (p / "assignment").is_dir()}
     top = S.answer_pairs(answers)[0]
     assert {top.a, top.b} == {"copy1_of_reference", "reference"}
+
+
+def _rank_of(pairs: list, a: str, b: str) -> int:
+    return next(i for i, p in enumerate(pairs, 1) if {p.a, p.b} == {a, b})
+
+
+def test_a_copy_with_every_name_in_parentheses_ranks_first():
+    sources = _common_as_given(
+        {n: variants.find(f"styles/{n}").source() for n in INDEPENDENT})
+    wrapped = C.parenthesise(sources["reference"])
+    assert wrapped != sources["reference"] and "(self).q" in wrapped
+    compile(wrapped, "wrapped", "exec")
+    skeleton = S.SKELETON.read_text()
+    # The control: the same copy without the parentheses.
+    for copy in (sources["reference"], wrapped):
+        pairs = S.code_pairs(_codes({**sources, "copy": copy}), skeleton)
+        assert _rank_of(pairs, "reference", "copy") == 1
+        assert pairs[0].score == 1.0 and pairs[0].z >= S.LEAD_Z
+
+
+def test_answers_copied_with_invisible_characters_rank_first():
+    answers = {
+        "ann": {"Q1": "Scaling by the square root of the key size keeps "
+                      "the dot products from growing, so the softmax does "
+                      "not saturate."},
+        "cat": {"Q1": "Without it large logits push the softmax to one hot "
+                      "outputs with vanishing gradients."},
+        "dan": {"Q1": "It normalises the variance of q.k to about one for "
+                      "unit variance inputs."},
+    }
+    text = answers["ann"]["Q1"]
+    for mark in ("\u2063", "\u200b", "\u00ad"):
+        hidden = " ".join(w[:1] + mark + w[1:] for w in text.split())
+        # The control: the same copy without the invisible characters.
+        for copy in (text, hidden):
+            pairs = S.answer_pairs({**answers, "ben": {"Q1": copy}})
+            assert {pairs[0].a, pairs[0].b} == {"ann", "ben"}
+            assert pairs[0].score == 1.0
+
+
+def test_code_is_compared_as_python_reads_it():
+    assert S.normalised("(q) = ((self).q)((x))\n") == "q = self.q(x)\n"
+    assert S.normalised("    if x:\n        y = (\n    1)\n") == \
+        "if x:\n    y = 1\n"
+    # The skeleton's given statements are no one's code.
+    assert S.normalised("raise (ValueError)('x')\ny = 2\n",
+                        frozenset({"raise ValueError('x')"})) == "y = 2\n"
+    # What does not parse alone is compared as written.
+    assert S.normalised("    for h in heads:\n") is None
+    skeleton = "    # YOUR CODE STARTS HERE\n    pass\n    # YOUR CODE ENDS " \
+        "HERE\n"
+    source = ("def f(x):\n    # YOUR CODE STARTS HERE\n    for h in x:\n"
+              "    # YOUR CODE ENDS HERE\n        pass\n")
+    assert S.student_code(source, skeleton) == "    for h in x:\n"
+    assert S.visible("s\u2063o\u200bft\u00admax") == "softmax"

@@ -9,9 +9,11 @@
 - ``causal``: ``causal_property``; ``heads``: ``concatenated_heads``;
   ``size``: ``module_size``;
 - ``source``: the kinds that judge the source text (``pycodestyle``,
-  ``shape_comments``, ``statement_count``), on the static checks below;
-- ``compare``: tensor comparison; ``style``, ``shape_comments``,
-  ``statements``, ``shape_notation``, ``trace_integrity``: static checks,
+  ``grader_access``, ``shape_comments``, ``statement_count``), on the
+  static checks below;
+- ``compare``: tensor comparison; ``style``, ``grader_access``,
+  ``shape_comments``, ``statements``, ``shape_notation``,
+  ``trace_integrity``: static checks,
   pure functions of the source (and, for shape comments, of the shapes a
   traced run observed) that parse student code with
   ``ast``/``tokenize``/``pycodestyle`` and never import or execute it.

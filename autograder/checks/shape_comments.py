@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import io
 import tokenize
 from dataclasses import dataclass
 
@@ -27,7 +26,8 @@ from autograder.checks.shape_notation import (  # noqa: F401 (re-exported)
     normalise_dims, parse_comment)
 from autograder.report.mdsafe import code_span
 from autograder.submission.regions import (Region, graded_regions, parse,
-                                           student_statements)
+                                           python_lines, student_statements,
+                                           tokenizer_readline)
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def _scan(source: str) -> _Lines:
     """The comments of ``source`` (once per source text; read only)."""
     lines = _Lines({}, set())
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(tokenizer_readline(source)):
             if tok.type == tokenize.COMMENT:
                 line = tok.start[0]
                 lines.comment[line] = tok.string.lstrip("#").strip()
@@ -133,6 +133,15 @@ def _span(node: ast.stmt) -> range:
     return range(node.lineno, (node.end_lineno or node.lineno) + 1)
 
 
+@functools.lru_cache(maxsize=8)
+def source_lines(source: str) -> tuple[str, ...]:
+    """The lines of ``source`` as Python's tokenizer counts them (once
+    per source text): ``str.splitlines()`` also splits on form feeds,
+    ``\\v``, ``\\x1c``-``\\x1e``, ``\\x85`` and ``\\u2028``/``\\u2029``, which
+    Python reads inside a line, so line numbers would drift."""
+    return tuple(python_lines(source))
+
+
 def statement_text(source: str, node: ast.stmt, width: int = 40) -> str:
     """A short rendering of a statement for messages: ``probs = ...`` for
     an assignment, else its first line (comment-free), shortened."""
@@ -144,7 +153,7 @@ def statement_text(source: str, node: ast.stmt, width: int = 40) -> str:
             return ", ".join(segment(e) for e in part.elts)
         if part is not node:
             return " ".join(ast.unparse(part).split())
-        first = source.splitlines()[node.lineno - 1][node.col_offset:]
+        first = source_lines(source)[node.lineno - 1][node.col_offset:]
         return " ".join(first.split("#")[0].split())
 
     if isinstance(node, ast.Assign):
@@ -253,6 +262,16 @@ def _target_names(node: ast.stmt) -> list[str]:
     for target in targets:
         walk(target)
     return out
+
+
+def _hands_on(node: ast.stmt) -> bool:
+    """A ``return`` of names only (``return att``, ``return att, probs``):
+    the skeleton's given ending outside the markers, which hands on
+    tensors the code between the markers made (and commented)."""
+    value = node.value if isinstance(node, ast.Return) else None
+    items = value.elts if isinstance(value, ast.Tuple) else [value]
+    return value is not None and all(isinstance(v, ast.Name)
+                                     for v in items)
 
 
 def _only_subscripts(node: ast.stmt) -> bool:
@@ -364,6 +383,7 @@ def check_shape_comments(
         tasks: set[str] | None = None,
         dims_by_class: dict[str, dict[str, int]] | None = None,
         ran: dict[str, frozenset[int]] | None = None,
+        classes: set[str] | None = None,
 ) -> list[ShapeIssue]:
     """The shape-comment issues of the student regions of ``source``.
 
@@ -376,7 +396,10 @@ def check_shape_comments(
     class. ``methods`` is the graded rubric's task methods
     (``GradingConfig.task_methods``) and ``ran`` what ran while each
     task's traced calls ran (``regions.graded_regions``).
-    ``tasks`` limits the check to the regions of those tasks.
+    ``tasks`` limits the check to the regions of those tasks, ``classes``
+    to those of those classes (a task's deduction reads its own class:
+    checking every class for each task made the check quadratic in the
+    number of tasks times the source).
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -389,9 +412,9 @@ def check_shape_comments(
     except SyntaxError:
         return []
     observed = {int(k): v for k, v in observed.items()}
-    regions = [r for r in graded_regions(source, tree, methods=methods,
-                                         ran=ran)
-               if tasks is None or r.task in tasks]
+    regions = [r for r in graded_regions(source, methods=methods, ran=ran)
+               if (tasks is None or r.task in tasks) and
+               (classes is None or r.cls in classes)]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]
     lines = _scan(source)
@@ -413,17 +436,21 @@ def check_shape_comments(
             tensor_names.setdefault(region.cls, set()).update(names)
 
     issues = []
+    normalised: dict[str, dict[str, int]] = {}
     for region, node in statements:
-        dims_here = normalise_dims((dims_by_class or {}).get(region.cls,
-                                                             dims))
+        if region.cls not in normalised:
+            normalised[region.cls] = normalise_dims(
+                (dims_by_class or {}).get(region.cls, dims))
+        dims_here = normalised[region.cls]
         cands = _candidates(node, region, lines, starts, ends)
         runs = runs_of(node)
-        text = statement_text(source, node)
 
         def issue(kind: str, message: str) -> None:
             issues.append(ShapeIssue(node.lineno, region.task, region.cls,
                                      kind, message))
 
+        if region.outside and _hands_on(node):
+            continue
         if not runs:
             # Never ran (or bound no tensor): presence check only.
             if region in ran_regions or _only_subscripts(node) or \
@@ -433,7 +460,9 @@ def check_shape_comments(
             held = [n for n in _target_names(node) if n in known]
             if held and not cands.acceptable():
                 issue("missing",
-                      f"line {node.lineno}: {code_span(text)} has no shape "
+                      f"line {node.lineno}: "
+                      f"{code_span(statement_text(source, node))} has no "
+                      f"shape "
                       f"comment "
                       f"(the traced calls did not run this line, but "
                       f"`{held[0]}` holds a tensor elsewhere; write its "
@@ -456,7 +485,8 @@ def check_shape_comments(
                        if p.says_something), None)
         if report is None:
             issue("missing",
-                  f"line {node.lineno}: {code_span(text)} binds a tensor "
+                  f"line {node.lineno}: "
+                  f"{code_span(statement_text(source, node))} binds a tensor "
                   f"but has no "
                   f"shape comment (write e.g. "
                   f"`{_example(runs[0], dims_here)}`)")

@@ -1,6 +1,7 @@
 """Kinds that judge the source text: PEP 8 inside a task's class (a
-deduction), shape comments checked against a traced run (a deduction) and
-a method's statement count (a bonus).
+deduction), code that reaches into the grader (a deduction), shape
+comments checked against a traced run (a deduction) and a method's
+statement count (a bonus).
 
 They parse the student's code (``ast``, ``tokenize``, ``pycodestyle``) in
 the grading parent and never import it; only the shape comments' traced
@@ -76,6 +77,46 @@ class Pycodestyle:
         lines += [f"  - {issue.message}" for issue in issues[:20]]
         if len(issues) > 20:
             lines.append(f"  - ... and {len(issues) - 20} more")
+        return Outcome(check.points, False, lines)
+
+
+@register("deduction", "grader_access")
+class GraderAccess:
+    """Code that reaches into the grader (``checks/grader_access.py``) in
+    the task's class, or outside every task's class (it runs for every
+    task): the rule the rubric states, found on the parsed module."""
+
+    def plan(self, check: Check, task: Task, cases: list,
+             ctx: Context) -> list[Probe]:
+        """Static: no probe."""
+        return []
+
+    def evaluate(self, check: Check, task: Task, cases: list,
+                 results: dict[str, ProbeResult], ctx: Context) -> Outcome:
+        """Triggered (points to deduct) by any finding charged to the
+        task; the lines name each place and the rule."""
+        from autograder.checks.grader_access import MAX_SHOWN, access_issues
+        try:
+            found = access_issues(ctx.source, task.cls,
+                                  tuple(ctx.task_methods))
+        except SyntaxError:
+            return Outcome(0.0, True, [f"- {PASS} (the module does not "
+                                       f"parse: reported elsewhere)"])
+        except (RecursionError, MemoryError):
+            return Outcome(check.points, False, [
+                f"- {FAIL} {task.cls}: the code is nested too deeply for "
+                f"the grader to read, so it cannot be shown to leave the "
+                f"grader alone; the deduction applies"])
+        if not found:
+            return Outcome(0.0, True, [f"- {PASS} {task.cls} leaves the "
+                                       f"grader alone"])
+        lines = [f"- {FAIL} code that reaches into the grader (the "
+                 f"interpreter's internals, code run from strings or the "
+                 f"grader's modules), which the rules forbid; staff see "
+                 f"this in the class report:"]
+        lines += [f"  - {f.message}" for f in found[:MAX_SHOWN]]
+        if len(found) > MAX_SHOWN:
+            lines.append(f"  - ... and {len(found) - MAX_SHOWN} more")
         return Outcome(check.points, False, lines)
 
 
@@ -167,10 +208,11 @@ class ShapeComments:
         try:
             issues = [i for i in check_shape_comments(
                 ctx.source, observed, self.dims(check), methods=methods,
-                ran=ran) if i.cls == task.cls]
+                ran=ran, classes={task.cls}) if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
                                                   methods=methods, ran=ran)
-                        if not r.marked and r.cls == task.cls]
+                        if not r.marked and not r.outside
+                        and r.cls == task.cls]
         except SyntaxError:
             return Outcome(0.0, True, [f"- {PASS} (the module does not "
                                        f"parse: reported elsewhere)"])
@@ -233,7 +275,8 @@ def _difference(probe: Probe, traced: ProbeResult, twin: ProbeResult) -> str:
 
 @register("bonus", "statement_count", params=StatementCountParams)
 class StatementCount:
-    """At most N statements in a method (docstring aside)."""
+    """At most N statements run for a method: its own and its helpers'
+    (``statements.count_statements``; docstrings aside)."""
 
     def plan(self, check: Check, task: Task, cases: list,
              ctx: Context) -> list[Probe]:
@@ -247,14 +290,21 @@ class StatementCount:
         from autograder.checks.statements import count_statements
         method = check.params.method
         limit = check.params.max_statements
-        count = count_statements(ctx.source, task.cls, method)
+        ran = (ctx.extra.get("ran") or {}).get(task.cls, ())
+        count = count_statements(ctx.source, task.cls, method, ran)
         where = f"{task.cls}.{method}"
         if count is None:
             return Outcome(0.0, False, [f"- {FAIL} {where} not found"])
+        # The helpers a method runs count with it: a one-statement
+        # forward calling a six-statement helper is seven statements.
+        alone = count_statements(ctx.source, task.cls, method,
+                                 helpers=False)
+        with_helpers = " (with the functions of yours it runs)" \
+            if count != alone else ""
         if count <= limit:
             return Outcome(check.points, True, [
                 f"- {PASS} {where} has {count} statement"
-                f"{'s' * (count != 1)} (at most {limit})"])
+                f"{'s' * (count != 1)}{with_helpers} (at most {limit})"])
         return Outcome(0.0, False, [f"- {FAIL} {where} has {count} "
-                                    f"statements; the bonus needs at most "
-                                    f"{limit}"])
+                                    f"statements{with_helpers}; the bonus "
+                                    f"needs at most {limit}"])

@@ -84,7 +84,11 @@ def _pycodestyle(source: str) -> tuple[StyleIssue, ...]:
     # Cached: the grader asks once per class of the same source.
     options = _options()
     report = _Collect(options)
-    lines = _NOQA.sub(r"\g<1>0\g<3>", source).splitlines(keepends=True)
+    # The lines Python sees (regions.python_lines): str.splitlines() would
+    # also split at form feeds and the like, moving every violation below
+    # them off its line (and out of its class).
+    lines = regions.python_lines(_NOQA.sub(r"\g<1>0\g<3>", source),
+                                 keepends=True)
     checker = pycodestyle.Checker(lines=lines, options=options,
                                   report=report)
     checker.check_all()
@@ -100,7 +104,7 @@ def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
     per source text; raises SyntaxError as ast.parse."""
     tree = regions.parse(source)
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    nodes += [n for n in tree.body
+    nodes += [n for n in regions.flatten(tree.body)
               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     spans: dict[str, list[tuple[int, int]]] = {}
     for node in nodes:

@@ -38,9 +38,10 @@ def expected_lines(source: str, cls: str) -> set[int]:
         tree = regions.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    forward = next((item for node in tree.body
+    # The class wherever Python defines it (under ``if True:`` too).
+    forward = next((item for node in regions.flatten(tree.body)
                     if isinstance(node, ast.ClassDef) and node.name == cls
-                    for item in node.body
+                    for item in regions.flatten(node.body)
                     if isinstance(item, ast.FunctionDef)
                     and item.name == "forward"), None)
     if forward is None:

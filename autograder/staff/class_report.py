@@ -41,6 +41,10 @@ _SHAPE_PATTERNS = (("has no shape comment", "missing shape comment"),
                    ("comment claims", "shape comment disagrees with the "
                                       "traced shape"),
                    ("cannot read", "unreadable shape comment"))
+# The grader_access deduction's findings (checks/grader_access.py): what
+# the code reached for, flagged to staff by construct.
+_ACCESS = "code that reaches into the grader"
+_ACCESS_FINDING = re.compile(r"^ *- line \d+: (`[^`\n]{1,60}`)$", re.M)
 
 
 # --------------------------------------------------------------------------
@@ -301,13 +305,16 @@ NO_DIAGNOSIS = "no diagnosis (a named mistake, an error, or no relation)"
 def deduction_patterns(item_outputs: list[tuple[str, str]]
                        ) -> list[tuple[str, list[str]]]:
     """The offending patterns of a deduction's outputs (pycodestyle codes,
-    kinds of shape-comment problem) with the submissions that had them,
-    most frequent first."""
+    kinds of shape-comment problem, what code reached for in the grader)
+    with the submissions that had them, most frequent first."""
     by: dict[str, list[str]] = {}
     for name, output in item_outputs:
         found = {f"{m.group(1)} {m.group(2).strip()}"
                  for m in _STYLE_CODE.finditer(output)}
         found |= {label for text, label in _SHAPE_PATTERNS if text in output}
+        if _ACCESS in output:
+            found |= {f"reaches into the grader: {m.group(1)}"
+                      for m in _ACCESS_FINDING.finditer(output)}
         for pattern in found or {"other"}:
             by.setdefault(pattern, []).append(name)
     return sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))

@@ -2,16 +2,22 @@
 distribution: a lead for a human, never a verdict.
 
 Code: the TODO regions of each graded ``source.py`` (kept by ``grade``),
-without the skeleton's given lines and comments, as tokens with local
-names replaced by one placeholder (attribute and method names, i.e. the
-API a student chose, are kept) and whitespace ignored; fingerprinted by
+without the skeleton's given lines and comments, each region parsed and
+unparsed (``ast``: redundant parentheses, line breaks, spacing and quotes
+as Python writes them; a region that does not parse alone is kept as
+written), then as tokens with local names replaced by one placeholder
+(attribute and method names, i.e. the API a student chose, are kept; one
+placeholder rather than names numbered in order of first appearance, so
+that reordered statements keep their k-grams); fingerprinted by
 winnowing hashed token k-grams, as MOSS does (Schleimer, Wilkerson and
 Aiken, SIGMOD 2003); the skeleton's own fingerprints are boilerplate.
 Written here rather than taken from copydetect: its import costs the
 grading run more than a second (matplotlib), and its k-gram hashes use
 Python's per-process ``hash()``, so its ranking changes from run to run.
-Inline answers: word 3-gram shingles (lowercased, punctuation dropped),
-Jaccard per question, averaged over the questions both answered.
+Inline answers: word 3-gram shingles (NFKC, lowercased, punctuation
+dropped), Jaccard per question, averaged over the questions both
+answered. Both lose format characters first (Unicode category Cf: an
+invisible U+2063 or U+200B inside every word must not hide a copy).
 
 Correct solutions of a short homework converge, so a raw score means
 little: each pair is placed against every other pair of the same batch
@@ -22,12 +28,15 @@ similarity OUT`` prints the ranking and writes side-by-side pages under
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import keyword
 import re
 import statistics
+import textwrap
 import time
+import unicodedata
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -83,42 +92,99 @@ def _html(text: object) -> str:
     return mdsafe.html_text(text, limit=max(len(text), 1))
 
 
-def _given_lines(skeleton: str) -> set[str]:
-    lines = skeleton.splitlines()
-    try:
-        regions = find_regions(skeleton)
-    except SyntaxError:
-        return set()
-    return {lines[i].strip() for r in regions
-            for i in range(r.start - 1, min(r.end, len(lines)))}
-
-
-def student_code(source: str, skeleton: str) -> str:
-    """The code of ``source``'s TODO regions without the skeleton's given
-    lines, comments and blank lines. Without readable regions (markers
-    removed, a syntax error), every line the skeleton does not have."""
+def _region_texts(source: str) -> list[list[str]] | None:
+    """The lines of each TODO region of ``source`` (None if it has none
+    or does not parse)."""
     lines = source.splitlines()
-    given = _given_lines(skeleton)
     try:
         regions = find_regions(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         # (CPython's parser reports a deeply nested expression as a
         # MemoryError or RecursionError: the source's, not the grader's)
-        regions = []
-    if regions:
-        chosen = [lines[i] for r in regions
-                  for i in range(r.start - 1, min(r.end, len(lines)))]
-    else:
+        return None
+    return [[lines[i] for i in range(r.start - 1, min(r.end, len(lines)))]
+            for r in regions] or None
+
+
+def _given_lines(skeleton: str) -> set[str]:
+    return {line.strip() for block in _region_texts(skeleton) or []
+            for line in block}
+
+
+def _given_statements(skeleton: str) -> set[str]:
+    """The skeleton's given statements in its regions, unparsed."""
+    found = set()
+    for block in _region_texts(skeleton) or []:
+        tree = _parsed(block)
+        if tree is not None:
+            found |= {ast.unparse(stmt) for stmt in tree.body}
+    return found
+
+
+def _parsed(block: list[str]) -> ast.Module | None:
+    """A region's lines parsed alone (comment lines dropped, dedented), or
+    None when they do not parse alone (a partial statement) or are too
+    deep for the parser."""
+    code = "\n".join(line for line in block
+                     if not line.lstrip().startswith("#")) + "\n"
+    try:
+        return ast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def visible(text: str) -> str:
+    """``text`` without format characters (Unicode category Cf: zero-width
+    spaces and joiners, invisible separators, direction marks), which
+    change the characters of a copy but not what a reader sees."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def normalised(code: str, given: frozenset[str] = frozenset()
+               ) -> str | None:
+    """One region's code as Python reads it: parsed and unparsed, so that
+    redundant parentheses (``(q) @ (k)``), line breaks inside brackets,
+    spacing, comments and quote style are gone, without the statements
+    ``given`` (the skeleton's, unparsed); None when it does not parse
+    alone (a partial statement) or is too deep for the parser."""
+    tree = _parsed(code.splitlines())
+    if tree is None:
+        return None
+    tree.body = [s for s in tree.body if ast.unparse(s) not in given]
+    try:
+        return ast.unparse(tree) + "\n" if tree.body else ""
+    except (ValueError, RecursionError, MemoryError):
+        return None
+
+
+def student_code(source: str, skeleton: str) -> str:
+    """The code of ``source``'s TODO regions, format characters removed,
+    each region ``normalised`` without the skeleton's given statements;
+    a region that does not parse alone, or a source without readable
+    regions (markers removed, a syntax error), as its lines that are not
+    blank, comments, markers or the skeleton's given lines."""
+    source = visible(source)
+    blocks = _region_texts(source)
+    given = _given_lines(skeleton)
+    if blocks is None:
         given |= {line.strip() for line in skeleton.splitlines()}
-        chosen = lines
-    kept = []
-    for line in chosen:
-        text = line.strip()
-        if not text or text.startswith("#") or text in given or \
-                text in (START_MARKER, END_MARKER):
-            continue
-        kept.append(line)
-    return "\n".join(kept) + ("\n" if kept else "")
+    statements = frozenset(_given_statements(skeleton))
+    out = []
+    for block in blocks or [source.splitlines()]:
+        text = normalised("\n".join(block), statements) if blocks else None
+        if text is None:
+            kept = [line for line in block if _own(line, given)]
+            text = "\n".join(kept) + "\n" if kept else ""
+        out.append(text)
+    return "".join(out)
+
+
+def _own(line: str, given: set[str]) -> bool:
+    """Whether ``line`` is the student's code: not blank, a comment, a
+    marker or a line the skeleton gives."""
+    text = line.strip()
+    return bool(text) and not text.startswith("#") and \
+        text not in given and text not in (START_MARKER, END_MARKER)
 
 
 _TOKEN = re.compile(r"""[A-Za-z_]\w*|\d[\w.]*|"(?:[^"\\\n]|\\.)*"|"""
@@ -223,6 +289,7 @@ def code_pairs(codes: dict[str, str], skeleton: str,
 
 
 def _shingles(text: str) -> set[tuple[str, ...]]:
+    text = unicodedata.normalize("NFKC", visible(text))
     words = re.findall(r"[a-z0-9]+", text.lower())
     if len(words) < MIN_WORDS:
         return set()
@@ -360,7 +427,9 @@ def write_side_by_side(out: Path, pairs: list[Pair],
             f"</a></p><h1>{_html(pair.a)} and {_html(pair.b)}"
             f"</h1><p>score {pair.score:.2f}, robust z {pair.z:.1f}, above "
             f"{pair.percentile:.0f}% of this batch's pairs. Highlighted: "
-            f"code both share (after names and whitespace are normalised)."
+            f"code both share (shown as compared: each region parsed and "
+            f"unparsed, comments dropped; names and whitespace are "
+            f"normalised)."
             f"</p><p><em>{_html(DISCLAIMER)}</em></p><div class='cols'>"
             f"<div><h2>{_html(pair.a)}</h2><pre>"
             f"{_marked(codes[pair.a], left)}</pre></div><div><h2>"

@@ -41,23 +41,70 @@ class Region:
     # line of its unit (decorators, ``def`` or the statement holding the
     # lambda), so the style check reads its header too; 0 otherwise.
     first: int = 0
+    # True: lines of a task method outside its markers, judged like the
+    # lines between them (code written above the START marker must not
+    # escape the deductions).
+    outside: bool = False
 
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Statements that hold blocks but define no scope: a class or function
+# defined inside one (``if True:``, ``try:``, ``with ...:``) is still a
+# module-level one to Python, and so to the grader.
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+           ast.AsyncWith, ast.Try, ast.Match) + \
+    ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a block statement holds, in source order."""
+    found = [getattr(node, f, []) for f in ("body", "orelse")]
+    found += [h.body for h in getattr(node, "handlers", [])]
+    found += [c.body for c in getattr(node, "cases", [])]
+    found.append(getattr(node, "finalbody", []))
+    return [b for b in found if b]
+
+
+def flatten(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with every block statement (``if``, ``try``, ``with``,
+    loops, ``match``) replaced by the statements it holds, recursively:
+    the definitions and statements of that scope wherever they are
+    indented. Iterative, in source order."""
+    found: list[ast.stmt] = []
+    stack = [iter(body)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+        elif isinstance(node, _BLOCKS):
+            stack.append(iter([s for b in _blocks(node) for s in b]))
+        else:
+            found.append(node)
+    return found
 
 
 def _enclosing(tree: ast.AST, line: int) -> tuple[str, str]:
-    # Only module-level classes and functions (and methods) hold regions.
-    # Bisection over the (sorted, disjoint) top-level nodes keeps a file
-    # of many markers linear-logarithmic.
-    body = getattr(tree, "body", [])
-    node = _containing(body, line)
+    # Module-level classes and functions (and methods) hold regions, at
+    # any depth of block statements (``if True:``). Bisection over the
+    # (sorted, disjoint) nodes of each level keeps a file of many markers
+    # linear-logarithmic.
+    node = _inner(getattr(tree, "body", []), line)
     if isinstance(node, ast.ClassDef):
-        item = _containing(node.body, line)
+        item = _inner(node.body, line)
         return node.name, item.name if isinstance(item, _FUNCS) else ""
     if isinstance(node, _FUNCS):
         return "", node.name
     return "", ""
+
+
+def _inner(body: list[ast.stmt], line: int) -> ast.stmt | None:
+    """The statement of ``body`` holding ``line``, looking inside block
+    statements (not inside definitions)."""
+    node = _containing(body, line)
+    while isinstance(node, _BLOCKS):
+        node = next((n for b in _blocks(node)
+                     for n in [_containing(b, line)] if n is not None), None)
+    return node
 
 
 def _containing(nodes: list[ast.stmt], line: int) -> ast.stmt | None:
@@ -95,6 +142,33 @@ def owner_of_line(source: str, line: int | None) -> str:
     return cls or func
 
 
+# Python ends a line at \r\n, \r or \n only; str.splitlines() also ends
+# one at \v, \f, \x1c-\x1e, \x85, \u2028 and \u2029, which Python reads
+# inside a line (a form feed in a docstring), so its line numbers drift.
+_PY_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def python_lines(source: str, keepends: bool = False) -> list[str]:
+    """The lines of ``source`` as Python's tokenizer and ``ast`` number
+    them: line ``n`` (1-based) is item ``n - 1``. Every reader of the
+    student's lines (regions, shape comments, pycodestyle) splits them
+    here, so all of them see the lines Python sees."""
+    found = _PY_LINE.findall(source)
+    if keepends:
+        return found
+    return [line.rstrip("\r\n") for line in found]
+
+
+def tokenizer_readline(source: str):
+    """A ``readline`` for ``tokenize.generate_tokens`` that hands it the
+    lines Python sees (``python_lines``), each ending in ``\n``: fed
+    through ``io.StringIO``, the tokenizer takes a lone ``\r`` for a
+    character inside a line, while ``ast`` ends the line there."""
+    lines = iter([line.rstrip("\r\n") + "\n"
+                  for line in python_lines(source, keepends=True)])
+    return lambda: next(lines, "")
+
+
 @functools.lru_cache(maxsize=8)
 def parse(source: str) -> ast.Module:
     """``ast.parse(source)``, once per source text: the static checks of
@@ -110,7 +184,7 @@ def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:
     Raises SyntaxError if ``source`` does not parse and ``tree`` is None.
     """
     tree = tree if tree is not None else parse(source)
-    lines = source.splitlines()
+    lines = python_lines(source)
     regions = []
     task = ""
     i = 0
@@ -146,7 +220,10 @@ def graded_regions(source: str, tree: ast.AST | None = None, *,
     method of ``methods`` (class -> methods: the graded rubric's task
     methods) that holds no marked region, the method's body (docstring
     aside) as one unmarked region: deleting the markers must not take
-    code out of the checks. Linear in the source.
+    code out of the checks; and, for one that holds marked regions, its
+    lines outside them as ``outside`` regions: code written above the
+    START marker is judged as if between the markers. Linear in the
+    source.
 
     ``ran`` (task class -> first lines of the functions and lambdas that
     ran while its traced calls ran, ``ProbeResult.shapes``' keys) adds
@@ -154,18 +231,42 @@ def graded_regions(source: str, tree: ast.AST | None = None, *,
     helper of the first task (in file order) that ran it: a helper called
     through a dict, ``getattr`` or a lambda is graded too. The static
     rule (what the code calls by name) stays as a floor."""
-    tree = tree if tree is not None else parse(source)
+    if tree is None:
+        # Once per source, rubric and trace: each task's static checks ask
+        # again, and each answer costs walks of the whole tree.
+        return list(_graded_cached(
+            source, tuple(sorted((k, tuple(v)) for k, v in methods.items())),
+            tuple(sorted((k, tuple(sorted(v))) for k, v in ran.items()))
+            if ran else ()))
+    return _graded(source, tree, methods, ran)
+
+
+@functools.lru_cache(maxsize=8)
+def _graded_cached(source: str, methods: tuple, ran: tuple
+                   ) -> tuple[Region, ...]:
+    return tuple(_graded(source, parse(source), dict(methods),
+                         dict(ran) or None))
+
+
+def _graded(source: str, tree: ast.AST,
+            methods: Mapping[str, tuple[str, ...]],
+            ran: Mapping[str, Iterable[int]] | None) -> list[Region]:
     marked = find_regions(source, tree)
-    lines = source.splitlines()
+    lines = python_lines(source)
     extra = []
     for owner, body in _task_functions(tree, methods):
-        # A marker inside the method (its region may run past the last
-        # statement into trailing comments).
-        if any(body.lineno <= r.start - 1 <= body.end_lineno
-               for r in marked):
-            continue
         start, end = _body_start(body), _end_with_comments(lines, body)
         if start is None:
+            continue
+        # A marker inside the method (its region may run past the last
+        # statement into trailing comments): the lines outside its
+        # markers are judged too.
+        inside = [r for r in marked if body.lineno <= r.start - 1 <=
+                  body.end_lineno]
+        if inside:
+            extra += _outside(lines, inside, start, end,
+                              owner if owner != body.name else "",
+                              body.name)
             continue
         extra.append(Region(start, end, _task_in(lines, body.lineno, end),
                             owner if owner != body.name else "", body.name,
@@ -175,6 +276,25 @@ def graded_regions(source: str, tree: ast.AST | None = None, *,
     if ran:
         found += _ran_helpers(tree, lines, found, ran)
     return sorted(found, key=lambda r: r.start)
+
+
+def _outside(lines: list[str], inside: list[Region], start: int, end: int,
+             cls: str, function: str) -> list[Region]:
+    """The runs of lines ``start``..``end`` of a method that neither its
+    marked regions nor their marker lines cover, each an ``outside``
+    region of the task of the marked region after it (its header stands
+    there), or of the last one. Linear in the number of regions."""
+    ordered = sorted(inside, key=lambda r: r.start)
+    found, line = [], start
+    for i, (first, last) in enumerate([(r.start - 1, r.end + 1)
+                                       for r in ordered]
+                                      + [(end + 1, end + 1)]):
+        if line < first:
+            task = ordered[min(i, len(ordered) - 1)].task
+            found.append(Region(line, min(first - 1, end), task, cls,
+                                function, marked=False, outside=True))
+        line = max(line, last + 1)
+    return found
 
 
 @dataclass(frozen=True)
@@ -211,11 +331,11 @@ def _units(tree: ast.AST, lines: list[str]) -> list[_Unit]:
                 units.append(_Unit(node.lineno, stmt.lineno, stmt.lineno,
                                    stmt.end_lineno, cls, name))
 
-    for node in getattr(tree, "body", []):
+    for node in flatten(getattr(tree, "body", [])):
         if isinstance(node, _FUNCS):
             add_function(node, "")
         elif isinstance(node, ast.ClassDef):
-            for item in node.body:
+            for item in flatten(node.body):
                 if isinstance(item, _FUNCS):
                     add_function(item, node.name)
                 else:
@@ -230,7 +350,7 @@ def _ran_helpers(tree: ast.AST, lines: list[str], covered: list[Region],
     """The functions that ran while a task's traced calls ran and that no
     region covers, each a helper region of the first task (in file order)
     that ran it."""
-    where = {n.name: n.lineno for n in getattr(tree, "body", [])
+    where = {n.name: n.lineno for n in flatten(getattr(tree, "body", []))
              if isinstance(n, (ast.ClassDef, *_FUNCS))}
     units = _units(tree, lines)
     regions = list(covered)
@@ -283,12 +403,12 @@ def _helpers(tree: ast.AST, base: list[Region],
     covers: ``self.name(...)`` of a method of the same class, or
     ``name(...)`` of a module-level function that is no task's. Each is
     graded with the first task (in file order) whose code calls it."""
-    body = getattr(tree, "body", [])
+    body = flatten(getattr(tree, "body", []))
     module = {n.name: n for n in body if isinstance(n, _FUNCS)}
     functions = {name: f for name, f in module.items()
                  if "" not in table.get(name, ())}
     methods = {(c.name, f.name): f for c in body
-               if isinstance(c, ast.ClassDef) for f in c.body
+               if isinstance(c, ast.ClassDef) for f in flatten(c.body)
                if isinstance(f, _FUNCS)}
     graded = {(r.cls, r.function) for r in base}
     done = {id(f) for key, f in methods.items() if key in graded}
@@ -342,10 +462,10 @@ def _task_functions(tree: ast.AST, table: Mapping[str, tuple[str, ...]]
                     ) -> list[tuple[str, ast.FunctionDef]]:
     """(owner, function node) for every ``table`` entry present."""
     found = []
-    for node in getattr(tree, "body", []):
+    for node in flatten(getattr(tree, "body", [])):
         methods = table.get(getattr(node, "name", ""), ())
         if isinstance(node, ast.ClassDef):
-            found += [(node.name, item) for item in node.body
+            found += [(node.name, item) for item in flatten(node.body)
                       if isinstance(item, _FUNCS) and item.name in methods]
         elif isinstance(node, _FUNCS) and "" in methods:
             found.append((node.name, node))
@@ -430,11 +550,17 @@ def student_statements(tree: ast.AST,
     ordered = sorted(regions, key=lambda r: r.start)
     starts = [r.start for r in ordered]
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, _SIMPLE):
-            continue
+    for node in _simple_statements(tree):
         i = bisect.bisect_right(starts, node.lineno) - 1
         if i >= 0 and node.lineno <= ordered[i].end:
             found.append((ordered[i], node))
     found.sort(key=lambda pair: pair[1].lineno)
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def _simple_statements(tree: ast.AST) -> tuple[ast.stmt, ...]:
+    """Every simple statement of ``tree``, walked once per tree: each
+    task's checks ask for their own regions' statements."""
+    return tuple(node for node in ast.walk(tree)
+                 if isinstance(node, _SIMPLE))

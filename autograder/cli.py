@@ -88,6 +88,21 @@ def _sandbox_context():
     return Sandbox(fork_server_from_here=True)
 
 
+def _check_sandbox():
+    """``check``'s sandbox: the jailed one where this machine has what the
+    jail needs, else a plain child process (the student's own code on
+    their own machine: autograder/sandbox/plain.py)."""
+    global _early_sandbox
+    from autograder.sandbox import plain
+    missing = plain.jail_missing()
+    if not missing:
+        return _sandbox_context()
+    if _early_sandbox is not None:
+        _early_sandbox.close()
+        _early_sandbox = None
+    return plain.PlainSandbox(missing)
+
+
 # --------------------------------------------------------------------------
 # Commands
 
@@ -107,7 +122,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `python -m autograder"
                           f" check path/to/modeling_attention.py`)")
-    with _sandbox_context() as sandbox:
+    with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)
     print(report.check_text(grade))

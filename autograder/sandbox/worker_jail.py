@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import io
 import os
-import resource
+try:
+    import resource
+except ImportError:   # Windows: only check's plain child runs there
+    resource = None   # type: ignore[assignment]
 import shutil
 import signal
 import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -387,8 +391,6 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
                  results: Connection, output: _FdOutput,
                  settings: WorkerSettings, plan: jail.JailPlan) -> None:
     """Runs the submission, locked up (see ``_lock_up``)."""
-    from autograder.sandbox.worker import execute_probes
-
     me = os.getpid()
 
     def send(header: dict, tensors: list[torch.Tensor] = ()) -> None:
@@ -405,8 +407,23 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
               "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
     send({"kind": "jailed", "layers": plan.active, "refused": plan.refused})
+    serve_probes(source, filename, encoded, results, output,
+                 settings.output_limit, send)
+    os._exit(0)
+
+
+def serve_probes(source: str, filename: str, encoded: bytes,
+                 results: Connection, output: _FdOutput, limit: int,
+                 send: Callable[..., None]) -> None:
+    """Run the probes of ``encoded`` on the submission and ``send`` one
+    message per result, its captured output attached (at most ``limit``
+    characters of Python-level output): the jailed inmate's loop, and that
+    of ``check``'s plain child (autograder/sandbox/plain.py), so both give
+    the same verdicts."""
+    from autograder.sandbox.worker import execute_probes
+
     probes = wire.decode_probes(encoded)
-    stream = _CappedStream(settings.output_limit, 1)
+    stream = _CappedStream(limit, 1)
     sys.stdout = sys.stderr = stream
 
     def ready() -> None:
@@ -422,7 +439,6 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
                                  more=hidden):
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
-    os._exit(0)
 
 
 def read_keeper_log(workdir: str, limit: int = 20_000) -> str:

@@ -53,6 +53,11 @@ VERDICT_FILE = ".autograder-verdict"   # why the keeper killed the inmate
 SCRATCH = "scratch"                    # the inmate's folder in workdir
 _WATCH_SECONDS = 0.05                  # scratch size check interval
 _MAX_ENTRIES = 10_000                  # files the scratch may hold
+# How the parent opens the worker's files (never through a link the
+# submission put there). These readers also serve check's plain child
+# (autograder/sandbox/plain.py) where os lacks flags (Windows).
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
+    getattr(os, "O_BINARY", 0)
 
 
 @dataclass
@@ -377,7 +382,7 @@ def scratch_verdict(workdir: str) -> str | None:
     """Why the keeper killed the inmate (runs in the parent), if it did."""
     path = os.path.join(workdir, VERDICT_FILE)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | _NO_LINK)
     except OSError:
         return None
     try:
@@ -441,18 +446,27 @@ def serve_probes(source: str, filename: str, encoded: bytes,
         send(*wire.result_payload(result))
 
 
+def _read_start(fd: int, limit: int) -> bytes:
+    """The first ``limit`` bytes of the file ``fd`` (``pread`` where the
+    system has it)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, limit, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, limit)
+
+
 def read_keeper_log(workdir: str, limit: int = 20_000) -> str:
     """What the keeper (trusted code) printed, then empty it (runs in the
     parent): staff only, never the student's output."""
     path = os.path.join(workdir, KEEPER_LOG)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDWR | _NO_LINK)
     except OSError:
         return ""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ""
-        data = os.pread(fd, limit, 0)
+        data = _read_start(fd, limit)
         os.ftruncate(fd, 0)
     finally:
         os.close(fd)
@@ -465,14 +479,14 @@ def read_leftover(workdir: str, limit: int) -> str:
     try:
         # O_NOFOLLOW: the submission may have replaced the file by a link.
         fd = os.open(os.path.join(workdir, OUTPUT_FILE),
-                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                     os.O_RDONLY | _NO_LINK)
     except OSError:
         return ""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ""
         size = os.fstat(fd).st_size
-        data = os.pread(fd, limit, 0)
+        data = _read_start(fd, limit)
     finally:
         os.close(fd)
     return _with_note(data.decode(errors="replace"), size - len(data),

@@ -126,6 +126,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)
     print(report.check_text(grade))
+    # Code this Python accepts and the grader's older one would not.
+    from autograder.submission import python_version
+    try:
+        for line in python_version.check_warnings(path.read_text()):
+            print(line)
+    except (OSError, UnicodeDecodeError):
+        pass   # the grade above already said why the file is unreadable
     return 0
 
 

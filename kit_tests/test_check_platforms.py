@@ -151,3 +151,37 @@ def test_plain_child_gives_the_jails_verdicts(tmp_path):
         assert "time limit of 3 s exceeded" in text
         assert "exited (code 3)" in text
     _no_staff_words(plain)
+
+
+BROKEN_JAIL = """
+import sys
+from autograder.sandbox import jail
+
+def refused(plan):
+    raise OSError(1, "prctl(PR_SET_NO_NEW_PRIVS) failed: EPERM")
+
+jail.drop_privileges = refused
+from autograder.cli import main
+sys.exit(main(["check", sys.argv[1]]))
+"""
+
+
+@pytest.mark.e2e
+def test_a_jail_that_fails_its_canary_falls_back_to_the_plain_child(
+        tmp_path):
+    """Linux whose jail cannot be built (WSL1, a locked-down container;
+    here the privilege drop refused in every worker): ``check`` still
+    grades the reference in full, in the plain child, and says so in one
+    line without a staff remedy."""
+    rubric = load_rubric()
+    path = tmp_path / "modeling_attention.py"
+    path.write_text(FULL_REFERENCE)
+    done = subprocess.run([sys.executable, "-c", BROKEN_JAIL, str(path)],
+                          cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _summary(done.stdout) == (rubric.max_score, rubric.max_score,
+                                     rubric.max_bonus)
+    notes = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(notes) == 1 and "could not start" in notes[0], done.stderr
+    _no_staff_words(done)

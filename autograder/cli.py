@@ -125,6 +125,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)
+    if grade.internal_error:
+        # The preview failed in the grader's own code: a student's words
+        # (the staff's apology promises a regrade that a preview has not).
+        from autograder.sandbox.plain import check_failed
+        raise ConfigError(check_failed())
     print(report.check_text(grade))
     # Code this Python accepts and the grader's older one would not.
     from autograder.submission import python_version

@@ -185,3 +185,33 @@ def test_a_jail_that_fails_its_canary_falls_back_to_the_plain_child(
     notes = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(notes) == 1 and "could not start" in notes[0], done.stderr
     _no_staff_words(done)
+
+
+GRADER_BUG = """
+import sys
+from autograder import grade
+
+def broken(*args, **kwargs):
+    raise RuntimeError("a bug in the grader")
+
+grade._score_task = broken
+from autograder.cli import main
+sys.exit(main(["check", sys.argv[1]]))
+"""
+
+
+@pytest.mark.e2e
+def test_a_grader_failure_in_check_is_no_score_and_no_staff_remedy(
+        tmp_path):
+    """The grader's own code failing during ``check`` (after its canary
+    passed): no score, the student is told to run it again or reinstall,
+    never the staff's apology and its regrade."""
+    path = tmp_path / "modeling_attention.py"
+    path.write_text(FULL_REFERENCE)
+    done = subprocess.run([sys.executable, "-c", GRADER_BUG, str(path)],
+                          cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert not SUMMARY.search(done.stdout) and "Score" not in done.stdout
+    assert "run it again" in done.stderr
+    _no_staff_words(done)

@@ -334,5 +334,16 @@ def student_error(cause: str, details: str = "") -> str:
             f"  cause: {cause.strip()[:800]}\n  remedy: {remedy}")
 
 
-__all__ = ["NOTE", "PlainAttempt", "PlainSandbox", "for_check",
+def check_failed() -> str:
+    """Why ``check`` gave no preview when the grader's own code failed
+    after its canary passed, in a student's words."""
+    return ("the check itself failed while grading your file: this is not "
+            "your code's fault, and it is no score.\n"
+            "  remedy: run it again (the next run first proves the check "
+            "works here); if it fails again, reinstall the homework's "
+            "environment (`make install`, see README.md) or ask on the "
+            "course forum with this message")
+
+
+__all__ = ["NOTE", "check_failed", "PlainAttempt", "PlainSandbox", "for_check",
            "jail_missing", "plain_main", "start_method", "student_error"]

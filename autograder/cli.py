@@ -134,8 +134,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     # Code this Python accepts and the grader's older one would not.
     from autograder.submission import python_version
     try:
-        for line in python_version.check_warnings(path.read_text()):
-            print(line)
+        if path.suffix == ".py":
+            for line in python_version.check_warnings(path.read_text()):
+                print(line)
     except (OSError, UnicodeDecodeError):
         pass   # the grade above already said why the file is unreadable
     return 0

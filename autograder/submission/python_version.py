@@ -75,7 +75,7 @@ def newer_uses(source: str, than: Version, *,
     table = load_features(path)
     try:
         tree: ast.Module | None = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     found: set[Use] = set()
     starts = _statement_lines(source, tree)
@@ -123,22 +123,48 @@ def _statement_lines(source: str, tree: ast.Module | None) -> list[int]:
 
 def _fstring_lines(source: str, tree: ast.Module) -> list[int]:
     """f-strings only Python >= 3.12 reads (PEP 701): a backslash, or
-    the f-string's own single quote, inside a replacement field."""
-    found = []
+    the f-string's own single quote, inside a replacement field. (The
+    source's lines are split once: student code may hold many f-strings.)
+    """
+    lines = source.splitlines(keepends=True)
+    found: list[int] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.JoinedStr):
             continue
-        text = ast.get_source_segment(source, node) or ""
-        quote = text.lstrip("rRfFbBuU")[:3]
+        quote = _segment(lines, node, 8).lstrip("rRfFbBuU")[:3]
         quote = quote if quote in ('"""', "'''") else quote[:1]
         for part in node.values:
             if not isinstance(part, ast.FormattedValue):
                 continue
-            inner = ast.get_source_segment(source, part.value) or ""
+            inner = _segment(lines, part.value)
             if "\\" in inner or (len(quote) == 1 and quote in inner):
                 found.append(node.lineno)
                 break
+        if len(found) >= _ENOUGH:
+            break
     return found
+
+
+_ENOUGH = 50   # uses of one feature worth finding
+
+
+def _segment(lines: list[str], node: ast.AST, limit: int = 0) -> str:
+    """The source of ``node`` (at most its first ``limit`` bytes, if
+    given); ast's column offsets count UTF-8 bytes."""
+    start = node.lineno
+    end = node.end_lineno or start
+    first = lines[start - 1].encode()
+    if start == end:
+        text = first[node.col_offset:node.end_col_offset]
+    elif limit:
+        text = first[node.col_offset:]
+    else:
+        text = first[node.col_offset:] + \
+            "".join(lines[start:end - 1]).encode() + \
+            lines[end - 1].encode()[:node.end_col_offset]
+    if limit:
+        text = text[:limit]
+    return text.decode(errors="replace")
 
 
 _DETECTORS = {"fstring": _fstring_lines}

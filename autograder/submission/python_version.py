@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FEATURES = Path(__file__).resolve().parents[1] / "python_features.toml"
+MAX_SOURCE = 200_000     # characters searched (the reference: ~14,000)
 Version = tuple[int, int]
 
 
@@ -71,14 +72,18 @@ def grader_version(path: Path = FEATURES) -> Version:
 def newer_uses(source: str, than: Version, *,
                path: Path = FEATURES) -> list[Use]:
     """The uses in ``source`` of features newer than Python ``than``, by
-    line. Works whether or not this Python can parse ``source``."""
+    line. Works whether or not this Python can parse ``source``; a
+    source over ``MAX_SOURCE`` characters is not searched."""
     table = load_features(path)
+    if len(source) > MAX_SOURCE:
+        return []
     try:
-        tree: ast.Module | None = ast.parse(source)
+        # One walk of the tree serves every search below.
+        nodes: list[ast.AST] | None = list(ast.walk(ast.parse(source)))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
+        nodes = None
     found: set[Use] = set()
-    starts = _statement_lines(source, tree)
+    starts = _statement_lines(source, nodes)
     lines = source.splitlines()
     for entry in table.get("syntax", []):
         if entry["since"] <= than:
@@ -88,22 +93,25 @@ def newer_uses(source: str, than: Version, *,
                 if number <= len(lines) and \
                         entry["regex"].match(lines[number - 1]):
                     found.add(Use(number, entry["what"], entry["since"]))
-        elif tree is not None:
-            for number in _DETECTORS[entry["detector"]](source, tree):
+        elif nodes is not None:
+            for number in _DETECTORS[entry["detector"]](source, nodes):
                 found.add(Use(number, entry["what"], entry["since"]))
-    if tree is not None:
+    if nodes is not None:
         wanted = {f"{e['module']}.{e['name']}": e["since"]
                   for e in table.get("name", []) if e["since"] > than}
-        for number, dotted in _names(tree):
+        for number, dotted in _names(nodes):
             if dotted in wanted:
                 found.add(Use(number, f"`{dotted}`", wanted[dotted]))
     return sorted(found, key=lambda u: (u.line, u.what))
 
 
-def _statement_lines(source: str, tree: ast.Module | None) -> list[int]:
-    """The lines where a statement starts (not inside a string)."""
-    if tree is not None:
-        return sorted({node.lineno for node in ast.walk(tree)
+def _statement_lines(source: str, nodes: list[ast.AST] | None
+                     ) -> list[int]:
+    """The lines where a statement starts (not inside a string), from
+    the tree's ``nodes`` or, where this Python cannot parse ``source``,
+    its tokens."""
+    if nodes is not None:
+        return sorted({node.lineno for node in nodes
                        if isinstance(node, ast.stmt)})
     starts, new = set(), True
     try:
@@ -121,14 +129,14 @@ def _statement_lines(source: str, tree: ast.Module | None) -> list[int]:
     return sorted(starts)
 
 
-def _fstring_lines(source: str, tree: ast.Module) -> list[int]:
+def _fstring_lines(source: str, nodes: list[ast.AST]) -> list[int]:
     """f-strings only Python >= 3.12 reads (PEP 701): a backslash, or
     the f-string's own single quote, inside a replacement field. (The
     source's lines are split once: student code may hold many f-strings.)
     """
     lines = source.splitlines(keepends=True)
     found: list[int] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.JoinedStr):
             continue
         quote = _segment(lines, node, 8).lstrip("rRfFbBuU")[:3]
@@ -170,12 +178,12 @@ def _segment(lines: list[str], node: ast.AST, limit: int = 0) -> str:
 _DETECTORS = {"fstring": _fstring_lines}
 
 
-def _names(tree: ast.Module) -> list[tuple[int, str]]:
+def _names(nodes: list[ast.AST]) -> list[tuple[int, str]]:
     """(line, "module.name") for every name imported from a module and
     every attribute read of an imported module (aliases resolved)."""
     aliases: dict[str, str] = {}
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -187,7 +195,7 @@ def _names(tree: ast.Module) -> list[tuple[int, str]]:
                 not node.level:
             for alias in node.names:
                 found.append((node.lineno, f"{node.module}.{alias.name}"))
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Attribute):
             parts = []
             value: ast.AST = node

@@ -137,3 +137,10 @@ def test_newer_names_and_fstrings_on_a_newer_python():
                      (8, next(e["what"] for e in pv.load_features()["syntax"]
                               if e.get("detector") == "fstring")),
                      (11, "`collections.abc.Buffer`")}
+
+
+def test_a_source_past_the_bound_is_not_searched():
+    """Student code is hostile: the search is bounded by size."""
+    assert pv.newer_uses("type Alias = int\n", GRADER)
+    padded = "type Alias = int\n" + "#" * pv.MAX_SOURCE + "\n"
+    assert pv.newer_uses(padded, GRADER) == []

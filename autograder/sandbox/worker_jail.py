@@ -396,6 +396,10 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
                  results: Connection, output: _FdOutput,
                  settings: WorkerSettings, plan: jail.JailPlan) -> None:
     """Runs the submission, locked up (see ``_lock_up``)."""
+    # Imported before the jail hides the grader's files (serve_probes
+    # then finds it loaded).
+    from autograder.sandbox import worker  # noqa: F401
+
     me = os.getpid()
 
     def send(header: dict, tensors: list[torch.Tensor] = ()) -> None:

@@ -166,19 +166,22 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
                values: Path | None = None,
                timeout: float | None = None) -> GradeResult:
     """``check``'s preview: the file graded on the public cases, after the
-    canary (one that passed in this environment before counts)."""
+    canary (one that passed in this environment before counts). Where the
+    jail cannot run, in a plain child process
+    (autograder/sandbox/plain.py: the student's own code, a preview)."""
+    from autograder.sandbox import plain
     workdir = grader_tempdir()
     try:
         config = read_config(rubric, values, ("public",))
-        preflight(sandbox, quiet=True, remember=True)
-        sub = resolve(path, workdir)
-        sub.filename = str(path)
-        grade = grade_submission(sub, config,
-                                 budgeted_runner(sandbox, config),
-                                 public_only=True, timeout=timeout)
-        if grade.internal_error:   # prove the environment next time
-            from autograder.sandbox.preflight import forget_preflight
-            forget_preflight(sandbox)
+        with plain.for_check(sandbox) as used:
+            sub = resolve(path, workdir)
+            sub.filename = str(path)
+            grade = grade_submission(sub, config,
+                                     budgeted_runner(used, config),
+                                     public_only=True, timeout=timeout)
+            if grade.internal_error:   # prove the environment next time
+                from autograder.sandbox.preflight import forget_preflight
+                forget_preflight(used)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return grade

@@ -91,6 +91,21 @@ def _sandbox_context():
     return Sandbox(fork_server_from_here=True)
 
 
+def _check_sandbox():
+    """``check``'s sandbox: the jailed one where this machine has what the
+    jail needs, else a plain child process (the student's own code on
+    their own machine: autograder/sandbox/plain.py)."""
+    global _early_sandbox
+    from autograder.sandbox import plain
+    missing = plain.jail_missing()
+    if not missing:
+        return _sandbox_context()
+    if _early_sandbox is not None:
+        _early_sandbox.close()
+        _early_sandbox = None
+    return plain.PlainSandbox(missing)
+
+
 # --------------------------------------------------------------------------
 # Commands
 
@@ -110,10 +125,23 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `python -m autograder"
                           f" check path/to/modeling_attention.py`)")
-    with _sandbox_context() as sandbox:
+    with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)
+    if grade.internal_error:
+        # The preview failed in the grader's own code: a student's words
+        # (the staff's apology promises a regrade that a preview has not).
+        from autograder.sandbox.plain import check_failed
+        raise ConfigError(check_failed())
     print(report.check_text(grade))
+    # Code this Python accepts and the grader's older one would not.
+    from autograder.submission import python_version
+    try:
+        if path.suffix == ".py":
+            for line in python_version.check_warnings(path.read_text()):
+                print(line)
+    except (OSError, UnicodeDecodeError):
+        pass   # the grade above already said why the file is unreadable
     return 0
 
 

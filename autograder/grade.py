@@ -18,8 +18,10 @@ from typing import Any, Callable
 from autograder.report import mdsafe
 from autograder.checks.base import FAIL, Context
 from autograder.config import GradingConfig
-from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, MEMORY, NOT_RUN,
-                                         TIMEOUT, Probe, ProbeResult)
+from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
+                                         MEMORY, NOT_RUN, TIMEOUT, Probe,
+                                         ProbeResult)
+from autograder.submission import python_version
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, select_cases)
 
@@ -289,6 +291,11 @@ def grade_source(source: str, filename: str, config: GradingConfig,
             if result is not None and result.status in LIMIT_STATUSES:
                 grade.limits[result.status] = \
                     grade.limits.get(result.status, 0) + 1
+        if any(r.status == IMPORT_ERROR for r in results.values()):
+            # Code for a newer Python than this one: say which, and why.
+            note = python_version.grader_note(source)
+            if note:
+                grade.notes.append(note)
         grade.stdout = _printed([p for p in probes if p.id not in hidden],
                                 results)
         grade.hidden_stdout = _printed([p for p in probes if p.id in hidden],

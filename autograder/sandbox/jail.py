@@ -63,10 +63,13 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MS_RELATIME = 1 << 21
 MNT_DETACH = 2
 # statvfs f_flag bits -> the mount flags a bind remount must keep (a user
-# namespace may not clear flags its parent locked).
-_LOCKED_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV,
-                 os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: MS_NOATIME,
-                 os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}
+# namespace may not clear flags its parent locked). Only glibc's os has
+# them all: elsewhere (macOS, Windows) this module must still import.
+_LOCKED_FLAGS = {getattr(os, name): flag for name, flag in (
+    ("ST_NOSUID", MS_NOSUID), ("ST_NODEV", MS_NODEV),
+    ("ST_NOEXEC", MS_NOEXEC), ("ST_NOATIME", MS_NOATIME),
+    ("ST_NODIRATIME", MS_NODIRATIME), ("ST_RELATIME", MS_RELATIME))
+    if hasattr(os, name)}
 
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
@@ -82,6 +85,13 @@ LAYERS = ("user-namespace", "pid-namespace", "mount-namespace",
           "subreaper", "session-keyring", "seccomp")
 _KEYCTL = {"x86_64": 250, "aarch64": 219}
 KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def kernel_calls() -> bool:
+    """Whether libc's Linux calls the jail is built with (``prctl``,
+    ``unshare``, ``syscall``) can be made here."""
+    return _libc is not None and all(
+        hasattr(_libc, name) for name in ("prctl", "unshare", "syscall"))
 
 
 class JailError(Exception):
@@ -554,5 +564,5 @@ __all__ = ["JailError", "JailPlan", "LAYERS", "apply_landlock",
            "apply_seccomp", "new_session_keyring",
            "become_subreaper", "build_root", "default_readable",
            "die_with_parent", "drop_privileges", "enter_namespaces",
-           "kill_children", "landlock_abi", "parent_of",
+           "kernel_calls", "kill_children", "landlock_abi", "parent_of",
            "python_paths", "readable_by", "wait_status"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import re
 import sys
 import tempfile
@@ -222,11 +221,14 @@ def environment_key(sandbox) -> str:
         mtime = 0
     facts = {"python": [python, mtime, sys.version, sys.path],
              "torch": torch.__version__, "grader": digest.hexdigest(),
-             "euid": os.geteuid(), "worker": getattr(sandbox, "user", None),
+             "euid": os.geteuid() if hasattr(os, "geteuid") else None,
+             "worker": getattr(sandbox, "user", None),
+             "plain": getattr(sandbox, "plain", False),
              "namespaces": getattr(sandbox, "namespaces", None),
              "landlock": getattr(sandbox, "landlock", None),
              "readable": getattr(sandbox, "readable", None),
-             "kernel": os.uname().release}
+             "kernel": os.uname().release if hasattr(os, "uname")
+             else sys.platform}
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str)
                           .encode()).hexdigest()
 
@@ -322,8 +324,9 @@ def describe_jail(sandbox, layers: list[str]) -> str:
 
 def _user_name(uid: int) -> str:
     try:
+        import pwd   # Unix only: this module also serves check elsewhere
         return repr(pwd.getpwuid(uid).pw_name)
-    except KeyError:
+    except (ImportError, KeyError):
         return f"uid {uid}"
 
 

@@ -47,14 +47,18 @@ GRADER_FAILURE = ("the grader's own worker process failed (its error is in "
 def supervise(start: Starter, source: str, filename: str,
               probes: list[Probe], settings: WorkerSettings,
               deadline: float, limit: float, *,
-              results_bytes: int = wire.MAX_RETAINED_BYTES
+              results_bytes: int = wire.MAX_RETAINED_BYTES,
+              attempt: Callable[..., Attempt] | None = None
               ) -> tuple[list[ProbeResult], list[str] | None, list[str]]:
     """One result per probe, in order, the jail's layers (None if no
     worker reported them) and the layers it could not build, each with
     the failing call. ``deadline`` (``parent_clock.now()``) ends the
     whole run, whose length is ``limit`` seconds. The parent receives at
     most ``results_bytes`` of results for the submission as a whole
-    (``wire.Budget``), however many workers it takes."""
+    (``wire.Budget``), however many workers it takes. ``attempt``: the
+    worker's kind (default the jailed ``Attempt``; ``check``'s plain child
+    where the jail cannot run: autograder/sandbox/plain.py)."""
+    make_attempt = attempt or Attempt
     results: dict[int, ProbeResult] = {}
     budget = wire.Budget(results_bytes)
     lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
@@ -80,9 +84,9 @@ def supervise(start: Starter, source: str, filename: str,
                 todo.append(i)
         if not todo:
             break
-        attempt = Attempt(start, source, filename,
-                          [probes[i] for i in todo], settings,
-                          deadline, limit, budget)
+        attempt = make_attempt(start, source, filename,
+                               [probes[i] for i in todo], settings,
+                               deadline, limit, budget)
         got = 0
         failure = None
         try:
@@ -200,10 +204,9 @@ class Attempt:
         self.oom_kills = memlimit.oom_kills()   # the cgroup's, before
         mine, theirs = wire.channel()
         self.receiver = wire.Receiver(mine, budget)
-        self.process = WorkerProcess(
-            target=keeper_main, name="autograder-worker", daemon=True,
-            args=(source, filename, wire.encode_probes(public), theirs,
-                  settings))
+        self.process = self.new_process(
+            (source, filename, wire.encode_probes(public), theirs,
+             settings))
         try:
             start(self.process)
         except BaseException:
@@ -215,6 +218,11 @@ class Attempt:
         self.inmate: int | None = None     # the process running student code
         self.layers: list[str] | None = None
         self.refused: list[str] = []
+
+    def new_process(self, args: tuple) -> BaseProcess:
+        """The worker process, not started: the jailed keeper."""
+        return WorkerProcess(target=keeper_main, name="autograder-worker",
+                             daemon=True, args=args)
 
     def results(self) -> Iterator[ProbeResult]:
         """Yield ProbeResults in order; raise Failure when the worker

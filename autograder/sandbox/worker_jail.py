@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import io
 import os
-import resource
+try:
+    import resource
+except ImportError:   # Windows: only check's plain child runs there
+    resource = None   # type: ignore[assignment]
 import shutil
 import signal
 import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -49,6 +53,11 @@ VERDICT_FILE = ".autograder-verdict"   # why the keeper killed the inmate
 SCRATCH = "scratch"                    # the inmate's folder in workdir
 _WATCH_SECONDS = 0.05                  # scratch size check interval
 _MAX_ENTRIES = 10_000                  # files the scratch may hold
+# How the parent opens the worker's files (never through a link the
+# submission put there). These readers also serve check's plain child
+# (autograder/sandbox/plain.py) where os lacks flags (Windows).
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
+    getattr(os, "O_BINARY", 0)
 
 
 @dataclass
@@ -381,7 +390,7 @@ def scratch_verdict(workdir: str) -> str | None:
     """Why the keeper killed the inmate (runs in the parent), if it did."""
     path = os.path.join(workdir, VERDICT_FILE)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | _NO_LINK)
     except OSError:
         return None
     try:
@@ -395,7 +404,9 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
                  results: Connection, output: _FdOutput,
                  settings: WorkerSettings, plan: jail.JailPlan) -> None:
     """Runs the submission, locked up (see ``_lock_up``)."""
-    from autograder.sandbox.worker import execute_probes
+    # Imported before the jail hides the grader's files (serve_probes
+    # then finds it loaded).
+    from autograder.sandbox import worker  # noqa: F401
 
     me = os.getpid()
 
@@ -413,8 +424,23 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
               "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
     send({"kind": "jailed", "layers": plan.active, "refused": plan.refused})
+    serve_probes(source, filename, encoded, results, output,
+                 settings.output_limit, send)
+    os._exit(0)
+
+
+def serve_probes(source: str, filename: str, encoded: bytes,
+                 results: Connection, output: _FdOutput, limit: int,
+                 send: Callable[..., None]) -> None:
+    """Run the probes of ``encoded`` on the submission and ``send`` one
+    message per result, its captured output attached (at most ``limit``
+    characters of Python-level output): the jailed inmate's loop, and that
+    of ``check``'s plain child (autograder/sandbox/plain.py), so both give
+    the same verdicts."""
+    from autograder.sandbox.worker import execute_probes
+
     probes = wire.decode_probes(encoded)
-    stream = _CappedStream(settings.output_limit, 1)
+    stream = _CappedStream(limit, 1)
     sys.stdout = sys.stderr = stream
 
     def ready() -> None:
@@ -430,7 +456,15 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
                                  more=hidden):
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
-    os._exit(0)
+
+
+def _read_start(fd: int, limit: int) -> bytes:
+    """The first ``limit`` bytes of the file ``fd`` (``pread`` where the
+    system has it)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, limit, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, limit)
 
 
 def read_keeper_log(workdir: str, limit: int = 20_000) -> str:
@@ -438,13 +472,13 @@ def read_keeper_log(workdir: str, limit: int = 20_000) -> str:
     parent): staff only, never the student's output."""
     path = os.path.join(workdir, KEEPER_LOG)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDWR | _NO_LINK)
     except OSError:
         return ""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ""
-        data = os.pread(fd, limit, 0)
+        data = _read_start(fd, limit)
         os.ftruncate(fd, 0)
     finally:
         os.close(fd)
@@ -457,14 +491,14 @@ def read_leftover(workdir: str, limit: int) -> str:
     try:
         # O_NOFOLLOW: the submission may have replaced the file by a link.
         fd = os.open(os.path.join(workdir, OUTPUT_FILE),
-                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                     os.O_RDONLY | _NO_LINK)
     except OSError:
         return ""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ""
         size = os.fstat(fd).st_size
-        data = os.pread(fd, limit, 0)
+        data = _read_start(fd, limit)
     finally:
         os.close(fd)
     return _with_note(data.decode(errors="replace"), size - len(data),

@@ -141,10 +141,15 @@ def test_committed_notebook_matches_the_builder():
 
 def test_cli_check_flags_a_stale_file(tmp_path, capsys):
     stale = tmp_path / "attention.ipynb"
-    assert notebook.main(["--out", str(stale), "--check"]) == 1
-    assert notebook.main(["--out", str(stale)]) == 0
-    assert notebook.main(["--out", str(stale), "--check"]) == 0
+    out = ["--out", str(stale), "--questions-out",
+           str(tmp_path / "questions.toml")]
+    assert notebook.main([*out, "--check"]) == 1
+    assert notebook.main(out) == 0
+    assert notebook.main([*out, "--check"]) == 0
     assert "up to date" in capsys.readouterr().out
+    (tmp_path / "questions.toml").write_text('questions = ["Q1"]\n')
+    assert notebook.main([*out, "--check"]) == 1
+    assert "questions.toml is stale" in capsys.readouterr().out
 
 
 def test_master_structure():

@@ -21,10 +21,12 @@ chain of small steps, one transformation each:
    is only an HTML comment is a note to the instructor);
 5. ``expand_tasks``: a markdown cell with metadata ``{"task": "1.2"}`` is a
    task statement; it becomes otter's question block (``# BEGIN QUESTION``,
-   ``points`` from the rubric) with a test cell calling
-   ``transformer_lm.checks.run_check("1.2")``. The test cell's second
-   statement, ``report(test_task_1_2)``, runs the check in the master
-   without raising (``report`` is defined in a ``# BEGIN IGNORE`` block);
+   ``points`` from the rubric, otter's own check cell turned off) with a
+   test calling ``transformer_lm.checks.run_check("1.2")`` (for otter's
+   ``grader.check``), followed by the kit's check cell ``check("1.2")``,
+   locked, in master and student notebook alike: it shows the task's
+   verdict once, where otter's cell framed it in "Test case failed / Error
+   at line ..." and repeated a pass;
 6. ``expand_questions``: a markdown cell ``{"question": "Q1"}`` (the
    prompt) followed by one ``{"sample": "Q1"}`` (our sample answer) becomes
    a manual otter question: prompt, the student's answer cell, the sample
@@ -234,7 +236,7 @@ def expand_tasks(cells: list[NotebookNode], rubric: Rubric,
             raise MasterError(f"{locate('task', task_id)}: no task "
                               f"{task_id!r} in the rubric")
         name = "task_" + task_id.replace(".", "_")
-        # otter shows these under the cell's verdict: say what was checked.
+        # otter shows these under its verdict: say what was checked.
         test = nbformat.v4.new_code_cell(
             '""" # BEGIN TEST CONFIG\n'
             f"success_message: 'passed on the public cases ({SCOPE})'\n"
@@ -243,13 +245,16 @@ def expand_tasks(cells: list[NotebookNode], rubric: Rubric,
             '""" # END TEST CONFIG\n'
             f"def test_{name}():\n"
             "    from transformer_lm.checks import run_check\n"
-            f'    run_check("{task_id}")\n\n\n'
-            f"report(test_{name})")
-        test.id = f"check-{name.replace('_', '-')}"
+            f'    run_check("{task_id}")')
+        test.id = f"test-{name.replace('_', '-')}"
+        check = nbformat.v4.new_code_cell(
+            f'check("{task_id}")',
+            metadata={"deletable": False, "editable": False})
+        check.id = f"check-{name.replace('_', '-')}"
         out += [_raw(f"# BEGIN QUESTION\nname: {name}\n"
-                     f"points: {points[task_id]:g}"),
+                     f"points: {points[task_id]:g}\ncheck_cell: false"),
                 _copy(cell, "task"), _raw("# BEGIN TESTS"), test,
-                _raw("# END TESTS"), _raw("# END QUESTION")]
+                _raw("# END TESTS"), _raw("# END QUESTION"), check]
     return out
 
 

@@ -18,6 +18,7 @@ import nbformat
 import pytest
 import yaml
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from autograder.local import SCOPE, task_points
 from autograder.rubric import load_rubric
@@ -347,3 +348,22 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
                          _output_text(cell)), _output_text(cell)
         assert not any("image/png" in o.get("data", {})
                        for o in cell.outputs)
+
+
+def test_a_failed_setup_stops_run_all_at_one_message(tmp_path, monkeypatch):
+    # The notebook alone, no homework folder around it: the first code
+    # cell says what to do and "Run All" stops there, no NameErrors after.
+    shutil.copy(notebook.OUT, tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    nb = nbformat.read(str(tmp_path / notebook.OUT.name), as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    (shown,) = code[0].outputs
+    assert shown["ename"] == "SetupError"
+    assert shown["traceback"][0].startswith("SETUP FAILED: no homework")
+    assert not any("Traceback" in line or "File " in line
+                   for line in shown["traceback"])
+    assert all(not c.get("outputs") for c in code[1:])

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder.rubric import load_rubric
@@ -91,30 +92,38 @@ def lab(homework, tmp_path_factory):
             url = found.group(0) if found else None
             time.sleep(0.5)
         assert url, f"JupyterLab printed no URL:\n{log_path.read_text()}"
-        yield url, log_path
+        # a token given on the command line is printed as "..."
+        yield url.replace("token=...", f"token={token}"), log_path
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)
 
 
-def _run_all(page: Page, restart: bool) -> None:
-    """Run every cell from the Run (or Kernel) menu and wait for the end."""
+def _prompts(page: Page) -> list[str]:
+    """The input prompts of the code cells ("[3]:", "[*]:", "[ ]:")."""
+    texts = page.locator(".jp-Notebook .jp-InputPrompt").all_text_contents()
+    return [t.strip() for t in texts if t.strip()]
+
+
+def _run_all(page: Page, code_cells: int, restart: bool) -> None:
+    """Run every cell from the Run (or Kernel) menu and wait until each of
+    the ``code_cells`` has run."""
     menu, item = ("Kernel", "Restart Kernel and Run All Cells…") \
         if restart else ("Run", "Run All Cells")
     page.locator("#jp-MainMenu").get_by_text(menu, exact=True).click()
     page.get_by_text(item, exact=True).click()
     if restart:
         page.locator(".jp-Dialog .jp-mod-accept").click()
-    code_cells = page.locator(".jp-Notebook .jp-CodeCell").count()
-    deadline = time.monotonic() + RUN_SECONDS
+    deadline, started = time.monotonic() + RUN_SECONDS, False
     while time.monotonic() < deadline:
-        prompts = page.locator(".jp-Notebook .jp-InputPrompt")
-        texts = [t.strip() for t in prompts.all_text_contents()]
-        done = [t for t in texts if re.fullmatch(r"\[\d+\]:", t)]
-        if len(done) == code_cells and "[*]:" not in texts:
+        prompts = _prompts(page)
+        started = started or "[*]:" in prompts
+        done = [p for p in prompts if re.fullmatch(r"\[\d+\]:", p)]
+        if started and len(done) == code_cells and "[*]:" not in prompts:
             return
         time.sleep(1)
-    raise AssertionError(f"the cells did not finish in {RUN_SECONDS} s")
+    raise AssertionError(f"the cells did not finish in {RUN_SECONDS} s: "
+                         f"{_prompts(page)}")
 
 
 def _check_cells(page: Page) -> dict[str, object]:
@@ -175,11 +184,13 @@ def test_the_notebook_runs_in_jupyterlab(lab, homework, tmp_path):
                 "/api/contents/transformer_lm/modeling_attention.py"))
             assert module.ok and "YOUR CODE STARTS HERE" in \
                 module.json()["content"]
-            _run_all(page, restart=False)
+            code_cells = sum(c.cell_type == "code" for c in nbformat.read(
+                str(homework / "assignment" / "attention.ipynb"), 4).cells)
+            _run_all(page, code_cells, restart=False)
             _assert_clean(page, False, tmp_path, "skeleton")
             shutil.copy(REFERENCE, homework / "transformer_lm"
                         / "modeling_attention.py")
-            _run_all(page, restart=True)
+            _run_all(page, code_cells, restart=True)
             _assert_clean(page, True, tmp_path, "reference")
             page.screenshot(path=str(tmp_path / "reference-page.png"))
         finally:

@@ -42,9 +42,10 @@ the grader's answer extractor reads, so a question added to the source is
 collected with no code changed; ``--check`` flags that file stale too.
 
 Answer-cell convention (read by the answer extractor): each inline question
-Qn (the ids of autograder/questions.toml) has exactly one student answer cell in the student notebook,
-a markdown cell with ``metadata["kit"] == {"question": "Qn"}``, cell id
-``answer-qn`` and a source whose first line is ``**Answer Qn:**``; the
+Qn (the ids of autograder/questions.toml) has exactly one student answer
+cell in the student notebook, a markdown cell with
+``metadata["kit"] == {"question": "Qn"}``, cell id ``answer-qn`` and a
+source whose first line is ``**Answer Qn:**``; the
 student writes below that line. The master also holds the sample answer, a
 markdown cell with ``metadata["kit"] == {"question": "Qn", "sample": True}``,
 id ``sample-qn`` and the same first line. Students may change cell ids, so

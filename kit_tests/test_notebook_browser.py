@@ -110,6 +110,9 @@ def _run_all(page: Page, code_cells: int, restart: bool) -> None:
     the ``code_cells`` has run."""
     menu, item = ("Kernel", "Restart Kernel and Run All Cells…") \
         if restart else ("Run", "Run All Cells")
+    # the kernel is up (a click before that may be lost)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(
+        timeout=RUN_SECONDS * 1000)
     page.locator("#jp-MainMenu").get_by_text(menu, exact=True).click()
     page.get_by_text(item, exact=True).click()
     if restart:

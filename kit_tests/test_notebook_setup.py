@@ -67,8 +67,8 @@ def test_the_homework_folder_is_found_from_where_jupyter_runs(
     assert found.get("path", [None])[0] == str(home), found
 
 
-def test_no_homework_folder_is_one_message_saying_what_to_do(setup_cell,
-                                                           tmp_path):
+def test_no_homework_folder_is_one_message_saying_what_to_do(
+        setup_cell, tmp_path):
     shown = _run(setup_cell, tmp_path)
     assert shown["error"] == "SetupError"
     text = " ".join(shown["shown"])

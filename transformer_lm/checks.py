@@ -1,8 +1,9 @@
 """Public checks for the notebook: ``check("1.2")``, ``run_check("1.2")``.
 
-The notebook's check cells call ``check`` with a task id ("1.1", "1.2", "2.1", "2.2", "2.3", "3.1", ...: the rubric's
-item ids without their letter, so "2.3" runs items 2.3a and 2.3b). It runs
-the grader's own checks of those items on the public cases, in this
+The notebook's check cells call ``check`` with a task id ("1.1", "1.2",
+"2.1", "2.2", "2.3", "3.1", ...: the rubric's item ids without their
+letter, so "2.3" runs items 2.3a and 2.3b). It runs the grader's own
+checks of those items on the public cases, in this
 process (``autograder.local``): the same values, the same comparisons, the
 rubric's tolerance. The file ``transformer_lm/modeling_attention.py`` is
 read afresh on every call, so saved edits are always picked up.

@@ -70,7 +70,7 @@ test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal
 
 generate: skeleton build-notebook facts mistakes test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
 
-build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb from assignment/attention.md and the rubric
+build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb (and autograder/questions.toml) from assignment/attention.md and the rubric
 	$(PY) -m kit.notebook
 
 facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README

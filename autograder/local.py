@@ -1,5 +1,5 @@
 """The grader's value checks run in the student's own process: the one
-checker behind ``pytest tests`` and the notebook's ``grader.check`` cells.
+checker behind ``pytest tests`` and the notebook's check cells.
 
 ``make check`` and the grader run the rubric's checks on probes answered by
 a sandboxed worker; here the same probes are answered in this process

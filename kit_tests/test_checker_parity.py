@@ -7,7 +7,7 @@ verdict comes from agree item by item on the public cases.
 - the student tests: ``pytest tests`` with ATTENTION_IMPL=FILE, run
   in-process, one test per rubric item;
 - the notebook: ``transformer_lm.checks.run_check(task, FILE)``, the
-  function its ``grader.check`` cells call, one call per notebook task
+  function its check cells show, one call per notebook task
   (its per-item lines; the task passes only if all its items do).
 
 The corpus: every entry of the variant catalogue (kit/variants/), the

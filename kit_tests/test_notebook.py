@@ -18,16 +18,18 @@ import nbformat
 import pytest
 import yaml
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from autograder.local import SCOPE, task_points
 from autograder.rubric import load_rubric
+from autograder.submission.answers import questions
 from kit import notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
 TASKS = tuple(task_points(load_rubric()))
-QUESTIONS = ("Q1", "Q2", "Q3", "Q4", "Q5")
+QUESTIONS = questions()   # what the grader collects (questions.toml)
 START, END = "# YOUR CODE STARTS HERE", "# YOUR CODE ENDS HERE"
 
 
@@ -114,6 +116,28 @@ def _check_id(task_id: str) -> str:
     return "check-task-" + task_id.replace(".", "-")
 
 
+def _test_id(task_id: str) -> str:
+    return "test-task-" + task_id.replace(".", "-")
+
+
+def _assert_one_clean_verdict(cell: nbformat.NotebookNode,
+                              task_id: str) -> str:
+    """The check cell showed one verdict, as text and as a word-wrapping
+    block, with no frame, traceback or second pass line; its text."""
+    assert [o["output_type"] for o in cell.outputs] == ["execute_result"], \
+        cell.outputs
+    data = cell.outputs[0]["data"]
+    text = data["text/plain"]
+    assert text.count(f"Task {task_id}:") == 1, text
+    assert SCOPE in text, text
+    for frame in ("Test case failed", "Error at line", "Traceback",
+                  "AssertionError", "passed!", "results:"):
+        assert frame not in text, text
+    assert all(len(line) <= 78 for line in text.splitlines()), text
+    assert "word-break: normal" in data["text/html"]
+    return text
+
+
 def _plot_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in nb.cells if c.cell_type == "code"
             and "if_implemented(" in c.source and "def " not in c.source]
@@ -141,10 +165,15 @@ def test_committed_notebook_matches_the_builder():
 
 def test_cli_check_flags_a_stale_file(tmp_path, capsys):
     stale = tmp_path / "attention.ipynb"
-    assert notebook.main(["--out", str(stale), "--check"]) == 1
-    assert notebook.main(["--out", str(stale)]) == 0
-    assert notebook.main(["--out", str(stale), "--check"]) == 0
+    out = ["--out", str(stale), "--questions-out",
+           str(tmp_path / "questions.toml")]
+    assert notebook.main([*out, "--check"]) == 1
+    assert notebook.main(out) == 0
+    assert notebook.main([*out, "--check"]) == 0
     assert "up to date" in capsys.readouterr().out
+    (tmp_path / "questions.toml").write_text('questions = ["Q1"]\n')
+    assert notebook.main([*out, "--check"]) == 1
+    assert "questions.toml is stale" in capsys.readouterr().out
 
 
 def test_master_structure():
@@ -166,11 +195,13 @@ def test_master_structure():
         **{"task_" + t.replace(".", "_"): sum(
             p for i, p in items.items() if i.rstrip("abcde") == t)
            for t in TASKS},
-        "q1": 0, "q2": 0, "q3": 0, "q4": 0, "q5": 0}
+        **{q.lower(): 0 for q in QUESTIONS}}
     assert all(q.get("manual") for q in questions if q["name"][0] == "q")
+    assert all(q["check_cell"] is False for q in questions
+               if q["name"].startswith("task_"))
     for task_id in TASKS:
-        source = _cell(nb, _check_id(task_id)).source
-        assert f'run_check("{task_id}")' in source
+        assert _cell(nb, _check_id(task_id)).source == f'check("{task_id}")'
+        assert f'run_check("{task_id}")' in _cell(nb, _test_id(task_id)).source
     for qid in QUESTIONS:
         for prefix, meta in (("answer", {"question": qid}),
                              ("sample", {"question": qid, "sample": True})):
@@ -180,10 +211,10 @@ def test_master_structure():
             assert cell.source.splitlines()[0] == f"**Answer {qid}:**"
 
 
-def test_check_cells_say_what_they_check():
+def test_otter_tests_say_what_they_check():
     nb = notebook.build()
     for task_id in TASKS:
-        source = _cell(nb, _check_id(task_id)).source
+        source = _cell(nb, _test_id(task_id)).source
         config = yaml.safe_load(source.split('"""')[1].split("\n", 1)[1])
         assert SCOPE in config["success_message"]
         assert SCOPE in config["failure_message"]
@@ -227,9 +258,12 @@ def test_otter_assign_student_notebook(assigned):
     student = assigned / "student" / "attention.ipynb"
     nb = nbformat.read(str(student), as_version=4)
     text = "\n".join(c.source for c in nb.cells)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "grader." not in code and "otter" not in code   # no otter needed
     for task_id in TASKS:
         name = "task_" + task_id.replace(".", "_")
-        assert f'grader.check("{name}")' in text
+        (cell,) = [c for c in nb.cells if c.source == f'check("{task_id}")']
+        assert cell.metadata.editable is False
         assert (assigned / "student" / "tests" / f"{name}.py").is_file()
         test_file = (assigned / "student" / "tests" / f"{name}.py")
         assert f"run_check('{task_id}')" in test_file.read_text()
@@ -264,9 +298,9 @@ def test_master_runs_against_the_reference(tmp_path, monkeypatch):
     nb = _execute(work / notebook.OUT.name, monkeypatch)
     assert _errors(nb) == []
     for task_id in TASKS:
-        shown = _output_text(_cell(nb, _check_id(task_id)))
-        assert f"Task {task_id}" in shown and "FAILED" not in shown, shown
-        assert SCOPE in shown, shown
+        shown = _assert_one_clean_verdict(_cell(nb, _check_id(task_id)),
+                                          task_id)
+        assert f"Task {task_id}: passed" in shown and "✘" not in shown
     for cell in _plot_cells(nb):
         assert any("image/png" in o.get("data", {}) for o in cell.outputs)
         assert "Finish Task" not in _output_text(cell)
@@ -286,8 +320,10 @@ def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
     nb = _execute(work / notebook.OUT.name, monkeypatch)
     assert _errors(nb) == []
     for task_id in TASKS:
-        shown = _output_text(_cell(nb, _check_id(task_id)))
-        assert "FAILED" in shown and "not implemented yet" in shown, shown
+        shown = _assert_one_clean_verdict(_cell(nb, _check_id(task_id)),
+                                          task_id)
+        assert "failed on the public cases" in shown, shown
+        assert "not implemented yet" in shown, shown
     for cell in _plot_cells(nb):
         assert re.search(r"Finish Task [23]\.\d to see this plot",
                          _output_text(cell)), _output_text(cell)
@@ -302,13 +338,32 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
     shutil.copytree(assigned / "student" / "tests", work / "tests")
     nb = _execute(work / "attention.ipynb", monkeypatch)
     assert _errors(nb) == []
-    checks = [c for c in nb.cells if c.source.startswith("grader.check(")]
+    checks = [c for c in nb.cells if c.source.startswith("check(")]
     assert len(checks) == len(TASKS)
-    for cell in checks:
-        assert "not implemented yet" in _output_text(cell)
-        assert SCOPE in _output_text(cell)
+    for cell, task_id in zip(checks, TASKS):
+        shown = _assert_one_clean_verdict(cell, task_id)
+        assert "not implemented yet" in shown
     for cell in _plot_cells(nb):
         assert re.search(r"Finish Task [23]\.\d to see this plot",
                          _output_text(cell)), _output_text(cell)
         assert not any("image/png" in o.get("data", {})
                        for o in cell.outputs)
+
+
+def test_a_failed_setup_stops_run_all_at_one_message(tmp_path, monkeypatch):
+    # The notebook alone, no homework folder around it: the first code
+    # cell says what to do and "Run All" stops there, no NameErrors after.
+    shutil.copy(notebook.OUT, tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    nb = nbformat.read(str(tmp_path / notebook.OUT.name), as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    (shown,) = code[0].outputs
+    assert shown["ename"] == "SetupError"
+    assert shown["traceback"][0].startswith("SETUP FAILED: no homework")
+    assert not any("Traceback" in line or "File " in line
+                   for line in shown["traceback"])
+    assert all(not c.get("outputs") for c in code[1:])

@@ -245,11 +245,16 @@ def test_readme_lists_exactly_the_requirements():
         REQUIREMENTS)}
 
 
-def test_notebook_command_is_the_makefiles():
-    # `make notebook` keeps its own recipe; homework.py must run the same.
+def test_notebook_is_rooted_at_the_homework_with_the_notebook_open():
+    # `make notebook` is homework.py's: JupyterLab rooted at the folder
+    # (transformer_lm/ opens from it), its URL opening the notebook.
     makefile = (STUDENT / "Makefile").read_text()
     recipe = re.search(r"^notebook:.*\n\t(.*)$", makefile, re.M).group(1)
-    assert recipe.split() == ["$(PY)"] + homework.COMMANDS["notebook"]
+    assert recipe.split() == ["@$(HOMEWORK)", "notebook", "$(ARGS)"]
+    command = homework.COMMANDS["notebook"]
+    assert f"--ServerApp.root_dir={homework.ROOT}" in command
+    assert "--LabApp.default_url=/lab/tree/assignment/attention.ipynb" \
+        in command
 
 
 # -- Windows (simulated) ----------------------------------------------------

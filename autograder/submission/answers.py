@@ -1,5 +1,9 @@
 """Inline answers (Q1-Q5) of a submitted notebook, and per-question pages.
 
+The questions are data: ``autograder/questions.toml``, generated from the
+notebook's source by ``make generate`` (kit/notebook.py), lists them in
+notebook order; ``questions()`` reads it once.
+
 The notebook marks each answer cell with cell metadata
 ``{"kit": {"question": "Q1"}}`` and starts its text with ``**Answer Q1:**``.
 Students edit cells freely (and some tools drop metadata), so a cell counts
@@ -9,9 +13,11 @@ question on one page, so a TA reads question by question.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +26,47 @@ from autograder.report import atomic, mdsafe
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
     import nbformat
 
-QUESTIONS: tuple[str, ...] = ("Q1", "Q2", "Q3", "Q4", "Q5")
+QUESTIONS_FILE = Path(__file__).resolve().parents[1] / "questions.toml"
+# A question id the answer prefix below can match ("Q1" .. "Q999").
+_QUESTION_ID = re.compile(r"Q\d{1,3}")
+
+
+class QuestionsError(ValueError):
+    """The grader's list of questions cannot be read (a staff fault, not
+    the student's); the message names the file and the fix."""
+
+
+@functools.lru_cache(maxsize=None)
+def load_questions(path: Path = QUESTIONS_FILE) -> tuple[str, ...]:
+    """The question ids of ``path`` (``questions = ["Q1", ...]``), in
+    notebook order; QuestionsError naming the file if it is unreadable,
+    empty, repeats an id or holds one that is not ``Q<number>``."""
+    try:
+        found = tomllib.loads(Path(path).read_text(encoding="utf-8")
+                              ).get("questions")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise QuestionsError(f"cannot read {path}: {exc}: regenerate it "
+                             f"with `make generate`") from None
+    if not isinstance(found, list) or not found \
+            or not all(isinstance(q, str) and _QUESTION_ID.fullmatch(q)
+                       for q in found) or len(set(found)) != len(found):
+        raise QuestionsError(f"{path}: `questions` must be a list of "
+                             f"distinct ids Q1, Q2, ... (got {found!r}): "
+                             f"regenerate it with `make generate`")
+    return tuple(found)
+
+
+def questions() -> tuple[str, ...]:
+    """The notebook's questions, from ``QUESTIONS_FILE``."""
+    return load_questions(QUESTIONS_FILE)
+
+
+def __getattr__(name: str) -> Any:
+    # ``QUESTIONS`` stays importable, read when first asked for.
+    if name == "QUESTIONS":
+        return questions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Bounds on what a notebook can make the grading parent read (it runs in
 # the parent, beside every other submission's grading threads).
@@ -87,10 +133,11 @@ def _cell_question(cell: nbformat.NotebookNode) -> str | None:
     meta = cell.get("metadata", {}).get("kit", {})
     if isinstance(meta, dict) and meta.get("sample"):
         return None  # the staff sample answer (master notebook only)
-    if isinstance(meta, dict) and str(meta.get("question", "")) in QUESTIONS:
+    if isinstance(meta, dict) and str(meta.get("question", "")) \
+            in questions():
         return str(meta["question"])
     match = _prefix(_source(cell))
-    if match and match.group(1).upper() in QUESTIONS:
+    if match and match.group(1).upper() in questions():
         return match.group(1).upper()
     return None
 
@@ -125,9 +172,10 @@ def read_notebook(path: Path | str) -> nbformat.NotebookNode | dict:
     MAX_NOTEBOOK_BYTES or unreadable."""
     path = Path(path)
     if not path.is_file():
+        asked = questions()
         raise AnswersError(f"notebook not found: {path.name} is not in the "
-                           f"submission, so the inline answers Q1-Q5 "
-                           f"cannot be collected")
+                           f"submission, so the inline answers "
+                           f"{asked[0]}-{asked[-1]} cannot be collected")
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise AnswersError(f"{path.name} is {size / 1e6:.0f} MB, more "
@@ -201,7 +249,8 @@ def _plain_cell(cell: Any) -> bool:
 
 
 def collect_answers(notebook_path: Path | str) -> dict[str, str]:
-    """Answer text per question ``Q1``..``Q5`` (``""`` if unanswered).
+    """Answer text per question of ``questions()`` (``""`` if
+    unanswered).
 
     Several cells marked with the same question are joined in order, so a
     student who split an answer over two cells loses nothing; so are the
@@ -210,7 +259,7 @@ def collect_answers(notebook_path: Path | str) -> dict[str, str]:
     question). Each answer keeps at most MAX_ANSWER_CHARS characters.
     """
     nb = read_notebook(notebook_path)
-    parts: dict[str, list[str]] = {q: [] for q in QUESTIONS}
+    parts: dict[str, list[str]] = {q: [] for q in questions()}
     for question, text, below in _answer_cells(nb):
         parts[question] += [t for t in (text, *below) if t]
     out = {}
@@ -269,15 +318,16 @@ def _full_page(pages_dir: Path, question: str, name: str,
 def write_question_pages(out_dir: Path | str,
                          answers_by_submission: dict[str, dict[str, str]]
                          ) -> list[Path]:
-    """Write ``out_dir/answers/Q1.md`` .. ``Q5.md``: every submission's
-    answer to that question, in submission-name order. An answer longer
+    """Write ``out_dir/answers/<question>.md`` for each of
+    ``questions()``: every submission's answer to that question, in
+    submission-name order. An answer longer
     than the page shows (mdsafe.ANSWER_LIMIT) is cut there with a link to
     its full text in ``answers/full/Qn/``. Returns the pages."""
     pages_dir = Path(out_dir) / "answers"
     pages_dir.mkdir(parents=True, exist_ok=True)
     names = sorted(answers_by_submission)
     pages = []
-    for question in QUESTIONS:
+    for question in questions():
         answered = sum(bool(answers_by_submission[n].get(question, "").strip())
                        for n in names)
         lines = [f"# {question}", "",
@@ -307,7 +357,7 @@ def answers_markdown(answers: dict[str, str] | None,
         lines.append(f"Could not read your answers: {reason}."
                      f" This does not change your code score.")
         return "\n".join(lines) + "\n"
-    for question in QUESTIONS:
+    for question in questions():
         text = answers.get(question, "").strip()
         lines += [f"**{question}**", "",
                   _quote(text) if text else "_(no answer)_", ""]

@@ -32,13 +32,16 @@ import install_deps  # noqa: E402  (beside this file in the release)
 
 REQUIREMENTS = os.path.join(ROOT, "requirements.txt")
 STAMP = ".installed"      # in the venv: the requirements' digest
-# What each command runs with the environment's python (the notebook's
-# command is the Makefile's `notebook` recipe: kit_tests keep them equal).
+NOTEBOOK = "assignment/attention.ipynb"
+# What each command runs with the environment's python, in this folder.
+# JupyterLab is rooted here, so that transformer_lm/ opens beside the
+# notebook, and the URL it prints opens the notebook, not the Launcher.
 COMMANDS = {
     "check": ["-m", "autograder", "check"],
     "test": ["-m", "pytest", "tests"],
     "submission": ["make_submission.py"],
-    "notebook": ["-m", "jupyterlab", "assignment/attention.ipynb"],
+    "notebook": ["-m", "jupyterlab", "--ServerApp.root_dir=" + ROOT,
+                 "--LabApp.default_url=/lab/tree/" + NOTEBOOK],
 }
 # Distribution name -> the module it installs, where they differ.
 MODULES = {"otter-grader": "otter"}
@@ -220,7 +223,10 @@ def main(argv=None):
     parser.add_argument("command", choices=["install", "ready"]
                         + sorted(COMMANDS))
     parser.add_argument("file", nargs="?", help="check: the file to grade")
-    args = parser.parse_args(argv)
+    # notebook: JupyterLab's own options pass through (--no-browser, ...)
+    args, passed = parser.parse_known_args(argv)
+    if passed and args.command != "notebook":
+        parser.error("unrecognized arguments: " + " ".join(passed))
     venv = os.path.join(ROOT, args.venv)
     problem = install_deps.version_problem(sys.version_info, sys.executable)
     if problem and args.python is None and args.py is None:
@@ -243,6 +249,8 @@ def main(argv=None):
     if status or args.command == "ready":
         return status
     extra = [args.file] if args.file and args.command == "check" else []
+    if args.command == "notebook":
+        extra = ([args.file] if args.file else []) + passed
     return run(args.command, python, extra)
 
 

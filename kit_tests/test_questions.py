@@ -1,0 +1,112 @@
+"""The notebook's questions are data: taken from the notebook source by the
+build (kit/notebook.py) into autograder/questions.toml, which the grader's
+answer extractor reads. A question added to the source alone is collected:
+its answer reaches the feedback, answers.json and the TAs' page."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.report.layout import submission_dir
+from autograder.submission import answers
+from kit import notebook
+from kit.rubric_change import copy_checkout
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+# A question as an instructor adds it to assignment/attention.md: its
+# prompt, then its sample answer.
+SIXTH = """
++++ {"question": "Q6"}
+
+**Q6.** Why does the fused module need one `out_proj` and the stacked
+heads none?
+
++++ {"sample": "Q6"}
+
+**Answer Q6:**
+
+The fused heads are concatenated; out_proj mixes them.
+"""
+ANSWER = "The concatenation is already the output; mixing is extra."
+
+
+def test_the_grader_asks_what_the_source_asks():
+    built = notebook.questions(notebook.build())
+    assert built and answers.questions() == built
+    assert answers.QUESTIONS == built   # the old name reads the same data
+
+
+@pytest.mark.parametrize("text", [
+    "questions = [",                      # not TOML
+    'questions = []',                     # none
+    'questions = ["Q1", "Q1"]',           # repeated
+    'questions = ["Q1", "Question 2"]',   # not an id the prefix can name
+    'asked = ["Q1"]',                     # no `questions`
+])
+def test_a_broken_questions_file_names_itself_and_the_fix(tmp_path, text):
+    path = tmp_path / "questions.toml"
+    path.write_text(text)
+    with pytest.raises(answers.QuestionsError) as error:
+        answers.load_questions(path)
+    assert str(path) in str(error.value)
+    assert "make generate" in str(error.value)
+
+
+def test_a_question_id_the_grader_cannot_read_is_refused(tmp_path):
+    source = tmp_path / "attention.md"
+    source.write_text(notebook.MASTER.read_text()
+                      + SIXTH.replace("Q6", "Q6b"))
+    with pytest.raises(notebook.MasterError, match=r"attention\.md:\d+: "
+                       r"question id 'Q6b'"):
+        notebook.build(source)
+
+
+def _sixth_question_copy(tmp_path: Path) -> Path:
+    """A copy of the checkout whose notebook source has a sixth question,
+    rebuilt as `make build-notebook` does."""
+    copy = copy_checkout(ROOT, tmp_path)
+    source = copy / "assignment" / "attention.md"
+    source.write_text(source.read_text() + SIXTH)
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    done = subprocess.run([sys.executable, "-m", "kit.notebook"], cwd=copy,
+                          env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return copy
+
+
+@pytest.mark.e2e
+def test_a_sixth_question_is_collected(tmp_path):
+    copy = _sixth_question_copy(tmp_path)
+    asked = answers.load_questions(copy / "autograder" / "questions.toml")
+    assert asked == (*answers.questions(), "Q6")
+    # A student's submission: the reference and the built notebook, with
+    # only Q6 answered.
+    nb = nbformat.read(str(copy / "assignment" / "attention.ipynb"), 4)
+    (cell,) = [c for c in nb.cells
+               if c.metadata.get("kit") == {"question": "Q6"}]
+    cell.source = f"**Answer Q6:**\n\n{ANSWER}"
+    student = tmp_path / "subs" / "alice"
+    student.mkdir(parents=True)
+    (student / "modeling_attention.py").write_text(REFERENCE.read_text())
+    nbformat.write(nb, str(student / "attention.ipynb"))
+    out = tmp_path / "grades"
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--public-only",
+         "--out", str(out), str(student)],
+        cwd=copy, env={**os.environ, "PYTHONPATH": str(copy)},
+        capture_output=True, text=True, timeout=300)
+    folder = submission_dir(out, "alice")
+    assert (folder / "answers.json").is_file(), done.stdout + done.stderr
+    found = json.loads((folder / "answers.json").read_text())
+    assert list(found) == list(asked) and found["Q6"] == ANSWER
+    page = (out / "answers" / "Q6.md").read_text()
+    assert "1 of 1 submissions answered" in page and ANSWER in page
+    assert ANSWER in (folder / "feedback.md").read_text()

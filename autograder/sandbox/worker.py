@@ -834,6 +834,34 @@ def no_terminal() -> Iterator[None]:
         builtins.input, builtins.breakpoint, sys.stdin = saved
 
 
+def _eager_compile(model: Any = None, **options: Any) -> Any:
+    """``torch.compile`` while probes run: the function or module itself
+    (used bare, ``@torch.compile(mode=...)`` or called on a module)."""
+    if model is None:
+        return lambda given: given
+    return model
+
+
+def _eager_module_compile(self: nn.Module, *args: Any, **kwargs: Any) -> None:
+    """``nn.Module.compile()`` while probes run: nothing."""
+
+
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Run student code eagerly: ``torch.compile`` and
+    ``nn.Module.compile`` return what they are given (the rubric states
+    it). Compiling took 7-8 s of a 10 s call on a loaded machine, so a
+    correct compiled module scored 0 or full marks by the load; eager
+    results are the same numbers without that time. Restored afterwards
+    (the notebook's checks run in the student's own process)."""
+    saved = torch.compile, nn.Module.compile
+    torch.compile, nn.Module.compile = _eager_compile, _eager_module_compile
+    try:
+        yield
+    finally:
+        torch.compile, nn.Module.compile = saved
+
+
 def execute_probes(source: str, filename: str, probes: list[Probe],
                    on_import: Callable[[], None] | None = None,
                    more: Callable[[], list[Probe]] | None = None
@@ -844,8 +872,8 @@ def execute_probes(source: str, filename: str, probes: list[Probe],
     ``more`` is called once ``probes`` are all answered and returns the
     probes that follow (the hidden cases', which the parent sends only
     then: see ``supervisor.Attempt``). While it runs the submission has no
-    terminal (``no_terminal``)."""
-    with no_terminal():
+    terminal (``no_terminal``) and runs eagerly (``eager``)."""
+    with no_terminal(), eager():
         yield from _execute_probes(source, filename, probes, on_import, more)
 
 

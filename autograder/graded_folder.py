@@ -25,8 +25,7 @@ from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
 from autograder.config import GradingConfig, load_mistake_messages
 from autograder.report import layout, results as report
-from autograder.submission.locate import (check_path, submission_name,
-                                          unique_names)
+from autograder.submission.locate import check_path, submission_names
 from autograder.values import values_dir
 
 
@@ -79,7 +78,9 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
     # --jobs workers at once share the container's memory (memlimit).
     sandbox.jobs = max(1, jobs)
     (out / layout.SUBMISSIONS).mkdir(parents=True, exist_ok=True)
-    names = unique_names([submission_name(p) for p in paths])
+    names, renamed = submission_names(paths)
+    for line in renamed:
+        print(f"warning: {line}", file=sys.stderr)
     if export is not None:
         export.folders = {n: p.name for n, p in zip(names, paths)}
     graded = grade_all([Entry(n, p, timeout=timeout)
@@ -128,10 +129,14 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
         from autograder.staff import gradescope_export as gse
     except ImportError:   # a release without the staff tools
         return None
-    found = gse.find_export(paths)
-    if found is None:
-        return None
     try:
+        found = gse.find_export(paths)
+        if found is None:
+            for path in gse.lookalikes(paths):
+                print(f"note: {path} holds {gse.METADATA} but is graded as "
+                      f"one submission: a Gradescope export is read only "
+                      f"when named alone", file=sys.stderr)
+            return None
         export = gse.open_export(found, workdir)
     except gse.ExportError as exc:
         raise ConfigError(str(exc)) from None

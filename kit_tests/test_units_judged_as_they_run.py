@@ -80,3 +80,40 @@ def test_uniform_weights_with_tanh_on_the_values_earn_no_unit_item(config):
     passed = _passed(_edit(MHA_WEIGHTS, MHA_UNIFORM), config)
     assert not passed["3.3d"]
     assert passed["3.1c"] and passed["3.1d"]
+
+
+# The wrapper tells stand-in heads (no W_query) from its real ones, and
+# feeds its real heads what makes them raise in their own code.
+WRAPPER = ("        return torch.cat([head(x) for head in self.heads], "
+           "dim=-1)\n")
+TELLS_STAND_INS = (
+    "        return torch.cat([head(x if not hasattr(head, 'W_query') "
+    "else x[..., :-1])\n                          for head in self.heads], "
+    "dim=-1)\n")
+FACTORY = "    return MultiHeadAttention(768, 768, 1024, 0.1, 12, qkv_bias=True)\n"
+# The factory tells the stand-in class apart and builds 7 heads for real
+# (which raises in MultiHeadAttention's own code: 768 % 7).
+TELLS_BY = {
+    "module": "MultiHeadAttention.__module__ != __name__",
+    "code": "'autograder' in MultiHeadAttention.__init__.__code__"
+            ".co_filename",
+}
+
+
+def _factory(test: str) -> str:
+    return (f"    heads = 12 if {test} else 7\n"
+            f"    return MultiHeadAttention(768, 768, 1024, 0.1, heads,\n"
+            f"                              qkv_bias=True)\n")
+
+
+def test_a_wrapper_that_tells_stand_in_heads_apart_loses_3_2(config):
+    passed = _passed(_edit(WRAPPER, TELLS_STAND_INS), config)
+    assert not passed["3.2"]
+    assert passed["3.1"] and passed["3.3"]     # its heads keep theirs
+
+
+@pytest.mark.parametrize("tell", sorted(TELLS_BY))
+def test_a_factory_that_tells_the_stand_in_apart_loses_3_4(config, tell):
+    passed = _passed(_edit(FACTORY, _factory(TELLS_BY[tell])), config)
+    assert not passed["3.4"]
+    assert passed["3.3"]

@@ -540,7 +540,12 @@ def _stand_in_class(probe: Probe, real: Any) -> type:
                                  f"not the input x: run every head on x")
             return stand_in_output(probe.drawn_seed, self.index, shape)
 
+    # Named and placed as the class it replaces: code that looks for the
+    # grader's module cannot tell (the checks also judge with the real
+    # class wherever it is right: checks/heads.py, checks/size.py).
     StandIn.__name__ = StandIn.__qualname__ = name
+    StandIn.__module__ = str(getattr(real, "__module__", MODULE_NAME))
+    StandIn.__doc__ = getattr(real, "__doc__", None)
     return StandIn
 
 

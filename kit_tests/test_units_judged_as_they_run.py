@@ -90,7 +90,8 @@ TELLS_STAND_INS = (
     "        return torch.cat([head(x if not hasattr(head, 'W_query') "
     "else x[..., :-1])\n                          for head in self.heads], "
     "dim=-1)\n")
-FACTORY = "    return MultiHeadAttention(768, 768, 1024, 0.1, 12, qkv_bias=True)\n"
+FACTORY = ("    return MultiHeadAttention(768, 768, 1024, 0.1, 12, "
+           "qkv_bias=True)\n")
 # The factory tells the stand-in class apart and builds 7 heads for real
 # (which raises in MultiHeadAttention's own code: 768 % 7).
 TELLS_BY = {

@@ -21,7 +21,7 @@ import torch
 from autograder import probes as P
 from autograder.checks.base import CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
-                                     projection_probes)
+                                      projection_probes)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.values import _outputs, eval_differs
 from autograder.sandbox.protocol import Probe, ProbeResult

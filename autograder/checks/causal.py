@@ -145,8 +145,9 @@ class CausalProperty(CaseCheck):
                    "(moving it twice by the same step changes them twice "
                    "by the same amount), or do not change when the query "
                    "or the key projection's weights are zeroed, in every "
-                   "case: the attention weights do not follow the queries "
-                   "and keys. Compute them from the queries and keys, "
+                   "case: the attention weights do not depend on the "
+                   "input through the queries and keys. Compute them from "
+                   "the queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked, not "
                    "as fixed (e.g. uniform) weights")
 

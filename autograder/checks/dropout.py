@@ -472,8 +472,9 @@ class DropoutOnWeights(CaseCheck):
                    "and 3x give outputs on a line), or does not change "
                    "when the query or the key projection's weights are "
                    "zeroed, in every case: the attention weights do not "
-                   "follow the queries and keys, so dropout on them shows "
-                   "nothing. Compute them from the queries and keys, "
+                   "depend on the input through the queries and keys, so "
+                   "dropout on them shows nothing. Compute them from the "
+                   "queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked")
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:

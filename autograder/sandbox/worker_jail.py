@@ -300,7 +300,7 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     os.write(go_w, b"x")
     os.close(go_w)
     status = _watch(pid, settings, proc, home,
-                    folder="mount-namespace" not in plan.active)
+                    "mount-namespace" not in plan.active)
     if "pid-namespace" not in plan.active:
         jail.kill_children()
     if status < 0:   # report the inmate's death as our own

@@ -84,6 +84,9 @@ class GradeResult:
     hidden_stdout: str = ""   # printed during hidden cases (after publication)
     limits: dict[str, int] = field(default_factory=dict)  # status -> probes
     seconds: float = 0.0
+    # The time the student's calls took, and the limits they ran under
+    # (check's preview says them: a slow module is told before the grade).
+    timing: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     answers: str = ""        # inline answers section (markdown), if read
     jail: list[str] = field(default_factory=list)   # the sandbox's layers
@@ -296,6 +299,16 @@ def grade_source(source: str, filename: str, config: GradingConfig,
             note = python_version.grader_note(source)
             if note:
                 grade.notes.append(note)
+        ran = [r for r in results.values()
+               if r is not None and r.status != NOT_RUN]
+        grade.timing = {
+            "calls": float(len(ran)),
+            "seconds": sum(r.seconds for r in ran),
+            "slowest": max((r.seconds for r in ran), default=0.0),
+            "skipped": float(len(results) - len(ran)),
+            "timed_out": float(sum(r.status == TIMEOUT for r in ran)),
+            "call_limit": max((p.timeout for p in probes), default=0.0),
+            "total_limit": float(rubric.submission_timeout)}
         grade.stdout = _printed([p for p in probes if p.id not in hidden],
                                 results)
         grade.hidden_stdout = _printed([p for p in probes if p.id in hidden],

@@ -27,8 +27,7 @@ from autograder.config import GradingConfig, load_mistake_messages
 from autograder.report import atomic, batch_state, layout, outdir, \
     results as report
 from autograder.report.atomic import OutputError
-from autograder.submission.locate import (check_path, submission_name,
-                                          unique_names)
+from autograder.submission.locate import check_path, submission_names
 from autograder.values import values_dir
 
 
@@ -90,7 +89,9 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
         _warn_if_values_exposed(values)
     # --jobs workers at once share the container's memory (memlimit).
     sandbox.jobs = max(1, jobs)
-    names = unique_names([submission_name(p) for p in paths])
+    names, renamed = submission_names(paths)
+    for line in renamed:
+        print(f"warning: {line}", file=sys.stderr)
     if export is not None:
         export.folders = {n: p.name for n, p in zip(names, paths)}
     options = {"public_only": public_only, "timeout": timeout,
@@ -174,10 +175,14 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
         from autograder.staff import gradescope_export as gse
     except ImportError:   # a release without the staff tools
         return None
-    found = gse.find_export(paths)
-    if found is None:
-        return None
     try:
+        found = gse.find_export(paths)
+        if found is None:
+            for path in gse.lookalikes(paths):
+                print(f"note: {path} holds {gse.METADATA} but is graded as "
+                      f"one submission: a Gradescope export is read only "
+                      f"when named alone", file=sys.stderr)
+            return None
         export = gse.open_export(found, workdir)
     except gse.ExportError as exc:
         raise ConfigError(str(exc)) from None

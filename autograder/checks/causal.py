@@ -1,5 +1,7 @@
-"""The causal property (Task 3.1c): changing a future token changes no
-earlier output, and attention weights computed from the input.
+"""The causal property (Task 3.1c): changing future tokens changes no
+earlier output (every position is checked against the change of all the
+tokens after it: a mask hiding only the last token fails), and attention
+weights computed from the queries and keys.
 
 It needs no expected values: causality is a property of the student's own
 outputs, judged in the grading parent; the worker only runs the calls.
@@ -26,6 +28,55 @@ def changed_last_token(x: torch.Tensor) -> torch.Tensor:
     changed = x.clone()
     changed[:, -1] = -2.0 * x[:, -1] + 1.0
     return changed
+
+
+def changed_after(x: torch.Tensor, position: int) -> torch.Tensor:
+    """``x`` with every token after ``position`` replaced by a different,
+    fixed vector (``changed_last_token``'s change)."""
+    changed = x.clone()
+    changed[:, position + 1:] = -2.0 * x[:, position + 1:] + 1.0
+    return changed
+
+
+# The projections whose weights the attention weights must follow.
+PROJECTIONS = ("W_query", "W_key")
+
+
+def projection_zeroed(case: Any, name: str) -> dict[str, torch.Tensor] | None:
+    """The case's weights with the weight matrix of every ``name``
+    projection (``W_key``, ``heads.0.W_key``, ...) zeroed, biases kept:
+    the scores then no longer depend on the queries (or on the keys), and
+    attention computed from them changes. None if the case has none."""
+    zeroed = {path: torch.zeros_like(value)
+              for path, value in case.weights.items()
+              if path.endswith(".weight") and name in path.split(".")[:-1]}
+    return {**case.weights, **zeroed} if zeroed else None
+
+
+def projection_probes(case: Any, timeout: float) -> list[Probe]:
+    """Eval calls with the query, then the key projection zeroed."""
+    found = []
+    for name in PROJECTIONS:
+        state = projection_zeroed(case, name)
+        if state is not None:
+            probe = P.case_probe(case, timeout=timeout)
+            probe.id += f":{name}-zeroed"
+            probe.state = state
+            found.append(probe)
+    return found
+
+
+def follows_queries_and_keys(base: torch.Tensor,
+                             zeroed: list[torch.Tensor | None],
+                             atol: float) -> bool:
+    """Whether the output moves when the query projection is zeroed and
+    when the key projection is: weights computed from q k^T do; fixed
+    weights (uniform, with any map of the values: tanh, a norm) or weights
+    from the keys or the queries alone do not, whatever else depends on
+    the input."""
+    return len(zeroed) == len(PROJECTIONS) and all(
+        z is not None and z.shape == base.shape and
+        bool(_differs(base, z, atol).any()) for z in zeroed)
 
 
 def changed_first_token(x: torch.Tensor) -> torch.Tensor:
@@ -92,14 +143,19 @@ class CausalProperty(CaseCheck):
 
     no_evidence = ("later outputs change in proportion to the first token "
                    "(moving it twice by the same step changes them twice "
-                   "by the same amount) in every case: the attention "
-                   "weights do not depend on the input. Compute them from "
-                   "the queries and keys, softmax(q k^T / sqrt(d_k)) with "
-                   "the future masked, not as fixed (e.g. uniform) weights")
+                   "by the same amount), or do not change when the query "
+                   "or the key projection's weights are zeroed, in every "
+                   "case: the attention weights do not depend on the "
+                   "input through the queries and keys. Compute them from "
+                   "the queries and keys, "
+                   "softmax(q k^T / sqrt(d_k)) with the future masked, not "
+                   "as fixed (e.g. uniform) weights")
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """The case's call, and the same call with the last token changed
-        and with the first token changed (once, and twice as far)."""
+        """The case's call; the same call with the last token changed,
+        with every token after each earlier position changed, and with the
+        first token changed (once, and twice as far); and with the query,
+        then the key projection zeroed."""
         plain = P.case_probe(case, timeout=check.timeout)
         found = [plain]
         for label, change in (("last", changed_last_token),
@@ -109,19 +165,29 @@ class CausalProperty(CaseCheck):
             probe.id = f"{plain.id}:{label}-token-changed"
             probe.args = [change(case.tensors["x"])]
             found.append(probe)
+        found += projection_probes(case, check.timeout)
+        for position in range(case.tensors["x"].shape[1] - 2):
+            probe = P.case_probe(case, timeout=check.timeout)
+            probe.id = f"{plain.id}:tokens-after-{position}-changed"
+            probe.args = [changed_after(case.tensors["x"], position)]
+            found.append(probe)
         return found
 
     def judge(self, check: Check, case: Any, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Every position but the last keeps its output when the last
         token changes; some later position changes with the first."""
+        zeroing = len(projection_probes(case, check.timeout))
         outputs = [_outputs(r, p, None) for r, p in zip(results, probes)]
-        for found, problem in outputs:
+        for found, problem in outputs[:4] + outputs[4 + zeroing:]:
             if found is None:
                 return Verdict(False, problem, "wrong return value")
-        before, after, first, twice = (o[0][0] for o in outputs)
-        if before.dim() != 3 or not \
-                before.shape == after.shape == first.shape == twice.shape:
+        before, after, first, twice = (o[0][0] for o in outputs[:4])
+        zeroed = [o[0][0] if o[0] is not None else None
+                  for o in outputs[4:4 + zeroing]]
+        later = [o[0][0] for o in outputs[4 + zeroing:]]
+        if before.dim() != 3 or any(o.shape != before.shape for o in (
+                after, first, twice, *later)):
             return Verdict(False, f"forward returned shapes "
                            f"{fmt_shape(before.shape)}, "
                            f"{fmt_shape(after.shape)} and "
@@ -138,6 +204,18 @@ class CausalProperty(CaseCheck):
                            f"position after the query (the upper triangle, "
                            f"cut to num_tokens) before the softmax.",
                            "a future token changed an earlier output")
+        for position, changed in enumerate(later):
+            diff = _differs(before[:, :position + 1],
+                            changed[:, :position + 1], check.atol)
+            if bool(diff.any()):
+                where = int(diff.any(dim=2).any(dim=0).nonzero()[0])
+                return Verdict(
+                    False, f"changing the tokens after position {position} "
+                    f"(and no other) changed the output at position "
+                    f"{where}: earlier tokens can see the future. Mask "
+                    f"every position after the query (the whole upper "
+                    f"triangle, cut to num_tokens) before the softmax.",
+                    "a future token changed an earlier output")
         if not bool(_differs(before[:, 1:], first[:, 1:], check.atol).any()):
             return Verdict(False, "changing the first token changed no "
                            "later output: in causal attention every token "
@@ -148,4 +226,5 @@ class CausalProperty(CaseCheck):
                            "outputs do not mix positions")
         return Verdict(True, evidence=nonlinear(
             [before[:, 1:], first[:, 1:], twice[:, 1:]],
-            check.params.nonlinear_threshold))
+            check.params.nonlinear_threshold) and follows_queries_and_keys(
+                before, zeroed, check.atol))

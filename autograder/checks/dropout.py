@@ -20,7 +20,8 @@ import torch
 
 from autograder import probes as P
 from autograder.checks.base import CaseCheck, Context, Verdict
-from autograder.checks.causal import nonlinear
+from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
+                                      projection_probes)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.values import _outputs, eval_differs
 from autograder.sandbox.protocol import Probe, ProbeResult
@@ -504,16 +505,19 @@ class DropoutOnWeights(CaseCheck):
     weighted sum drops the halves independently. No order of random draws
     is assumed."""
 
-    no_evidence = ("the eval output is proportional to the input in "
-                   "every case (x, 2x and 3x give outputs on a line): the "
-                   "attention weights do not depend on the input, so "
+    no_evidence = ("the eval output is proportional to the input (x, 2x "
+                   "and 3x give outputs on a line), or does not change "
+                   "when the query or the key projection's weights are "
+                   "zeroed, in every case: the attention weights do not "
+                   "depend on the input through the queries and keys, so "
                    "dropout on them shows nothing. Compute them from the "
-                   "queries and keys, softmax(q k^T / sqrt(d_k)) with the "
-                   "future masked")
+                   "queries and keys, "
+                   "softmax(q k^T / sqrt(d_k)) with the future masked")
 
     def case_probes(self, check: Check, case: Any) -> list[Probe]:
-        """One seeded train-mode call, the same call in eval mode, and
-        eval calls on 2x and 3x (weights computed from the input)."""
+        """One seeded train-mode call, the same call in eval mode, eval
+        calls on 2x and 3x, and eval calls with the query, then the key
+        projection zeroed (weights that follow the queries and keys)."""
         found = [P.case_probe(case, train=True, timeout=check.timeout),
                  P.case_probe(case, timeout=check.timeout)]
         for factor in (2, 3):
@@ -521,16 +525,21 @@ class DropoutOnWeights(CaseCheck):
             probe.id += f"*{factor}"
             probe.args = [factor * case.tensors["x"]]
             found.append(probe)
-        return found
+        return found + projection_probes(case, check.timeout)
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
-                  threshold: float) -> bool:
-        """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``)."""
+                  threshold: float, atol: float) -> bool:
+        """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
+        and moved by zeroing the query or the key projection (see
+        ``follows_queries_and_keys``)."""
         found = [_outputs(r, p, None)[0] if r.ok else None
-                 for r, p in zip(results[1:4], probes[1:4])]
-        return None not in found and nonlinear([f[0] for f in found],
-                                               threshold)
+                 for r, p in zip(results[1:], probes[1:])]
+        if None in found[:3] or not nonlinear([f[0] for f in found[:3]],
+                                              threshold):
+            return False
+        return follows_queries_and_keys(
+            found[0][0], [f[0] if f else None for f in found[3:]], atol)
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Any
@@ -570,7 +579,8 @@ class DropoutOnWeights(CaseCheck):
             if close(found[0], own[0], params.same_atol, equal_nan=True):
                 return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
             return Verdict(True, evidence=self._evidence(
-                results, probes, params.nonlinear_threshold))
+                results, probes, params.nonlinear_threshold,
+                params.same_atol))
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
@@ -590,4 +600,4 @@ class DropoutOnWeights(CaseCheck):
             return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
                        **pattern.facts())
         return Verdict(True, evidence=self._evidence(
-            results, probes, params.nonlinear_threshold))
+            results, probes, params.nonlinear_threshold, params.same_atol))

@@ -115,6 +115,16 @@ class ConcatenatedHeads(CaseCheck):
                 _failed_probe(results[:1], probes[:1]), check)
             if owner_of_line(ctx.source, results[0].line) == case.cls:
                 return failure     # the wrapper's own code raised
+            if self._heads_right(check, case, results, probes):
+                # Each head alone gives its part of the expected output:
+                # the wrapper made them fail (what it passes them, how it
+                # builds them), whatever the stand-ins showed.
+                return Verdict(
+                    False, failure.message + f"; yet each of your "
+                    f"{check.params.head_class} heads, run alone on x, "
+                    f"gives its part of the expected output: the wrapper "
+                    f"must run every head on x and concatenate",
+                    failure.short, not_implemented=failure.not_implemented)
             if stand_in.ok:
                 # Raised, hung or crashed outside the wrapper's code (its
                 # heads): the item that charges that is the heads' own.
@@ -180,6 +190,24 @@ class ConcatenatedHeads(CaseCheck):
                        f"return known tensors, the output is not their "
                        f"concatenation along the last dimension either)",
                        "not the heads concatenated")
+
+    @staticmethod
+    def _heads_right(check: Check, case: Any, results: list[ProbeResult],
+                     probes: list[Probe]) -> bool:
+        """Whether every head, run alone on x with its weights, gives its
+        slice of the frozen output (the student's own head class is right
+        here, so the wrapper is judged with it, not with stand-ins)."""
+        expected = case.tensors["output"]
+        heads = int(case.init["num_heads"])
+        width = expected.shape[-1] // heads
+        for k, (result, probe) in enumerate(zip(results[1:], probes[1:])):
+            found, _ = _outputs(result, probe, None) if result.ok else (
+                None, "")
+            part = expected[..., k * width:(k + 1) * width]
+            if found is None or tuple(found[0].shape) != tuple(part.shape) \
+                    or not close(found[0], part, check.atol):
+                return False
+        return len(results) == heads + 1
 
     @staticmethod
     def _own_heads(check: Check, results: list[ProbeResult],

@@ -251,11 +251,44 @@ def check_text(grade: GradeResult) -> str:
     if grade.stdout.strip():
         out += ["Your code printed:",
                 mdsafe.clean(grade.stdout, mdsafe.OUTPUT_LIMIT).rstrip(), ""]
+    out += time_lines(grade.timing)
     bonus = sum(b.applied for t in grade.tasks for b in t.bonuses)
     out.append(f"public: {_pts(grade.score - bonus)} / "
                f"{_pts(grade.max_score)} points (+{_pts(bonus)} bonus); "
                f"hidden cases: graded after you submit")
     return "\n".join(out)
+
+
+def time_lines(timing: dict[str, float]) -> list[str]:
+    """What ``check`` says on time: the calls' time against the grader's
+    limits (the same in ``check`` and the grade), whether a limit was hit
+    and what that skipped, and, past half the total limit, that the
+    grade's hidden cases run within the same total."""
+    if not timing or not timing.get("calls"):
+        return []
+    calls, seconds = int(timing["calls"]), timing["seconds"]
+    total, per_call = timing["total_limit"], timing["call_limit"]
+    lines = [f"time: your code's {calls} calls took {seconds:.1f} s "
+             f"({seconds / calls:.2f} s per call, the slowest "
+             f"{timing['slowest']:.1f} s); the grader's limits: "
+             f"{per_call:g} s per call, {total:g} s for all the calls of "
+             f"a submission"]
+    if timing.get("timed_out"):
+        lines.append(f"time limit hit: {int(timing['timed_out'])} calls "
+                     f"ran past {per_call:g} s; their items scored 0 here "
+                     f"and will in the grade")
+    if timing.get("skipped"):
+        lines.append(f"time limit hit: {int(timing['skipped'])} calls did "
+                     f"not run (after a limit was hit); their items "
+                     f"scored 0 here and will in the grade")
+    elif seconds > total / 2:
+        lines.append(f"warning: the grade runs the hidden cases' calls "
+                     f"after these, within the same {total:g} s: at "
+                     f"{seconds / calls:.2f} s per call about "
+                     f"{int(total / (seconds / calls))} calls fit in all, "
+                     f"and the items of calls that do not run get 0. "
+                     f"Make forward faster")
+    return [*lines, ""]
 
 
 def _plain(line: str) -> str:

@@ -17,7 +17,8 @@ name, so the grader can say what protected a run:
 - ``user-namespace``: how an unprivileged grader gets the three above.
 - ``landlock``: the kernel's own filesystem sandbox (Linux >= 5.13): reads
   only under the allowed folders, writes only in the working directory; from
-  ABI 6 on, no signals to and no abstract sockets of processes outside.
+  ABI 4 on, no TCP bind or connect; from ABI 6 on, no signals to and no
+  abstract sockets of processes outside.
   Where the namespaces are refused (a Docker container's seccomp profile),
   this is the filesystem jail.
 - ``uid-drop`` (the grader runs as root) or ``no-capabilities`` (user
@@ -26,9 +27,10 @@ name, so the grader can say what protected a run:
   the submission and kills them all when it ends.
 - ``session-keyring``: the inmate joins a new, empty session keyring
   (the grader's keys, Kerberos or AFS tokens among them, stay behind).
-- ``seccomp``: keyrings, unix sockets (the fork server, SSH agents,
-  D-Bus), io_uring and ptrace refused (``autograder/sandbox/seccomp.py``); with
-  it the fork server is unreachable in every mode, whatever its address.
+- ``seccomp``: keyrings, every new socket (network, the fork server, SSH
+  agents, D-Bus), SysV IPC and POSIX message queues, io_uring and ptrace
+  refused (``autograder/sandbox/seccomp.py``); with it the fork server and
+  the network are unreachable in every mode, whatever their address.
 
 Everything here is Linux-specific and does nothing elsewhere.
 """
@@ -345,6 +347,7 @@ _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_ALL_V1 = (1 << 13) - 1            # execute .. make_sym
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 
 
 def landlock_abi() -> int:
@@ -375,8 +378,11 @@ def apply_landlock(plan: JailPlan, readable: list[str]) -> bool:
     if abi >= 5:
         handled |= _FS_IOCTL_DEV
     scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL if abi >= 6 else 0
-    attr = _RulesetAttr(handled, 0, scoped)
-    size = ctypes.sizeof(attr) if abi >= 6 else 8
+    # From ABI 4: no TCP bind or connect at all (no rule allows a port),
+    # a second wall behind seccomp's refusal of socket().
+    net = _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0
+    attr = _RulesetAttr(handled, net, scoped)
+    size = ctypes.sizeof(attr) if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall(_LANDLOCK["create_ruleset"], ctypes.byref(attr),
                        ctypes.c_size_t(size), 0)
     try:

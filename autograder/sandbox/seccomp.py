@@ -8,12 +8,17 @@ Docker's default profile) makes these fail with EPERM:
   keyring is reached by uid, and an unprivileged grader without a user
   namespace shares its uid with the inmate (Kerberos and AFS tokens live
   there on university machines).
-- ``socket(AF_UNIX, ...)``: no unix socket to connect with, so no grader
-  endpoint (multiprocessing's fork server listens on a named socket), SSH
-  agent, D-Bus or Kerberos KCM can be reached, whatever the inmate knows
-  of their addresses. The inmate's result channel is an inherited,
-  already connected socket pair; a datagram socket pair (which could
-  connect() again) is refused too.
+- ``socket`` and ``socketpair``, whatever the family: no network (TCP or
+  UDP to 127.0.0.1 or the internet, where no network namespace hides it:
+  Gradescope's Docker), no unix socket to connect with (the fork server,
+  SSH agents, D-Bus, Kerberos KCM), and no socket pair whose queue could
+  hold descriptors out of the keeper's sight. The inmate's result channel
+  is an inherited, already connected socket pair, made before the filter.
+- SysV IPC (``shmget``, ``shmat``, ``msgget``, ``semget``, ...) and POSIX
+  message queues (``mq_open``, ...): no memory or messages shared with
+  another submission where no IPC namespace separates them. (POSIX shared
+  memory is a file in /dev/shm: Landlock and the mount namespace keep it
+  out of reach.)
 - ``io_uring_*``: io_uring opens sockets and files without these calls.
 - ``ptrace``, ``process_vm_readv/writev``: no reading another process's
   memory (Landlock also refuses it outside its domain; this holds where
@@ -33,7 +38,6 @@ import platform
 import sys
 
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-_AF_UNIX, _SOCK_DGRAM = 1, 2
 _X32_BIT = 0x40000000
 
 # Per architecture: the audit arch and the numbers of the denied calls.
@@ -42,26 +46,33 @@ _ARCHES = {
         "keyctl": 250, "add_key": 248, "request_key": 249,
         "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "ptrace": 101,
-        "process_vm_readv": 310, "process_vm_writev": 311}, 41, 53),
+        "process_vm_readv": 310, "process_vm_writev": 311,
+        "socket": 41, "socketpair": 53,
+        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67,
+        "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
+        "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+        "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
+        "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245}),
     "aarch64": (0xC00000B7, {
         "keyctl": 219, "add_key": 217, "request_key": 218,
         "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "ptrace": 117,
-        "process_vm_readv": 270, "process_vm_writev": 271}, 198, 199),
+        "process_vm_readv": 270, "process_vm_writev": 271,
+        "socket": 198, "socketpair": 199,
+        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197,
+        "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192,
+        "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187,
+        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
+        "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185}),
 }
-DENIED = ("keyctl", "add_key", "request_key", "socket(AF_UNIX)",
-          "socketpair(SOCK_DGRAM)",
-          "io_uring_setup", "io_uring_enter", "io_uring_register",
-          "ptrace", "process_vm_readv", "process_vm_writev")
+DENIED = tuple(_ARCHES["x86_64"][1])
 
 # Classic BPF opcodes and seccomp return values.
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_ALU_AND_K = 0x54
 _RET_ALLOW = 0x7FFF0000
 _RET_EPERM = 0x00050000 | errno.EPERM
-# struct seccomp_data: nr at 0, arch at 4, args[i] (low half, LE) at
-# 16 + 8 i.
-_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24
+# struct seccomp_data: nr at 0, arch at 4.
+_NR, _ARCH = 0, 4
 
 
 class _Filter(ctypes.Structure):
@@ -77,8 +88,7 @@ class _Program(ctypes.Structure):
 def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     """The filter's instructions (code, jt, jf, k) for ``machine`` (this
     one by default); empty for an architecture it does not know."""
-    arch, numbers, socket_nr, socketpair_nr = _ARCHES.get(
-        machine or platform.machine(), (None, {}, None, None))
+    arch, numbers = _ARCHES.get(machine or platform.machine(), (None, {}))
     if arch is None:
         return []
     # Written with labels ("allow", "deny"), resolved into offsets below.
@@ -90,15 +100,7 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
         code.append((_JGE_K, "deny", 0, _X32_BIT))   # x32 calls: refused
     for number in sorted(set(numbers.values())):
         code.append((_JEQ_K, "deny", 0, number))
-    code += [(_JEQ_K, 0, "pair", socket_nr),
-             (_LD_W_ABS, 0, 0, _ARG0),
-             (_JEQ_K, "deny", "allow", _AF_UNIX),
-             # A datagram socket pair could connect() to a named socket.
-             ("pair", _JEQ_K, 0, "allow", socketpair_nr),
-             (_LD_W_ABS, 0, 0, _ARG1),
-             (_ALU_AND_K, 0, 0, 0xF),
-             (_JEQ_K, "deny", "allow", _SOCK_DGRAM),
-             ("allow", _RET_K, 0, 0, _RET_ALLOW),
+    code += [("allow", _RET_K, 0, 0, _RET_ALLOW),
              ("deny", _RET_K, 0, 0, _RET_EPERM)]
     labels = {}
     plain = []

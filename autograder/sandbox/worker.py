@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 import types
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -80,20 +81,29 @@ def register_source(source: str, filename: str) -> None:
 
 def load_module(source: str, filename: str, *, name: str = MODULE_NAME,
                 tree: ast.Module | None = None,
-                extra_globals: dict[str, Any] | None = None
-                ) -> types.ModuleType:
+                extra_globals: dict[str, Any] | None = None,
+                link: Callable[[types.CodeType, dict], types.CodeType]
+                | None = None) -> types.ModuleType:
     """Compile ``source`` (or an instrumented ``tree`` of it) as a fresh
-    module and execute it. Raises ImportFailure with a student-facing
-    message on a syntax error or an exception at import time."""
+    module and execute it; ``link`` may rewrite the compiled code, given
+    the module's namespace, before it runs. Raises ImportFailure with a
+    student-facing message on a syntax error or an exception at import
+    time."""
     register_source(source, filename)
     try:
-        code = compile(tree if tree is not None else source, filename, "exec",
-                       dont_inherit=True)
+        with warnings.catch_warnings():
+            # The instrumented tree calls constants (see _link): a
+            # "str object is not callable" warning per call otherwise.
+            warnings.simplefilter("ignore", SyntaxWarning)
+            code = compile(tree if tree is not None else source, filename,
+                           "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise ImportFailure(format_syntax_error(exc)) from None
     module = types.ModuleType(name)
     module.__file__ = filename
     module.__dict__.update(extra_globals or {})
+    if link is not None:
+        code = link(code, module.__dict__)
     sys.modules[name] = module    # some code looks itself up by __name__
     try:
         exec(code, module.__dict__)
@@ -173,11 +183,21 @@ class ShapeRecorder:
     def __init__(self) -> None:
         self.shapes: dict[int, list[list[list[int]]]] = {}
         self.canary: list[int] | None = None
+        self.forged = False   # a call came from code the grader did not make
 
     def reset(self, canary: list[int] | None = None) -> None:
         """Forget everything recorded so far (one probe at a time); the
         next function entry records ``canary``."""
-        self.shapes, self.canary = {}, canary
+        self.shapes, self.canary, self.forged = {}, canary, False
+
+    def take(self) -> dict[int, list[list[list[int]]]]:
+        """What was recorded, then reset. A forged call drops the canary:
+        the parent then refuses the trace (``trace_integrity``)."""
+        shapes = self.shapes
+        if self.forged:
+            shapes.pop(trace_integrity.CANARY_LINE, None)
+        self.reset()
+        return shapes
 
     def bound(self, line: int, *values: Any) -> None:
         """Record the tensors among the values a statement just bound."""
@@ -225,9 +245,14 @@ class _Instrumenter(ast.NodeTransformer):
         self.recorder = recorder
 
     def _call(self, method: str, line: int, args: list[ast.expr]) -> ast.Call:
-        func = ast.Attribute(ast.Name(self.recorder, ast.Load()), method,
-                             ast.Load())
-        return ast.Call(func, [ast.Constant(line), *args], [])
+        # A placeholder constant, replaced by the recorder's guarded method
+        # in the compiled code (``_link``): no name leads to the recorder.
+        # The call sits on ``line``, which the guard checks.
+        func = ast.Constant(f"{self.recorder}.{method}")
+        call = ast.Call(func, [ast.Constant(line), *args], [])
+        call.lineno = call.end_lineno = line
+        call.col_offset = call.end_col_offset = 0
+        return ast.fix_missing_locations(call)
 
     def _bind(self, node: ast.stmt) -> Any:
         self.generic_visit(node)     # the lambdas it holds
@@ -245,8 +270,7 @@ class _Instrumenter(ast.NodeTransformer):
     def visit_Return(self, node: ast.Return) -> ast.Return:
         self.generic_visit(node)
         if id(node) in self.statements and node.value is not None:
-            node.value = ast.copy_location(
-                self._call("returned", node.lineno, [node.value]), node.value)
+            node.value = self._call("returned", node.lineno, [node.value])
         return node
 
     def _function(self, node: Any) -> Any:
@@ -257,7 +281,7 @@ class _Instrumenter(ast.NodeTransformer):
             isinstance(body[0].value, ast.Constant) and \
             isinstance(body[0].value.value, str) else 0
         entry = ast.Expr(self._call("entered", node.lineno, []))
-        ast.copy_location(entry, body[min(at, len(body) - 1)])
+        ast.copy_location(entry, entry.value)
         node.body = body[:at] + [entry] + body[at:]
         return node
 
@@ -266,8 +290,9 @@ class _Instrumenter(ast.NodeTransformer):
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
         self.generic_visit(node)
         # lambda ...: (entered(line), body)[1]
-        pair = ast.Tuple([self._call("entered", node.lineno, []),
-                          node.body], ast.Load())
+        pair = ast.copy_location(ast.Tuple(
+            [self._call("entered", node.lineno, []), node.body], ast.Load()),
+            node.body)
         node.body = ast.copy_location(
             ast.Subscript(pair, ast.Constant(1), ast.Load()), node.body)
         return node
@@ -299,29 +324,70 @@ class TracedModule:
 
     def __init__(self, source: str, filename: str,
                  methods: dict[str, tuple[str, ...]]):
-        self.recorder, name = install_recorder()
+        self.recorder, prefix = install_recorder()
         plain = sys.modules.get(MODULE_NAME)
         try:
-            self.module = load_module(source, filename,
-                                      tree=instrument(source, name, methods))
+            self.module = load_module(
+                source, filename, tree=instrument(source, prefix, methods),
+                link=lambda code, namespace: _link(
+                    code, self.recorder, prefix, namespace))
         finally:
             if plain is not None:   # lookups by __name__ find the plain one
                 sys.modules[MODULE_NAME] = plain
+
+
+def _link(code: types.CodeType, recorder: ShapeRecorder, prefix: str,
+          namespace: dict) -> types.CodeType:
+    """``code`` with each placeholder constant ``"<prefix>.<method>"``
+    replaced by a guard of ``recorder.<method>``. The guard records only a
+    call made by one of these code objects, with this module's globals,
+    on the line it names: a wrapper, a forged record, a replaced
+    ``__code__`` or a call from other code marks the trace forged (see
+    ``ShapeRecorder.take``) and records nothing."""
+    ours: set[int] = set()
+    kept: list[types.CodeType] = []     # keeps the ids in ``ours`` unique
+    guards: dict[str, Callable[..., Any]] = {}
+
+    def guard(method: str) -> Callable[..., Any]:
+        target = getattr(recorder, method)
+
+        def call(line: int, *args: Any) -> Any:
+            caller = sys._getframe(1)
+            if id(caller.f_code) in ours and caller.f_lineno == line and \
+                    caller.f_globals is namespace:
+                return target(line, *args)
+            recorder.forged = True
+            return args[0] if args else None
+        return call
+
+    def relink(code: types.CodeType) -> types.CodeType:
+        consts = []
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                const = relink(const)
+            elif isinstance(const, str) and const.startswith(prefix + "."):
+                method = const[len(prefix) + 1:]
+                const = guards.setdefault(method, guard(method))
+            consts.append(const)
+        linked = code.replace(co_consts=tuple(consts))
+        ours.add(id(linked))
+        kept.append(linked)
+        return linked
+
+    return relink(code)
 
 
 _recorder: tuple[ShapeRecorder, str] | None = None
 
 
 def install_recorder() -> tuple[ShapeRecorder, str]:
-    """The shape recorder, reachable by the traced copy under a random name
-    in builtins, installed before the plain copy is imported: both copies
-    see the same globals and builtins (no tell). One leading underscore
-    only: "__x" inside a class body would be name-mangled."""
+    """The shape recorder and the random prefix of the placeholder
+    constants through which the traced copy calls it (see ``_link``). It
+    has no name in builtins or in the module: student code cannot find it
+    by looking, and a call it makes itself is refused."""
     global _recorder
     if _recorder is None:
-        name = f"_autograder_shapes_{secrets.token_hex(6)}"
-        _recorder = (ShapeRecorder(), name)
-        setattr(builtins, name, _recorder[0])
+        _recorder = (ShapeRecorder(), f"autograder-{secrets.token_hex(8)}")
     return _recorder
 
 
@@ -474,7 +540,12 @@ def _stand_in_class(probe: Probe, real: Any) -> type:
                                  f"not the input x: run every head on x")
             return stand_in_output(probe.drawn_seed, self.index, shape)
 
+    # Named and placed as the class it replaces: code that looks for the
+    # grader's module cannot tell (the checks also judge with the real
+    # class wherever it is right: checks/heads.py, checks/size.py).
     StandIn.__name__ = StandIn.__qualname__ = name
+    StandIn.__module__ = str(getattr(real, "__module__", MODULE_NAME))
+    StandIn.__doc__ = getattr(real, "__doc__", None)
     return StandIn
 
 
@@ -572,8 +643,7 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
         status, message, name, line = describe_exception(exc, filename)
         _fail(result, status, message, phase, name, line)
     if recorder is not None:
-        result.shapes = recorder.shapes
-        recorder.reset()
+        result.shapes = recorder.take()
     result.seconds = time.perf_counter() - start
     return result
 
@@ -811,6 +881,34 @@ def no_terminal() -> Iterator[None]:
         builtins.input, builtins.breakpoint, sys.stdin = saved
 
 
+def _eager_compile(model: Any = None, **options: Any) -> Any:
+    """``torch.compile`` while probes run: the function or module itself
+    (used bare, ``@torch.compile(mode=...)`` or called on a module)."""
+    if model is None:
+        return lambda given: given
+    return model
+
+
+def _eager_module_compile(self: nn.Module, *args: Any, **kwargs: Any) -> None:
+    """``nn.Module.compile()`` while probes run: nothing."""
+
+
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Run student code eagerly: ``torch.compile`` and
+    ``nn.Module.compile`` return what they are given (the rubric states
+    it). Compiling took 7-8 s of a 10 s call on a loaded machine, so a
+    correct compiled module scored 0 or full marks by the load; eager
+    results are the same numbers without that time. Restored afterwards
+    (the notebook's checks run in the student's own process)."""
+    saved = torch.compile, nn.Module.compile
+    torch.compile, nn.Module.compile = _eager_compile, _eager_module_compile
+    try:
+        yield
+    finally:
+        torch.compile, nn.Module.compile = saved
+
+
 def execute_probes(source: str, filename: str, probes: list[Probe],
                    on_import: Callable[[], None] | None = None,
                    more: Callable[[], list[Probe]] | None = None
@@ -821,8 +919,8 @@ def execute_probes(source: str, filename: str, probes: list[Probe],
     ``more`` is called once ``probes`` are all answered and returns the
     probes that follow (the hidden cases', which the parent sends only
     then: see ``supervisor.Attempt``). While it runs the submission has no
-    terminal (``no_terminal``)."""
-    with no_terminal():
+    terminal (``no_terminal``) and runs eagerly (``eager``)."""
+    with no_terminal(), eager():
         yield from _execute_probes(source, filename, probes, on_import, more)
 
 

@@ -9,8 +9,11 @@ but its result channel, scrubs the environment and enters the jail's
 namespaces (``autograder/sandbox/jail.py``). It forks the inmate, tells
 the parent
 the inmate's pid, and when the inmate ends kills what it left and exits
-with its status. Without a mount namespace it also watches the scratch
-folder's size (a tmpfs bounds it otherwise).
+with its status. Meanwhile it watches the inmate's disk use: the scratch
+folder's size without a mount namespace (a tmpfs bounds it otherwise) and,
+in every mode, the files the submission's processes hold open after
+unlinking them (no folder shows them; a tmpfs's size counts only those in
+it, a memfd counts nowhere).
 
 The worker's folder (``settings.workdir``) holds the keeper's files; the
 inmate may write only in its ``scratch`` subfolder, which is all it sees of
@@ -52,6 +55,9 @@ KEEPER_LOG = ".autograder-keeper"      # the keeper's stderr: staff only
 VERDICT_FILE = ".autograder-verdict"   # why the keeper killed the inmate
 SCRATCH = "scratch"                    # the inmate's folder in workdir
 _WATCH_SECONDS = 0.05                  # scratch size check interval
+# The inmate's own descriptors are checked at every interval, those of the
+# processes it forked every so many (finding them reads all of /proc).
+_DESCENDANTS_EVERY = 20
 _MAX_ENTRIES = 10_000                  # files the scratch may hold
 # How the parent opens the worker's files (never through a link the
 # submission put there). These readers also serve check's plain child
@@ -300,14 +306,18 @@ def keeper_main(source: str, filename: str, encoded: bytes,
         finally:
             os._exit(1)
     os.close(go_r)
+    # /proc, opened now: the inmate's new root (it shares our mount
+    # namespace) has none, and a descriptor opened before the fork would
+    # be the inmate's way out of its view.
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    home = os.open(settings.workdir,
+                   os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
     wire.send(results, {"kind": "jail", "pid": pid})
     os.write(go_w, b"x")
     os.close(go_w)
-    if "mount-namespace" in plan.active:
-        status = jail.wait_status(pid)
-    else:
-        status = _watch(pid, settings)
+    status = _watch(pid, settings, proc, home,
+                    "mount-namespace" not in plan.active)
     if "pid-namespace" not in plan.active:
         jail.kill_children()
     if status < 0:   # report the inmate's death as our own
@@ -319,28 +329,102 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     os._exit(status if status >= 0 else 1)
 
 
-def _watch(pid: int, settings: WorkerSettings) -> int:
-    """Wait for the inmate while bounding its scratch folder as the tmpfs
-    of a mount namespace would (``jail.SCRATCH_BYTES``, and a number of
-    files): over it, kill the inmate and say why in ``VERDICT_FILE``."""
+def _watch(pid: int, settings: WorkerSettings, proc: int, home: int,
+           folder: bool = True) -> int:
+    """Wait for the inmate while bounding its scratch space: the folder
+    (when ``folder``: no tmpfs bounds it) as the tmpfs of a mount namespace
+    would (``jail.SCRATCH_BYTES``, and a number of files), plus the files
+    its processes hold open after unlinking them, in every mode (read
+    through ``proc``, a descriptor of /proc). Over it, kill the inmate and
+    say why in ``VERDICT_FILE`` (in ``home``, a descriptor of the worker's
+    folder: with a mount namespace its path shows the inmate's root)."""
     killed = False
+    tick = 0
+    holders = [pid]
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             if os.WIFSIGNALED(status):
                 return -os.WTERMSIG(status)
             return os.WEXITSTATUS(status)
-        used, entries = _usage(settings.scratch)
+        if tick % _DESCENDANTS_EVERY == 0:
+            holders = [pid, *descendants(proc, pid)]
+        tick += 1
+        used, entries = _usage(settings.scratch) if folder else (0, 0)
+        used += held_unlinked(proc, holders)
         if not killed and (used > jail.SCRATCH_BYTES or
                            entries > _MAX_ENTRIES):
             killed = True
             os.kill(pid, signal.SIGKILL)
-            path = os.path.join(settings.workdir, VERDICT_FILE)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
-                         os.O_NOFOLLOW, 0o600)
+            fd = os.open(VERDICT_FILE, os.O_WRONLY | os.O_CREAT |
+                         os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=home)
             os.write(fd, b"scratch")
             os.close(fd)
         time.sleep(_WATCH_SECONDS)
+
+
+def _read(proc: int, path: str, limit: int = 4096) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def descendants(proc: int, pid: int) -> list[int]:
+    """Every live process descended from ``pid`` (read from ``proc``, a
+    descriptor of /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            data = _read(proc, f"{entry}/stat")
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after it.
+        fields = data[data.rfind(b")") + 2:].split()
+        if len(fields) > 1:
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in parents.get(stack.pop(), ()):
+            if child not in found:
+                found.append(child)
+                stack.append(child)
+    return found
+
+
+def held_unlinked(proc: int, pids: list[int]) -> int:
+    """Bytes of the regular files that ``pids`` hold open with no name left
+    (unlinked, ``O_TMPFILE``, memfd), each file counted once. A process
+    whose descriptors the keeper may not list (the submission made itself
+    non-dumpable) counts as over the bound: hiding is no way around it."""
+    seen: set[tuple[int, int]] = set()
+    held = 0
+    for pid in pids:
+        try:
+            folder = os.open(f"{pid}/fd", os.O_RDONLY | os.O_DIRECTORY |
+                             os.O_CLOEXEC, dir_fd=proc)
+        except FileNotFoundError:   # ended meanwhile
+            continue
+        except OSError:
+            return jail.SCRATCH_BYTES + 1
+        try:
+            fds = os.listdir(folder)
+        finally:
+            os.close(folder)
+        for fd in fds:
+            try:
+                info = os.stat(f"{pid}/fd/{fd}", dir_fd=proc)
+            except OSError:
+                continue
+            key = (info.st_dev, info.st_ino)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and \
+                    key not in seen:
+                seen.add(key)
+                held += info.st_blocks * 512
+    return held
 
 
 def _usage(folder: str) -> tuple[int, int]:

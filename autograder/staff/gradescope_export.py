@@ -12,7 +12,11 @@ submission (``submission_<id>/`` with the files the students uploaded) and
       :created_at: ...
 
 ``grade`` accepts the archive as it comes (the zip, its folder, or the
-folder's entries as a shell glob passes them): each submission folder is
+folder's entries as a shell glob passes them), named alone on the command
+line: only what staff name can be an export. A zip or folder holding the
+metadata file beside other paths is one student's submission (a student
+could otherwise hand in a fake export and replace the batch's rows), and
+staff are told so. Each submission folder is
 graded under its folder name; afterwards ``annotate`` adds the submission
 id, names, emails and SIDs to ``grades.csv`` and writes
 ``gradescope_scores.csv`` (one row per submitter: Name, SID, Email, Score),
@@ -34,6 +38,8 @@ SCORES_CSV = "gradescope_scores.csv"
 MAX_ENTRIES = 200_000             # files in an export
 MAX_BYTES = 4 * 1024 ** 3         # extracted size of an export
 MAX_METADATA_BYTES = 50 * 1024 ** 2
+MAX_ALIASES = 20                  # YAML aliases (an alias bomb expands)
+MAX_FIELD_CHARS = 500             # a name, SID or email
 
 
 class ExportError(ValueError):
@@ -66,18 +72,38 @@ class Export:
 
 
 def find_export(paths: list[Path]) -> Path | None:
-    """The export among the command's paths: a zip or a folder holding
-    ``submission_metadata.yml``, or that file itself among a folder's
-    entries. None when the paths are ordinary submissions."""
+    """The export the command names: a zip or a folder holding
+    ``submission_metadata.yml`` named alone, or that file among a folder's
+    entries when every path is one of them (a shell glob of the folder).
+    None when the paths are ordinary submissions; an export-like zip or
+    folder among other paths is one of them (``lookalikes``)."""
     for path in paths:
         if path.name == METADATA and path.is_file():
-            return path.parent
-        if path.is_dir() and (path / METADATA).is_file():
-            return path
-        if path.is_file() and path.suffix == ".zip" and _zip_has_metadata(
-                path):
-            return path
+            folder = path.parent.resolve()
+            if all(p.resolve().parent == folder for p in paths):
+                return path.parent
+            raise ExportError(
+                f"{path} is named beside paths outside its folder: grade "
+                f"a Gradescope export alone (its zip, its folder, or "
+                f"{path.parent}/*)")
+    if len(paths) == 1 and _looks_like_export(paths[0]):
+        return paths[0]
     return None
+
+
+def lookalikes(paths: list[Path]) -> list[Path]:
+    """The paths holding ``submission_metadata.yml`` that are graded as one
+    submission each, since they are not named alone."""
+    if len(paths) < 2:
+        return []
+    return [p for p in paths if _looks_like_export(p)]
+
+
+def _looks_like_export(path: Path) -> bool:
+    if path.is_dir():
+        return (path / METADATA).is_file()
+    return path.is_file() and path.suffix == ".zip" and \
+        _zip_has_metadata(path)
 
 
 def _zip_has_metadata(path: Path) -> bool:
@@ -118,9 +144,12 @@ def read_metadata(path: Path) -> dict[str, list[Submitter]]:
         raise ExportError(f"{path} is larger than {MAX_METADATA_BYTES} "
                           f"bytes")
     try:
-        data = yaml.safe_load(path.read_text(errors="replace"))
+        data = yaml.load(path.read_text(errors="replace"),
+                         Loader=_bounded_loader(yaml))
     except yaml.YAMLError as exc:
         raise ExportError(f"{path.name} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ExportError(f"{path.name} is nested too deeply") from None
     if not isinstance(data, dict):
         raise ExportError(f"{path.name}: expected a mapping of submission "
                           f"folders")
@@ -128,10 +157,40 @@ def read_metadata(path: Path) -> dict[str, list[Submitter]]:
     for folder, entry in data.items():
         people = entry.get(":submitters") if isinstance(entry, dict) else None
         out[str(folder)] = [
-            Submitter(str(p.get(":name") or ""), str(p.get(":sid") or ""),
-                      str(p.get(":email") or ""))
-            for p in (people or []) if isinstance(p, dict)]
+            Submitter(_field(p.get(":name")), _field(p.get(":sid")),
+                      _field(p.get(":email")))
+            for p in (people if isinstance(people, list) else [])
+            if isinstance(p, dict)]
     return out
+
+
+def _field(value: object) -> str:
+    """A submitter's name, SID or email: a scalar, bounded; anything else
+    (a list, a mapping: what an alias would repeat) is empty."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    return str(value)[:MAX_FIELD_CHARS]
+
+
+def _bounded_loader(yaml):
+    """PyYAML's safe loader refusing more than MAX_ALIASES aliases: safe
+    constructs no object, but an alias bomb (each level naming the one
+    below ten times) expands past any memory when it is used."""
+
+    class Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    event = self.peek_event()
+                    raise yaml.composer.ComposerError(
+                        None, None, f"more than {MAX_ALIASES} aliases "
+                        f"(an export has none)", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return Loader
 
 
 def open_export(source: Path, workdir: Path) -> Export:
@@ -212,4 +271,4 @@ def _number(text: str) -> float | str:
 
 
 __all__ = ["Export", "ExportError", "Submitter", "annotate", "find_export",
-           "open_export", "read_metadata"]
+           "lookalikes", "open_export", "read_metadata"]

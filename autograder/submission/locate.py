@@ -75,10 +75,7 @@ def submission_name(path: Path) -> str:
     ASCII letters, digits, ``._-`` only (non-UTF-8 bytes and control
     characters become ``_``) and at most MAX_NAME_CHARS characters (a
     longer name keeps its start and a hash of the whole)."""
-    stem = path.name
-    for suffix in (".zip", ".py"):
-        if stem.lower().endswith(suffix):
-            stem = stem[:-len(suffix)]
+    stem = _stem(path)
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._")
     if len(cleaned) > MAX_NAME_CHARS:
         digest = hashlib.sha256(_raw(stem)).hexdigest()[:10]
@@ -113,6 +110,43 @@ def unique_names(names: list[str]) -> list[str]:
         taken.add(candidate)
         result.append(candidate)
     return result
+
+
+def submission_names(paths: list[Path]) -> tuple[list[str], list[str]]:
+    """A distinct folder name for each path (``submission_name``), and a
+    warning for each that had to change to be distinct. A name that
+    cleaning left as it was keeps it: ``bob.py`` is ``bob`` even beside
+    ``bob!.py`` (which becomes ``bob-2``), whatever their order."""
+    wanted = [submission_name(p) for p in paths]
+    exact = [_stem(p) == w for p, w in zip(paths, wanted)]
+    order = sorted(range(len(paths)), key=lambda i: not exact[i])
+    taken: set[str] = set()
+    names = [""] * len(paths)
+    warnings = []
+    for i in order:
+        candidate, count = wanted[i], 1
+        while candidate in taken:
+            count += 1
+            candidate = f"{wanted[i]}-{count}"
+        taken.add(candidate)
+        names[i] = candidate
+    for i, name in enumerate(names):
+        if name != wanted[i]:
+            others = [shown_name(paths[j].name) for j in range(len(paths))
+                      if j != i and wanted[j] == wanted[i]]
+            warnings.append(
+                f"{shown_name(str(paths[i]))} and {', '.join(others)} have "
+                f"the same name once cleaned ({wanted[i]}): graded as "
+                f"{name}")
+    return names, warnings
+
+
+def _stem(path: Path) -> str:
+    stem = path.name
+    for suffix in (".zip", ".py"):
+        if stem.lower().endswith(suffix):
+            return stem[:-len(suffix)]
+    return stem
 
 
 def check_path(path: Path) -> None:

@@ -1,0 +1,95 @@
+"""The scratch bound counts files a submission holds open after unlinking
+them (and memfds), with and without namespaces: no folder shows them, so a
+bound read from the folder alone let a submission hold 512 MiB. Each attack
+has its control: the same code holding less than the bound passes."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.sandbox.jail import landlock_abi
+from autograder.sandbox.pool import Sandbox
+from autograder.sandbox.protocol import MEMORY, OK, Probe
+from kit_tests.jail_modes import refusal_without_namespaces
+
+HOLDER = '''
+import os
+
+import torch.nn as nn
+
+KEPT = []
+
+
+class Holder(nn.Module):
+    def __init__(self, how, files):
+        super().__init__()
+        self.how, self.files = how, files
+
+    def forward(self, x):
+        for i in range(self.files):
+            if self.how in ("memfd", "child"):
+                fd = os.memfd_create(f"held-{i}")
+            else:
+                fd = os.open(f"held-{i}", os.O_RDWR | os.O_CREAT, 0o600)
+                os.unlink(f"held-{i}")
+            os.write(fd, b"x" * (8 << 20))
+            KEPT.append(fd)
+        if self.how == "child":
+            if os.fork() == 0:      # the child keeps them; the parent not
+                import time
+                time.sleep(60)
+                os._exit(0)
+            for fd in KEPT:
+                os.close(fd)
+        import time
+        time.sleep(1)     # held while other submissions run
+        return x
+'''
+
+
+def _modes() -> list:
+    reason = None
+    if landlock_abi() < 6:
+        reason = "without namespaces the jail needs Landlock ABI 6"
+    elif refusal_without_namespaces() is not None:
+        reason = f"the grader refuses ({refusal_without_namespaces()})"
+    return [pytest.param(True, id="namespaces"),
+            pytest.param(False, id="no-namespaces", marks=pytest.mark.skipif(
+                reason is not None, reason=reason or ""))]
+
+
+@pytest.fixture(scope="module", params=_modes())
+def box(request):
+    with Sandbox(namespaces=request.param) as sandbox:
+        yield sandbox
+
+
+def _run(box, how: str, files: int):
+    probe = Probe(f"{how}-{files}", "Holder", {"how": how, "files": files},
+                  args=[torch.zeros(1)], timeout=30)
+    [result] = box.run(HOLDER, "holder.py", [probe])
+    return result
+
+
+@pytest.mark.parametrize("how", ["unlinked", "memfd"])
+def test_unlinked_open_files_count_against_the_scratch_bound(box, how):
+    # 12 x 8 MiB = 96 MiB held, no name left for any of them. With a
+    # mount namespace the scratch tmpfs refuses the unlinked files itself
+    # (it counts them); a memfd is in no folder: the keeper stops it.
+    result = _run(box, how, 12)
+    if how == "unlinked" and result.status != MEMORY:
+        assert "No space left on device" in result.message, result.message
+        return
+    assert result.status == MEMORY, (result.status, result.message)
+    assert "files grew past 64 MiB" in result.message
+
+
+@pytest.mark.parametrize("how", ["unlinked", "memfd"])
+def test_control_files_under_the_bound_are_fine(box, how):
+    result = _run(box, how, 4)      # 32 MiB
+    assert result.status == OK, (result.status, result.message)
+
+
+def test_a_forked_child_holding_them_is_counted(box):
+    result = _run(box, "child", 12)
+    assert result.status == MEMORY, (result.status, result.message)

@@ -132,7 +132,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         # The preview failed in the grader's own code: a student's words
         # (the staff's apology promises a regrade that a preview has not).
         from autograder.sandbox.plain import check_failed
-        raise ConfigError(check_failed())
+        raise ConfigError(check_failed(grade.internal_error))
     print(report.check_text(grade))
     # Code this Python accepts and the grader's older one would not.
     from autograder.submission import python_version

@@ -22,7 +22,7 @@ SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
            ROOT / "kit" / "variants" / "mistakes.toml",
            ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
            ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
-           ROOT / "kit" / "make_test_values.py")
+           ROOT / "kit" / "steps.py", ROOT / "kit" / "make_test_values.py")
 
 
 def stale_sources(values: Path = OUT,

@@ -182,8 +182,9 @@ def test_a_memory_verdict_proves_the_canary_before_it_is_kept(
     proofs = []
     monkeypatch.setattr(batch, "preflight",
                         lambda sandbox, **kw: proofs.append(kw) or [])
-    graded = SimpleNamespace(score=5.0, error="", internal_error="",
-                             limits=limits, jail=[])
+    graded = SimpleNamespace(name="a", score=5.0, max_score=16.0,
+                             error="", internal_error="", limits=limits,
+                             jail=[], tasks=[], mistakes=lambda: [])
     monkeypatch.setattr(batch, "grade_submission",
                         lambda *args, **kwargs: graded)
     config = load_config(sets=("public",))

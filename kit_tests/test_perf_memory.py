@@ -146,7 +146,8 @@ def container():
     _remove(folder)
 
 
-def _check_in(container: Path, source: Path, prelude: str = "") -> str:
+def _check_in(container: Path, source: Path, prelude: str = "",
+              status: int = 0) -> str:
     code = (f"{prelude}\nimport sys\nfrom autograder.cli import main\n"
             f"sys.exit(main(['check', {str(source)!r}]))")
     join = f"echo $$ > {container}/cgroup.procs && exec \"$@\""
@@ -154,8 +155,8 @@ def _check_in(container: Path, source: Path, prelude: str = "") -> str:
                           code], capture_output=True, text=True,
                          timeout=600, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert run.returncode == 0, run.stderr[-2000:]
-    return run.stdout
+    assert run.returncode == status, run.stderr[-2000:]
+    return run.stdout + run.stderr
 
 
 def _hog(tmp_path: Path) -> Path:
@@ -190,9 +191,11 @@ def test_a_worker_the_oom_killer_takes_is_the_graders_failure(container,
     before = memlimit.oom_kills([container])
     text = _check_in(container, _hog(tmp_path),
                      "from autograder.sandbox import memlimit\n"
-                     "memlimit.PARENT_RESERVE_MB = -4096")
+                     "memlimit.PARENT_RESERVE_MB = -4096", status=2)
     assert memlimit.oom_kills([container]) > before, "no OOM kill happened"
+    # check (the student's preview): no preview, the cause, no staff remedy
     assert "out-of-memory killer" in text and "no score was written" in text
-    assert "not your grade" in text
+    assert "not your code's fault" in text and "free memory" in text
+    assert "--jobs" not in text
     assert "used too much memory" not in text
     assert "exited" not in text

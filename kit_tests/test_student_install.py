@@ -25,6 +25,14 @@ STUDENT = ROOT / "kit" / "student"
 REQUIREMENTS = STUDENT / "requirements.txt"
 
 
+@pytest.fixture(autouse=True)
+def _no_make_variables(monkeypatch):
+    """homework.py reads PY and VENV from the environment, as `make` passes
+    them; the suite itself may run under `make test PY=...`."""
+    monkeypatch.delenv("PY", raising=False)
+    monkeypatch.delenv("VENV", raising=False)
+
+
 def _homework():
     """kit/student/homework.py as a module (it imports install_deps from
     beside itself in the release; here kit/ provides it)."""

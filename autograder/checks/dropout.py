@@ -69,6 +69,9 @@ class DropoutPattern:
         return {}
 
 
+OTHER_RATE_MARGIN = 0.005   # how far a rate is from p to be another
+
+
 def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
                     rel: float, zero_atol: float) -> DropoutPattern:
     """Classify ``got`` (train mode) against ``clean`` (eval mode): a value
@@ -82,7 +85,10 @@ def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
             kind = Pattern.UNSCALED
         else:
             factor = _one_factor(got, clean, zero, rel, zero_atol)
-            if factor is not None:
+            # a rate that rounds to the module's is a wrong value, not a
+            # typed-in rate (rates are typed to two decimals at most)
+            if factor is not None and \
+                    abs((1 - 1 / factor) - p) >= OTHER_RATE_MARGIN:
                 return DropoutPattern(Pattern.OTHER_RATE, got, bad, scaled,
                                       p, factor)
             kind = Pattern.WRONG

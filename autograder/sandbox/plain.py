@@ -334,15 +334,24 @@ def student_error(cause: str, details: str = "") -> str:
             f"  cause: {cause.strip()[:800]}\n  remedy: {remedy}")
 
 
-def check_failed() -> str:
+def check_failed(internal_error: str = "") -> str:
     """Why ``check`` gave no preview when the grader's own code failed
-    after its canary passed, in a student's words."""
+    after its canary passed, in a student's words: the machine's cause
+    where one was named (never a traceback, never a staff remedy)."""
+    cause = ""
+    if internal_error.startswith("the grader's environment failed"):
+        # its first line, without the staff's remedy in parentheses
+        cause = internal_error.splitlines()[0].split(" (")[0][:400]
+    remedy = ("close other programs to free memory, then run it again"
+              if "out-of-memory" in cause else
+              "run it again (the next run first proves the check works "
+              "here); if it fails again, reinstall the homework's "
+              "environment (`make install`, see README.md) or ask on the "
+              "course forum with this message")
     return ("the check itself failed while grading your file: this is not "
             "your code's fault, and it is no score.\n"
-            "  remedy: run it again (the next run first proves the check "
-            "works here); if it fails again, reinstall the homework's "
-            "environment (`make install`, see README.md) or ask on the "
-            "course forum with this message")
+            + (f"  cause: {cause}\n" if cause else "")
+            + f"  remedy: {remedy}")
 
 
 __all__ = ["NOTE", "check_failed", "PlainAttempt", "PlainSandbox", "for_check",

@@ -3,14 +3,15 @@ execution order, for the diagnosis of a failing case (``Probe.trace_values``).
 
 Runs in the worker, beside the shape recorder: the submission is imported a
 third time, instrumented by the same AST pass as for shapes
-(``worker.instrument``) but calling this recorder, under its own random
-name in builtins. Only float tensors are kept, and only within fixed caps
+(``worker.instrument``) but calling this recorder, linked into the
+compiled code as the shape recorder is (``worker._link``: no name in
+builtins, a call from other code refused). Only float tensors are kept,
+and only within fixed caps
 (count, elements each, elements in all): what travels back is bounded
 whatever the code does, and the wire checks the same caps.
 """
 from __future__ import annotations
 
-import builtins
 import secrets
 import sys
 from typing import Any, Callable
@@ -30,6 +31,7 @@ class ValueRecorder:
     def __init__(self) -> None:
         self.values: list[tuple[int, torch.Tensor]] = []
         self.armed = False
+        self.forged = False    # set by the link's guard (worker._link)
         self._total = 0
 
     def reset(self, canary: Any = None) -> None:
@@ -83,13 +85,11 @@ _installed: tuple[ValueRecorder, str] | None = None
 
 
 def install() -> tuple[ValueRecorder, str]:
-    """The value recorder under a random name in builtins (one leading
-    underscore: "__x" in a class body would be name-mangled)."""
+    """The value recorder and the random prefix of the placeholder
+    constants through which its traced copy calls it (``worker._link``)."""
     global _installed
     if _installed is None:
-        name = f"_autograder_values_{secrets.token_hex(6)}"
-        _installed = (ValueRecorder(), name)
-        setattr(builtins, name, _installed[0])
+        _installed = (ValueRecorder(), f"values-{secrets.token_hex(8)}")
     return _installed
 
 
@@ -99,12 +99,14 @@ class ValueTracedModule:
     def __init__(self, source: str, filename: str,
                  methods: dict[str, tuple[str, ...]],
                  load: Callable[..., Any], instrument: Callable[..., Any],
-                 module_name: str):
-        self.recorder, name = install()
+                 module_name: str, link: Callable[..., Any]):
+        self.recorder, prefix = install()
         plain = sys.modules.get(module_name)
         try:
-            self.module = load(source, filename,
-                               tree=instrument(source, name, methods))
+            self.module = load(
+                source, filename, tree=instrument(source, prefix, methods),
+                link=lambda code, namespace: link(code, self.recorder,
+                                                  prefix, namespace))
         finally:
             if plain is not None:   # lookups by __name__ find the plain one
                 sys.modules[module_name] = plain

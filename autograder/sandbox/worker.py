@@ -336,7 +336,7 @@ class TracedModule:
                 sys.modules[MODULE_NAME] = plain
 
 
-def _link(code: types.CodeType, recorder: ShapeRecorder, prefix: str,
+def _link(code: types.CodeType, recorder: Any, prefix: str,
           namespace: dict) -> types.CodeType:
     """``code`` with each placeholder constant ``"<prefix>.<method>"``
     replaced by a guard of ``recorder.<method>``. The guard records only a
@@ -954,7 +954,7 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
                 try:
                     valued = value_recorder.ValueTracedModule(
                         source, filename, probe.methods, load_module,
-                        instrument, MODULE_NAME)
+                        instrument, MODULE_NAME, _link)
                 except ImportFailure as failure:
                     valued = failure
             if isinstance(valued, ImportFailure):

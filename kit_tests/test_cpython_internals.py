@@ -56,3 +56,19 @@ def test_the_copy_is_the_original_plus_two_lines():
 @pytest.mark.parametrize("name", sorted(ci.DIGESTS))
 def test_every_digest_names_real_code(name):
     assert inspect.getsource(ci._resolve(name))
+
+
+def test_the_fork_servers_socket_fits_under_a_long_tmpdir(tmp_path):
+    # TMPDIR deep enough that multiprocessing's socket path would not fit
+    # sockaddr_un ("AF_UNIX path too long", a traceback before any grade).
+    import subprocess
+    import sys
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    code = ("from autograder.sandbox import cpython_internals as c\n"
+            "import os\nprint(len(os.fsencode(c._socket_address())))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, env={**__import__("os").environ,
+                                          "TMPDIR": str(deep)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) <= 100

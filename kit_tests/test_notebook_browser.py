@@ -182,9 +182,12 @@ def test_the_notebook_runs_in_jupyterlab(lab, homework, tmp_path):
             page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(
                 timeout=120_000)
             assert page.locator(".jp-Launcher").count() == 0
+            # as a file, in text: how JupyterLab's editor opens it (a
+            # contents manager such as jupytext's would serve a notebook)
             module = page.request.get(url.replace(
                 "/lab/tree/assignment/attention.ipynb",
-                "/api/contents/transformer_lm/modeling_attention.py"))
+                "/api/contents/transformer_lm/modeling_attention.py")
+                + "&type=file&format=text")
             assert module.ok and "YOUR CODE STARTS HERE" in \
                 module.json()["content"]
             code_cells = sum(c.cell_type == "code" for c in nbformat.read(

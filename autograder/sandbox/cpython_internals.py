@@ -149,6 +149,22 @@ class WorkerProcess(ForkServerProcess):
         return _Popen(process_obj)
 
 
+# A socket path longer than this does not fit sockaddr_un (108 bytes).
+MAX_SOCKET_PATH = 100
+
+
+def _socket_address() -> str:
+    """multiprocessing's address for the fork server's socket, in its
+    private temporary folder; where TMPDIR makes that path too long for a
+    socket, a private folder of its own under /tmp."""
+    address = multiprocessing.connection.arbitrary_address("AF_UNIX")
+    if len(os.fsencode(address)) <= MAX_SOCKET_PATH:
+        return address
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="ag-", dir="/tmp")   # mode 700
+    return os.path.join(folder, os.path.basename(address)[-40:])
+
+
 def fork_server_from_here() -> None:
     """Start multiprocessing's fork server as a fork of this process.
 
@@ -168,7 +184,7 @@ def fork_server_from_here() -> None:
             server._forkserver_address = None
             server._forkserver_alive_fd = server._forkserver_pid = None
         with socket.socket(socket.AF_UNIX) as listener:
-            address = multiprocessing.connection.arbitrary_address("AF_UNIX")
+            address = _socket_address()
             listener.bind(address)
             os.chmod(address, 0o600)
             listener.listen()

@@ -409,9 +409,13 @@ def held_unlinked(proc: int, pids: list[int]) -> int:
         except FileNotFoundError:   # ended meanwhile
             continue
         except OSError:
+            if _released(proc, pid):
+                continue
             return jail.SCRATCH_BYTES + 1
         try:
             fds = os.listdir(folder)
+        except FileNotFoundError:   # reaped since it was opened
+            continue
         finally:
             os.close(folder)
         for fd in fds:
@@ -425,6 +429,25 @@ def held_unlinked(proc: int, pids: list[int]) -> int:
                 seen.add(key)
                 held += info.st_blocks * 512
     return held
+
+
+def _released(proc: int, pid: int) -> bool:
+    """Whether ``pid`` has ended or is ending: a zombie, or a process past
+    releasing its memory on the way out (its files go next). The kernel
+    gives the fd folder of such a process to root, so a keeper that is
+    not root may not list it; that is no hiding. A live process has
+    memory (its ``stat`` shows a nonzero vsize), non-dumpable or not."""
+    try:
+        data = _read(proc, f"{pid}/stat")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    # The command name may hold spaces and parentheses: split after it.
+    fields = data[data.rfind(b")") + 2:].split()
+    # fields[0] is the state (stat's 3rd field), fields[20] the vsize (23rd)
+    return len(fields) > 20 and (fields[0] in (b"Z", b"X") or
+                                 fields[20] == b"0")
 
 
 def _usage(folder: str) -> tuple[int, int]:

@@ -132,6 +132,14 @@ def test_an_unsafe_entry_of_an_export_is_left_out(tmp_path):
     assert not (tmp_path.parent / "escaped.py").exists()
 
 
+def _zip_export(export: Path, archive: Path) -> Path:
+    """``export``'s files zipped as Gradescope ships them (no top folder)."""
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(export.rglob("*")):
+            zf.write(path, path.relative_to(export))
+    return archive
+
+
 def test_a_renamed_file_scores_as_it_does_in_a_folder(tmp_path):
     # Gradescope keeps the name a student uploaded (hw3.py): the export's
     # submission folder is read as a folder of submissions reads it.
@@ -140,10 +148,7 @@ def test_a_renamed_file_scores_as_it_does_in_a_folder(tmp_path):
     shutil.copy2(REFERENCE, export / "submission_111" / "hw3.py")
     (export / "submission_metadata.yml").write_text(
         METADATA.split("submission_222:")[0])
-    archive = tmp_path / "export.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        for path in sorted(export.rglob("*")):
-            zf.write(path, path.relative_to(export))
+    archive = _zip_export(export, tmp_path / "export.zip")
     plain = tmp_path / "plain"
     plain.mkdir()
     shutil.copy2(REFERENCE, plain / "ada.py")
@@ -163,10 +168,7 @@ def test_feedback_never_shows_the_graders_own_paths(tmp_path):
     (export / "submission_111" / "notes.txt").write_text("no code\n")
     (export / "submission_metadata.yml").write_text(
         METADATA.split("submission_222:")[0])
-    archive = tmp_path / "export.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        for path in sorted(export.rglob("*")):
-            zf.write(path, path.relative_to(export))
+    archive = _zip_export(export, tmp_path / "export.zip")
     done = _grade(tmp_path / "out", archive)
     assert done.returncode == 0, done.stderr
     pages = list((tmp_path / "out" / "submissions").rglob("feedback.*"))

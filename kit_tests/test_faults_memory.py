@@ -196,6 +196,22 @@ def test_a_memory_verdict_proves_the_canary_before_it_is_kept(
 # --------------------------------------------------------------------------
 # End to end, in memory cgroups
 
+def _remove_group(group: Path) -> None:
+    """Kill what a test's cgroup still holds (none, normally) and remove
+    it (the kernel frees it a moment after its last process)."""
+    for pid in (group / "cgroup.procs").read_text().split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    for _ in range(50):
+        try:
+            group.rmdir()
+            break
+        except OSError:
+            time.sleep(0.1)
+
+
 def _memory_group() -> tuple[Path, str] | str:
     """This process's memory cgroup and its limit file, or why none can
     be made here."""
@@ -242,17 +258,7 @@ def _grade_in_cgroup(limit_mb: int, tmp_path: Path
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True, text=True, timeout=900)
     finally:
-        for pid in (group / "cgroup.procs").read_text().split():
-            try:   # what the run left (none, normally)
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        for _ in range(50):
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+        _remove_group(group)
     return done, out
 
 
@@ -364,17 +370,7 @@ def test_container_running_out_mid_batch_scores_no_one(tmp_path):
         if hog is not None:
             hog.kill()
             hog.wait()
-        for pid in (group / "cgroup.procs").read_text().split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        for _ in range(50):
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+        _remove_group(group)
     text = seen + stdout + stderr
     assert kills, "nothing was OOM-killed: the test proves nothing\n" + text
     assert "Traceback" not in text

@@ -531,9 +531,21 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
               "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
     send({"kind": "jailed", "layers": plan.active, "refused": plan.refused})
+    os.register_at_fork(after_in_child=_park)
     serve_probes(source, filename, encoded, results, output,
                  settings.output_limit, send)
     os._exit(0)
+
+
+def _park() -> None:
+    """Where a process the submission forks (``os.fork``) stops: it waits,
+    using no CPU, to be killed with the inmate. It keeps its process slot,
+    so a fork bomb meets the process limit after a few forks; a copy that
+    ran the probe on (the whole forward again, in every copy) cost the
+    submission its own items under load, a wall-clock verdict, and, run
+    as the grader's user without namespaces, its neighbours' CPU."""
+    while True:
+        signal.pause()
 
 
 def serve_probes(source: str, filename: str, encoded: bytes,

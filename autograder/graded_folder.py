@@ -57,9 +57,10 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         except outdir.OutDirError as exc:
             raise ConfigError(str(exc)) from None
         with sandbox_factory() as sandbox:
-            config = _grade_into(paths, sandbox, export, out=out,
-                                 rubric=rubric, values=values, jobs=jobs,
-                                 timeout=timeout, public_only=public_only)
+            config, failed = _grade_into(
+                paths, sandbox, export, out=out, rubric=rubric,
+                values=values, jobs=jobs, timeout=timeout,
+                public_only=public_only)
             try:
                 lines = _staff_outputs(out, config.mistakes, compare, export)
             except OutputError as exc:
@@ -71,13 +72,35 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 print(line)
     finally:
         shutil.rmtree(export_dir, ignore_errors=True)
-    return 0
+    return _grader_error_status(failed)
+
+
+# Exit status of a batch where the grader failed some submissions (its own
+# environment: disk, memory, a vanished file): the others are graded.
+GRADER_ERROR_EXIT = 3
+
+
+def _grader_error_status(failed: list[str]) -> int:
+    """0, or (saying which and why) GRADER_ERROR_EXIT if the grader failed
+    some of the batch."""
+    if not failed:
+        return 0
+    shown = ", ".join(failed[:10]) + (", ..." if len(failed) > 10 else "")
+    print(f"autograder: {len(failed)} submission(s) not graded: the "
+          f"grader's own environment failed (GRADER ERROR: {shown}); no "
+          f"score was written for them (blank in grades.csv, the cause in "
+          f"their results.json). Fix the cause, then rerun the same "
+          f"command: it keeps the graded ones and grades these.",
+          file=sys.stderr)
+    return GRADER_ERROR_EXIT
 
 
 def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
                 rubric: Path | None, values: Path | None, jobs: int,
-                timeout: float | None, public_only: bool) -> GradingConfig:
-    """Grade ``paths`` into ``out`` by the command's config; returns it."""
+                timeout: float | None, public_only: bool
+                ) -> tuple[GradingConfig, list[str]]:
+    """Grade ``paths`` into ``out`` by the command's config; returns it and
+    the names of the submissions the grader failed to grade."""
     config = read_config(rubric, values, ("public",) if public_only
                          else ("public", "hidden"))
     if not public_only and not any(c.set == "hidden" for c in config.cases):
@@ -128,7 +151,7 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
           f"feedback.md)")
     if graded.answers:
         print(f"inline answers: {out / 'answers'}/Q*.md")
-    return config
+    return config, report.grader_errors(graded.rows)
 
 
 def _make_folder(folder: Path) -> None:

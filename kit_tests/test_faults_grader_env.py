@@ -27,6 +27,7 @@ import pytest
 
 from autograder import batch
 from autograder.config import load_config
+from autograder.graded_folder import GRADER_ERROR_EXIT
 from autograder.submission import locate
 from autograder.submission.locate import resolve
 
@@ -249,7 +250,8 @@ def test_batch_with_a_full_tmpdir_scores_no_one_by_the_fault(tmp_path):
         assert stderr.startswith("error: ") or "\nerror: " in stderr
         assert not (out / "grades.csv").exists()
         return
-    assert run.returncode == 0, stderr
+    assert run.returncode == GRADER_ERROR_EXIT, stderr
+    assert "no score was written for them" in stderr
     rows = _rows(out)
     full_marks = float(rows["r1"]["max_score"])
     faults = 0
@@ -257,6 +259,7 @@ def test_batch_with_a_full_tmpdir_scores_no_one_by_the_fault(tmp_path):
         results = _results(out, name)
         if results["extra_data"].get("internal_error"):
             faults += 1
+            assert rows[name]["score"] == "", rows[name]   # blank, not 0
             assert "No space left on device" in json.dumps(results)
             assert "no score was written" in json.dumps(results)
             assert "not a readable zip" not in json.dumps(results)
@@ -289,8 +292,9 @@ def test_submission_deleted_mid_batch_is_the_graders(tmp_path):
     (folder / "late" / "modeling_attention.py").unlink()
     (folder / "late").rmdir()
     stdout, stderr = run.communicate(timeout=600)
-    assert run.returncode == 0, seen + stderr
+    assert run.returncode == GRADER_ERROR_EXIT, seen + stderr
     assert "Traceback" not in seen + stderr + stdout
+    assert _rows(out)["late"]["score"] == ""
     late = _results(out, "late")
     assert late["extra_data"]["internal_error"] is True
     assert "is gone" in late["output"]

@@ -303,6 +303,10 @@ _MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 # --------------------------------------------------------------------------
 # Batch outputs
 
+# grades.csv's note (and the summary's) for a submission the grader failed
+GRADER_ERROR = "GRADER ERROR"
+
+
 def csv_columns(task_ids: list[str]) -> list[str]:
     """grades.csv's header: submission, score, max_score, task ids."""
     return ["submission", "score", "max_score", *task_ids]
@@ -317,7 +321,7 @@ def grade_row(grade: GradeResult | dict[str, Any]) -> dict[str, Any]:
         return grade
     # a terminal: names and errors without control or invisible
     # characters (an escape sequence in a file name is the student's)
-    note = ("GRADER ERROR" if grade.internal_error else
+    note = (GRADER_ERROR if grade.internal_error else
             mdsafe.clean(grade.error, 60).replace("\n", " ")
             if grade.error else ", ".join(grade.mistakes())[:60])
     return {"name": grade.name, "score": grade.score,
@@ -330,13 +334,26 @@ def write_grades_csv(grades: list[GradeResult | dict[str, Any]],
                      task_ids: list[str], path: Path) -> None:
     """One row per submission (a grade, or its :func:`grade_row`); a task
     column holds the task's points (its bonus included, so the task
-    columns add up to the score). Cells go through
-    autograder/report/csvsafe.py (no spreadsheet formula)."""
+    columns add up to the score). A submission the grader failed to grade
+    has its score and task cells blank: no score was written for it.
+    Cells go through autograder/report/csvsafe.py (no spreadsheet
+    formula)."""
     rows: list[list[object]] = [csv_columns(task_ids)]
     for row in map(grade_row, grades):
+        if row["note"] == GRADER_ERROR:   # no score: blank, never a 0
+            rows.append([row["name"], "", row["max_score"],
+                         *("" for _ in task_ids)])
+            continue
         rows.append([row["name"], row["score"], row["max_score"],
                      *(row["tasks"].get(t, 0.0) for t in task_ids)])
     csvsafe.write_rows(path, rows)
+
+
+def grader_errors(grades: list[GradeResult | dict[str, Any]]) -> list[str]:
+    """Names of the submissions the grader failed to grade (its own
+    environment failed: no score was written for them)."""
+    return [row["name"] for row in map(grade_row, grades)
+            if row["note"] == GRADER_ERROR]
 
 
 def summary_table(grades: list[GradeResult | dict[str, Any]],

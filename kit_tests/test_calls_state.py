@@ -13,7 +13,8 @@ import torch
 from autograder.sandbox import wire
 from autograder.checks import values
 from autograder.sandbox.protocol import ERROR, OK, Probe, ProbeResult
-from autograder.sandbox.worker import execute_probes, no_terminal
+from autograder.sandbox.run_environment import no_terminal
+from autograder.sandbox.worker import execute_probes
 from kit import variants
 from kit_tests.test_worker import (FILENAME, REFERENCE, replace_line, run,
                                    sa_probe, x)
@@ -98,7 +99,7 @@ def test_hostile_attributes_name_nothing_but_run():
     class Weird:
         def __eq__(self, other):
             raise RuntimeError("no")
-    from autograder.sandbox.worker import changed_state
+    from autograder.sandbox.state_change import changed_state
     assert changed_state({"a": Weird()}, {"a": Weird()}) == []
     assert changed_state({"a": 1}, {"a": 2, "b": 3}) == ["a", "b (new)"]
 

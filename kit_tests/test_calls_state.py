@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from autograder.sandbox import wire
+from autograder.sandbox.limits import LIMITS
 from autograder.checks import values
 from autograder.sandbox.protocol import ERROR, OK, Probe, ProbeResult
 from autograder.sandbox.run_environment import no_terminal
@@ -142,8 +143,8 @@ def test_forged_second_calls_are_bounded():
         {**header, "again": nested, "changed": ["x" * 10_000] * 1000},
         tensors, "p")
     assert back.again.again is None
-    assert len(back.changed) == wire.MAX_CHANGED
-    assert all(len(name) == wire.MAX_NAME_CHARS for name in back.changed)
+    assert len(back.changed) == LIMITS.wire_changed_names
+    assert all(len(name) == LIMITS.name_chars for name in back.changed)
 
 
 # --------------------------------------------------------------------------

@@ -19,10 +19,9 @@ from typing import Any, Callable
 import torch
 
 from autograder.checks import trace_integrity
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.student_module import MODULE_NAME, load_module
 from autograder.submission import regions
-
-MAX_SHAPES_PER_LINE = 20      # distinct shape-lists kept per traced line
 
 
 class ShapeRecorder:
@@ -71,7 +70,7 @@ class ShapeRecorder:
 
     def _add(self, line: int, shapes: list[list[int]]) -> None:
         seen = self.shapes.setdefault(line, [])
-        if shapes not in seen and len(seen) < MAX_SHAPES_PER_LINE:
+        if shapes not in seen and len(seen) < LIMITS.shapes_per_line:
             seen.append(shapes)
 
 

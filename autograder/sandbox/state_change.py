@@ -7,7 +7,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-MAX_CHANGED = 10     # names of changed state reported per probe
+from autograder.sandbox.limits import LIMITS
+
 # What every nn.Module has (hooks, flags): not the student's state.
 _MODULE_INTERNALS = frozenset(vars(nn.Module())) - {
     "_parameters", "_buffers"}
@@ -47,7 +48,7 @@ def _frozen(value: Any) -> Any:
 def changed_state(before: dict[str, Any], after: dict[str, Any]
                   ) -> list[str]:
     """The paths whose value differs between two snapshots, at most
-    MAX_CHANGED; one the first call created ends with " (new)"."""
+    ``LIMITS.changed_names``; one the first call created ends with " (new)"."""
     changed = []
     try:
         for path in sorted(set(before) | set(after)):
@@ -57,7 +58,7 @@ def changed_state(before: dict[str, Any], after: dict[str, Any]
                 changed.append(path)
     except Exception:   # noqa: BLE001 - hostile values: name what we have
         pass
-    return changed[:MAX_CHANGED]
+    return changed[:LIMITS.changed_names]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -17,13 +17,12 @@ import types
 import warnings
 from typing import Any, Callable
 
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import CRASH, ERROR, IMPORT_ERROR, MEMORY
 
 # One name for both copies (plain and traced): a module-level check of
 # __name__ cannot tell them apart.
 MODULE_NAME = "student_modeling_attention"
-MAX_MESSAGE_CHARS = 4000      # an exception message can be arbitrarily long
-STUDENT_FRAMES = 3            # student frames quoted in an error message
 _MEMORY_HINTS = ("can't allocate memory", "not enough memory",
                  "out of memory", "cannot allocate memory")
 
@@ -118,7 +117,7 @@ def describe_exception(exc: BaseException, filename: str
         return ERROR, _cap(text), name, line
     status = MEMORY if _is_memory_error(exc, text) else ERROR
     message = f"{name}: {text}" if text else name
-    for frame in frames[-STUDENT_FRAMES:]:
+    for frame in frames[-LIMITS.student_frames:]:
         message += f"\n  line {frame.lineno}, in {frame.name}: " \
                    f"{(frame.line or '').strip()}"
     return status, _cap(message), name, line
@@ -132,7 +131,8 @@ def _is_memory_error(exc: BaseException, text: str) -> bool:
         hint in lowered for hint in _MEMORY_HINTS)
 
 
-def _cap(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+def _cap(text: str) -> str:
+    limit = LIMITS.error_chars   # a message can be arbitrarily long
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[... {len(text) - limit} characters cut]"

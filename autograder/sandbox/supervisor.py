@@ -26,6 +26,7 @@ import torch
 
 from autograder.sandbox import jail, memlimit, parent_clock, wire
 from autograder.sandbox.cpython_internals import WorkerProcess
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
                                          MEMORY, NOT_RUN, TIMEOUT, Probe,
                                          ProbeResult)
@@ -33,7 +34,6 @@ from autograder.sandbox.worker_jail import (WorkerSettings, keeper_main,
                                             read_keeper_log, read_leftover,
                                             scratch_verdict)
 
-_KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
 _LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
                  CRASH: "crashed the worker"}
 Starter = Callable[[BaseProcess], None]   # starts a worker process
@@ -47,7 +47,7 @@ GRADER_FAILURE = ("the grader's own worker process failed (its error is in "
 def supervise(start: Starter, source: str, filename: str,
               probes: list[Probe], settings: WorkerSettings,
               deadline: float, limit: float, *,
-              results_bytes: int = wire.MAX_RETAINED_BYTES,
+              results_bytes: int = LIMITS.retained_bytes,
               attempt: Callable[..., Attempt] | None = None
               ) -> tuple[list[ProbeResult], list[str] | None, list[str]]:
     """One result per probe, in order, the jail's layers (None if no
@@ -329,7 +329,7 @@ class Attempt:
 
     def _death(self, probe: Probe) -> Failure:
         """Classify why the worker closed its result pipe."""
-        self.process.join(_KILL_GRACE)
+        self.process.join(LIMITS.kill_grace_seconds)
         code = self.process.exitcode
         during = self._during(probe)
         if code is None:
@@ -338,7 +338,7 @@ class Attempt:
                            f"during {during}")
         if scratch_verdict(self.workdir):
             return Failure(MEMORY, f"the submission's files grew past "
-                           f"{jail.SCRATCH_BYTES >> 20} MiB (or too many "
+                           f"{LIMITS.scratch_bytes >> 20} MiB (or too many "
                            f"files) during {during}")
         if code >= 0:
             return Failure(CRASH, f"the submission exited (code {code}) "
@@ -385,7 +385,7 @@ class Attempt:
             # is now killing what it left (without a PID namespace, a
             # subreaper's sweep): killing the keeper mid-sweep would hand
             # the rest to init, so let it finish first.
-            self.process.join(_KILL_GRACE)
+            self.process.join(LIMITS.kill_grace_seconds)
         if pid is not None:
             for kill in (lambda: os.killpg(pid, signal.SIGKILL),
                          lambda: os.kill(pid, signal.SIGKILL)):
@@ -398,7 +398,7 @@ class Attempt:
         """Kill leftovers, reap the worker; return the fd-level output it
         wrote after its last result (e.g. before it crashed)."""
         self.kill()
-        self.process.join(_KILL_GRACE)
+        self.process.join(LIMITS.kill_grace_seconds)
         self.receiver.close()
         try:
             self.process.close()

@@ -17,13 +17,10 @@ from typing import Any
 
 import torch
 
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.sandbox.shape_recorder import load_traced
-
-MAX_VALUES = 48            # tensors kept per probe
-MAX_NUMEL = 65_536         # elements of one kept tensor
-MAX_TOTAL = 1_048_576      # elements of all kept tensors of a probe
 
 
 class ValueRecorder:
@@ -62,7 +59,7 @@ class ValueRecorder:
         """A function of the submission was called: nothing to record."""
 
     def _keep(self, line: int, value: Any) -> None:
-        if not self.armed or len(self.values) >= MAX_VALUES or \
+        if not self.armed or len(self.values) >= LIMITS.values or \
                 type(value) is not torch.Tensor:   # no subclasses
             return
         try:
@@ -71,7 +68,8 @@ class ValueRecorder:
             size = value.numel()
             if size == 0:
                 return
-            if size > MAX_NUMEL or self._total + size > MAX_TOTAL:
+            if size > LIMITS.value_numel or \
+                    self._total + size > LIMITS.values_numel:
                 # An empty tensor marks a value not kept: the walk cannot
                 # tell what happened there, and stops.
                 self.values.append((int(line), torch.empty(0)))

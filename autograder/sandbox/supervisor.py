@@ -68,20 +68,8 @@ def supervise(start: Starter, source: str, filename: str,
     # public one answered (``Attempt``).
     pending = sorted(range(len(probes)), key=lambda i: probes[i].hidden)
     while pending:
-        todo = []
-        for i in pending:
-            groups = probes[i].groups
-            if parent_clock.now() >= deadline:
-                results[i] = ProbeResult(
-                    probes[i].id, TIMEOUT, "skipped: the submission used"
-                    f" up its total time limit of {limit:g} s")
-            elif groups and all(g in lost for g in groups):
-                why = _LOST_BECAUSE[lost[groups[0]].status]
-                results[i] = ProbeResult(
-                    probes[i].id, NOT_RUN,
-                    f"skipped: an earlier call of this check {why}")
-            else:
-                todo.append(i)
+        todo = _still_to_run(pending, probes, results, lost, deadline,
+                             limit)
         if not todo:
             break
         attempt = make_attempt(start, source, filename,
@@ -105,45 +93,84 @@ def supervise(start: Starter, source: str, filename: str,
             staff = read_keeper_log(settings.workdir)
         if _staff_log(staff, filename):
             # The grader failed, not the submission: no score for it.
-            index = todo[min(got, len(todo) - 1)]
-            results[index] = ProbeResult(probes[index].id, ENVIRONMENT,
-                                         GRADER_FAILURE)
-            for i in todo:
-                results.setdefault(i, ProbeResult(
-                    probes[i].id, NOT_RUN, "skipped: " + GRADER_FAILURE))
+            _grader_failed(results, probes, todo, got, GRADER_FAILURE)
             break
         if failure is not None and failure.status == ENVIRONMENT:
             # The grader's failure: no score, so no more workers for it.
-            index = todo[min(got, len(todo) - 1)]
-            results[index] = ProbeResult(probes[index].id, ENVIRONMENT,
-                                         failure.message)
-            for i in todo:
-                results.setdefault(i, ProbeResult(
-                    probes[i].id, NOT_RUN, "skipped: " + failure.message))
+            _grader_failed(results, probes, todo, got, failure.message)
             break
         if failure is not None:
-            # Before the import finished, every later probe would fail
-            # the same way: no restart. Otherwise only this probe.
-            hit = todo[got:got + 1] if attempt.imported else todo[got:]
-            for i in hit:
-                results[i] = ProbeResult(
-                    probes[i].id, failure.status, failure.message,
-                    phase="" if attempt.imported else "import")
-            results[hit[0]].stdout = _cap_text(output,
-                                               settings.output_limit)
-        for i in todo:
-            result = results.get(i)
-            # A crash after the import loses its checks as a timeout
-            # does: sleeping to each limit and then crashing costs one
-            # limit per check, not one per probe.
-            if result is not None and result.status in _LOST_BECAUSE:
-                for group in probes[i].groups:
-                    lost.setdefault(group, result)
+            _probe_failed(results, probes, todo, got, failure,
+                          attempt.imported,
+                          _cap_text(output, settings.output_limit))
+        _mark_lost(results, probes, todo, lost)
         pending = [i for i in todo if i not in results]
     for i in range(len(probes)):
         results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
                                           "skipped: " + GRADER_FAILURE))
     return [results[i] for i in range(len(probes))], layers, refused
+
+
+def _still_to_run(pending: list[int], probes: list[Probe],
+                  results: dict[int, ProbeResult],
+                  lost: dict[str, ProbeResult], deadline: float,
+                  limit: float) -> list[int]:
+    """The pending probes a fresh worker should run; the others get their
+    result here: past the total time limit, or every check they serve
+    already lost to a timeout, the memory limit or a crash."""
+    todo = []
+    for i in pending:
+        groups = probes[i].groups
+        if parent_clock.now() >= deadline:
+            results[i] = ProbeResult(
+                probes[i].id, TIMEOUT, "skipped: the submission used"
+                f" up its total time limit of {limit:g} s")
+        elif groups and all(g in lost for g in groups):
+            why = _LOST_BECAUSE[lost[groups[0]].status]
+            results[i] = ProbeResult(
+                probes[i].id, NOT_RUN,
+                f"skipped: an earlier call of this check {why}")
+        else:
+            todo.append(i)
+    return todo
+
+
+def _grader_failed(results: dict[int, ProbeResult], probes: list[Probe],
+                   todo: list[int], got: int, message: str) -> None:
+    """The grader's own failure during the probe after the ``got``
+    answered ones: that probe says so (no score), the rest are skipped."""
+    index = todo[min(got, len(todo) - 1)]
+    results[index] = ProbeResult(probes[index].id, ENVIRONMENT, message)
+    for i in todo:
+        results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
+                                          "skipped: " + message))
+
+
+def _probe_failed(results: dict[int, ProbeResult], probes: list[Probe],
+                  todo: list[int], got: int, failure: Failure,
+                  imported: bool, output: str) -> None:
+    """The submission's failure during the probe after the ``got``
+    answered ones (its output attached). Before the import finished, every
+    later probe would fail the same way: no restart. Otherwise only this
+    probe."""
+    hit = todo[got:got + 1] if imported else todo[got:]
+    for i in hit:
+        results[i] = ProbeResult(probes[i].id, failure.status,
+                                 failure.message,
+                                 phase="" if imported else "import")
+    results[hit[0]].stdout = output
+
+
+def _mark_lost(results: dict[int, ProbeResult], probes: list[Probe],
+               todo: list[int], lost: dict[str, ProbeResult]) -> None:
+    """Record the checks lost by this worker's failures. A crash after the
+    import loses its checks as a timeout does: sleeping to each limit and
+    then crashing costs one limit per check, not one per probe."""
+    for i in todo:
+        result = results.get(i)
+        if result is not None and result.status in _LOST_BECAUSE:
+            for group in probes[i].groups:
+                lost.setdefault(group, result)
 
 
 def _staff_log(text: str, filename: str) -> bool:

@@ -58,7 +58,7 @@ def load_module(source: str, filename: str, *, name: str = MODULE_NAME,
     register_source(source, filename)
     try:
         with warnings.catch_warnings():
-            # The instrumented tree calls constants (see _link): a
+            # The instrumented tree calls constants (shape_recorder.link): a
             # "str object is not callable" warning per call otherwise.
             warnings.simplefilter("ignore", SyntaxWarning)
             code = compile(tree if tree is not None else source, filename,

@@ -26,7 +26,8 @@ from autograder.config import GradingConfig
 from autograder.grade import CheckResult, GradeResult, grade_source
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.rubric import Rubric
-from autograder.sandbox.worker import MODULE_NAME, execute_probes
+from autograder.sandbox.student_module import MODULE_NAME
+from autograder.sandbox.worker import execute_probes
 
 # What these checkers check, said by each of them (pytest header, the
 # notebook's check cells, `make check`'s preview says the rest).

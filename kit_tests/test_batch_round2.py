@@ -238,8 +238,8 @@ def test_results_are_bounded_per_submission_across_workers(monkeypatch):
     monkeypatch.setattr(wire.Budget, "take", counting)
     grades = grade_batch({"big": BIG_RETURNS, "alice": REFERENCE},
                          timeouts={"big": 5.0})
-    from autograder.sandbox.pool import RESULTS_MB
-    assert max(used.values()) <= RESULTS_MB << 20
+    from autograder.sandbox.limits import LIMITS
+    assert max(used.values()) <= LIMITS.results_mb << 20
     rubric = load_rubric()
     assert grades["alice"].score == rubric.max_score + rubric.max_bonus
     big = grades["big"]

@@ -11,9 +11,11 @@ import pytest
 import torch
 
 from autograder.sandbox import wire
+from autograder.sandbox.limits import LIMITS
 from autograder.checks import values
 from autograder.sandbox.protocol import ERROR, OK, Probe, ProbeResult
-from autograder.sandbox.worker import execute_probes, no_terminal
+from autograder.sandbox.run_environment import no_terminal
+from autograder.sandbox.worker import execute_probes
 from kit import variants
 from kit_tests.test_worker import (FILENAME, REFERENCE, replace_line, run,
                                    sa_probe, x)
@@ -98,7 +100,7 @@ def test_hostile_attributes_name_nothing_but_run():
     class Weird:
         def __eq__(self, other):
             raise RuntimeError("no")
-    from autograder.sandbox.worker import changed_state
+    from autograder.sandbox.state_change import changed_state
     assert changed_state({"a": Weird()}, {"a": Weird()}) == []
     assert changed_state({"a": 1}, {"a": 2, "b": 3}) == ["a", "b (new)"]
 
@@ -141,8 +143,8 @@ def test_forged_second_calls_are_bounded():
         {**header, "again": nested, "changed": ["x" * 10_000] * 1000},
         tensors, "p")
     assert back.again.again is None
-    assert len(back.changed) == wire.MAX_CHANGED
-    assert all(len(name) == wire.MAX_NAME_CHARS for name in back.changed)
+    assert len(back.changed) == LIMITS.wire_changed_names
+    assert all(len(name) == LIMITS.name_chars for name in back.changed)
 
 
 # --------------------------------------------------------------------------

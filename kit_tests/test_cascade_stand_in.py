@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from autograder.sandbox import worker
+from autograder.sandbox.probe_runner import run_probe
+from autograder.sandbox.student_module import load_module
 from autograder.checks import causal, heads, size
 from autograder.sandbox.protocol import Probe, stand_in_output
 from autograder.rubric import load_rubric
@@ -23,8 +24,8 @@ def _check(item: str):
 
 
 def _module(source: str, name: str):
-    return worker.load_module(source, f"{name}.py",
-                              name=f"cascade_{name}")
+    return load_module(source, f"{name}.py",
+                       name=f"cascade_{name}")
 
 
 def _stand_in_probe(case_name: str = "mhw_small") -> Probe:
@@ -42,7 +43,7 @@ def test_stand_in_heads_give_the_known_tensors_side_by_side():
     module = _module(variants.REFERENCE.read_text(), "reference")
     real = module.CausalAttention
     probe = _stand_in_probe()
-    result = worker.run_probe(module, probe, "reference.py")
+    result = run_probe(module, probe, "reference.py")
     assert result.ok, result.message
     heads = CASES["mhw_small"].init["num_heads"]
     assert torch.equal(result.outputs[0], _known(probe, heads))
@@ -54,7 +55,7 @@ def test_stand_in_heads_that_hang_never_run():
     # The heads loop forever, but with stand-ins the wrapper answers.
     source = variants.find("cascade/heads_loop_forever").source()
     module = _module(source, "loop")
-    result = worker.run_probe(module, _stand_in_probe(), "loop.py")
+    result = run_probe(module, _stand_in_probe(), "loop.py")
     assert result.ok, result.message
 
 
@@ -65,23 +66,23 @@ def test_stand_in_heads_check_how_they_are_built_and_called():
         "qkv_bias)\n",
         "            CausalAttention(d_in, d_out * num_heads, context_length,"
         " dropout, qkv_bias)\n")], "test")
-    result = worker.run_probe(_module(built, "built"), _stand_in_probe(),
-                              "built.py")
+    result = run_probe(_module(built, "built"), _stand_in_probe(),
+                       "built.py")
     assert not result.ok and "built with d_out=12, expected 3" in \
         result.message, result.message
     called = variants.apply_edits(reference, [(
         "return torch.cat([head(x) for head in self.heads], dim=-1)",
         "return torch.cat([head(2 * x) for head in self.heads], dim=-1)")],
         "test")
-    result = worker.run_probe(_module(called, "called"), _stand_in_probe(),
-                              "called.py")
+    result = run_probe(_module(called, "called"), _stand_in_probe(),
+                       "called.py")
     assert not result.ok and "not the input x" in result.message
 
 
 def test_shared_heads_are_named_and_other_failures_are_not():
     source = variants.find("cascade/wrapper_shared_heads").source()
     probe = _stand_in_probe()
-    result = worker.run_probe(_module(source, "shared"), probe, "shared.py")
+    result = run_probe(_module(source, "shared"), probe, "shared.py")
     verdict = heads.ConcatenatedHeads._stand_in(
         CASES["mhw_small"], result, probe, _check("3.2").params)
     assert not verdict.ok and "your heads are one module" in verdict.message

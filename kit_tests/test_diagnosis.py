@@ -17,6 +17,7 @@ from autograder.checks.diagnosis.steps import case_steps
 from autograder.config import load_config
 from autograder.grade import grade_source
 from autograder.sandbox import value_recorder, wire
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import OK, ProbeResult
 from autograder.sandbox.worker import execute_probes
 from autograder.values import load_cases
@@ -49,14 +50,14 @@ def test_recorder_keeps_float_tensors_in_order_within_its_caps():
     recorder.armed = True
     recorder.bound(4, torch.ones(2), torch.arange(3), 5)   # ints skipped
     recorder.returned(5, (torch.zeros(1, dtype=torch.float64),))
-    recorder.bound(6, torch.ones(value_recorder.MAX_NUMEL + 1))
+    recorder.bound(6, torch.ones(LIMITS.value_numel + 1))
     lines = [line for line, _ in recorder.values]
     assert lines == [4, 5, 6]
     assert recorder.values[1][1].dtype == torch.float32
     assert recorder.values[2][1].numel() == 0   # too big: marked, not kept
-    for _ in range(2 * value_recorder.MAX_VALUES):
+    for _ in range(2 * LIMITS.values):
         recorder.bound(7, torch.ones(3))
-    assert len(recorder.take()) == value_recorder.MAX_VALUES
+    assert len(recorder.take()) == LIMITS.values
     assert recorder.values == []
 
 
@@ -74,7 +75,7 @@ def test_recorded_values_cross_the_wire_and_the_wire_bounds_them():
             wire.result_from_header({**header, "value_lines": lines},
                                     tensors, "p")
     big = [torch.ones(2),
-           torch.ones(value_recorder.MAX_NUMEL + 1)]
+           torch.ones(LIMITS.value_numel + 1)]
     with pytest.raises(wire.BadMessage):
         wire.result_from_header({**header, "value_lines": [1],
                                  "n_outputs": 2}, big, "p")

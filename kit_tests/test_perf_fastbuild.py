@@ -10,7 +10,8 @@ import torch.nn as nn
 
 from autograder.sandbox import fastbuild
 from autograder.sandbox.protocol import OK, Probe
-from autograder.sandbox.worker import drawn_state, execute_probes
+from autograder.sandbox.probe_runner import drawn_state
+from autograder.sandbox.worker import execute_probes
 from kit_tests.test_worker import FILENAME, REFERENCE
 
 GPT2 = {"d_in": 768, "d_out": 768, "context_length": 1024, "dropout": 0.1,

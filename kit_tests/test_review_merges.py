@@ -151,7 +151,8 @@ def test_a_stand_in_probe_makes_no_second_call():
     its second call, so a stand-in probe is called once."""
     from dataclasses import replace
 
-    from autograder.sandbox import worker
+    from autograder.sandbox.probe_runner import run_probe
+    from autograder.sandbox.student_module import load_module
     from autograder.checks import heads
     from autograder.rubric import load_rubric
     from autograder.values import load_cases
@@ -160,9 +161,9 @@ def test_a_stand_in_probe_makes_no_second_call():
     check = next(c for c in load_rubric().checks() if c.id == "3.2")
     probe = replace(heads.ConcatenatedHeads._stand_in_probe(check, case),
                     again=True)
-    module = worker.load_module(variants.REFERENCE.read_text(),
-                                "reference.py", name="review_stand_in")
-    result = worker.run_probe(module, probe, "reference.py")
+    module = load_module(variants.REFERENCE.read_text(),
+                         "reference.py", name="review_stand_in")
+    result = run_probe(module, probe, "reference.py")
     assert result.ok, result.message
     assert result.again is None and result.changed == []
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 import torch
 
 from autograder.sandbox import wire
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import OK, ProbeResult
 
 GOOD = {"kind": "result", "id": "p", "status": OK, "n_outputs": 0}
@@ -57,17 +59,17 @@ def test_payload_decoding_rejects_garbage():
 
 
 def test_header_size_is_bounded():
-    text = "x" * wire.MAX_HEADER_BYTES
+    text = "x" * LIMITS.header_bytes
     with pytest.raises(wire.BadMessage, match="header of"):
         wire.decode_payload(payload({"message": text}))
     # Just under the bound is fine.
     header, _ = wire.decode_payload(payload(
-        {"m": "x" * (wire.MAX_HEADER_BYTES - 20)}))
-    assert len(header["m"]) == wire.MAX_HEADER_BYTES - 20
+        {"m": "x" * (LIMITS.header_bytes - 20)}))
+    assert len(header["m"]) == LIMITS.header_bytes - 20
 
 
 def test_output_count_is_bounded():
-    n = wire.MAX_OUTPUTS
+    n = LIMITS.outputs
     ones = [torch.ones(1) for _ in range(n + 1)]
     assert len(wire.decode_payload(payload({"n_outputs": n},
                                            ones[:n]))[1]) == n
@@ -77,7 +79,7 @@ def test_output_count_is_bounded():
 
 def test_shape_budget_is_bounded():
     per_line = 1 + 1 + 3   # the line, the entry, three dimensions
-    lines = wire.MAX_SHAPE_INTS // per_line
+    lines = LIMITS.shape_ints // per_line
     fits = {str(i): [[[1, 2, 3]]] for i in range(lines)}
     assert len(wire.result_from_header({**GOOD, "shapes": fits}, [],
                                        "p").shapes) == lines
@@ -87,11 +89,11 @@ def test_shape_budget_is_bounded():
 
 
 def test_text_fields_are_cut():
-    long = "y" * (wire.MAX_TEXT_CHARS + 10)
+    long = "y" * (LIMITS.text_chars + 10)
     result = wire.result_from_header({**GOOD, "message": long,
                                       "stdout": long}, [], "p")
     for text in (result.message, result.stdout):
-        assert text == "y" * wire.MAX_TEXT_CHARS + "\n[... cut]"
+        assert text == "y" * LIMITS.text_chars + "\n[... cut]"
 
 
 def test_probe_encoding_round_trip_leaves_parent_tensors_alone():
@@ -196,7 +198,7 @@ def test_oversized_length_is_refused_before_allocating(pair):
         receiver.receive(soon())
     mine, theirs2 = wire.channel()
     small = wire.Receiver(mine)
-    raw(theirs2, struct.pack("!i", wire.MAX_MESSAGE_BYTES + 1))
+    raw(theirs2, struct.pack("!i", LIMITS.message_bytes + 1))
     with pytest.raises(wire.TooLarge, match="oversized"):
         small.receive(soon())
     small.close()
@@ -205,7 +207,7 @@ def test_oversized_length_is_refused_before_allocating(pair):
 
 def test_total_of_a_worker_is_bounded(pair, monkeypatch):
     receiver, theirs = pair
-    monkeypatch.setattr(wire, "MAX_RETAINED_BYTES", 3000)
+    monkeypatch.setattr(wire, "LIMITS", replace(LIMITS, retained_bytes=3000))
     message = payload({"pad": "z" * 1000})
     sent = []
 

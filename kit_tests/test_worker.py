@@ -12,7 +12,8 @@ import torch
 from autograder.submission import regions
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          OK, Probe)
-from autograder.sandbox.worker import execute_probes, instrument
+from autograder.sandbox.shape_recorder import instrument
+from autograder.sandbox.worker import execute_probes
 from kit_tests.rubrics import live_task_methods
 
 ROOT = Path(__file__).resolve().parents[1]

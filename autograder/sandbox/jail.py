@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.sandbox import seccomp
+from autograder.sandbox.limits import LIMITS
 
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" \
     else None
@@ -77,7 +78,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _LANDLOCK = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
 
-SCRATCH_BYTES = 64 * 1024 * 1024   # the inmate's whole writable space
+SCRATCH_BYTES = LIMITS.scratch_bytes   # the inmate's whole writable space
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")

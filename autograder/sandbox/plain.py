@@ -29,16 +29,14 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from autograder.sandbox import jail, memlimit, parent_clock, wire
+from autograder.sandbox import jail, parent_clock, wire
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.sandbox.supervisor import Attempt, Failure, supervise
 from autograder.sandbox.worker_jail import (KEEPER_LOG, OUTPUT_FILE, SCRATCH,
                                             WorkerSettings, _FdOutput,
                                             _with_note, serve_probes)
 
-RESULTS_MB = 64              # as the jailed sandbox (pool.RESULTS_MB)
-_FILE_LIMIT = 64 * 1024 * 1024
-_KILL_GRACE = 5.0
 # The one line ``check`` prints when it used the plain child.
 NOTE = ("note: your code ran in a plain child process, not the grader's "
         "Linux jail ({reason}): the same checks and time limits, the same "
@@ -81,12 +79,12 @@ class PlainSandbox:
 
     plain = True
 
-    def __init__(self, reason: str, *, memory_mb: int = 1024,
-                 output_limit: int = 20_000):
+    def __init__(self, reason: str, *, memory_mb: int = LIMITS.memory_mb,
+                 output_limit: int = LIMITS.output_chars):
         self.reason = reason
         self.memory_mb, self.output_limit = memory_mb, output_limit
-        self.total_seconds = 300.0
-        self.results_mb = RESULTS_MB
+        self.total_seconds = LIMITS.total_seconds
+        self.results_mb = LIMITS.results_mb   # as the jailed sandbox's
         self.jobs = 1
         # What preflight and describe_jail read of a sandbox.
         self.layers: list[str] = []
@@ -143,12 +141,10 @@ class PlainSandbox:
                   output_limit: int | None) -> WorkerSettings:
         workdir = tempfile.mkdtemp(prefix="autograder-check-")
         os.mkdir(os.path.join(workdir, SCRATCH), 0o700)
-        return WorkerSettings(
-            memory_mb=memlimit.worker_allowance_mb(
-                memory_mb or self.memory_mb, share=self.jobs),
-            output_limit=output_limit or self.output_limit,
-            cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
-            workdir=workdir, namespaces=False, landlock=False)
+        return WorkerSettings.for_probes(
+            probes, workdir, memory_mb=memory_mb or self.memory_mb,
+            output_limit=output_limit or self.output_limit, jobs=self.jobs,
+            namespaces=False, landlock=False)
 
 
 class PlainAttempt(Attempt):
@@ -184,7 +180,7 @@ class PlainAttempt(Attempt):
         if hasattr(signal, "SIGKILL"):
             return super()._death(probe)
         # Windows: no signals to classify, only an exit code.
-        self.process.join(_KILL_GRACE)
+        self.process.join(LIMITS.kill_grace_seconds)
         code = self.process.exitcode
         if code is None:
             self.kill()
@@ -260,7 +256,7 @@ def _set_limits(settings: WorkerSettings) -> list[str]:
         return ["limits: this system has no resource limits (the time "
                 "limits still hold)"]
     wanted = {"RLIMIT_CPU": settings.cpu_seconds,
-              "RLIMIT_FSIZE": _FILE_LIMIT, "RLIMIT_CORE": 0}
+              "RLIMIT_FSIZE": LIMITS.file_bytes, "RLIMIT_CORE": 0}
     try:
         from autograder.sandbox.worker_jail import _vm_size_bytes
         wanted["RLIMIT_AS"] = _vm_size_bytes() + \

@@ -28,13 +28,13 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from autograder.sandbox import cpython_internals, jail, memlimit, parent_clock
+from autograder.sandbox import cpython_internals, jail, parent_clock
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.sandbox.supervisor import supervise
 from autograder.sandbox.worker_jail import SCRATCH, WorkerSettings
 
 DEFAULT_USER = "autograder-worker"
-RESULTS_MB = 64   # see Sandbox.results_mb (the reference: 0.5 MB)
 GRADER_HOME = Path(__file__).resolve().parents[2]   # kit or source root
 
 
@@ -59,7 +59,8 @@ class Sandbox:
     concurrently (one worker process per call).
     """
 
-    def __init__(self, *, memory_mb: int = 1024, output_limit: int = 20_000,
+    def __init__(self, *, memory_mb: int = LIMITS.memory_mb,
+                 output_limit: int = LIMITS.output_chars,
                  preload: bool = True, fork_server_from_here: bool = False,
                  namespaces: bool | None = None, landlock: bool = True):
         """``fork_server_from_here``: start the fork server by forking this
@@ -84,11 +85,11 @@ class Sandbox:
         self.namespaces = not os.environ.get("AUTOGRADER_NO_NAMESPACES") \
             if namespaces is None else namespaces
         self.landlock = landlock
-        self.total_seconds = 300.0    # per submission (the rubric's)
+        self.total_seconds = LIMITS.total_seconds   # the rubric's, if set
         # Results the parent receives (and keeps until the submission is
         # judged) per submission, across all its workers: with --jobs
         # submissions at a time, what the parent may hold for all of them.
-        self.results_mb = RESULTS_MB
+        self.results_mb = LIMITS.results_mb
         # Workers that may run at once (``grade --jobs``): they share what
         # the container's memory cgroup has left (memlimit).
         self.jobs = 1
@@ -165,15 +166,10 @@ class Sandbox:
             uid, gid = self.user
             os.chmod(workdir, 0o711)
             os.chown(scratch, uid, gid)
-        return WorkerSettings(
-            # Below what the container's cgroup has left: over it the
-            # kernel's OOM killer would act first
-            # (autograder/sandbox/memlimit.py).
-            memory_mb=memlimit.worker_allowance_mb(
-                memory_mb or self.memory_mb, share=self.jobs),
-            output_limit=output_limit or self.output_limit,
-            cpu_seconds=int(sum(p.timeout for p in probes)) + 10,
-            workdir=workdir, uid=uid, gid=gid, readable=self.readable,
+        return WorkerSettings.for_probes(
+            probes, workdir, memory_mb=memory_mb or self.memory_mb,
+            output_limit=output_limit or self.output_limit, jobs=self.jobs,
+            uid=uid, gid=gid, readable=self.readable,
             namespaces=self.namespaces, landlock=self.landlock)
 
 
@@ -206,7 +202,8 @@ def default_sandbox() -> Sandbox:
 
 
 def run_probes(source: str, filename: str, probes: list[Probe], *,
-               memory_mb: int = 1024, output_limit: int = 20_000,
+               memory_mb: int = LIMITS.memory_mb,
+               output_limit: int = LIMITS.output_chars,
                total_seconds: float | None = None) -> list[ProbeResult]:
     """Run ``probes`` on the submission ``source`` in an isolated worker.
 

@@ -26,6 +26,7 @@ import torch
 
 from autograder.sandbox import jail, memlimit, parent_clock, wire
 from autograder.sandbox.cpython_internals import WorkerProcess
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
                                          MEMORY, NOT_RUN, TIMEOUT, Probe,
                                          ProbeResult)
@@ -33,7 +34,6 @@ from autograder.sandbox.worker_jail import (WorkerSettings, keeper_main,
                                             read_keeper_log, read_leftover,
                                             scratch_verdict)
 
-_KILL_GRACE = 5.0        # seconds to wait for a killed worker to be reaped
 _LOST_BECAUSE = {TIMEOUT: "timed out", MEMORY: "used too much memory",
                  CRASH: "crashed the worker"}
 Starter = Callable[[BaseProcess], None]   # starts a worker process
@@ -47,7 +47,7 @@ GRADER_FAILURE = ("the grader's own worker process failed (its error is in "
 def supervise(start: Starter, source: str, filename: str,
               probes: list[Probe], settings: WorkerSettings,
               deadline: float, limit: float, *,
-              results_bytes: int = wire.MAX_RETAINED_BYTES,
+              results_bytes: int = LIMITS.retained_bytes,
               attempt: Callable[..., Attempt] | None = None
               ) -> tuple[list[ProbeResult], list[str] | None, list[str]]:
     """One result per probe, in order, the jail's layers (None if no
@@ -68,20 +68,8 @@ def supervise(start: Starter, source: str, filename: str,
     # public one answered (``Attempt``).
     pending = sorted(range(len(probes)), key=lambda i: probes[i].hidden)
     while pending:
-        todo = []
-        for i in pending:
-            groups = probes[i].groups
-            if parent_clock.now() >= deadline:
-                results[i] = ProbeResult(
-                    probes[i].id, TIMEOUT, "skipped: the submission used"
-                    f" up its total time limit of {limit:g} s")
-            elif groups and all(g in lost for g in groups):
-                why = _LOST_BECAUSE[lost[groups[0]].status]
-                results[i] = ProbeResult(
-                    probes[i].id, NOT_RUN,
-                    f"skipped: an earlier call of this check {why}")
-            else:
-                todo.append(i)
+        todo = _still_to_run(pending, probes, results, lost, deadline,
+                             limit)
         if not todo:
             break
         attempt = make_attempt(start, source, filename,
@@ -105,45 +93,84 @@ def supervise(start: Starter, source: str, filename: str,
             staff = read_keeper_log(settings.workdir)
         if _staff_log(staff, filename):
             # The grader failed, not the submission: no score for it.
-            index = todo[min(got, len(todo) - 1)]
-            results[index] = ProbeResult(probes[index].id, ENVIRONMENT,
-                                         GRADER_FAILURE)
-            for i in todo:
-                results.setdefault(i, ProbeResult(
-                    probes[i].id, NOT_RUN, "skipped: " + GRADER_FAILURE))
+            _grader_failed(results, probes, todo, got, GRADER_FAILURE)
             break
         if failure is not None and failure.status == ENVIRONMENT:
             # The grader's failure: no score, so no more workers for it.
-            index = todo[min(got, len(todo) - 1)]
-            results[index] = ProbeResult(probes[index].id, ENVIRONMENT,
-                                         failure.message)
-            for i in todo:
-                results.setdefault(i, ProbeResult(
-                    probes[i].id, NOT_RUN, "skipped: " + failure.message))
+            _grader_failed(results, probes, todo, got, failure.message)
             break
         if failure is not None:
-            # Before the import finished, every later probe would fail
-            # the same way: no restart. Otherwise only this probe.
-            hit = todo[got:got + 1] if attempt.imported else todo[got:]
-            for i in hit:
-                results[i] = ProbeResult(
-                    probes[i].id, failure.status, failure.message,
-                    phase="" if attempt.imported else "import")
-            results[hit[0]].stdout = _cap_text(output,
-                                               settings.output_limit)
-        for i in todo:
-            result = results.get(i)
-            # A crash after the import loses its checks as a timeout
-            # does: sleeping to each limit and then crashing costs one
-            # limit per check, not one per probe.
-            if result is not None and result.status in _LOST_BECAUSE:
-                for group in probes[i].groups:
-                    lost.setdefault(group, result)
+            _probe_failed(results, probes, todo, got, failure,
+                          attempt.imported,
+                          _cap_text(output, settings.output_limit))
+        _mark_lost(results, probes, todo, lost)
         pending = [i for i in todo if i not in results]
     for i in range(len(probes)):
         results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
                                           "skipped: " + GRADER_FAILURE))
     return [results[i] for i in range(len(probes))], layers, refused
+
+
+def _still_to_run(pending: list[int], probes: list[Probe],
+                  results: dict[int, ProbeResult],
+                  lost: dict[str, ProbeResult], deadline: float,
+                  limit: float) -> list[int]:
+    """The pending probes a fresh worker should run; the others get their
+    result here: past the total time limit, or every check they serve
+    already lost to a timeout, the memory limit or a crash."""
+    todo = []
+    for i in pending:
+        groups = probes[i].groups
+        if parent_clock.now() >= deadline:
+            results[i] = ProbeResult(
+                probes[i].id, TIMEOUT, "skipped: the submission used"
+                f" up its total time limit of {limit:g} s")
+        elif groups and all(g in lost for g in groups):
+            why = _LOST_BECAUSE[lost[groups[0]].status]
+            results[i] = ProbeResult(
+                probes[i].id, NOT_RUN,
+                f"skipped: an earlier call of this check {why}")
+        else:
+            todo.append(i)
+    return todo
+
+
+def _grader_failed(results: dict[int, ProbeResult], probes: list[Probe],
+                   todo: list[int], got: int, message: str) -> None:
+    """The grader's own failure during the probe after the ``got``
+    answered ones: that probe says so (no score), the rest are skipped."""
+    index = todo[min(got, len(todo) - 1)]
+    results[index] = ProbeResult(probes[index].id, ENVIRONMENT, message)
+    for i in todo:
+        results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
+                                          "skipped: " + message))
+
+
+def _probe_failed(results: dict[int, ProbeResult], probes: list[Probe],
+                  todo: list[int], got: int, failure: Failure,
+                  imported: bool, output: str) -> None:
+    """The submission's failure during the probe after the ``got``
+    answered ones (its output attached). Before the import finished, every
+    later probe would fail the same way: no restart. Otherwise only this
+    probe."""
+    hit = todo[got:got + 1] if imported else todo[got:]
+    for i in hit:
+        results[i] = ProbeResult(probes[i].id, failure.status,
+                                 failure.message,
+                                 phase="" if imported else "import")
+    results[hit[0]].stdout = output
+
+
+def _mark_lost(results: dict[int, ProbeResult], probes: list[Probe],
+               todo: list[int], lost: dict[str, ProbeResult]) -> None:
+    """Record the checks lost by this worker's failures. A crash after the
+    import loses its checks as a timeout does: sleeping to each limit and
+    then crashing costs one limit per check, not one per probe."""
+    for i in todo:
+        result = results.get(i)
+        if result is not None and result.status in _LOST_BECAUSE:
+            for group in probes[i].groups:
+                lost.setdefault(group, result)
 
 
 def _staff_log(text: str, filename: str) -> bool:
@@ -329,7 +356,7 @@ class Attempt:
 
     def _death(self, probe: Probe) -> Failure:
         """Classify why the worker closed its result pipe."""
-        self.process.join(_KILL_GRACE)
+        self.process.join(LIMITS.kill_grace_seconds)
         code = self.process.exitcode
         during = self._during(probe)
         if code is None:
@@ -338,7 +365,7 @@ class Attempt:
                            f"during {during}")
         if scratch_verdict(self.workdir):
             return Failure(MEMORY, f"the submission's files grew past "
-                           f"{jail.SCRATCH_BYTES >> 20} MiB (or too many "
+                           f"{LIMITS.scratch_bytes >> 20} MiB (or too many "
                            f"files) during {during}")
         if code >= 0:
             return Failure(CRASH, f"the submission exited (code {code}) "
@@ -385,7 +412,7 @@ class Attempt:
             # is now killing what it left (without a PID namespace, a
             # subreaper's sweep): killing the keeper mid-sweep would hand
             # the rest to init, so let it finish first.
-            self.process.join(_KILL_GRACE)
+            self.process.join(LIMITS.kill_grace_seconds)
         if pid is not None:
             for kill in (lambda: os.killpg(pid, signal.SIGKILL),
                          lambda: os.kill(pid, signal.SIGKILL)):
@@ -398,7 +425,7 @@ class Attempt:
         """Kill leftovers, reap the worker; return the fd-level output it
         wrote after its last result (e.g. before it crashed)."""
         self.kill()
-        self.process.join(_KILL_GRACE)
+        self.process.join(LIMITS.kill_grace_seconds)
         self.receiver.close()
         try:
             self.process.close()

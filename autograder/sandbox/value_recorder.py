@@ -2,25 +2,25 @@
 execution order, for the diagnosis of a failing case (``Probe.trace_values``).
 
 Runs in the worker, beside the shape recorder: the submission is imported a
-third time, instrumented by the same AST pass as for shapes
-(``worker.instrument``) but calling this recorder, linked into the
-compiled code as the shape recorder is (``worker._link``: no name in
-builtins, a call from other code refused). Only float tensors are kept,
-and only within fixed caps
-(count, elements each, elements in all): what travels back is bounded
-whatever the code does, and the wire checks the same caps.
+third time, instrumented by the same AST pass as for shapes and loaded the
+same way (``shape_recorder.load_traced``) but calling this recorder,
+linked into the compiled code as the shape recorder is
+(``shape_recorder.link``: no name in builtins, a call from other code
+refused). Only float tensors are kept, and only within fixed caps (count,
+elements each, elements in all): what travels back is bounded whatever
+the code does, and the wire checks the same caps.
 """
 from __future__ import annotations
 
 import secrets
-import sys
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-MAX_VALUES = 48            # tensors kept per probe
-MAX_NUMEL = 65_536         # elements of one kept tensor
-MAX_TOTAL = 1_048_576      # elements of all kept tensors of a probe
+from autograder.sandbox.limits import LIMITS
+from autograder.sandbox.probe_runner import run_probe
+from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.sandbox.shape_recorder import load_traced
 
 
 class ValueRecorder:
@@ -31,7 +31,7 @@ class ValueRecorder:
     def __init__(self) -> None:
         self.values: list[tuple[int, torch.Tensor]] = []
         self.armed = False
-        self.forged = False    # set by the link's guard (worker._link)
+        self.forged = False    # set by the link's guard (shape_recorder.link)
         self._total = 0
 
     def reset(self, canary: Any = None) -> None:
@@ -59,7 +59,7 @@ class ValueRecorder:
         """A function of the submission was called: nothing to record."""
 
     def _keep(self, line: int, value: Any) -> None:
-        if not self.armed or len(self.values) >= MAX_VALUES or \
+        if not self.armed or len(self.values) >= LIMITS.values or \
                 type(value) is not torch.Tensor:   # no subclasses
             return
         try:
@@ -68,7 +68,8 @@ class ValueRecorder:
             size = value.numel()
             if size == 0:
                 return
-            if size > MAX_NUMEL or self._total + size > MAX_TOTAL:
+            if size > LIMITS.value_numel or \
+                    self._total + size > LIMITS.values_numel:
                 # An empty tensor marks a value not kept: the walk cannot
                 # tell what happened there, and stops.
                 self.values.append((int(line), torch.empty(0)))
@@ -86,7 +87,8 @@ _installed: tuple[ValueRecorder, str] | None = None
 
 def install() -> tuple[ValueRecorder, str]:
     """The value recorder and the random prefix of the placeholder
-    constants through which its traced copy calls it (``worker._link``)."""
+    constants through which its traced copy calls it
+    (``shape_recorder.link``)."""
     global _installed
     if _installed is None:
         _installed = (ValueRecorder(), f"values-{secrets.token_hex(8)}")
@@ -97,30 +99,21 @@ class ValueTracedModule:
     """The submission imported with every statement's values recorded."""
 
     def __init__(self, source: str, filename: str,
-                 methods: dict[str, tuple[str, ...]],
-                 load: Callable[..., Any], instrument: Callable[..., Any],
-                 module_name: str, link: Callable[..., Any]):
+                 methods: dict[str, tuple[str, ...]]):
         self.recorder, prefix = install()
-        plain = sys.modules.get(module_name)
-        try:
-            self.module = load(
-                source, filename, tree=instrument(source, prefix, methods),
-                link=lambda code, namespace: link(code, self.recorder,
-                                                  prefix, namespace))
-        finally:
-            if plain is not None:   # lookups by __name__ find the plain one
-                sys.modules[module_name] = plain
+        self.module = load_traced(source, filename, methods, self.recorder,
+                                  prefix)
 
 
-def run_traced(traced: ValueTracedModule, probe: Any, filename: str,
-               run: Callable[..., Any]) -> Any:
-    """``run(module, probe, filename)`` on the value-traced copy, armed
-    for the whole probe; the result carries the recorded values."""
+def run_traced(traced: ValueTracedModule, probe: Probe,
+               filename: str) -> ProbeResult:
+    """The probe run on the value-traced copy, armed for the whole probe;
+    the result carries the recorded values."""
     recorder = traced.recorder
     recorder.take()
     recorder.armed = True
     try:
-        result = run(traced.module, probe, filename)
+        result = run_probe(traced.module, probe, filename)
     finally:
         recorder.armed = False
     result.values = recorder.take()

@@ -29,20 +29,14 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from autograder.sandbox import parent_clock, value_recorder
+from autograder.sandbox import parent_clock
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          NOT_RUN, OK, TIMEOUT, Probe,
                                          ProbeResult)
 
-# Bounds on what a (possibly forged) frame may make the parent build.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024      # one frame
-MAX_HEADER_BYTES = 1024 * 1024            # its JSON header
-MAX_OUTPUTS = 64                          # tensors per result
-MAX_SHAPE_INTS = 200_000                  # shape entries per result
-MAX_TEXT_CHARS = 200_000                  # each text field, then cut
-MAX_RETAINED_BYTES = 512 * 1024 * 1024    # all frames of one worker
-MAX_CHANGED = 20                          # names of changed state
-MAX_NAME_CHARS = 200                      # each of them, then cut
+# Bounds on what a (possibly forged) frame may make the parent build:
+# LIMITS (autograder/sandbox/limits.py).
 _HEADER_LENGTH = struct.Struct(">I")      # payload: header length, JSON, ...
 _STATUSES = {OK, ERROR, TIMEOUT, MEMORY, CRASH, IMPORT_ERROR, NOT_RUN}
 # (ENVIRONMENT is the parent's verdict only: a worker cannot claim it)
@@ -140,14 +134,14 @@ def decode_payload(payload: bytes) -> tuple[dict[str, Any],
     """Header and tensors of one frame's payload; raises BadMessage."""
     try:
         (size,) = _HEADER_LENGTH.unpack_from(payload)
-        if size > MAX_HEADER_BYTES or size > len(payload) - 4:
+        if size > LIMITS.header_bytes or size > len(payload) - 4:
             raise BadMessage(f"header of {size} bytes")
         header = json.loads(payload[4:4 + size].decode())
         body = payload[4 + size:]
         if not isinstance(header, dict):
             raise BadMessage("header is not an object")
         n = header.get("n_outputs", 0)
-        if not isinstance(n, int) or n < 0 or n > MAX_OUTPUTS:
+        if not isinstance(n, int) or n < 0 or n > LIMITS.outputs:
             raise BadMessage("bad n_outputs")
         tensors = st_load(body) if body else {}
         if set(tensors) != {str(i) for i in range(n)}:
@@ -184,7 +178,7 @@ def result_payload(result: ProbeResult) -> tuple[dict[str, Any],
                            "n_outputs": len(again.outputs)}
         header["n_outputs"] += len(again.outputs)
         tensors += again.outputs
-    values = result.values[:max(0, MAX_OUTPUTS - len(tensors))]
+    values = result.values[:max(0, LIMITS.outputs - len(tensors))]
     if values:
         # Probe.trace_values: last, counted in n_outputs too.
         header["value_lines"] = [line for line, _ in values]
@@ -201,8 +195,8 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         if not isinstance(value, kinds) or isinstance(value, bool) and \
                 kinds in (int, float, (int, float)):
             raise BadMessage(f"field {key!r} has the wrong type")
-        if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
-            value = value[:MAX_TEXT_CHARS] + "\n[... cut]"
+        if isinstance(value, str) and len(value) > LIMITS.text_chars:
+            value = value[:LIMITS.text_chars] + "\n[... cut]"
         return value
 
     if header.get("id") != expected_id:
@@ -243,7 +237,8 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         seconds=float(want("seconds", (int, float), 0.0)),
         phase=want("phase", str), exception=want("exception", str),
         line=line, again=again,
-        changed=[name[:MAX_NAME_CHARS] for name in changed[:MAX_CHANGED]],
+        changed=[name[:LIMITS.name_chars]
+                 for name in changed[:LIMITS.wire_changed_names]],
         values=values)
 
 
@@ -254,7 +249,7 @@ def _split_values(lines: Any, outputs: list[torch.Tensor]
     frame's tensors, within the recorder's caps; raises BadMessage."""
     if lines is None:
         return outputs, []
-    if not isinstance(lines, list) or len(lines) > value_recorder.MAX_VALUES \
+    if not isinstance(lines, list) or len(lines) > LIMITS.values \
             or len(lines) > len(outputs) or not all(
                 isinstance(n, int) and not isinstance(n, bool) and n >= 0
                 for n in lines):
@@ -262,15 +257,15 @@ def _split_values(lines: Any, outputs: list[torch.Tensor]
     split = len(outputs) - len(lines)
     kept = outputs[split:]
     sizes = [t.numel() for t in kept]
-    if any(n > value_recorder.MAX_NUMEL for n in sizes) or \
-            sum(sizes) > value_recorder.MAX_TOTAL:
+    if any(n > LIMITS.value_numel for n in sizes) or \
+            sum(sizes) > LIMITS.values_numel:
         raise BadMessage("recorded values over their caps")
     return outputs[:split], list(zip(lines, kept))
 
 
 def _valid_shapes(raw: dict[str, Any]) -> dict[int, list[list[list[int]]]]:
     shapes = {}
-    budget = MAX_SHAPE_INTS
+    budget = LIMITS.shape_ints
     for key, entries in raw.items():
         budget -= 1 + sum(1 + len(shape) for entry in entries
                           if isinstance(entry, list) for shape in entry
@@ -308,14 +303,14 @@ class Budget:
     does not get a fresh budget for the same submission (issue 19)."""
 
     def __init__(self, limit: int | None = None):
-        self._limit = limit      # None: MAX_RETAINED_BYTES, read when used
+        self._limit = limit      # None: LIMITS.retained_bytes, read when used
         self.used = 0
         self._lock = threading.Lock()
 
     @property
     def limit(self) -> int:
         """Bytes allowed in all."""
-        return MAX_RETAINED_BYTES if self._limit is None else self._limit
+        return LIMITS.retained_bytes if self._limit is None else self._limit
 
     @property
     def left(self) -> int:
@@ -342,14 +337,14 @@ class Receiver:
     def __init__(self, conn: Connection, budget: Budget | None = None):
         """``budget``: the bytes this channel may still deliver, shared by
         every worker of one submission (default: a fresh one of
-        MAX_RETAINED_BYTES)."""
+        LIMITS.retained_bytes)."""
         self.conn = conn
         self.budget = budget if budget is not None else Budget()
         self.received = 0   # bytes of this channel's frames so far
         self._watchdog = _Watchdog(conn.fileno())
 
     def _budget(self) -> int:
-        return max(0, min(MAX_MESSAGE_BYTES, self.budget.left))
+        return max(0, min(LIMITS.message_bytes, self.budget.left))
 
     def receive(self, deadline: float) -> tuple[dict[str, Any],
                                                 list[torch.Tensor]]:
@@ -381,14 +376,14 @@ class Receiver:
             if isinstance(exc, EOFError):
                 raise Closed() from None
             if not self.conn.readable or self.conn.closed:  # over budget
-                if budget < MAX_MESSAGE_BYTES:
+                if budget < LIMITS.message_bytes:
                     raise TooLarge(f"an oversized message (over the "
                                    f"{budget / 2 ** 20:.1f} MB left of the "
                                    f"{self.budget.limit >> 20} MB of "
                                    f"results a submission may send in all)"
                                    ) from None
                 raise TooLarge(f"an oversized message (over "
-                               f"{MAX_MESSAGE_BYTES >> 20} MB)") from None
+                               f"{LIMITS.message_bytes >> 20} MB)") from None
             raise Closed() from None   # end of file inside a frame
         if self._watchdog.disarm():
             # The frame completed as the deadline passed, but the socket

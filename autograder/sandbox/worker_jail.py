@@ -43,22 +43,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from typing import Any
 
 import torch
 
-from autograder.sandbox import jail, wire
+from autograder.sandbox import jail, memlimit, wire
+from autograder.sandbox.limits import LIMITS
+from autograder.sandbox.protocol import Probe
 
-_EXTRA_PROCESSES = 64    # RLIMIT_NPROC headroom over the user's processes
-_FILE_LIMIT = 64 * 1024 * 1024
 OUTPUT_FILE = ".autograder-output"
 KEEPER_LOG = ".autograder-keeper"      # the keeper's stderr: staff only
 VERDICT_FILE = ".autograder-verdict"   # why the keeper killed the inmate
 SCRATCH = "scratch"                    # the inmate's folder in workdir
-_WATCH_SECONDS = 0.05                  # scratch size check interval
-# The inmate's own descriptors are checked at every interval, those of the
-# processes it forked every so many (finding them reads all of /proc).
-_DESCENDANTS_EVERY = 20
-_MAX_ENTRIES = 10_000                  # files the scratch may hold
+# The keeper's watch of the scratch folder (limits.py says each).
+_WATCH_SECONDS = LIMITS.watch_seconds
+_DESCENDANTS_EVERY = LIMITS.descendants_every
+_MAX_ENTRIES = LIMITS.scratch_entries
 # How the parent opens the worker's files (never through a link the
 # submission put there). These readers also serve check's plain child
 # (autograder/sandbox/plain.py) where os lacks flags (Windows).
@@ -80,10 +80,34 @@ class WorkerSettings:
     namespaces: bool = True   # try the namespace layers of the jail
     landlock: bool = True     # try Landlock
 
+    @classmethod
+    def for_probes(cls, probes: list[Probe], workdir: str, *,
+                   memory_mb: int, output_limit: int, jobs: int = 1,
+                   **options: Any) -> WorkerSettings:
+        """The settings of a worker answering ``probes`` in ``workdir``:
+        ``memory_mb`` below what the container's cgroup has left for one
+        of ``jobs`` workers (over it the kernel's OOM killer would act
+        first: autograder/sandbox/memlimit.py), CPU time for the probes'
+        timeouts and a margin (``LIMITS``); ``options``: the other
+        fields."""
+        return cls(
+            memory_mb=memlimit.worker_allowance_mb(memory_mb, share=jobs),
+            output_limit=output_limit,
+            cpu_seconds=int(sum(p.timeout for p in probes))
+            + LIMITS.cpu_grace_seconds,
+            workdir=workdir, **options)
+
     @property
     def scratch(self) -> str:
         """The inmate's working folder (the only one it may write)."""
         return os.path.join(self.workdir, SCRATCH)
+
+    def jail_plan(self) -> jail.JailPlan:
+        """The jail these settings ask for: the scratch folder writable,
+        ``readable`` readable, the uid/gid to drop to."""
+        return jail.JailPlan(workdir=self.scratch, readable=self.readable,
+                             uid=self.uid, gid=self.gid,
+                             namespaces=self.namespaces)
 
 
 class _CappedStream(io.TextIOBase):
@@ -146,15 +170,17 @@ def _vm_size_bytes() -> int:
 def _set_limits(settings: WorkerSettings) -> None:
     memory = _vm_size_bytes() + settings.memory_mb * 1024 * 1024
     uid = settings.uid if settings.uid is not None else os.getuid()
-    nproc = count_processes(uid) + _EXTRA_PROCESSES
+    nproc = count_processes(uid) + LIMITS.extra_processes
     limits = {resource.RLIMIT_AS: memory, resource.RLIMIT_NPROC: nproc,
-              resource.RLIMIT_FSIZE: _FILE_LIMIT, resource.RLIMIT_CORE: 0,
+              resource.RLIMIT_FSIZE: LIMITS.file_bytes,
+              resource.RLIMIT_CORE: 0,
               resource.RLIMIT_CPU: settings.cpu_seconds}
     for which, value in limits.items():
         _, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
-        hard_value = value + 5 if which == resource.RLIMIT_CPU else value
+        hard_value = value + LIMITS.cpu_hard_extra_seconds \
+            if which == resource.RLIMIT_CPU else value
         if hard != resource.RLIM_INFINITY:
             hard_value = min(hard_value, hard)
         resource.setrlimit(which, (value, hard_value))
@@ -286,9 +312,7 @@ def keeper_main(source: str, filename: str, encoded: bytes,
     submission, tells the parent the inmate's pid, and when the inmate ends
     kills whatever it left and exits with its status."""
     output = _isolate(settings, results.fileno())
-    plan = jail.JailPlan(workdir=settings.scratch,
-                         readable=settings.readable, uid=settings.uid,
-                         gid=settings.gid, namespaces=settings.namespaces)
+    plan = settings.jail_plan()
     jail.enter_namespaces(plan)
     if "pid-namespace" not in plan.active and jail.become_subreaper():
         plan.active.append("subreaper")

@@ -1,0 +1,330 @@
+"""Answer one probe with the classes of the submission's module: build
+the instance, load its weights, call it (a second and third time where
+the probe asks), describe its attributes, and report what went wrong as
+a status, never an exception. Runs student code: only inside the
+sandbox's worker process."""
+from __future__ import annotations
+
+import inspect
+import time
+import types
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+
+from autograder.checks import trace_integrity
+from autograder.sandbox import fastbuild
+from autograder.sandbox.protocol import CRASH, ERROR, OK, Probe, ProbeResult
+from autograder.sandbox.shape_recorder import ShapeRecorder, tensor_shape
+from autograder.sandbox.stand_in import stand_in_class
+from autograder.sandbox.state_change import changed_state, state_snapshot
+from autograder.sandbox.student_module import (describe_exception,
+                                               exit_message)
+
+
+class ProbeFailure(Exception):
+    """A probe cannot proceed; carries the status and message to report."""
+
+    def __init__(self, status: str, message: str, phase: str = "",
+                 exception: str = "", line: int | None = None):
+        super().__init__(message)
+        self.status, self.message, self.phase = status, message, phase
+        self.exception, self.line = exception, line
+
+
+def drawn_state(shapes: dict[str, list[int]], seed: int
+                ) -> dict[str, torch.Tensor]:
+    """The weights a probe asks the worker to draw (see Probe.drawn)."""
+    if not shapes:
+        return {}
+    key = (seed, tuple(sorted((p, tuple(s)) for p, s in shapes.items())))
+    if key not in _drawn:
+        generator = torch.Generator().manual_seed(seed)
+        _drawn.clear()   # one set kept: the probes of a case come together
+        _drawn[key] = {path: 0.02 * torch.randn(*shape, generator=generator)
+                       for path, shape in sorted(shapes.items())}
+    return dict(_drawn[key])   # load_state copies from them
+
+
+_drawn: dict[tuple, dict[str, torch.Tensor]] = {}
+
+
+def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Copy each tensor of ``state`` into the attribute path it names."""
+    with torch.no_grad():
+        for path, value in state.items():
+            target = _resolve(module, path)
+            if not isinstance(target, torch.Tensor):
+                raise ProbeFailure(
+                    ERROR, f"{path} is a {type(target).__name__}, expected a "
+                    f"tensor of shape {list(value.shape)}", "load")
+            if list(target.shape) != list(value.shape):
+                raise ProbeFailure(
+                    ERROR, f"{path} has shape {list(target.shape)}, expected "
+                    f"{list(value.shape)}", "load")
+            target.copy_(value)
+
+
+def _resolve(module: nn.Module, path: str) -> Any:
+    obj: Any = module
+    walked = []
+    for part in path.split("."):
+        walked.append(part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            owner = ".".join(walked[:-1]) or type(module).__name__
+            raise ProbeFailure(
+                ERROR, f"{owner} has no attribute {part!r} (needed to load "
+                f"the weights {path})", "load") from None
+    return obj
+
+
+def describe_attributes(module: nn.Module) -> dict[str, Any]:
+    """Attribute name -> description, for every attribute of ``module``."""
+    found: dict[str, Any] = {}
+    for name, value in vars(module).items():
+        if not name.startswith("_") and name != "training":
+            found[name] = _describe(value)
+    for name, sub in module._modules.items():
+        found[name] = _describe(sub)
+    for name, param in module._parameters.items():
+        found[name] = {"type": "Parameter", "shape": tensor_shape(param)}
+    for name, buf in module._buffers.items():
+        found[name] = {"type": "Tensor", "shape": tensor_shape(buf)}
+    # Dunder name: cannot collide with an attribute a student defines.
+    found["__parameters__"] = {"type": "int", "value": sum(
+        p.numel() for p in module.parameters())}
+    return found
+
+
+def _describe(value: Any) -> dict[str, Any]:
+    kind = type(value).__name__
+    if isinstance(value, nn.Linear):
+        return {"type": kind, "in_features": int(value.in_features),
+                "out_features": int(value.out_features),
+                "bias": value.bias is not None}
+    if isinstance(value, nn.Dropout):
+        return {"type": kind, "p": float(value.p)}
+    if isinstance(value, (bool, int, float)):
+        return {"type": kind, "value": value}
+    if isinstance(value, torch.Tensor):
+        return {"type": kind, "shape": tensor_shape(value)}
+    return {"type": kind}
+
+
+def collect_outputs(value: Any) -> tuple[str, list[torch.Tensor]]:
+    """``(output_kind, tensors)`` of a call's return value, as float32
+    contiguous CPU tensors; raises ProbeFailure for anything else."""
+    if isinstance(value, torch.Tensor):
+        kind, items = "tensor", [value]
+    elif isinstance(value, (tuple, list)):
+        kind, items = "tuple", list(value)
+        for i, item in enumerate(items):
+            if not isinstance(item, torch.Tensor):
+                raise ProbeFailure(
+                    ERROR, f"forward returned a {type(value).__name__} whose "
+                    f"item {i} is a {type(item).__name__}, expected tensors",
+                    "output")
+    else:
+        raise ProbeFailure(
+            ERROR, f"forward returned a {type(value).__name__}, expected a "
+            "tensor or a tuple of tensors", "output")
+    try:
+        return kind, [t.detach().to("cpu", torch.float32).contiguous()
+                      .clone() for t in items]
+    except Exception as exc:   # noqa: BLE001 - e.g. meta or sparse tensors
+        raise ProbeFailure(ERROR, f"could not read the returned tensors: "
+                           f"{type(exc).__name__}: {exc}", "output") from None
+
+
+def run_probe(module: types.ModuleType, probe: Probe, filename: str,
+              recorder: ShapeRecorder | None = None) -> ProbeResult:
+    """Answer one probe with the classes of ``module``."""
+    if probe.stand_in:
+        name = str(probe.stand_in["cls"])
+        missing = object()
+        real = module.__dict__.get(name, missing)
+        module.__dict__[name] = stand_in_class(probe, real)
+        try:
+            return _run_probe(module, probe, filename, recorder)
+        finally:
+            if real is missing:
+                module.__dict__.pop(name, None)
+            else:
+                module.__dict__[name] = real
+    return _run_probe(module, probe, filename, recorder)
+
+
+def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
+               recorder: ShapeRecorder | None = None) -> ProbeResult:
+    result = ProbeResult(probe.id, OK)
+    start = time.perf_counter()
+    phase = "init"
+    try:
+        cls = getattr(module, probe.cls, None)
+        # A class, or a factory function returning a module (Part 3's
+        # gpt2_small_attention()).
+        if not (isinstance(cls, type) or inspect.isfunction(cls)):
+            raise ProbeFailure(ERROR, f"the submission defines no class or "
+                               f"function {probe.cls}", "init")
+        if probe.seed is not None:
+            _seed(probe.seed)   # weights not in state repeat too
+        instance = _construct(cls, probe)
+        if not isinstance(instance, nn.Module):
+            got = type(instance).__name__
+            raise ProbeFailure(ERROR, f"{probe.cls}() returned a {got}, "
+                               f"expected an nn.Module" if
+                               inspect.isfunction(cls) else
+                               f"{probe.cls} is not an nn.Module", "init")
+        phase = "load"
+        load_state(instance, {**drawn_state(probe.drawn, probe.drawn_seed),
+                              **probe.state})
+        if probe.inspect:
+            result.attributes = describe_attributes(instance)
+        if probe.call:
+            phase = "call"
+            instance.train(probe.train)
+            if probe.seed is not None:
+                _seed(probe.seed)
+            args = [_copy(a) for a in probe.args]
+            kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
+            if recorder is not None:
+                recorder.reset(trace_integrity.canary_shape(probe.canary))
+            # No second call with stand-ins (Probe.stand_in): they accept
+            # only the first call's x, and the batch reversed is not it, so
+            # a correct module would fail its second call.
+            again = probe.again and not probe.stand_in
+            before = state_snapshot(instance) if again else {}
+            # No autograd graph: grading needs values only, and the graph
+            # of a GPT-2-size call would hold hundreds of MB.
+            with torch.no_grad():
+                value = instance(*args, **kwargs)
+            phase = "output"
+            result.output_kind, result.outputs = collect_outputs(value)
+            if again:
+                result.changed = changed_state(before, state_snapshot(
+                    instance))
+                result.again = call_again(instance, probe, filename)
+    except ProbeFailure as failure:
+        _fail(result, failure.status, failure.message, failure.phase or phase,
+              failure.exception, failure.line)
+    except SystemExit as exc:
+        _fail(result, CRASH, exit_message(exc, f"probe {probe.id} ({phase})"),
+              phase, "SystemExit")
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        status, message, name, line = describe_exception(exc, filename)
+        _fail(result, status, message, phase, name, line)
+    if recorder is not None:
+        result.shapes = recorder.take()
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _seed(seed: int) -> None:
+    # The CPU generator is all a worker draws from; torch.manual_seed also
+    # queues CUDA's lazy seeding, formatting a traceback on every call.
+    torch.default_generator.manual_seed(seed)
+
+
+def _construct(cls: Callable[..., Any], probe: Probe) -> Any:
+    """``cls(**probe.init)``, without random weights the probe overwrites
+    or never reads (autograder/sandbox/fastbuild.py)."""
+    sizes = [t.numel() for t in probe.state.values()]
+    for shape in probe.drawn.values():
+        size = 1
+        for dim in shape:
+            size *= dim
+        sizes.append(size)
+    if not fastbuild.worth_it(probe.call, sizes):
+        return cls(**probe.init)
+    return fastbuild.build(lambda: cls(**probe.init), call=probe.call,
+                           paths=[*probe.drawn, *probe.state])
+
+
+def call_again(instance: nn.Module, probe: Probe,
+               filename: str) -> ProbeResult:
+    """The probe's second call (``Probe.again``): eval mode, the same
+    input with its batch order reversed; outputs as returned."""
+    again = ProbeResult(probe.id, OK, phase="")
+    phase = "call"
+    try:
+        instance.eval()
+        args = [_reversed_batch(_copy(a)) for a in probe.args]
+        kwargs = {k: _reversed_batch(_copy(v))
+                  for k, v in probe.kwargs.items()}
+        with torch.no_grad():
+            value = instance(*args, **kwargs)
+        phase = "output"
+        again.output_kind, again.outputs = collect_outputs(value)
+        if probe.again_longer:
+            # Its failure rides on the second call's result (status ok,
+            # outputs kept): the parent judges the second call first.
+            problem = longer_call(instance, probe, args, kwargs, filename)
+            if problem:
+                again.phase, again.message = "longer", problem
+    except ProbeFailure as failure:
+        _fail(again, failure.status, failure.message,
+              failure.phase or phase, failure.exception, failure.line)
+    except SystemExit as exc:
+        _fail(again, CRASH, exit_message(exc, f"probe {probe.id} (second "
+                                              f"call)"), phase, "SystemExit")
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        status, message, name, line = describe_exception(exc, filename)
+        _fail(again, status, message, phase, name, line)
+    return again
+
+
+def _longer(value: Any, tokens: int) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() >= 3:
+        return torch.cat([value, value[:, :tokens]], dim=1)
+    return value
+
+
+def longer_call(instance: nn.Module, probe: Probe, args: list,
+                kwargs: dict[str, Any], filename: str) -> str:
+    """The third call (``Probe.again_longer``): the second call's input
+    with its first tokens appended. What went wrong ("" if nothing): it
+    raised, or returned the first call's length."""
+    what = (f"a third call on a longer input (the same batch with "
+            f"{probe.again_longer} more token"
+            f"{'s' * (probe.again_longer > 1)})")
+    longer = [_longer(a, probe.again_longer) for a in args]
+    try:
+        with torch.no_grad():
+            value = instance(*longer, **kwargs)
+        _, outputs = collect_outputs(value)
+    except ProbeFailure as failure:
+        return f"{what} returned {failure.message}"
+    except SystemExit as exc:
+        return f"{what}: {exit_message(exc, 'the third call')}"
+    except BaseException as exc:   # noqa: B902 - student code may raise anything
+        return f"{what} raised {describe_exception(exc, filename)[1]}"
+    first = longer[0] if longer and isinstance(longer[0],
+                                               torch.Tensor) else None
+    if first is None or first.dim() < 3 or not outputs or \
+            outputs[0].dim() < 2:
+        return ""
+    want, got = int(first.shape[1]), int(outputs[0].shape[1])
+    return "" if got == want else (
+        f"{what} returned {got} positions, not {want}: is something "
+        f"sized by the first call?")
+
+
+def _reversed_batch(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.flip(0)
+    return value
+
+
+def _copy(value: Any) -> Any:
+    # The student may modify its inputs in place; keep the probe intact.
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _fail(result: ProbeResult, status: str, message: str, phase: str,
+          exception: str = "", line: int | None = None) -> None:
+    result.status, result.message, result.phase = status, message, phase
+    result.exception, result.line = exception, line
+    result.outputs, result.output_kind = [], ""

@@ -1,0 +1,257 @@
+"""The shape recorder and the traced copy of a submission.
+
+``trace_shapes`` probes run on a separate, AST-instrumented copy of the
+module that records the shapes of the tensors every student statement binds
+or returns, keyed by the statement's first line. The instrumented code
+reaches the recorder only through placeholder constants replaced in the
+compiled code (``link``): no name in builtins or in the module leads to
+it. The value recorder (``autograder/sandbox/value_recorder.py``) is
+linked the same way.
+"""
+from __future__ import annotations
+
+import ast
+import secrets
+import sys
+import types
+from typing import Any, Callable
+
+import torch
+
+from autograder.checks import trace_integrity
+from autograder.sandbox.limits import LIMITS
+from autograder.sandbox.student_module import MODULE_NAME, load_module
+from autograder.submission import regions
+
+
+class ShapeRecorder:
+    """Collects, per traced line, the distinct lists of tensor shapes (an
+    empty list: the line ran and bound no tensor), the first line of each
+    function entered, and the canary (see
+    ``autograder/checks/trace_integrity.py``)."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[int, list[list[list[int]]]] = {}
+        self.canary: list[int] | None = None
+        self.forged = False   # a call came from code the grader did not make
+
+    def reset(self, canary: list[int] | None = None) -> None:
+        """Forget everything recorded so far (one probe at a time); the
+        next function entry records ``canary``."""
+        self.shapes, self.canary, self.forged = {}, canary, False
+
+    def take(self) -> dict[int, list[list[list[int]]]]:
+        """What was recorded, then reset. A forged call drops the canary:
+        the parent then refuses the trace (``trace_integrity``)."""
+        shapes = self.shapes
+        if self.forged:
+            shapes.pop(trace_integrity.CANARY_LINE, None)
+        self.reset()
+        return shapes
+
+    def bound(self, line: int, *values: Any) -> None:
+        """Record the tensors among the values a statement just bound."""
+        shapes = [tensor_shape(v) for v in values]
+        self._add(line, [s for s in shapes if s is not None])
+
+    def returned(self, line: int, value: Any) -> Any:
+        """Record the tensor(s) of a return value and pass it through."""
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        self._add(line, [s for s in map(tensor_shape, items)
+                         if s is not None])
+        return value
+
+    def entered(self, line: int) -> None:
+        """A function (or lambda) of the submission starting at ``line``
+        was called."""
+        if self.canary is not None:
+            self._add(trace_integrity.CANARY_LINE, [self.canary])
+        self._add(line, [])
+
+    def _add(self, line: int, shapes: list[list[int]]) -> None:
+        seen = self.shapes.setdefault(line, [])
+        if shapes not in seen and len(seen) < LIMITS.shapes_per_line:
+            seen.append(shapes)
+
+
+def tensor_shape(value: Any) -> list[int] | None:
+    """The shape of ``value`` if it is a tensor that tells it, else None."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        return [int(d) for d in value.shape]
+    except Exception:   # noqa: BLE001 - a hostile tensor subclass
+        return None
+
+
+_target_values = regions.target_values
+_bound_targets = regions.bound_targets
+
+
+class _Instrumenter(ast.NodeTransformer):
+    """Adds a recorder call after each recorded statement, wraps the value
+    of each recorded ``return`` and records each function's entry."""
+
+    def __init__(self, statements: set[int], recorder: str):
+        self.statements = statements   # id() of the nodes to instrument
+        self.recorder = recorder
+
+    def _call(self, method: str, line: int, args: list[ast.expr]) -> ast.Call:
+        # A placeholder constant, replaced by the recorder's guarded method
+        # in the compiled code (``link``): no name leads to the recorder.
+        # The call sits on ``line``, which the guard checks.
+        func = ast.Constant(f"{self.recorder}.{method}")
+        call = ast.Call(func, [ast.Constant(line), *args], [])
+        call.lineno = call.end_lineno = line
+        call.col_offset = call.end_col_offset = 0
+        return ast.fix_missing_locations(call)
+
+    def _bind(self, node: ast.stmt) -> Any:
+        self.generic_visit(node)     # the lambdas it holds
+        if id(node) not in self.statements:
+            return node
+        values = [v for t in _bound_targets(node) for v in _target_values(t)]
+        if not values:
+            return node
+        record = ast.Expr(self._call("bound", node.lineno, values))
+        ast.copy_location(record, node)
+        return [node, record]
+
+    visit_Assign = visit_AnnAssign = visit_AugAssign = _bind
+
+    def visit_Return(self, node: ast.Return) -> ast.Return:
+        self.generic_visit(node)
+        if id(node) in self.statements and node.value is not None:
+            node.value = self._call("returned", node.lineno, [node.value])
+        return node
+
+    def _function(self, node: Any) -> Any:
+        self.generic_visit(node)
+        body = node.body
+        # After the docstring, which must stay the first statement.
+        at = 1 if body and isinstance(body[0], ast.Expr) and \
+            isinstance(body[0].value, ast.Constant) and \
+            isinstance(body[0].value.value, str) else 0
+        entry = ast.Expr(self._call("entered", node.lineno, []))
+        ast.copy_location(entry, entry.value)
+        node.body = body[:at] + [entry] + body[at:]
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        self.generic_visit(node)
+        # lambda ...: (entered(line), body)[1]
+        pair = ast.copy_location(ast.Tuple(
+            [self._call("entered", node.lineno, []), node.body], ast.Load()),
+            node.body)
+        node.body = ast.copy_location(
+            ast.Subscript(pair, ast.Constant(1), ast.Load()), node.body)
+        return node
+
+
+def instrument(source: str, recorder: str,
+               methods: dict[str, tuple[str, ...]]) -> ast.Module:
+    """The AST of ``source`` with shape recording on the statements of its
+    graded regions (``methods``: the graded rubric's task methods, which
+    the probe carries: see ``regions.graded_regions``) and of
+    every function, and the entry of every function and lambda recorded:
+    what ran decides which helpers a task's deductions read. Line numbers
+    are the original ones."""
+    tree = ast.parse(source)
+    found = regions.student_statements(
+        tree, regions.graded_regions(source, tree, methods=methods))
+    wanted = {id(node) for _, node in found}
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            wanted.update(id(node) for stmt in function.body
+                          for node in ast.walk(stmt)
+                          if isinstance(node, ast.stmt))
+    tree = _Instrumenter(wanted, recorder).visit(tree)
+    return ast.fix_missing_locations(tree)
+
+
+def load_traced(source: str, filename: str,
+                methods: dict[str, tuple[str, ...]], recorder: Any,
+                prefix: str) -> types.ModuleType:
+    """A copy of the submission instrumented (``instrument``) to call
+    ``recorder`` through the placeholder constants named by ``prefix``
+    (``link``); lookups by ``__name__`` still find the plain copy. Raises
+    ImportFailure as ``load_module`` does."""
+    plain = sys.modules.get(MODULE_NAME)
+    try:
+        return load_module(
+            source, filename, tree=instrument(source, prefix, methods),
+            link=lambda code, namespace: link(code, recorder, prefix,
+                                              namespace))
+    finally:
+        if plain is not None:
+            sys.modules[MODULE_NAME] = plain
+
+
+class TracedModule:
+    """The instrumented copy of a submission and its shape recorder."""
+
+    def __init__(self, source: str, filename: str,
+                 methods: dict[str, tuple[str, ...]]):
+        self.recorder, prefix = install_recorder()
+        self.module = load_traced(source, filename, methods, self.recorder,
+                                  prefix)
+
+
+def link(code: types.CodeType, recorder: Any, prefix: str,
+         namespace: dict) -> types.CodeType:
+    """``code`` with each placeholder constant ``"<prefix>.<method>"``
+    replaced by a guard of ``recorder.<method>``. The guard records only a
+    call made by one of these code objects, with this module's globals,
+    on the line it names: a wrapper, a forged record, a replaced
+    ``__code__`` or a call from other code marks the trace forged (see
+    ``ShapeRecorder.take``) and records nothing."""
+    ours: set[int] = set()
+    kept: list[types.CodeType] = []     # keeps the ids in ``ours`` unique
+    guards: dict[str, Callable[..., Any]] = {}
+
+    def guard(method: str) -> Callable[..., Any]:
+        target = getattr(recorder, method)
+
+        def call(line: int, *args: Any) -> Any:
+            caller = sys._getframe(1)
+            if id(caller.f_code) in ours and caller.f_lineno == line and \
+                    caller.f_globals is namespace:
+                return target(line, *args)
+            recorder.forged = True
+            return args[0] if args else None
+        return call
+
+    def relink(code: types.CodeType) -> types.CodeType:
+        consts = []
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                const = relink(const)
+            elif isinstance(const, str) and const.startswith(prefix + "."):
+                method = const[len(prefix) + 1:]
+                const = guards.setdefault(method, guard(method))
+            consts.append(const)
+        linked = code.replace(co_consts=tuple(consts))
+        ours.add(id(linked))
+        kept.append(linked)
+        return linked
+
+    return relink(code)
+
+
+_recorder: tuple[ShapeRecorder, str] | None = None
+
+
+def install_recorder() -> tuple[ShapeRecorder, str]:
+    """The shape recorder and the random prefix of the placeholder
+    constants through which the traced copy calls it (see ``link``). It
+    has no name in builtins or in the module: student code cannot find it
+    by looking, and a call it makes itself is refused."""
+    global _recorder
+    if _recorder is None:
+        _recorder = (ShapeRecorder(), f"autograder-{secrets.token_hex(8)}")
+    return _recorder
+
+
+# --------------------------------------------------------------------------

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autograder import homework
+
 if TYPE_CHECKING:
     from autograder.checks.base import CheckKind
 
-DEFAULT_RUBRIC = Path(__file__).resolve().with_name("rubric.toml")
+DEFAULT_RUBRIC = homework.current().rubric
 SECTIONS = ("item", "deduction", "bonus")
 RUN_MODES = ("eval", "train")
 # Case-filter keys that are not constructor arguments of the case.

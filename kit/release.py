@@ -30,12 +30,13 @@ import time
 import zipfile
 from pathlib import Path
 
+from autograder import homework
 from autograder import GRADESCOPE_PACKAGE, STAFF_PACKAGE
 from autograder.report import layout
 from kit.make_test_values import StaleValues, check_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+REFERENCE = homework.staff().reference
 MASTER = ROOT / "assignment" / "attention.ipynb"
 STUDENT_FILES = ROOT / "kit" / "student"
 # Grader parts that only the Gradescope zip needs.

@@ -27,14 +27,15 @@ ENV = "HOMEWORK"
 DEFAULT_ROOT = Path(__file__).resolve().parents[1]
 
 # section -> key -> (kind, staff only). "path" is a path relative to the
-# root, "name" a word (letters, digits, _ . -), "text" any string.
+# root, "name" a word (letters, digits, _ . -), "text" any string,
+# "abspath" an absolute path of plain characters (shell scripts read it).
 SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "homework": {"name": ("name", False), "title": ("text", False)},
     "module": {"package": ("name", False), "file": ("path", False),
                "reference": ("path", True)},
     "notebook": {"source": ("path", True), "master": ("path", True)},
     "release": {"folder": ("name", False)},
-    "gradescope": {"venv": ("text", False)},
+    "gradescope": {"venv": ("abspath", False)},
     "data": {"rubric": ("path", False), "mistakes": ("path", False),
              "questions": ("path", False),
              "python_features": ("path", False),
@@ -42,6 +43,7 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
              "cases": ("path", True), "steps": ("path", True)},
 }
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_ABSPATH = re.compile(r"/[A-Za-z0-9_./-]{1,200}")
 
 
 class HomeworkError(ValueError):
@@ -109,6 +111,10 @@ def _value(path: Path, section: str, key: str, kind: str,
         raise HomeworkError(f"{where} = {value!r} must be one word of "
                             f"letters, digits, '_', '.' or '-': fix it in "
                             f"{PROFILE}")
+    if kind == "abspath" and not _ABSPATH.fullmatch(value):
+        raise HomeworkError(f"{where} = {value!r} must be an absolute path "
+                            f"of letters, digits, '_', '.', '-' and '/': fix "
+                            f"it in {PROFILE}")
     if kind == "path" and (Path(value).is_absolute() or ".." in
                            Path(value).parts or "\\" in value):
         raise HomeworkError(f"{where} = {value!r} must be a relative path "

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from autograder import homework
 from autograder.report import layout
+from autograder.submission import answers
 from kit import gradescope, release
 from kit.examples import build_examples
 
@@ -138,9 +139,10 @@ def main() -> int:
     gs = run_gradescope(archive, BUILD / "submissions" / "reference.py")
     print(f"\nGradescope run_autograder on reference.py: score "
           f"{gs['score']:g} ({time.monotonic() - t0:.0f} s)")
-    print(f"TA pages: {(out / 'answers').relative_to(ROOT)}/Q1.md ... "
-          f"Q5.md; feedback: {out.relative_to(ROOT)}/{layout.SUBMISSIONS}/"
-          f"<name>/feedback.md")
+    asked = answers.questions()
+    print(f"TA pages: {(out / 'answers').relative_to(ROOT)}/{asked[0]}.md ... "
+          f"{asked[-1]}.md; feedback: {out.relative_to(ROOT)}/"
+          f"{layout.SUBMISSIONS}/<name>/feedback.md")
     return 0
 
 

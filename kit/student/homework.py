@@ -29,10 +29,11 @@ import sys
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 import install_deps  # noqa: E402  (beside this file in the release)
+from homework_profile import value  # noqa: E402  (beside it too)
 
 REQUIREMENTS = os.path.join(ROOT, "requirements.txt")
 STAMP = ".installed"      # in the venv: the requirements' digest
-NOTEBOOK = "assignment/attention.ipynb"
+NOTEBOOK = value("notebook", "master")   # where the release puts it
 # What each command runs with the environment's python, in this folder.
 # JupyterLab is rooted here, so that transformer_lm/ opens beside the
 # notebook, and the URL it prints opens the notebook, not the Launcher.

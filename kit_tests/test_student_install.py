@@ -301,8 +301,8 @@ def test_windows_venv_layout(tmp_path, monkeypatch):
     assert calls[-1] == [str(scripts), "-m", "autograder", "check",
                          "mine.py"]
     assert homework.installed(str(venv))
-    assert (tmp_path / "site" / "attention_homework.pth").read_text() \
-        .strip() == homework.ROOT
+    pth = f"{profile.current().name}_homework.pth"
+    assert (tmp_path / "site" / pth).read_text().strip() == homework.ROOT
     # installed: the next command installs nothing
     calls.clear()
     assert homework.main(["--venv", str(venv), "test"]) == 0

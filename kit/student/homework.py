@@ -187,7 +187,8 @@ def install(venv, python=None, say_done=False):
          "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         stdout=subprocess.PIPE, universal_newlines=True, check=True
     ).stdout.strip()
-    with open(os.path.join(purelib, "attention_homework.pth"), "w") as pth:
+    pth_name = value("homework", "name") + "_homework.pth"
+    with open(os.path.join(purelib, pth_name), "w") as pth:
         pth.write(ROOT + "\n")
     with open(os.path.join(venv, STAMP), "w") as stamp:
         stamp.write(digest() + "\n")

@@ -43,7 +43,9 @@ MIN_SAMPLE_LINE = 40   # sample-answer lines shorter than this are generic
 WINDOW = 3             # consecutive printed values that identify a tensor
 _FLOAT = re.compile(r"(?<![\w.])[-+]?(\d+)\.(\d+)(?:[eE]([-+]?\d+))?")
 # "kit" covers kit/variants/: the reference's lines, as edits of it.
-_FORBIDDEN_PARTS = {"solutions", "kit", "kit_tests"}
+# The reference's top folder (solutions/) never ships either.
+_FORBIDDEN_PARTS = {REFERENCE.relative_to(homework.staff().root).parts[0],
+                    "kit", "kit_tests"}
 _FORBIDDEN_NAMES = {"hidden.safetensors"}
 _MASTER_MARKERS = ("# BEGIN SOLUTION", "# ASSIGNMENT CONFIG",
                    "# BEGIN QUESTION")

@@ -33,7 +33,6 @@ from safetensors.numpy import load_file
 
 from autograder import homework
 
-ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = homework.staff().reference
 VALUES = homework.staff().test_values
 MASTER_NOTEBOOK = homework.staff().notebook

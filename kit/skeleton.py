@@ -30,7 +30,6 @@ from autograder.submission.regions import (END_MARKER, START_MARKER, Region,
 from autograder.local import points_text, task_points
 from autograder.rubric import Rubric, load_rubric
 
-ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = homework.staff().reference
 SKELETON = homework.current().module
 

@@ -31,17 +31,20 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file
 
-ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-VALUES = ROOT / "test_values"
-MASTER_NOTEBOOK = ROOT / "assignment" / "attention.ipynb"
+from autograder import homework
+
+REFERENCE = homework.staff().reference
+VALUES = homework.staff().test_values
+MASTER_NOTEBOOK = homework.staff().notebook
 
 MIN_NEEDLE = 12        # shorter normalised lines are too generic to match on
 MIN_SAMPLE_LINE = 40   # sample-answer lines shorter than this are generic
 WINDOW = 3             # consecutive printed values that identify a tensor
 _FLOAT = re.compile(r"(?<![\w.])[-+]?(\d+)\.(\d+)(?:[eE]([-+]?\d+))?")
 # "kit" covers kit/variants/: the reference's lines, as edits of it.
-_FORBIDDEN_PARTS = {"solutions", "kit", "kit_tests"}
+# The reference's top folder (solutions/) never ships either.
+_FORBIDDEN_PARTS = {REFERENCE.relative_to(homework.staff().root).parts[0],
+                    "kit", "kit_tests"}
 _FORBIDDEN_NAMES = {"hidden.safetensors"}
 _MASTER_MARKERS = ("# BEGIN SOLUTION", "# ASSIGNMENT CONFIG",
                    "# BEGIN QUESTION")

@@ -14,9 +14,10 @@ import json
 import sys
 from pathlib import Path
 
+from autograder import homework
 from kit import variants
 
-SHIPPED = variants.ROOT / "autograder" / "mistakes.toml"
+SHIPPED = homework.staff().mistakes
 # The keys the grader reads, in the order they are written.
 SHIPPED_KEYS = ("items", "raises", "same_as", "message")
 HEADER = """\

@@ -26,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder import homework
+
 ROOT = Path(__file__).resolve().parents[1]
-RUBRIC = Path("autograder") / "rubric.toml"
+RUBRIC = homework.staff().rubric.relative_to(homework.staff().root)
 # Not copied: built, installed or cached things (.gitignore's), and git.
 IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "dist",
            "build", "grades", "*.egg-info", ".ipynb_checkpoints")

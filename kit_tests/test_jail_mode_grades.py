@@ -19,7 +19,7 @@ import pytest
 from autograder.rubric import load_rubric
 from kit import variants
 from kit_tests.test_attacks import as_test_user
-from kit_tests.test_attacks_round2 import MODES, _skip_reason
+from kit_tests.test_attacks_jail import MODES, _skip_reason
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
 NOTEBOOK = ROOT / "assignment/attention.ipynb"
-TARGET_RATIO = 1.5      # one submission vs a bare import torch (issue 20)
+TARGET_RATIO = 1.5      # one submission vs a bare import torch
 RUN_TIMEOUT = 600.0
 
 

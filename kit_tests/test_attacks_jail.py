@@ -1,4 +1,4 @@
-"""The jail's attack suite, round 2 (issue 19): hostile submissions
+"""The jail's layers under attack: hostile submissions
 (kit_tests/attacks_jail.py) graded in one batch through the real command
 line, beside an honest one and a class that loops forever, in every mode
 this machine allows, with and without namespaces, as root and as a user:
@@ -126,7 +126,7 @@ def test_the_keyring_attack_is_real(canaries):
 
 @pytest.fixture(scope="module", params=MODES)
 def batch(request, canaries):
-    """The round-2 attacks, an honest and a looping submission, graded in
+    """The jail attacks, an honest and a looping submission, graded in
     one batch in the mode ``request.param``."""
     mode = request.param
     reason = _skip_reason(mode)
@@ -217,7 +217,7 @@ def test_a_looping_class_sees_no_grader_output(batch):
     assert not results["extra_data"]["internal_error"]
 
 
-# The keeper fails (its wait raises, as the red team's SIGKILL did) for
+# The keeper fails (its wait raises, as an attacker's SIGKILL did) for
 # every submission but the canary: what does the student see?
 _FAILING_KEEPER = '''
 import sys
@@ -285,7 +285,7 @@ def test_the_gradescope_layout_holds(tmp_path, canaries, attack, namespaces):
     (tmp_path / "results").mkdir()
     (tmp_path / "submission" / "modeling_attention.py").write_text(
         attacks_jail.submission(attack, canaries["targets"],
-                                  canaries["mark"]))
+                                canaries["mark"]))
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "AUTOGRADER_ROOT": str(tmp_path)}
     if not namespaces:

@@ -1,4 +1,4 @@
-"""The same grade in every jail mode (issue 18): groups of the variant
+"""The same grade in every jail mode: groups of the variant
 catalogue graded by ``kit_tests/grade_in_mode.py`` in every mode this
 machine can build (as root and as a test user, with and without
 namespaces) must score alike, entry by entry. A mode the machine cannot

@@ -1,4 +1,4 @@
-"""Similarity (issue 12 part 2): near-copies (renamed names, reworded
+"""Similarity: near-copies (renamed names, reworded
 comments, reordered statements) rank above independent correct solutions;
 the skeleton's given code is no evidence; answers are compared by words;
 the CLI ranks a graded folder and its side-by-side pages escape student

@@ -305,7 +305,7 @@ def channel() -> tuple[Connection, Connection]:
 class Budget:
     """Bytes of results the parent may receive (and so keep) for one
     submission, across all its workers: a fresh worker after a failure
-    does not get a fresh budget for the same submission (issue 19)."""
+    does not get a fresh budget for the same submission."""
 
     def __init__(self, limit: int | None = None):
         self._limit = limit      # None: MAX_RETAINED_BYTES, read when used

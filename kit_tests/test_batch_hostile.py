@@ -260,6 +260,7 @@ def _stall_the_parent(started: threading.Event, seconds: float,
         time.sleep(0.3)
 
 
+@pytest.mark.e2e   # 15 s of a stalled parent, by design
 def test_a_stalled_parent_costs_no_neighbour_its_grade():
     # Three stalls of 5 s while two correct submissions are graded with a
     # total limit of 10 s each (they need about 2): counted as their

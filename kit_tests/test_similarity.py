@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from autograder.staff import similarity as S
 from kit import near_copies as C
 from kit import variants
@@ -122,6 +124,7 @@ def test_copied_answers_rank_first():
     assert all("eve" not in (p.a, p.b) for p in pairs)   # no common question
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
     sources = _sources()
     sources["copy_ref"] = sources["copy_ref"].replace(

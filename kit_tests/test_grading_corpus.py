@@ -27,7 +27,8 @@ from kit_tests.grading_batch import grade_batch
 
 VARIANTS = variants.load_all()
 RUBRIC = load_rubric()
-EXPECTED = {key: variants.expect(v, RUBRIC, variants.mistake_items())
+MISTAKE_ITEMS = variants.mistake_items()   # once: it reads the catalogue
+EXPECTED = {key: variants.expect(v, RUBRIC, MISTAKE_ITEMS)
             for key, v in VARIANTS.items()}
 BUGS = {key: v.fields["known_bug"] for key, v in VARIANTS.items()
         if v.fields.get("known_bug")}

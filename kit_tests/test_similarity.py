@@ -153,6 +153,7 @@ def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
     assert empty.returncode == 2
 
 
+@pytest.mark.e2e   # a class-sized run (make test-all)
 def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
     # kit.class_batch: the corpus (mostly one-line edits of the reference,
     # near-copies of it by construction), the examples, and three

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = homework.staff().reference
 NOTEBOOK = homework.staff().notebook
 MODULE_FILE = homework.current().module_file   # relative, posix
-TARGET_RATIO = 1.5      # one submission vs a bare import torch (issue 20)
+TARGET_RATIO = 1.5      # one submission vs a bare import torch
 RUN_TIMEOUT = 600.0
 
 

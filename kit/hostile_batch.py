@@ -1,5 +1,5 @@
-"""Peak memory and time of one ``grade`` batch of hostile submissions
-(issue 19): ``python -m kit.hostile_batch [--n 100] [--jobs 2]``.
+"""Peak memory and time of one ``grade`` batch of hostile submissions:
+``python -m kit.hostile_batch [--n 100] [--jobs 2]``.
 
 The batch cycles through the catalogue's hostile entries
 (kit/variants/hostile.toml), a submission whose every forward returns a

@@ -5,7 +5,7 @@ of the README (the quick start a new user runs); ``.ci/run`` installs that
 line (``--packages`` prints it) and ``make install`` runs ``--check``, which
 names every package whose commands or modules are missing here. The table
 below says what proves each package present and what fails without it;
-``kit_tests/test_fresh_system_deps.py`` keeps it and the README line equal.
+``kit_tests/test_system_deps.py`` keeps it and the README line equal.
 
 Runs on any Python 3 (``make install`` calls it before the version check),
 so the table is Python data, not TOML: tomllib needs 3.11.

@@ -5,7 +5,7 @@ asks the same after importing the generator, about 1 s of torch).
 
 The sources and the check are ``kit/make_test_values.py``'s, which cannot
 import them from here without changing its own hash, and with it the
-committed manifest; ``kit_tests/test_perf_bench.py`` proves the two lists
+committed manifest; ``kit_tests/test_bench_startup.py`` proves the two lists
 and verdicts equal.
 """
 from __future__ import annotations

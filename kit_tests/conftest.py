@@ -1,17 +1,25 @@
 """Before any test: every generated file must be in step with what
-generates it (kit/generated.py), else one message says what to run.
+generates it (kit/generated.py), else one message says what to run. A
+clean answer is remembered while nothing it reads changes
+(kit_tests/fresh_stamp.py), so that one test file runs in seconds.
 
 Tests that run a deployed thing end to end (the CLI in its own process,
 the student release as unzipped, the Gradescope image as setup.sh builds
 it, the attack suite, the notebook in a real kernel, the class report in
 a browser, the installer) are marked ``e2e``: ``make test`` (the quick
 loop) leaves them out, ``make test-all`` (CI) runs everything.
+
+After the run, the slowest test files (their tests' setup, call and
+teardown summed, fixtures included) are listed beside pytest's total, so
+that a file that grew slow is seen in every run, CI's included.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from kit_tests.fresh_stamp import stale_unless_unchanged
 
 E2E = {"test_attacks", "test_checker_parity", "test_class_report",
        "test_cli", "test_gradescope", "test_gradescope_export",
@@ -35,8 +43,31 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):   # an xdist worker
         return
     from kit.generated import stale
-    lines = stale()
+    lines = stale_unless_unchanged(stale)
     if lines:
         pytest.exit("generated files are stale:\n  " + "\n  ".join(lines)
                     + "\n(`make generate` runs them all, then `make test`)",
                     returncode=1)
+
+
+SLOWEST_FILES = 12
+_seconds_per_file: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _seconds_per_file[path] = _seconds_per_file.get(path, 0.0) + getattr(
+        report, "duration", 0.0)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _seconds_per_file:
+        return
+    slowest = sorted(_seconds_per_file.items(), key=lambda kv: -kv[1])
+    terminalreporter.write_sep("=", f"slowest {SLOWEST_FILES} test files "
+                                    "(seconds, setup + call + teardown)")
+    for path, seconds in slowest[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+    terminalreporter.write_line(
+        f"{sum(_seconds_per_file.values()):8.1f}  all {len(slowest)} files "
+        "(summed over the test processes)")

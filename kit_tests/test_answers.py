@@ -49,7 +49,7 @@ def test_either_mark_is_enough_and_split_answers_join(tmp_path):
         _answer_cell("Q2", "prefix only", meta=False),
         _answer_cell("Q5", "first part"),
         # otter's line after a question ends it: what follows is not an
-        # answer (cells right below an answer cell are: test_escape_round2)
+        # answer (cells right below an answer cell are: test_reflected_text)
         nbformat.v4.new_markdown_cell("---"),
         nbformat.v4.new_markdown_cell("unrelated text"),
         _answer_cell("Q5", "second part", prefix=False),

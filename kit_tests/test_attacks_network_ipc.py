@@ -31,7 +31,7 @@ from autograder.rubric import load_rubric
 from kit_tests import attacks, attacks_network
 from kit_tests.reference_source import FULL_REFERENCE
 from kit_tests.test_attacks import as_test_user
-from kit_tests.test_attacks_round2 import MODES, _skip_reason, is_root
+from kit_tests.test_attacks_jail import MODES, _skip_reason, is_root
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]

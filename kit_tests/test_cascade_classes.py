@@ -1,4 +1,4 @@
-"""No cascade between classes, over the whole variant catalogue (issue 16).
+"""No cascade between classes, over the whole variant catalogue.
 
 For every entry of kit/variants/*.toml, each rubric id it loses (items,
 deductions, bonuses) must belong to a class its edits touch: a mistake in

@@ -1,4 +1,4 @@
-"""The class report (issue 12 part 1): ``grade`` writes OUT/report.html from
+"""The class report: ``grade`` writes OUT/report.html from
 its own outputs, ``python -m autograder report OUT`` rewrites it. Checked
 as data (what each section lists) and as a person sees it: headless
 Chromium renders it (screenshot, charts, tables, sorting and filtering, no

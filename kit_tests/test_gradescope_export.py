@@ -1,5 +1,5 @@
-"""Gradescope's "Export Submissions" archive in, grades out (issue 12 part
-4): the zip as it comes (or its folder, as `make grade SUBMISSIONS=DIR`
+"""Gradescope's "Export Submissions" archive in, grades out:
+the zip as it comes (or its folder, as `make grade SUBMISSIONS=DIR`
 globs it) is graded folder by folder; grades.csv gets the submission ids,
 names, emails and SIDs; gradescope_scores.csv is ready to upload back."""
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_the_unzipped_folder_as_make_globs_it(tmp_path):
 
 
 def test_an_unsafe_entry_of_an_export_is_left_out(tmp_path):
-    # One entry's name is that entry's problem (issue 19), never written
+    # One entry's name is that entry's problem, never written
     # outside the extraction folder; here no submission folder is left.
     archive = tmp_path / "export.zip"
     with zipfile.ZipFile(archive, "w") as zf:

@@ -8,6 +8,11 @@ must pass every item and take no deduction (a wrong deduction is the worst
 bug a grader can have); a mistake must cost its own items and be named;
 hostile code must cost only what it touches. Group ``mistakes`` (one entry
 per mistake of kit/variants/mistakes.toml) is graded when its file exists.
+
+The quick suite (``make test``) grades the correct styles (a wrong
+deduction is the worst bug a grader can have) and the entries its
+untabled tests read; every other entry is end to end (``make test-all``,
+CI): grading the whole catalogue takes minutes of CPU.
 """
 from __future__ import annotations
 
@@ -22,17 +27,11 @@ from kit_tests.grading_batch import grade_batch
 
 VARIANTS = variants.load_all()
 RUBRIC = load_rubric()
-EXPECTED = {key: variants.expect(v, RUBRIC, variants.mistake_items())
+MISTAKE_ITEMS = variants.mistake_items()   # once: it reads the catalogue
+EXPECTED = {key: variants.expect(v, RUBRIC, MISTAKE_ITEMS)
             for key, v in VARIANTS.items()}
 BUGS = {key: v.fields["known_bug"] for key, v in VARIANTS.items()
         if v.fields.get("known_bug")}
-
-
-def entries(keep=lambda key: True) -> list:
-    """Keys of the catalogue passing ``keep``; a known grader bug is a
-    skip with its reason."""
-    return [pytest.param(key, marks=pytest.mark.skip(reason=BUGS[key]))
-            if key in BUGS else key for key in VARIANTS if keep(key)]
 
 
 # The entries a test of this module reads that is not parametrized by one.
@@ -43,6 +42,18 @@ USES = {"test_printed_output_is_capped": ["hostile/prints",
             "examples/mask_diagonal"],
         "test_no_work_earns_no_value_or_property_item": ["fidelity/no_work"],
         "test_the_catalogue_covers_every_kind_of_variant": []}
+# Graded in the quick suite: the correct styles and what USES names.
+QUICK = ({key for key in VARIANTS if key.startswith("styles/")}
+         | {key for keys in USES.values() for key in keys})
+
+
+def entries(keep=lambda key: True) -> list:
+    """Keys of the catalogue passing ``keep``; a known grader bug is a
+    skip with its reason, an entry outside QUICK is end to end."""
+    return [pytest.param(key, marks=pytest.mark.skip(reason=BUGS[key]))
+            if key in BUGS else
+            key if key in QUICK else pytest.param(key, marks=pytest.mark.e2e)
+            for key in VARIANTS if keep(key)]
 
 
 def _selected(session) -> set[str]:
@@ -141,6 +152,7 @@ def test_the_catalogue_covers_every_kind_of_variant():
 # What the tables cannot say
 
 
+@pytest.mark.e2e   # reads every graded entry
 def test_an_item_names_a_mistake_only_if_it_explains_every_failure(graded):
     for grade in graded.values():
         for task in grade.tasks:
@@ -154,6 +166,7 @@ def test_printed_output_is_capped(graded):
         assert grade.stdout and len(grade.stdout) < 5000, key
 
 
+@pytest.mark.e2e   # reads every graded entry
 def test_deductions_never_go_below_zero(graded):
     for grade in graded.values():
         assert all(t.score >= 0 for t in grade.tasks), grade.name

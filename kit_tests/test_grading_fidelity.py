@@ -1,4 +1,4 @@
-"""Static deductions on input the grader cannot read (issue 10): a
+"""Static deductions on input the grader cannot read: a
 deduction with a message, never "could not evaluate, no deduction" (no
 sandbox needed). The submissions an unseen test would try are the group
 ``fidelity`` of the variant catalogue, graded in test_grading_corpus.py.

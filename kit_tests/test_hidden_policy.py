@@ -1,4 +1,4 @@
-"""One policy for hidden details (issue 10 item 6): before publication a
+"""One policy for hidden details: before publication a
 student sees public results and how many hidden cases passed; which hidden
 case failed, its description, shapes, messages and whatever the submission
 printed while running it come after publication (Gradescope

@@ -48,18 +48,18 @@ class Holder(nn.Module):
 
 
 def _modes() -> list:
-    reason = None
-    if landlock_abi() < 6:
-        reason = "without namespaces the jail needs Landlock ABI 6"
-    elif refusal_without_namespaces() is not None:
-        reason = f"the grader refuses ({refusal_without_namespaces()})"
     return [pytest.param(True, id="namespaces"),
             pytest.param(False, id="no-namespaces", marks=pytest.mark.skipif(
-                reason is not None, reason=reason or ""))]
+                landlock_abi() < 6,
+                reason="without namespaces the jail needs Landlock ABI 6"))]
 
 
 @pytest.fixture(scope="module", params=_modes())
 def box(request):
+    # The grader's refusal is asked when the mode runs, not at collection:
+    # the question builds a sandbox (seconds every test process would pay).
+    if not request.param and refusal_without_namespaces() is not None:
+        pytest.skip(f"the grader refuses ({refusal_without_namespaces()})")
     with Sandbox(namespaces=request.param) as sandbox:
         yield sandbox
 

@@ -1,4 +1,4 @@
-"""The jail's round-2 layers in the quick suite: the seccomp filter's
+"""The jail's layers in the quick suite: the seccomp filter's
 program (interpreted here for each architecture, and installed for real),
 the scratch folder's bound without a mount namespace, and the causes a
 grading command prints when a layer cannot be built."""

@@ -1,4 +1,4 @@
-"""The same grade in every jail mode (issue 18): groups of the variant
+"""The same grade in every jail mode: groups of the variant
 catalogue graded by ``kit_tests/grade_in_mode.py`` in every mode this
 machine can build (as root and as a test user, with and without
 namespaces) must score alike, entry by entry. A mode the machine cannot
@@ -19,7 +19,7 @@ import pytest
 from autograder.rubric import load_rubric
 from kit import variants
 from kit_tests.test_attacks import as_test_user
-from kit_tests.test_attacks_round2 import MODES, _skip_reason
+from kit_tests.test_attacks_jail import MODES, _skip_reason
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ class Unit(nn.Module):
         return out
         # YOUR CODE ENDS HERE
 '''
-# Round 3's attack: whatever builtins holds that looks like a recorder is
+# An attack: whatever builtins holds that looks like a recorder is
 # wrapped so that every line is recorded as binding no tensor.
 BUILTINS = """
 import builtins

@@ -1,4 +1,4 @@
-"""Regrade with a diff (issue 12 part 3): ``grade --compare PREVIOUS_OUT``
+"""Regrade with a diff: ``grade --compare PREVIOUS_OUT``
 shows exactly the items a changed tolerance flips, per submission, with the
 score before and after and why."""
 from __future__ import annotations

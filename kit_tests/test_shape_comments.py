@@ -757,10 +757,10 @@ def test_grader_size_names_are_understood():
 
 # comment -> what the message must say
 HOSTILE_COMMENTS = {
-    # issue 9: an 88 KB block cost the grading process > 600 s
+    # an 88 KB block once cost the grading process > 600 s
     "100 KB block": ("\n".join(["# [bs, seq, hidden] x (a b c) d -> [bs] zz"
                                 " x zz x zz"] * 2200), "characters long"),
-    # issue 10: RecursionError, "could not evaluate, no deduction"
+    # once a RecursionError, "could not evaluate, no deduction"
     "1500-deep brackets": ("# " + "[" * 1500 + "]" * 1500,
                            "characters long"),
     "1500-deep call": ("# f" + "(" * 1500 + ")" * 1500, "characters long"),

@@ -1,4 +1,4 @@
-"""Similarity (issue 12 part 2): near-copies (renamed names, reworded
+"""Similarity: near-copies (renamed names, reworded
 comments, reordered statements) rank above independent correct solutions;
 the skeleton's given code is no evidence; answers are compared by words;
 the CLI ranks a graded folder and its side-by-side pages escape student
@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from autograder.staff import similarity as S
 from kit import near_copies as C
@@ -122,6 +124,7 @@ def test_copied_answers_rank_first():
     assert all("eve" not in (p.a, p.b) for p in pairs)   # no common question
 
 
+@pytest.mark.e2e   # the CLI in its own process (make test-all)
 def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
     sources = _sources()
     sources["copy_ref"] = sources["copy_ref"].replace(
@@ -150,6 +153,7 @@ def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
     assert empty.returncode == 2
 
 
+@pytest.mark.e2e   # a class-sized run (make test-all)
 def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
     # kit.class_batch: the corpus (mostly one-line edits of the reference,
     # near-copies of it by construction), the examples, and three

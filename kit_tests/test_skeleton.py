@@ -85,6 +85,7 @@ def test_committed_skeleton_is_generated_from_the_reference():
         "transformer_lm/modeling_attention.py is stale: run `make skeleton`")
 
 
+@pytest.mark.e2e   # the generator's CLI in its own process (make test-all)
 def test_check_flag_reports_drift_with_a_diff(tmp_path: Path):
     command = [sys.executable, "-m", "kit.skeleton", "--check"]
     fresh = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)

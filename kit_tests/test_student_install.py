@@ -136,6 +136,7 @@ def _wheel_requirements(tmp_path: Path) -> Path:
     return requirements
 
 
+@pytest.mark.e2e   # the installer into a real venv (make test-all)
 def test_half_made_venv_is_made_again(tmp_path):
     # What `python3 -m venv` leaves on Debian without python3.X-venv: a
     # venv with no pip. The next install removes it and succeeds.

@@ -1,4 +1,4 @@
-"""Student text is data (issue 9 item 6): hostile answers, printed output
+"""Student text is data: hostile answers, printed output
 and exception messages render verbatim and change nothing around them, in
 the TAs' answer pages, feedback.md and results.json. Rendered with a
 CommonMark renderer that passes raw HTML through (the worst case)."""
@@ -90,7 +90,7 @@ def test_control_and_invisible_characters_are_replaced():
     text = mdsafe.clean(CONTROL, 1000)
     assert not any(ord(c) < 32 and c != "\n" for c in text)
     assert "\u202e" not in text and "\u200b" not in text
-    # controls are U+FFFD; invisible ones are named (issue 19)
+    # controls are U+FFFD; invisible ones are named
     assert text.count("\ufffd") == 3 and text.endswith("end\nnext")
     assert "<U+202E>gnp.exe<U+200B>end" in text
 

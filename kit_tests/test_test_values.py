@@ -56,6 +56,7 @@ def _run(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
+@pytest.mark.e2e   # the generator in its own process, on forced kernels
 def test_regeneration_with_other_cpu_kernels_is_bit_for_bit(tmp_path: Path):
     """The values do not depend on the CPU's kernels: regenerated with
     torch's float32 kernels forced onto another path, the bytes are the

@@ -394,7 +394,7 @@ def apply_landlock(plan: JailPlan, readable: list[str]) -> bool:
             _allow(ruleset, device, read | _FS_WRITE_FILE, handled)
         # The scratch space is bounded by a tmpfs's size with a mount
         # namespace, by the keeper's watch without one: writable in both,
-        # so that a grade never depends on the layers (issue 18).
+        # so that a grade never depends on the layers.
         _allow(ruleset, plan.workdir, handled, handled)
         _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         _syscall(_LANDLOCK["restrict_self"], ruleset, 0)

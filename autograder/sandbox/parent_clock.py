@@ -6,7 +6,7 @@ thread holding the interpreter lock in C code, as a quadratic regex on a
 crafted answer once did for minutes, or the whole process descheduled on
 a loaded machine), no thread can notice that a result arrived, and every
 deadline that passes meanwhile would be charged to a submission whose code
-had long finished (issue 19: a correct neighbour timed out on all its
+had long finished (a correct neighbour once timed out on all its
 probes and scored 0). So deadlines are kept on this clock: a heartbeat
 thread ticks every TICK seconds, and any gap between two readings of
 more than STALL seconds is time the parent could not watch, subtracted

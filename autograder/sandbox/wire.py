@@ -300,7 +300,7 @@ def channel() -> tuple[Connection, Connection]:
 class Budget:
     """Bytes of results the parent may receive (and so keep) for one
     submission, across all its workers: a fresh worker after a failure
-    does not get a fresh budget for the same submission (issue 19)."""
+    does not get a fresh budget for the same submission."""
 
     def __init__(self, limit: int | None = None):
         self._limit = limit      # None: LIMITS.retained_bytes, read when used

@@ -54,7 +54,7 @@ SHINGLE = 3                      # words per answer shingle
 MIN_WORDS = 6                    # shorter answers are not compared
 TOP = 15                         # pairs shown
 LEAD_Z = 2.0                     # robust z from which a pair is a lead
-# Bounds of the step's own time and memory (issue 19: a source with a
+# Bounds of the step's own time and memory (a source with a
 # 100,000-character expression once raised MemoryError in the parser and
 # took the class report with it). A source over a cap is left out, with
 # a note; pairs stop at the time budget, with a note.

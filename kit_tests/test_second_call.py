@@ -1,5 +1,5 @@
 """Bugs that show on the second call, a terminal asked for, dropout left
-on in eval mode (issue 16): the worker's second call and what it reports,
+on in eval mode: the worker's second call and what it reports,
 the wire's bounds on it, the parent's verdicts, and the catalogue entries
 of kit/variants/calls.toml (graded by test_grading_corpus.py)."""
 from __future__ import annotations

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from autograder.submission import answers
 
@@ -20,6 +21,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.e2e   # a command in its own process (make test-all)
 def test_the_first_process_reexecutes_before_importing_torch(tmp_path):
     # -X importtime reaches only the first process (the re-executed one is
     # started without it): torch there would be imported twice per run.
@@ -77,6 +79,7 @@ def test_odd_notebooks_still_go_through_nbformat(tmp_path):
     assert answers._plain_v4(path) is None
 
 
+@pytest.mark.e2e   # a command in its own process (make test-all)
 def test_collecting_answers_imports_no_nbformat(tmp_path):
     path = _notebook(tmp_path / "c.ipynb", [
         nbformat.v4.new_markdown_cell("**Answer Q2:** two")])

@@ -1,5 +1,5 @@
 """A batch survives any one submission, and one submission never changes
-another's grade (issue 19, round 2 of the red team): bad zip names, names
+another's grade: bad zip names, names
 that take the batch's own files, a source the similarity step cannot
 parse, results too large to keep, and a parent stalled elsewhere. Each
 case grades innocent submissions beside the hostile ones and checks their
@@ -75,7 +75,7 @@ def _rows(out: Path) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def hostile_batch(tmp_path_factory):
     """One CLI batch: innocent submissions beside every hostile name and
-    source of issue 19 (the 62 MB returns are graded in-process below)."""
+    source (the 62 MB returns are graded in-process below)."""
     src = tmp_path_factory.mktemp("subs")
     (src / "alice.py").write_text(REFERENCE)
     (src / "bob.py").write_text(
@@ -260,6 +260,7 @@ def _stall_the_parent(started: threading.Event, seconds: float,
         time.sleep(0.3)
 
 
+@pytest.mark.e2e   # 15 s of a stalled parent, by design
 def test_a_stalled_parent_costs_no_neighbour_its_grade():
     # Three stalls of 5 s while two correct submissions are graded with a
     # total limit of 10 s each (they need about 2): counted as their

@@ -1,4 +1,4 @@
-"""Round-2 hostile submissions against the jail (issue 19), as data, in the
+"""Hostile submissions against the jail's layers, as data, in the
 format of ``kit_tests/attacks.py``: each body runs inside
 ``SelfAttention.forward`` and reports what it saw as ``ATTACK {json}``.
 
@@ -128,7 +128,7 @@ ATTACKS: dict[str, str] = {
 
 
 def submission(name: str, targets: dict, mark: str) -> str:
-    """The hostile module for attack ``name`` of this round."""
+    """The hostile module for attack ``name``."""
     body = ATTACKS[name].strip("\n")
     source = attacks.HARNESS.replace("@BODY@", body)
     source = source.replace("@TARGETS@", repr(json.dumps(targets)))

@@ -173,6 +173,7 @@ def _item(text: str, item: str) -> str:
     return "\n".join(lines[start:end])
 
 
+@pytest.mark.e2e   # the check CLI in its own process, in a cgroup
 def test_a_memory_hog_in_a_768_mb_container_is_told_memory(container,
                                                            tmp_path):
     text = _check_in(container, _hog(tmp_path))
@@ -182,6 +183,7 @@ def test_a_memory_hog_in_a_768_mb_container_is_told_memory(container,
     assert "] 2.1 " in text and "[ok  ] 2.1 " in text   # the rest graded
 
 
+@pytest.mark.e2e   # the check CLI in its own process, in a cgroup
 def test_a_worker_the_oom_killer_takes_is_the_graders_failure(container,
                                                               tmp_path):
     # As before the limit fitted the container: the worker may outgrow the

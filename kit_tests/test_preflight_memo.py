@@ -100,6 +100,7 @@ def test_grading_never_trusts_a_remembered_canary(monkeypatch, tmp_path):
         batch.preflight(FakeSandbox(), quiet=True)   # grade, gradescope
 
 
+@pytest.mark.e2e   # the CLI in its own process, twice (make test-all)
 def test_check_after_a_passed_canary_still_stops_in_a_broken_env(tmp_path):
     # A Python whose packages differ (here numpy missing) is another
     # environment: the remembered canary of the good one does not count.

@@ -1,6 +1,6 @@
-"""Hostile input, round 2 (issue 19: every reflected string escaped, CSV
-cells that cannot start a formula, answers parsed in linear time; issue
-16: answers complete for the TA).
+"""Hostile input: every reflected string escaped, CSV cells that cannot
+start a formula, answers parsed in linear time, answers complete for the
+TA.
 
 One real ``grade`` run of a Gradescope export whose submitters' names are
 spreadsheet formulas, and whose first submission is the catalogue entry

@@ -1,6 +1,6 @@
-"""Seams between the branches merged together (jail, integrity, escape,
-batch, cascade, calls, fresh, perf): each branch was tested alone, these
-test what one branch's change does to another's."""
+"""Seams between the grader's parts (jail, hidden output, escaping, batch,
+stand-in heads, second calls, memory, the remembered canary): what one
+part's behaviour does to another's."""
 from __future__ import annotations
 
 from autograder.staff import similarity

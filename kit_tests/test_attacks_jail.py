@@ -1,5 +1,5 @@
-"""The jail's attack suite, round 2 (issue 19): hostile submissions
-(kit_tests/attacks_round2.py) graded in one batch through the real command
+"""The jail's layers under attack: hostile submissions
+(kit_tests/attacks_jail.py) graded in one batch through the real command
 line, beside an honest one and a class that loops forever, in every mode
 this machine allows, with and without namespaces, as root and as a user:
 
@@ -34,7 +34,7 @@ import pytest
 from autograder.sandbox.jail import landlock_abi
 from autograder.report.layout import submission_dir
 from autograder.rubric import load_rubric
-from kit_tests import attacks, attacks_round2
+from kit_tests import attacks, attacks_jail
 from kit_tests.jail_modes import refusal_without_namespaces
 from kit_tests.reference_source import FULL_REFERENCE
 from kit_tests.test_attacks import as_test_user
@@ -104,7 +104,7 @@ def _planted(canaries, command: list[str]) -> list[str]:
 
 
 def test_the_socket_attack_is_real(canaries):
-    found = attacks_round2.run_unjailed("fork_server", canaries["targets"])
+    found = attacks_jail.run_unjailed("fork_server", canaries["targets"])
     assert {canaries["targets"]["sockets"][0],
             "@" + canaries["targets"]["abstract"][0]} <= \
         set(found["connected"]), found
@@ -112,7 +112,7 @@ def test_the_socket_attack_is_real(canaries):
 
 def test_the_keyring_attack_is_real(canaries):
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-            "from kit_tests import attacks_round2 as a; "
+            "from kit_tests import attacks_jail as a; "
             "print(json.dumps(a.run_unjailed('keyrings', "
             "json.loads(sys.argv[2]))))")
     done = subprocess.run(_planted(canaries, [
@@ -126,7 +126,7 @@ def test_the_keyring_attack_is_real(canaries):
 
 @pytest.fixture(scope="module", params=MODES)
 def batch(request, canaries):
-    """The round-2 attacks, an honest and a looping submission, graded in
+    """The jail attacks, an honest and a looping submission, graded in
     one batch in the mode ``request.param``."""
     mode = request.param
     reason = _skip_reason(mode)
@@ -136,8 +136,8 @@ def batch(request, canaries):
     base.chmod(0o755)
     subs, out = base / "submissions", base / "out"
     subs.mkdir()
-    for name in attacks_round2.ATTACKS:
-        (subs / f"{name}.py").write_text(attacks_round2.submission(
+    for name in attacks_jail.ATTACKS:
+        (subs / f"{name}.py").write_text(attacks_jail.submission(
             name, canaries["targets"], canaries["mark"]))
     (subs / "honest.py").write_text(FULL_REFERENCE)
     (subs / "looping.py").write_text(LOOPING)
@@ -197,7 +197,7 @@ def test_no_socket_can_be_reached(batch, canaries):
 def test_no_keyring_can_be_read(batch, canaries):
     found = _found(batch, "keyrings")
     assert found["payloads"] == [] and not found["planted"], found
-    for name in attacks_round2.ATTACKS:
+    for name in attacks_jail.ATTACKS:
         assert canaries["payload"] not in _text(batch, name)
 
 
@@ -217,7 +217,7 @@ def test_a_looping_class_sees_no_grader_output(batch):
     assert not results["extra_data"]["internal_error"]
 
 
-# The keeper fails (its wait raises, as the red team's SIGKILL did) for
+# The keeper fails (its wait raises, as an attacker's SIGKILL did) for
 # every submission but the canary: what does the student see?
 _FAILING_KEEPER = '''
 import sys
@@ -284,8 +284,8 @@ def test_the_gradescope_layout_holds(tmp_path, canaries, attack, namespaces):
     (tmp_path / "submission").mkdir()
     (tmp_path / "results").mkdir()
     (tmp_path / "submission" / "modeling_attention.py").write_text(
-        attacks_round2.submission(attack, canaries["targets"],
-                                  canaries["mark"]))
+        attacks_jail.submission(attack, canaries["targets"],
+                                canaries["mark"]))
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "AUTOGRADER_ROOT": str(tmp_path)}
     if not namespaces:

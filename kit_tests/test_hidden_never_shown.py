@@ -1,4 +1,4 @@
-"""Hidden means hidden until published (issue 19): a submission that tries
+"""Hidden means hidden until published: a submission that tries
 hard to print the hidden cases (at import, in every call, in exception
 messages, in the type names of what it returns) shows no hidden case's
 name, description or input statistic in any student-visible text before

@@ -1,4 +1,4 @@
-"""Stand-in units and evidence of attention (issues 16 and 19), unit by
+"""Stand-in units and evidence of attention, unit by
 unit: the worker's stand-in heads (``Probe.stand_in``), the wrapper's
 verdicts built on them, 3.4's seeded calls, and the test that weights
 depend on the input. The catalogue entries of kit/variants/cascade.toml

@@ -1,5 +1,5 @@
-"""Deductions that student code cannot switch off (issue 19) and comments
-where the notebook allows them (issue 16): the shape trace's canary and
+"""Deductions that student code cannot switch off and comments
+where the notebook allows them: the shape trace's canary and
 completeness, helpers graded by what ran, and regions that run on over
 the comment lines after a function's last statement.
 

@@ -150,7 +150,8 @@ kind = "pycodestyle"
 
 [[task.deduction]]
 id = "{ITEM}.access"
-title = "no code that reaches into the grader (the rules' list), in {CLASS} or outside every task"
+title = "no code that reaches into the grader (the rules' list), in \
+{CLASS} or outside every task"
 points = 1
 kind = "grader_access"
 '''
@@ -173,9 +174,14 @@ CASES += [
 
 MISTAKE_ENTRY = f'''
 [{MISTAKE}]
-about = "repeats the key/value heads as a block (repeat) instead of each over its group (repeat_interleave)"
+about = "repeats the key/value heads as a block (repeat) instead of each \
+over its group (repeat_interleave)"
 items = ["{ITEM}"]
-message = "your output equals grouped-query attention whose query heads read the wrong key/value heads (the key/value heads repeated as a block, so query head i reads key/value head i % num_kv_heads): repeat each key/value head for its group of adjacent query heads (repeat_interleave(group, dim=1))."
+message = "your output equals grouped-query attention whose query heads \
+read the wrong key/value heads (the key/value heads repeated as a block, so \
+query head i reads key/value head i % num_kv_heads): repeat each key/value \
+head for its group of adjacent query heads (repeat_interleave(group, \
+dim=1))."
 edits = [
     ["k = k.repeat_interleave(group, dim=1)",
      "k = k.repeat(1, group, 1, 1)"],
@@ -189,7 +195,8 @@ NO_WORK_EDIT = '''\
      "        return torch.zeros_like(self.out_proj(merged))\\n"],
 '''
 
-NOTEBOOK_ROW = f"| {ITEM} | `{CLASS}.forward` | {{{{ table_points {ITEM} }}}} |\n"
+NOTEBOOK_ROW = (f"| {ITEM} | `{CLASS}.forward` | "
+                f"{{{{ table_points {ITEM} }}}} |\n")
 
 NOTEBOOK_SECTION = f'''## Part 4: grouped-query attention
 

@@ -69,6 +69,9 @@ class AddTaskError(RuntimeError):
     """An edit of :data:`EDITS` no longer applies to the checkout."""
 
 
+# Written unlike MultiHeadAttention's lines (the order of __init__'s
+# assignments, out_proj's input size), as the walkthrough says: the
+# catalogue's edits quote those lines, and each must match once.
 REFERENCE_CLASS = '''
 
 # Part 4: grouped-query attention.
@@ -88,15 +91,15 @@ class GroupedQueryAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads,
                  num_kv_heads):
         super().__init__()
+        self.context_length = context_length
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = d_out // num_heads
-        self.context_length = context_length
         kv_size = num_kv_heads * self.head_dim
         self.W_query = nn.Linear(d_in, d_out, bias=False)
         self.W_key = nn.Linear(d_in, kv_size, bias=False)
         self.W_value = nn.Linear(d_in, kv_size, bias=False)
-        self.out_proj = nn.Linear(d_out, d_out)
+        self.out_proj = nn.Linear(num_heads * self.head_dim, d_out)
 
     def forward(self, x):
         """Grouped-query causal attention of ``x`` [b, num_tokens, d_in].

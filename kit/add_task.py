@@ -19,6 +19,7 @@ red. The checkout itself is never touched.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -248,15 +249,17 @@ EDITS = (
                anchor="## Checking and submitting\n"),
 )
 
-# The tests run in the copy: those that read the rubric, the cases, the
-# catalogue and the questions, the grading of the whole catalogue (the
-# reference in full, the new mistake named) and the answers' collection.
-# Not `make test`: that is `make test-rubric-change`'s job, and each of
-# these files tests what the change touches.
+# The tests run in the copy after the grading proof (prove_graded): the
+# files whose tables come from the rubric, the cases, the catalogue and
+# the questions. Not the whole of `make test` (`make test-rubric-change`
+# runs it after a point change): the catalogue's grading
+# (test_grading_corpus.py) alone takes minutes, and what it would prove of
+# the new task, the reference in full and the new mistake named, the
+# grading proof shows on two submissions.
 TESTS = (
     "kit_tests/test_case_table.py",
     "kit_tests/test_mistake_catalogue.py",
-    "kit_tests/test_grading_corpus.py",
+    "kit_tests/test_variants.py",
     "kit_tests/test_answers.py",
     "kit_tests/test_questions.py",
     "kit_tests/test_notebook_source.py",
@@ -273,6 +276,90 @@ def apply_all(root: Path) -> list[str]:
     for edit in EDITS:
         edit.apply(root)
     return list(dict.fromkeys(edit.path for edit in EDITS))
+
+
+ANSWER = "Keys and values shrink by num_heads / num_kv_heads."
+
+
+def _submissions(root: Path, into: Path) -> list[Path]:
+    """Two submissions built from the checkout at ``root``: the reference
+    with the built notebook, the new question answered; and the new
+    catalogue mistake."""
+    import nbformat
+
+    from kit import variants
+    reference, mistake = into / "reference", into / "mistake"
+    for folder in (reference, mistake):
+        folder.mkdir(parents=True)
+    source = root / "solutions" / "transformer_lm" / "modeling_attention.py"
+    (reference / "modeling_attention.py").write_text(source.read_text())
+    notebook = nbformat.read(str(root / "assignment" / "attention.ipynb"), 4)
+    cells = [c for c in notebook.cells
+             if c.metadata.get("kit") == {"question": QUESTION}]
+    if len(cells) != 1:
+        raise AddTaskError(f"the built notebook has {len(cells)} answer "
+                           f"cells of {QUESTION} (expected one)")
+    cells[0].source = f"**Answer {QUESTION}:**\n\n{ANSWER}"
+    nbformat.write(notebook, str(reference / "attention.ipynb"))
+    entry = variants.find(f"mistakes/{MISTAKE}",
+                          root / "kit" / "variants")
+    (mistake / "modeling_attention.py").write_text(entry.source(
+        source.read_text()))
+    return [reference, mistake]
+
+
+def graded_problems(root: Path, out: Path) -> list[str]:
+    """What is wrong with the grades in ``out`` of :func:`_submissions`
+    (empty when right): the reference earns the new task's points, the
+    mistake loses its item, is named and keeps every other task's points,
+    and the new question's answer reaches answers.json and its page."""
+    from autograder.report.layout import submission_dir
+    from autograder.rubric import load_rubric
+    task = next(t for t in load_rubric(root / "autograder" / "rubric.toml"
+                                       ).tasks if t.id == TASK)
+    full = sum(i.points for i in task.items)
+    found = {name: json.loads((submission_dir(out, name) / "results.json"
+                               ).read_text())
+             for name in ("reference", "mistake")}
+    reference, mistake = (found[n]["extra_data"] for n in found)
+    problems = []
+    if reference["tasks"].get(TASK) != full:
+        problems.append(f"the reference scores {reference['tasks'].get(TASK)}"
+                        f" on {TASK}, not {full}")
+    if mistake["tasks"].get(TASK) != full - task.items[0].points or \
+            MISTAKE not in mistake["mistakes"]:
+        problems.append(f"the mistake {MISTAKE}: {TASK} "
+                        f"{mistake['tasks'].get(TASK)}, mistakes named "
+                        f"{mistake['mistakes']}")
+    others = {k: v for k, v in mistake["tasks"].items() if k != TASK}
+    if others != {k: v for k, v in reference["tasks"].items() if k != TASK}:
+        problems.append(f"the mistake {MISTAKE} loses another task: "
+                        f"{others}")
+    answers = json.loads((submission_dir(out, "reference") / "answers.json"
+                          ).read_text())
+    page = out / "answers" / f"{QUESTION}.md"
+    if answers.get(QUESTION) != ANSWER or not page.is_file() or \
+            ANSWER not in page.read_text():
+        problems.append(f"{QUESTION}'s answer is not collected (answers.json"
+                        f" {sorted(answers)}, {page.name})")
+    return problems
+
+
+def prove_graded(root: Path, env: dict[str, str]) -> float:
+    """Grade :func:`_submissions` in the checkout at ``root`` with the
+    real grader; its seconds; AddTaskError naming what is wrong."""
+    work = Path(tempfile.mkdtemp(prefix="add-task-grades-"))
+    try:
+        subs = _submissions(root, work / "subs")
+        seconds = _run([sys.executable, "-m", "autograder", "grade",
+                        "--out", str(work / "out"), *map(str, subs)],
+                       root, env)
+        problems = graded_problems(root, work / "out")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if problems:
+        raise AddTaskError("; ".join(problems))
+    return seconds
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -308,13 +395,17 @@ def main(argv: list[str] | None = None) -> int:
               f"hand to: {', '.join(touched)}", flush=True)
         generate = _run(["make", f"PY={sys.executable}", "generate"],
                         copy, env)
+        in_copy = {**env, "PYTHONPATH": str(copy)}
+        grading = prove_graded(copy, in_copy)
+        print(f"graded: the reference earns task {ITEM}, {MISTAKE} is "
+              f"named, {QUESTION}'s answer is collected", flush=True)
         tests = _run([sys.executable, "-m", "pytest", "-p",
                       "no:cacheprovider",
-                      *(args.pytest_args or ["-q", *TESTS])],
-                     copy, {**env, "PYTHONPATH": str(copy)})
+                      *(args.pytest_args or ["-q", "-m", "not e2e", *TESTS])],
+                     copy, in_copy)
     except AddTaskError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        print(f"RED: {exc}", file=sys.stderr)
+        return 1
     except subprocess.CalledProcessError as exc:
         print(f"RED: `{' '.join(map(str, exc.cmd))}` failed (exit "
               f"{exc.returncode}) after task {ITEM} and question "
@@ -328,8 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"GREEN: task {ITEM} and question {QUESTION} added by hand to "
-          f"{len(touched)} files: make generate {generate:.0f} s, tests "
-          f"{tests:.0f} s, {time.monotonic() - start:.0f} s in all")
+          f"{len(touched)} files: make generate {generate:.0f} s, grading "
+          f"{grading:.0f} s, tests {tests:.0f} s, "
+          f"{time.monotonic() - start:.0f} s in all")
     return 0
 
 

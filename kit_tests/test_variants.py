@@ -132,11 +132,15 @@ def _with_a_copied_class(name: str, copy: str) -> str:
     (what a new task written from an old one does)."""
     import ast
     reference = V.REFERENCE.read_text()
-    node = next(n for n in ast.parse(reference).body
-                if isinstance(n, ast.ClassDef) and n.name == name)
-    text = ast.get_source_segment(reference, node)
-    return reference + "\n\n" + text.replace(f"class {name}(",
-                                              f"class {copy}(", 1) + "\n"
+    body = ast.parse(reference).body
+    at = next(i for i, n in enumerate(body)
+              if isinstance(n, ast.ClassDef) and n.name == name)
+    # Its lines up to the next definition: trailing comments (the
+    # YOUR CODE ENDS HERE marker) included.
+    last = body[at + 1].lineno - 1 if at + 1 < len(body) else None
+    text = "\n".join(reference.splitlines()[body[at].lineno - 1:last])
+    return reference + "\n\n" + text.strip().replace(
+        f"class {name}(", f"class {copy}(", 1) + "\n"
 
 
 def test_every_clash_of_a_copied_class_is_reported_at_once(capsys):

@@ -68,6 +68,10 @@ test-faults: $(SETUP) ## the fault-injection suite alone (kills, full or unwrita
 test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2.2) one point more, make generate, make test; must stay green
 	$(PY) -m kit.rubric_change $(if $(ITEM),--item $(ITEM))
 
+.PHONY: test-add-task
+test-add-task: $(SETUP) ## in a temp copy: add a task (4.1) and a question (Q6) by docs/architecture.md's files alone, make generate, grade, test; must stay green
+	$(PY) -m kit.add_task
+
 test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)
 	$(PY) -m kit.fresh_machine $(ARGS)
 

@@ -2,7 +2,8 @@
 
 ``autograder/rubric.toml`` is the one place a point, a title or the bonus
 rule is written. Documents that state them (the staff README, the student
-README) hold generated blocks::
+README) hold generated blocks, as does docs/shape-comments.md for the
+shape-comment notation of ``autograder/checks/shape_notation.toml``::
 
     <!-- facts:points-table -->
     ...generated from the rubric...
@@ -21,12 +22,13 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from autograder.checks.shape_notation import notation_markdown
 from autograder.local import notebook_task
 from autograder.rubric import Rubric, load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
 # The documents with facts blocks (paths relative to the checkout).
-DOCUMENTS = ("README.md", "kit/student/README.md")
+DOCUMENTS = ("README.md", "kit/student/README.md", "docs/shape-comments.md")
 BLOCK = re.compile(r"(<!-- facts:([a-z-]+) -->\n)(.*?)(<!-- /facts -->)",
                    re.S)
 
@@ -94,11 +96,30 @@ def task_list(rubric: Rubric) -> str:
                    for key, (points, name) in seen.items())
 
 
+def shape_notation(rubric: Rubric) -> str:
+    """The shape-comment notation (size names and forms) as the notebook
+    shows it, from ``autograder/checks/shape_notation.toml``."""
+    return notation_markdown().rstrip("\n") + "\n"
+
+
 WRITERS: dict[str, Callable[[Rubric], str]] = {
     "score-summary": score_summary,
     "points-table": points_table,
     "task-list": task_list,
+    "shape-notation": shape_notation,
 }
+
+
+# The blocks that state the rubric's points (the others: its notation).
+POINT_BLOCKS = ("score-summary", "points-table", "task-list")
+
+
+def point_documents(root: Path = ROOT) -> list[str]:
+    """The documents of DOCUMENTS (under ``root``) with a block that
+    states points: those a changed point makes stale."""
+    return [doc for doc in DOCUMENTS
+            if any(f"<!-- facts:{name} -->" in (root / doc).read_text()
+                   for name in POINT_BLOCKS)]
 
 
 def fill(text: str, rubric: Rubric, where: str = "document") -> str:
@@ -136,8 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         for doc in outdated:
-            print(f"{doc}: its points differ from autograder/rubric.toml: "
-                  f"run `make facts`", file=sys.stderr)
+            print(f"{doc}: its facts differ from autograder/rubric.toml "
+                  f"or shape_notation.toml: run `make facts`",
+                  file=sys.stderr)
         return 1 if outdated else 0
     for doc in outdated:
         path = ROOT / doc

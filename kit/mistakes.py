@@ -4,8 +4,10 @@ A common mistake has one home, its entry in ``kit/variants/mistakes.toml``
 (the edits that make it, and what the student is told). The grader ships
 only the student-facing part, generated here in catalogue order (the order
 the grader tries the mistakes in): ``python -m kit.mistakes`` (part of
-``make generate``) writes it, ``--check`` exits 1 naming ``make generate``
-when the shipped file is not what the catalogue gives. No torch.
+``make generate``) writes it, after checking every edit of the whole
+catalogue and listing each that no longer matches the reference once;
+``--check`` exits 1 naming ``make generate`` when the shipped file is not
+what the catalogue gives. No torch.
 """
 from __future__ import annotations
 
@@ -65,11 +67,25 @@ def stale(catalogue: Path = variants.CATALOGUE,
             f"or edited by hand): run `make generate`")
 
 
+def report_catalogue(problems: list[str]) -> bool:
+    """Print every catalogue edit that does not apply once (each with its
+    file, entry, quoted text and fix) to stderr; whether there was one."""
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} catalogue edit(s) of kit/variants/ do not "
+              f"match the reference exactly once (all listed above): fix "
+              f"each, then run `make generate` again", file=sys.stderr)
+    return bool(problems)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if the shipped file is stale")
     args = parser.parse_args(argv)
+    if not args.check and report_catalogue(variants.catalogue_problems()):
+        return 1
     try:
         if args.check:
             problem = stale()

@@ -86,26 +86,44 @@ def _occurrences(source: str, old: str) -> list[str]:
     return found
 
 
-def apply_edits(source: str, edits, label: str,
-                where: str = REFERENCE.name) -> str:
-    """``source`` with each ``(old, new)`` edit applied; every ``old`` must
-    appear exactly once (else VariantError naming ``label``, and where the
-    text occurs when it occurs more than once)."""
+def edit_problems(source: str, edits, label: str,
+                  where: str = REFERENCE.name) -> tuple[str, list[str]]:
+    """``source`` with each ``(old, new)`` edit applied where ``old``
+    appears once, and one message per edit that does not (naming
+    ``label``, the quoted text, where it occurs when it occurs more than
+    once, and the fix). An ambiguous edit is applied at its first
+    occurrence so that the entry's later edits are judged too."""
+    problems = []
     for old, new in edits:
         count = source.count(old)
         if count > 1:
-            raise VariantError(
+            problems.append(
                 f"{label}: {old.strip()!r} appears {count} times in {where} "
                 f"(expected once), in {', '.join(_occurrences(source, old))}:"
                 f" if new code repeats these lines, write it differently or "
                 f"quote more of the context in this edit so that it matches "
                 f"once")
-        if count != 1:
-            raise VariantError(
+            source = source.replace(old, new, 1)
+        elif count != 1:
+            problems.append(
                 f"{label}: {old.strip()!r} appears {count} times in {where} "
                 f"(expected once): if the reference changed on purpose, "
                 f"update this edit to match it")
-        source = source.replace(old, new)
+        else:
+            source = source.replace(old, new)
+    return source, problems
+
+
+def apply_edits(source: str, edits, label: str,
+                where: str = REFERENCE.name) -> str:
+    """``source`` with each ``(old, new)`` edit applied; every ``old`` must
+    appear exactly once (else VariantError naming ``label``, and where the
+    text occurs when it occurs more than once: the first such edit)."""
+    for old, new in edits:
+        edited, problems = edit_problems(source, [(old, new)], label, where)
+        if problems:
+            raise VariantError(problems[0])
+        source = edited
     return source
 
 
@@ -132,16 +150,35 @@ class Variant:
         """The reference (``reference`` text, else the live file), or the
         skeleton generated from it for ``base = "skeleton"``, with this
         variant's edits applied."""
+        return apply_edits(self._base(reference), self._expanded(),
+                           self.label)
+
+    def problems(self, reference: str | None = None,
+                 skeleton: str | None = None) -> list[str]:
+        """Every edit of this entry that does not apply once to its base
+        (``reference`` text, else the live file; ``skeleton``, the
+        skeleton generated from it, if already at hand), one message
+        each; empty when :meth:`source` succeeds."""
+        if self.fields.get("base") == "skeleton" and skeleton is not None:
+            base = skeleton
+        else:
+            base = self._base(reference)
+        return edit_problems(base, self._expanded(), self.label)[1]
+
+    def _base(self, reference: str | None) -> str:
         base = REFERENCE.read_text() if reference is None else reference
         if self.fields.get("base") == "skeleton":
             from kit.skeleton import generate_skeleton
             base = generate_skeleton(base)
+        return base
+
+    def _expanded(self) -> list[tuple[str, str]]:
         edits = []
         for old, new in self.edits:
             for word, text in EXPAND.items():
                 new = new.replace(word, text)
             edits.append((old, new))
-        return apply_edits(base, edits, self.label)
+        return edits
 
 
 def _is_strings(value: Any) -> bool:
@@ -220,6 +257,31 @@ def load_all(catalogue: Path = CATALOGUE) -> dict[str, Variant]:
     """``group/name`` -> :class:`Variant` of every group, groups sorted."""
     return {v.key: v for g in groups(catalogue)
             for v in load(g, catalogue).values()}
+
+
+def catalogue_problems(catalogue: Path = CATALOGUE,
+                       reference: str | None = None) -> list[str]:
+    """Every problem of the whole catalogue at once, in group and file
+    order: a malformed group file, and each edit of each entry that does
+    not apply exactly once to ``reference`` (text; the live reference by
+    default) or to the skeleton generated from it. Empty when every entry
+    applies. ``make generate`` prints them all (kit/mistakes.py), so that
+    a new class that repeats quoted lines shows every clash in one run."""
+    from kit.skeleton import generate_skeleton
+    reference = REFERENCE.read_text() if reference is None else reference
+    skeleton = None
+    found: list[str] = []
+    for group in groups(catalogue):
+        try:
+            entries = load(group, catalogue)
+        except VariantError as exc:
+            found.append(str(exc))
+            continue
+        for variant in entries.values():
+            if variant.fields.get("base") == "skeleton" and skeleton is None:
+                skeleton = generate_skeleton(reference)
+            found += variant.problems(reference, skeleton)
+    return found
 
 
 def find(name: str, catalogue: Path = CATALOGUE) -> Variant:

@@ -23,28 +23,34 @@ from autograder.values import DEFAULT_DIR, load_cases
 MANIFEST = json.loads((DEFAULT_DIR / "manifest.json").read_text())
 
 
+# The one class whose `d_out` is a head's size, not the output's.
+STACKED_HEADS = "MultiHeadAttentionWrapper"
+
+
+def _head_and_width(record: dict) -> tuple[str, str]:
+    """The names (in :func:`sizes`) of a head's size and of the width the
+    heads split."""
+    if record["class"] == STACKED_HEADS:
+        return "d_out", "output"
+    return "head", "hidden" if "hidden" in record["init"] else "d_out"
+
+
 def sizes(record: dict) -> dict[str, int]:
-    """The named sizes of a manifest case: batch, seq, input, the width of
-    the output, heads, head size and context length where they apply."""
-    batch, seq, width_in = record["tensors"]["x"]
+    """The named sizes of a manifest case: batch, seq, every integer
+    argument of its constructor (input and output widths, heads, context
+    length, and whatever a new class takes), and the head size (or, for
+    the stacked heads, the output width) where there are heads."""
+    batch, seq, _ = record["tensors"]["x"]
     init = record["init"]
-    found = {"batch": batch, "seq": seq, "input": width_in}
-    heads = init.get("num_heads", 1)
-    if "hidden" in init:                       # Parts 1 and 2
-        found["hidden"] = init["hidden"]
-        if "num_heads" in init:
-            found["heads"], found["head"] = heads, init["hidden"] // heads
-    else:                                      # Part 3
-        found["context"] = init["context_length"]
-        if record["class"] == "MultiHeadAttentionWrapper":
-            found["head"], found["output"] = init["d_out"], heads * \
-                init["d_out"]
+    found = {"batch": batch, "seq": seq}
+    found.update({key: value for key, value in init.items()
+                  if isinstance(value, int) and not isinstance(value, bool)})
+    if "num_heads" in init:
+        head, width = _head_and_width(record)
+        if record["class"] == STACKED_HEADS:
+            found[width] = init["num_heads"] * init[head]
         else:
-            found["output"] = init["d_out"]
-            if "num_heads" in init:
-                found["head"] = init["d_out"] // heads
-        if "num_heads" in init:
-            found["heads"] = heads
+            found[head] = init[width] // init["num_heads"]
     return found
 
 
@@ -52,13 +58,13 @@ def implied(record: dict, first: str, second: str) -> bool:
     """Equal by construction, not by coincidence."""
     pair = {first, second}
     found = sizes(record)
-    if found.get("heads") == 1 and pair in ({"head", "hidden"},
-                                            {"head", "output"}):
+    head, width = _head_and_width(record)
+    if found.get("num_heads") == 1 and pair == {head, width}:
         return True
-    if found.get("head") == 1 and pair in ({"heads", "hidden"},
-                                           {"heads", "output"}):
+    if found.get(head) == 1 and pair == {"num_heads", width}:
         return True
-    return record.get("inputs") == "identity" and pair == {"seq", "input"}
+    width_in = "input_size" if "input_size" in record["init"] else "d_in"
+    return record.get("inputs") == "identity" and pair == {"seq", width_in}
 
 
 def coincidences(record: dict) -> list[tuple[str, str, int]]:
@@ -75,10 +81,16 @@ VALUE_CASES = {name: record for name, record in MANIFEST["cases"].items()
 def test_sizes_are_read_from_the_manifest():
     # The rule would pass vacuously if sizes() missed the dimensions.
     record = MANIFEST["cases"]["mhsa_course"]
-    assert sizes(record) == {"batch": 3, "seq": 5, "input": 7, "hidden": 9,
-                             "heads": 3, "head": 3}
+    assert sizes(record) == {"batch": 3, "seq": 5, "input_size": 7,
+                             "hidden": 9, "num_heads": 3, "head": 3}
     assert {(a, b) for a, b, _ in coincidences(record)} == {
-        ("batch", "heads"), ("batch", "head"), ("heads", "head")}
+        ("batch", "num_heads"), ("batch", "head"), ("num_heads", "head")}
+    # A new class's constructor sizes count with no change here.
+    new = {"class": "NewAttention", "tensors": {"x": [2, 5, 7]},
+           "init": {"d_in": 7, "d_out": 24, "context_length": 11,
+                    "num_heads": 6, "num_kv_heads": 6, "dropout": 0.5}}
+    assert [(a, b) for a, b, _ in coincidences(new)] == [
+        ("num_heads", "num_kv_heads")]
     assert len(VALUE_CASES) >= len(MANIFEST["cases"]) - 1   # all but GPT-2
 
 

@@ -22,17 +22,19 @@ from kit.rubric_change import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = homework.staff().reference
+# The id after the last of the notebook's questions (Q6 after Q1-Q5).
+NEW = f"Q{max(int(q[1:]) for q in answers.questions()) + 1}"
 # A question as an instructor adds it to assignment/attention.md: its
 # prompt, then its sample answer.
-SIXTH = """
-+++ {"question": "Q6"}
+NEW_QUESTION = f"""
++++ {{"question": "{NEW}"}}
 
-**Q6.** Why does the fused module need one `out_proj` and the stacked
+**{NEW}.** Why does the fused module need one `out_proj` and the stacked
 heads none?
 
-+++ {"sample": "Q6"}
++++ {{"sample": "{NEW}"}}
 
-**Answer Q6:**
+**Answer {NEW}:**
 
 The fused heads are concatenated; out_proj mixes them.
 """
@@ -64,10 +66,10 @@ def test_a_broken_questions_file_names_itself_and_the_fix(tmp_path, text):
 def test_a_question_id_the_grader_cannot_read_is_refused(tmp_path):
     source = tmp_path / notebook.MASTER.name
     source.write_text(notebook.MASTER.read_text()
-                      + SIXTH.replace("Q6", "Q6b"))
+                      + NEW_QUESTION.replace(NEW, NEW + "b"))
     with pytest.raises(notebook.MasterError,
                        match=rf"{re.escape(source.name)}:\d+: "
-                       r"question id 'Q6b'"):
+                       rf"question id '{NEW}b'"):
         notebook.build(source)
 
 
@@ -76,7 +78,7 @@ def _sixth_question_copy(tmp_path: Path) -> Path:
     rebuilt as `make build-notebook` does."""
     copy = copy_checkout(ROOT, tmp_path)
     source = homework.load(copy, staff=True).notebook_source
-    source.write_text(source.read_text() + SIXTH)
+    source.write_text(source.read_text() + NEW_QUESTION)
     env = {**os.environ, "PYTHONPATH": str(copy)}
     done = subprocess.run([sys.executable, "-m", "kit.notebook"], cwd=copy,
                           env=env, capture_output=True, text=True,
@@ -90,13 +92,13 @@ def test_a_sixth_question_is_collected(tmp_path):
     copy = _sixth_question_copy(tmp_path)
     profile = homework.load(copy, staff=True)
     asked = answers.load_questions(profile.questions)
-    assert asked == (*answers.questions(), "Q6")
+    assert asked == (*answers.questions(), NEW)
     # A student's submission: the reference and the built notebook, with
-    # only Q6 answered.
+    # only the new question answered.
     nb = nbformat.read(str(profile.notebook), 4)
     (cell,) = [c for c in nb.cells
-               if c.metadata.get("kit") == {"question": "Q6"}]
-    cell.source = f"**Answer Q6:**\n\n{ANSWER}"
+               if c.metadata.get("kit") == {"question": NEW}]
+    cell.source = f"**Answer {NEW}:**\n\n{ANSWER}"
     student = tmp_path / "subs" / "alice"
     student.mkdir(parents=True)
     (student / profile.module_name).write_text(REFERENCE.read_text())
@@ -110,7 +112,7 @@ def test_a_sixth_question_is_collected(tmp_path):
     folder = submission_dir(out, "alice")
     assert (folder / "answers.json").is_file(), done.stdout + done.stderr
     found = json.loads((folder / "answers.json").read_text())
-    assert list(found) == list(asked) and found["Q6"] == ANSWER
-    page = (out / "answers" / "Q6.md").read_text()
+    assert list(found) == list(asked) and found[NEW] == ANSWER
+    page = (out / "answers" / f"{NEW}.md").read_text()
     assert "1 of 1 submissions answered" in page and ANSWER in page
     assert ANSWER in (folder / "feedback.md").read_text()

@@ -127,6 +127,51 @@ class NewTask:
                      r"\(line \d+\): if new code repeats", message), message
 
 
+def _with_a_copied_class(name: str, copy: str) -> str:
+    """The reference with class ``name`` copied whole as class ``copy``
+    (what a new task written from an old one does)."""
+    import ast
+    reference = V.REFERENCE.read_text()
+    body = ast.parse(reference).body
+    at = next(i for i, n in enumerate(body)
+              if isinstance(n, ast.ClassDef) and n.name == name)
+    # Its lines up to the next definition: trailing comments (the
+    # YOUR CODE ENDS HERE marker) included.
+    last = body[at + 1].lineno - 1 if at + 1 < len(body) else None
+    text = "\n".join(reference.splitlines()[body[at].lineno - 1:last])
+    return reference + "\n\n" + text.strip().replace(
+        f"class {name}(", f"class {copy}(", 1) + "\n"
+
+
+def test_every_clash_of_a_copied_class_is_reported_at_once(capsys):
+    from kit import mistakes
+    copied = _with_a_copied_class("MultiHeadAttention", "NewAttention")
+    problems = V.catalogue_problems(reference=copied)
+    # Each entry whose first edit now quotes a line twice is named, in
+    # one run, with its file, entry, the quoted text, both places and
+    # the fix.
+    clashing = [v for v in ALL.values() if v.fields.get("base") is None
+                and v.edits and copied.count(v.edits[0][0]) > 1]
+    assert len(clashing) > 1, "the copied class repeats no quoted line"
+    for variant in clashing:
+        mine = [p for p in problems if p.startswith(variant.label + ":")]
+        assert mine, f"{variant.label} is not reported: {problems}"
+        assert repr(variant.edits[0][0].strip()) in mine[0]
+        assert re.search(r"in MultiHeadAttention \(line \d+\), "
+                         r"NewAttention \(line \d+\)", mine[0]), mine[0]
+        assert "quote more of the context" in mine[0]
+    assert len({p.split(" [")[0] for p in problems}) > 1, \
+        "clashes of more than one catalogue file are all reported"
+    assert mistakes.report_catalogue(problems)
+    printed = capsys.readouterr().err
+    assert printed.count("error: kit/variants/") == len(problems)
+    assert f"{len(problems)} catalogue edit(s)" in printed
+
+
+def test_a_catalogue_that_applies_reports_nothing():
+    assert V.catalogue_problems() == []
+
+
 @pytest.mark.parametrize("entry, error", [
     ('[x]\nedits = []\nlose = ["1.2"]\n',
      r"\[x\]: unknown key\(s\) \['lose'\]"),

@@ -18,6 +18,9 @@ SETUP := python-version
 endif
 STAMP := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)
+# The homework in use: a folder holding homework.toml (empty: this one).
+HOMEWORK ?=
+export HOMEWORK
 export MPLBACKEND := Agg
 
 SUBMISSIONS ?= build/examples

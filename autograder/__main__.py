@@ -20,7 +20,12 @@ if __name__ == "__main__":
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)
         cleanenv.reexec_clean(sys.argv[1:])   # returns only if impossible
-    from autograder.cli import main
+    from autograder.homework import HomeworkError
+    try:   # the profile is read as the grader's modules import
+        from autograder.cli import main
+    except HomeworkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     status = main()
     # Skip the interpreter's teardown, about 0.4 s of CPU once torch is
     # imported: every output is written and closed, the fork server

@@ -20,7 +20,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from autograder import batch, graded_folder
+from autograder import batch, graded_folder, homework
 from autograder.batch import ConfigError
 from autograder.report import results as report
 from autograder.report.atomic import OutputError
@@ -30,10 +30,11 @@ from autograder.submission.locate import UsageError
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"
 DEFAULT_ROOT = "/autograder"
-DEFAULT_CHECK_FILE = Path("transformer_lm") / "modeling_attention.py"
+DEFAULT_CHECK_FILE = Path(homework.current().module_file)
+TITLE = homework.current().title
 
 DESCRIPTION = """\
-Autograder of the attention homework ({tasks}).
+Autograder of {title} ({tasks}).
 
   grade       grade submissions (staff): results.json + feedback.md each,
               grades.csv and a summary table
@@ -52,14 +53,14 @@ grader environment that fails its canary: then no score is written).
 
 GRADE_HELP = """\
 Grade each PATH as one submission. A PATH is a .py file, a directory (that
-holds exactly one modeling_attention.py; transformer_lm/ is preferred), or a
+holds exactly one {module}; {package}/ is preferred), or a
 .zip of either. To grade every entry of a folder of submissions pass
 FOLDER/* (or `make grade SUBMISSIONS=FOLDER`).
 
 Writes OUT/grades.csv (submission, score, max_score, one column per task)
 and, per submission, OUT/submissions/<name>/results.json (Gradescope
 format) and feedback.md. A submission whose code cannot be found (no
-modeling_attention.py in its folder or zip, an unsafe zip) gets 0 with the
+{module} in its folder or zip, an unsafe zip) gets 0 with the
 reason; it does not stop the batch. Submission names come from the file,
 folder or zip name (repeats get -2, -3, ...).
 
@@ -68,7 +69,8 @@ submission_metadata.yml) is accepted as it comes: each submission_<id>
 folder is graded, grades.csv gains the submission id, names, emails and
 SIDs, and OUT/gradescope_scores.csv (Name, SID, Email, Score) is ready to
 upload back to Gradescope or an LMS gradebook.
-"""
+""".format(module=DEFAULT_CHECK_FILE.name,
+           package=homework.current().package)
 
 
 _early_sandbox: Any = None   # started by main() before the handoff is read
@@ -124,7 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `python -m autograder"
-                          f" check path/to/modeling_attention.py`)")
+                          f" check path/to/{DEFAULT_CHECK_FILE.name}`)")
     with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)
@@ -180,11 +182,11 @@ def _description() -> str:
         rubric = load_rubric()
     except (OSError, RubricError) as exc:   # help must still print
         return DESCRIPTION.format(tasks="rubric unreadable", points="?",
-                                  bonus=f" ({exc})")
+                                  bonus=f" ({exc})", title=TITLE)
     tasks = ", ".join(t.title.split(": ", 1)[-1] for t in rubric.tasks)
     bonus = f" (+{rubric.max_bonus:g} bonus)" if rubric.max_bonus else ""
     text = DESCRIPTION.format(tasks=tasks, points=f"{rubric.max_score:g}",
-                              bonus=bonus)
+                              bonus=bonus, title=TITLE)
     first, rest = text.split("\n", 1)
     return textwrap.fill(first, 76) + "\n" + rest
 

@@ -11,10 +11,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import homework
 from autograder.rubric import Rubric, load_rubric
 from autograder.values import load_cases
 
-MISTAKES_FILE = Path(__file__).resolve().with_name("mistakes.toml")
+MISTAKES_FILE = homework.current().mistakes
 
 
 class MistakesError(ValueError):

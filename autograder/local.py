@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from autograder import homework
 from autograder.config import GradingConfig
 from autograder.grade import CheckResult, GradeResult, grade_source
 from autograder.sandbox.protocol import Probe, ProbeResult
@@ -32,8 +33,7 @@ from autograder.sandbox.worker import MODULE_NAME, execute_probes
 # notebook's check cells, `make check`'s preview says the rest).
 SCOPE = "values only; `make check` adds PEP 8 and shape comments"
 
-DEFAULT_FILE = (Path(__file__).resolve().parents[1] / "transformer_lm"
-                / "modeling_attention.py")
+DEFAULT_FILE = homework.current().module
 
 
 def in_process_runner(source: str, filename: str,

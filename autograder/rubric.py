@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autograder import homework
+
 if TYPE_CHECKING:
     from autograder.checks.base import CheckKind
 
-DEFAULT_RUBRIC = Path(__file__).resolve().with_name("rubric.toml")
+DEFAULT_RUBRIC = homework.current().rubric
 SECTIONS = ("item", "deduction", "bonus")
 RUN_MODES = ("eval", "train")
 # Case-filter keys that are not constructor arguments of the case.
@@ -342,7 +344,16 @@ def _parse_check(section: str, raw: Any, where: str,
                         f"{label} timeout", positive=True),
         atol=_number(raw.get("atol", defaults["atol"]), f"{label} atol"),
         rtol=_number(raw.get("rtol", defaults["rtol"]), f"{label} rtol"),
-        requires=tuple(requires), params=spec.params(**extra))
+        requires=tuple(requires), params=_params(spec, extra, label))
+
+
+def _params(spec: KindSpec, extra: dict[str, Any], label: str) -> Any:
+    """The kind's parameters; a value its dataclass refuses (ValueError
+    from its ``__post_init__``) is a RubricError naming the item."""
+    try:
+        return spec.params(**extra)
+    except ValueError as exc:
+        raise RubricError(f"{label}: {exc}") from None
 
 
 def _expect_keys(table: Any, where: str, allowed: set[str],

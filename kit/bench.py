@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from autograder import homework
 from autograder import batch, grade as G
 from autograder.config import GradingConfig, load_config
 from autograder.report import layout
@@ -40,7 +41,7 @@ from kit import bench_startup, diagnosis_bugs
 from kit.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
+REFERENCE = homework.staff().reference
 TARGET_SECONDS = 0.25   # per submission, 2 cores
 GRADESCOPE_MB = 768     # the default container's memory
 
@@ -65,7 +66,7 @@ def write_submissions(directory: Path, n: int) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(n):
-        path = directory / f"s{i:03d}" / "modeling_attention.py"
+        path = directory / f"s{i:03d}" / homework.current().module_name
         path.parent.mkdir()
         path.write_text(sources[i % len(sources)])
         paths.append(path)

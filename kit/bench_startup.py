@@ -27,9 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder import homework
+
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
-NOTEBOOK = ROOT / "assignment/attention.ipynb"
+REFERENCE = homework.staff().reference
+NOTEBOOK = homework.staff().notebook
+MODULE_FILE = homework.current().module_file   # relative, posix
 TARGET_RATIO = 1.5      # one submission vs a bare import torch (issue 20)
 RUN_TIMEOUT = 600.0
 
@@ -58,7 +61,7 @@ def one_submission_runs(repeats: int = 5) -> dict[str, list[float]]:
         work = Path(tmp)
         submission = work / "gs" / "submission"
         submission.mkdir(parents=True)
-        shutil.copy(REFERENCE, submission / "modeling_attention.py")
+        shutil.copy(REFERENCE, submission / Path(MODULE_FILE).name)
         if NOTEBOOK.is_file():
             shutil.copy(NOTEBOOK, submission / NOTEBOOK.name)
         env = _env(AUTOGRADER_CACHE_DIR=str(work / "cache"))
@@ -117,9 +120,9 @@ def otter_seconds(paths: list[Path], workdir: Path) -> list[float]:
     for i, path in enumerate(paths):
         folder = workdir / f"otter-{i}"
         shutil.copytree(tests, folder)
-        shutil.copy(path, folder / "transformer_lm" / "modeling_attention.py")
+        shutil.copy(path, folder / MODULE_FILE)
         (folder / "submission.py").write_text(
-            "import transformer_lm.modeling_attention\n")
+            f"import {homework.current().import_name}\n")
         env = {**_env(), "PYTHONPATH": f"{folder}{os.pathsep}{ROOT}"}
         start = time.perf_counter()
         subprocess.run([python, "-m", "otter", "check", "submission.py",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import homework
 from kit import near_copies as C
 from kit import variants
 
@@ -61,10 +62,11 @@ def _notebook(path: Path, text: str) -> None:
 def _folder(dest: Path, name: str, source: str,
             text: str | None = None) -> None:
     folder = dest / name
-    (folder / "transformer_lm").mkdir(parents=True)
-    (folder / "transformer_lm" / "modeling_attention.py").write_text(source)
+    hw = homework.staff()
+    (folder / hw.module_file).parent.mkdir(parents=True)
+    (folder / hw.module_file).write_text(source)
     if text is not None:
-        _notebook(folder / "assignment" / "attention.ipynb", text)
+        _notebook(folder / hw.notebook.relative_to(hw.root), text)
 
 
 def build(dest: Path) -> list[Path]:

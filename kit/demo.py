@@ -26,7 +26,9 @@ import time
 import zipfile
 from pathlib import Path
 
+from autograder import homework
 from autograder.report import layout
+from autograder.submission import answers
 from kit import gradescope, release
 from kit.examples import build_examples
 
@@ -40,13 +42,12 @@ def stage_submissions(student: Path, dest: Path) -> list[Path]:
     shutil.rmtree(dest, ignore_errors=True)
     build_examples(dest)
     shutil.copy2(release.REFERENCE, dest / "reference.py")
-    shutil.copy2(student / "transformer_lm" / "modeling_attention.py",
-                 dest / "skeleton.py")
+    module = homework.current().module_file
+    shutil.copy2(student / module, dest / "skeleton.py")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "student"
         shutil.copytree(student, copy)
-        shutil.copy2(release.REFERENCE,
-                     copy / "transformer_lm" / "modeling_attention.py")
+        shutil.copy2(release.REFERENCE, copy / module)
         subprocess.run([sys.executable, "make_submission.py"], cwd=copy,
                        check=True, capture_output=True, text=True)
         shutil.copy2(copy / "submission.zip", dest / "reference_zip.zip")
@@ -83,7 +84,7 @@ def run_gradescope(archive: Path, submission: Path) -> dict:
         runner.chmod(0o755)
         # Gradescope keeps the uploaded file's name: the student's module
         shutil.copy2(submission,
-                     root / "submission" / "modeling_attention.py")
+                     root / "submission" / homework.current().module_name)
         env = dict(os.environ, AUTOGRADER_ROOT=str(root),
                    AUTOGRADER_PYTHON=sys.executable)
         subprocess.run([str(runner)], cwd=root, env=env, capture_output=True,
@@ -138,9 +139,10 @@ def main() -> int:
     gs = run_gradescope(archive, BUILD / "submissions" / "reference.py")
     print(f"\nGradescope run_autograder on reference.py: score "
           f"{gs['score']:g} ({time.monotonic() - t0:.0f} s)")
-    print(f"TA pages: {(out / 'answers').relative_to(ROOT)}/Q1.md ... "
-          f"Q5.md; feedback: {out.relative_to(ROOT)}/{layout.SUBMISSIONS}/"
-          f"<name>/feedback.md")
+    asked = answers.questions()
+    print(f"TA pages: {(out / 'answers').relative_to(ROOT)}/{asked[0]}.md ... "
+          f"{asked[-1]}.md; feedback: {out.relative_to(ROOT)}/"
+          f"{layout.SUBMISSIONS}/<name>/feedback.md")
     return 0
 
 

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
 from autograder import probes as P
 from autograder.checks.diagnosis import attach
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "kit" / "diagnosis_bugs.toml"
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+REFERENCE = homework.staff().reference
+MODULE = homework.current().module_name
 METHODS = {"MultiHeadSelfAttention": ("forward",)}
 
 
@@ -64,7 +66,7 @@ def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
     probe = attach.diagnosis_probe(P.case_probe(case, kwargs=kwargs), case,
                                    {})
     source = bug.source()
-    result = runner(source, "modeling_attention.py", [probe])[0]
+    result = runner(source, MODULE, [probe])[0]
     return attach.diagnose_case(case, result, source)
 
 
@@ -100,10 +102,10 @@ def bench_lines(sandbox: Any, config: Any) -> list[str]:
             finding.divergence.step == bug.step and \
             bug.relation in finding.relation.key
         start = time.perf_counter()
-        grade_source(bug.source(), "modeling_attention.py", config, timed)
+        grade_source(bug.source(), MODULE, config, timed)
         totals.append(time.perf_counter() - start)
     before = len(spent)
-    grade_source(REFERENCE.read_text(), "modeling_attention.py", config,
+    grade_source(REFERENCE.read_text(), MODULE, config,
                  timed)
     per = statistics.median(spent) if spent else 0.0
     share = 100 * sum(spent) / sum(totals) if totals else 0.0

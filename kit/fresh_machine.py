@@ -216,11 +216,11 @@ def prepare(root: Path, python: str) -> dict[str, str]:
 def give_student(root: Path, archive: Path) -> None:
     """Put ``student.zip`` and the reference (as ``reference.py``) in the
     user's home, owned by the user."""
+    from autograder import homework
     uid, gid = _ids(root, USER)
     home = root / "home" / USER
     for source, name in ((archive, "student.zip"),
-                         (ROOT / "solutions" / "transformer_lm" /
-                          "modeling_attention.py", "reference.py")):
+                         (homework.staff().reference, "reference.py")):
         shutil.copy(source, home / name)
         os.chown(home / name, uid, gid)
 

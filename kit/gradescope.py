@@ -33,8 +33,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder import STAFF_PACKAGE
-from kit.release import write_zip
+from autograder import STAFF_PACKAGE, homework
+from kit.release import ship_profile, write_zip
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "autograder" / "gradescope"
@@ -58,9 +58,12 @@ def assemble(dest: Path) -> None:
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
                         "__pycache__", "*.pyc", STAFF_PACKAGE))
-    (dest / "test_values").mkdir()
+    hw = homework.current()
+    values = dest / hw.test_values.relative_to(hw.root)
+    values.mkdir(parents=True)
     for name in VALUE_FILES:
-        shutil.copy2(ROOT / "test_values" / name, dest / "test_values")
+        shutil.copy2(hw.test_values / name, values)
+    ship_profile(dest)
 
 
 def third_party_imports(package: Path) -> set[str]:
@@ -92,12 +95,16 @@ def verify(tree: Path, archive: Path) -> None:
         for name in ("requirements.txt", INSTALL_DEPS.name):
             if name not in names:   # setup.sh runs them
                 problems.append(f"{name} missing at the zip root")
-    manifest = json.loads((tree / "test_values" / "manifest.json")
-                          .read_text())
+    try:   # the grader reads only the zip's own profile
+        hw = homework.load(tree)
+    except homework.HomeworkError as exc:
+        raise AutograderZipError(f"autograder.zip's profile: {exc}") from None
+    values = hw.test_values.relative_to(hw.root).as_posix()
+    manifest = json.loads((hw.test_values / "manifest.json").read_text())
     for name, info in manifest["files"].items():
-        data = (tree / "test_values" / name).read_bytes()
+        data = (hw.test_values / name).read_bytes()
         if hashlib.sha256(data).hexdigest() != info["sha256"]:
-            problems.append(f"test_values/{name} does not match manifest")
+            problems.append(f"{values}/{name} does not match manifest")
     pinned = {line.split("==")[0].strip().lower() for line in
               (tree / "requirements.txt").read_text().splitlines()
               if "==" in line and not line.lstrip().startswith("#")}

@@ -31,10 +31,12 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file
 
+from autograder import homework
+
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-VALUES = ROOT / "test_values"
-MASTER_NOTEBOOK = ROOT / "assignment" / "attention.ipynb"
+REFERENCE = homework.staff().reference
+VALUES = homework.staff().test_values
+MASTER_NOTEBOOK = homework.staff().notebook
 
 MIN_NEEDLE = 12        # shorter normalised lines are too generic to match on
 MIN_SAMPLE_LINE = 40   # sample-answer lines shorter than this are generic

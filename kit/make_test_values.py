@@ -27,13 +27,14 @@ from types import ModuleType
 import torch
 from safetensors.torch import save_file
 
+from autograder import homework
 from kit import draws, steps as ref_steps, variants
 from kit.exact import exact
 from kit.cases import CASES, Case
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-OUT = ROOT / "test_values"
+REFERENCE = homework.staff().reference
+OUT = homework.staff().test_values
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
@@ -361,11 +362,11 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
 # that grade or release refuse stale values).
 # The mistakes are the reference edited by kit/variants/mistakes.toml,
 # read by kit/variants.py, applied by kit/examples.py (apply_edits).
-SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
-           ROOT / "kit" / "variants" / "mistakes.toml",
+SOURCES = (REFERENCE, homework.staff().cases,
+           homework.staff().catalogue / "mistakes.toml",
            ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
            ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
-           ROOT / "kit" / "steps.py",
+           homework.staff().steps,
            Path(__file__).resolve())
 
 

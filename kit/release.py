@@ -30,20 +30,23 @@ import time
 import zipfile
 from pathlib import Path
 
+from autograder import homework
 from autograder import GRADESCOPE_PACKAGE, STAFF_PACKAGE
 from autograder.report import layout
 from kit.make_test_values import StaleValues, check_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-MASTER = ROOT / "assignment" / "attention.ipynb"
+REFERENCE = homework.staff().reference
+MASTER = homework.staff().notebook
 STUDENT_FILES = ROOT / "kit" / "student"
 # Grader parts that only the Gradescope zip needs.
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: reproducible zips
 # student.zip unpacks into this one folder, as students expect of a zip
 # (Gradescope's autograder.zip keeps its files at the root: its spec).
-STUDENT_FOLDER = "attention-homework"
+STUDENT_FOLDER = homework.current().release_folder
+# The students' module, relative to a release (posix).
+MODULE_FILE = homework.current().module_file
 
 
 class ReleaseError(RuntimeError):
@@ -92,9 +95,9 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     dest.mkdir(parents=True)
     # transformer_lm: everything shipped as is, the skeleton regenerated
     # from the reference so a stale committed copy cannot slip through.
-    shutil.copytree(ROOT / "transformer_lm", dest / "transformer_lm",
-                    ignore=SKIP)
-    (dest / "transformer_lm" / "modeling_attention.py").write_text(
+    hw = homework.current()
+    shutil.copytree(hw.root / hw.package, dest / hw.package, ignore=SKIP)
+    (dest / MODULE_FILE).write_text(
         generate_skeleton(REFERENCE.read_text()))
     with tempfile.TemporaryDirectory() as tmp:
         student = otter_assign(python, Path(tmp) / "otter")
@@ -110,12 +113,12 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
                                 ignore=SKIP)
             else:
                 shutil.copy2(path, dest / "assignment")
-    values = dest / "test_values"
-    values.mkdir()
-    shutil.copy2(ROOT / "test_values" / "public.safetensors", values)
+    values = dest / hw.test_values.relative_to(hw.root)
+    values.mkdir(parents=True)
+    shutil.copy2(hw.test_values / "public.safetensors", values)
     (values / "public.safetensors").chmod(0o644)
     (values / "manifest.json").write_text(
-        json.dumps(_public_manifest(ROOT / "test_values"), indent=2,
+        json.dumps(_public_manifest(hw.test_values), indent=2,
                    sort_keys=True) + "\n")
     shutil.copytree(ROOT / "tests", dest / "tests", ignore=SKIP)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
@@ -127,6 +130,21 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
             shutil.copy2(path, dest / path.name)
     # the Makefile's install rule, the same file the kit and setup.sh use
     shutil.copy2(ROOT / "kit" / "install_deps.py", dest / "install_deps.py")
+    ship_profile(dest)
+
+
+def ship_profile(dest: Path) -> None:
+    """Copy the homework's profile into ``dest`` with the data files its
+    grader reads, at the paths it names (those the grader package's copy
+    already holds are left as copied): a shipped grader reads only its
+    own copy."""
+    hw = homework.current()
+    shutil.copy2(hw.profile, dest / homework.PROFILE)
+    for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features):
+        target = dest / path.relative_to(hw.root)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
 
 
 def write_zip(src: Path, out: Path, folder: str = "") -> Path:
@@ -167,9 +185,9 @@ def self_grade(release: Path, python: str = sys.executable) -> dict:
         subs = Path(tmp) / "subs"
         (subs / "skeleton").mkdir(parents=True)
         (subs / "reference").mkdir()
-        shutil.copy2(release / "transformer_lm" / "modeling_attention.py",
-                     subs / "skeleton" / "modeling_attention.py")
-        shutil.copy2(REFERENCE, subs / "reference" / "modeling_attention.py")
+        name = Path(MODULE_FILE).name
+        shutil.copy2(release / MODULE_FILE, subs / "skeleton" / name)
+        shutil.copy2(REFERENCE, subs / "reference" / name)
         out = Path(tmp) / "grades"
         done = subprocess.run(
             [python, "-m", "autograder", "grade", "--public-only",

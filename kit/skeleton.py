@@ -24,14 +24,15 @@ import textwrap
 import tokenize
 from pathlib import Path
 
+from autograder import homework
 from autograder.submission.regions import (END_MARKER, START_MARKER, Region,
                                            find_regions)
 from autograder.local import points_text, task_points
 from autograder.rubric import Rubric, load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-SKELETON = ROOT / "transformer_lm" / "modeling_attention.py"
+REFERENCE = homework.staff().reference
+SKELETON = homework.current().module
 
 MAX_LINE = 79  # pycodestyle's default
 # Shorter code (after removing its comment) is trivia such as ")" or

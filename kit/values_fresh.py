@@ -15,14 +15,16 @@ import json
 import sys
 from pathlib import Path
 
+from autograder import homework
+
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-OUT = ROOT / "test_values"
-SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
-           ROOT / "kit" / "variants" / "mistakes.toml",
+REFERENCE = homework.staff().reference
+OUT = homework.staff().test_values
+SOURCES = (REFERENCE, homework.staff().cases,
+           homework.staff().catalogue / "mistakes.toml",
            ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
            ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
-           ROOT / "kit" / "steps.py", ROOT / "kit" / "make_test_values.py")
+           homework.staff().steps, ROOT / "kit" / "make_test_values.py")
 
 
 def stale_sources(values: Path = OUT,

@@ -50,9 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
+
 ROOT = Path(__file__).resolve().parents[1]
-CATALOGUE = ROOT / "kit" / "variants"
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+CATALOGUE = homework.staff().catalogue
+REFERENCE = homework.staff().reference
 EXPAND = {"{DEEP}": "[" * 1500 + "]" * 1500}   # nested past any limit
 BASES = ("reference", "skeleton")
 # Group ``mistakes`` only: what the shipped autograder/mistakes.toml says.

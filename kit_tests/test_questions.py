@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +14,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder import homework
 from autograder.report.layout import submission_dir
 from autograder.submission import answers
 from kit import notebook
 from kit.rubric_change import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
+REFERENCE = homework.staff().reference
 # A question as an instructor adds it to assignment/attention.md: its
 # prompt, then its sample answer.
 SIXTH = """
@@ -60,10 +62,11 @@ def test_a_broken_questions_file_names_itself_and_the_fix(tmp_path, text):
 
 
 def test_a_question_id_the_grader_cannot_read_is_refused(tmp_path):
-    source = tmp_path / "attention.md"
+    source = tmp_path / notebook.MASTER.name
     source.write_text(notebook.MASTER.read_text()
                       + SIXTH.replace("Q6", "Q6b"))
-    with pytest.raises(notebook.MasterError, match=r"attention\.md:\d+: "
+    with pytest.raises(notebook.MasterError,
+                       match=rf"{re.escape(source.name)}:\d+: "
                        r"question id 'Q6b'"):
         notebook.build(source)
 
@@ -72,7 +75,7 @@ def _sixth_question_copy(tmp_path: Path) -> Path:
     """A copy of the checkout whose notebook source has a sixth question,
     rebuilt as `make build-notebook` does."""
     copy = copy_checkout(ROOT, tmp_path)
-    source = copy / "assignment" / "attention.md"
+    source = homework.load(copy, staff=True).notebook_source
     source.write_text(source.read_text() + SIXTH)
     env = {**os.environ, "PYTHONPATH": str(copy)}
     done = subprocess.run([sys.executable, "-m", "kit.notebook"], cwd=copy,
@@ -85,18 +88,19 @@ def _sixth_question_copy(tmp_path: Path) -> Path:
 @pytest.mark.e2e
 def test_a_sixth_question_is_collected(tmp_path):
     copy = _sixth_question_copy(tmp_path)
-    asked = answers.load_questions(copy / "autograder" / "questions.toml")
+    profile = homework.load(copy, staff=True)
+    asked = answers.load_questions(profile.questions)
     assert asked == (*answers.questions(), "Q6")
     # A student's submission: the reference and the built notebook, with
     # only Q6 answered.
-    nb = nbformat.read(str(copy / "assignment" / "attention.ipynb"), 4)
+    nb = nbformat.read(str(profile.notebook), 4)
     (cell,) = [c for c in nb.cells
                if c.metadata.get("kit") == {"question": "Q6"}]
     cell.source = f"**Answer Q6:**\n\n{ANSWER}"
     student = tmp_path / "subs" / "alice"
     student.mkdir(parents=True)
-    (student / "modeling_attention.py").write_text(REFERENCE.read_text())
-    nbformat.write(nb, str(student / "attention.ipynb"))
+    (student / profile.module_name).write_text(REFERENCE.read_text())
+    nbformat.write(nb, str(student / profile.notebook.name))
     out = tmp_path / "grades"
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", "--public-only",

@@ -69,6 +69,29 @@ def test_a_missing_required_parameter_is_refused(item, key):
     assert f"needs key {key!r}" in message
 
 
+def _first_of_kind(kind: str) -> str:
+    """The id of the live rubric's first check of ``kind``."""
+    return next(c.id for c in load_rubric().checks() if c.kind == kind)
+
+
+@pytest.mark.parametrize("kind, key", [("concatenated_heads", "head_class"),
+                                       ("module_size", "own_class")])
+def test_a_class_a_check_needs_is_a_required_parameter(kind, key):
+    message = _refusal(_first_of_kind(kind), **{key: None})
+    assert f"needs key {key!r}" in message
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("ignore", ["E501", "501"], "ignore must list pycodestyle codes"),
+    ("ignore", "E501", "ignore has the wrong type"),
+    ("max_line_length", 0, "max_line_length must be from 1 to 1000"),
+    ("max_line_length", 79.5, "max_line_length has the wrong type"),
+])
+def test_a_bad_style_option_is_refused(key, value, words):
+    message = _refusal(_first_of_kind("pycodestyle"), **{key: value})
+    assert words in message, message
+
+
 def test_a_refusal_names_the_rubric_file(tmp_path):
     path = tmp_path / "rubric.toml"
     # whatever tolerance the rubric states (a TA may change it)

@@ -106,3 +106,53 @@ def test_noqa_does_not_silence_the_check(mark):
     assert [(i.line, i.code) for i in
             style_issues(source, "MultiHeadSelfAttention", METHODS)] == \
         [(line, "E501")]
+
+
+# -- the rule's options are rubric parameters ------------------------------
+
+def _pycodestyle_outcome(source: str, cls: str, **params):
+    """The pycodestyle deduction of ``cls``'s task, from a copy of the
+    live rubric with ``params`` set on it, applied to ``source``."""
+    import tomllib
+
+    from autograder.checks.base import Context
+    from autograder.rubric import DEFAULT_RUBRIC, kind, parse_rubric
+    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    (task,) = [t for t in data["task"] if t["class"] == cls]
+    (entry,) = [d for d in task["deduction"] if d["kind"] == "pycodestyle"]
+    entry.update(params)
+    rubric = parse_rubric(data, "temp.toml")
+    (parsed,) = [t for t in rubric.tasks if t.cls == cls]
+    (check,) = [d for d in parsed.deductions if d.kind == "pycodestyle"]
+    ctx = Context(mistake_messages={}, source=source, task_methods=METHODS)
+    return kind(check).impl.evaluate(check, parsed, [], {}, ctx)
+
+
+LONG = ("att = self.mix(att)  # [bs, seq, hidden]",
+        "att = self.mix(att)  # [bs, seq, hidden]" + " " * 40 + "x")
+
+
+def test_ignore_e501_in_the_rubric_stops_the_deduction():
+    source = REFERENCE.replace(*LONG)
+    charged = _pycodestyle_outcome(source, "MultiHeadSelfAttention")
+    assert charged.points > 0 and "E501" in "\n".join(charged.lines)
+    spared = _pycodestyle_outcome(source, "MultiHeadSelfAttention",
+                                  ignore=["E501"])
+    assert spared.points == 0, spared.lines
+
+
+def test_max_line_length_in_the_rubric_moves_the_limit():
+    source = REFERENCE.replace(*LONG)
+    longest = max(len(line) for line in source.splitlines())
+    assert _pycodestyle_outcome(source, "MultiHeadSelfAttention",
+                                max_line_length=longest).points == 0
+    assert _pycodestyle_outcome(source, "MultiHeadSelfAttention",
+                                max_line_length=longest - 1).points > 0
+
+
+def test_ignored_codes_add_to_pycodestyles_default_list():
+    # E226 is in pycodestyle's default list: still ignored with E501 added
+    source = REFERENCE.replace(*LONG).replace("att = self.mix(att)  #",
+                                              "att = self.mix(att*1)  #")
+    assert _pycodestyle_outcome(source, "MultiHeadSelfAttention",
+                                ignore=["E501"]).points == 0

@@ -24,6 +24,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import homework
 from autograder.config import GradingConfig, load_mistake_messages
 from autograder.local import (SCOPE, check_values, item_text, items,
                               task_points)
@@ -89,7 +90,7 @@ def verdict(task_id: str, path: Path | str | None = None) -> Verdict:
     config = GradingConfig(rubric, load_cases(sets=("public",)),
                            load_mistake_messages())
     grade = check_values(config, path or Path(__file__).with_name(
-        "modeling_attention.py"), task_id=task_id)
+        homework.current().module_name), task_id=task_id)
     if grade.internal_error:
         raise RuntimeError(f"the checker itself failed (not your code):\n"
                            f"{grade.internal_error}")

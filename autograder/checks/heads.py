@@ -24,7 +24,7 @@ class ConcatenatedHeadsParams:
     """The head class, and how close outputs must be to count as equal
     (the known tensors of stand-in heads; two heads that coincide)."""
 
-    head_class: str = "CausalAttention"
+    head_class: str          # the heads' class (the rubric names it)
     stand_in_atol: float = 1e-6
     distinct_atol: float = 1e-6
 

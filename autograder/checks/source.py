@@ -9,6 +9,7 @@ calls run in the sandbox.
 """
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field, replace
 
@@ -45,7 +46,36 @@ class StatementCountParams:
     max_statements: int
 
 
-@register("deduction", "pycodestyle")
+# A pycodestyle code or prefix of codes ("E501", "E1", "W"), as its
+# ``--ignore`` takes them.
+_STYLE_CODE = re.compile(r"[EWC]\d{0,3}")
+
+
+@dataclass(frozen=True)
+class PycodestyleParams:
+    """pycodestyle's options: the codes (or code prefixes) ignored besides
+    pycodestyle's own default list (which the rule always ignores), and
+    the longest line allowed."""
+
+    ignore: list[str] = field(default_factory=list)
+    max_line_length: int = 79
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(c, str) and _STYLE_CODE.fullmatch(c)
+                   for c in self.ignore):
+            raise ValueError(f"ignore must list pycodestyle codes such as "
+                             f"\"E501\" or \"W\" (got {self.ignore!r})")
+        if not 1 <= self.max_line_length <= 1000:
+            raise ValueError(f"max_line_length must be from 1 to 1000 (got "
+                             f"{self.max_line_length})")
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """``ignore`` as a tuple (hashable, for the style check's cache)."""
+        return tuple(self.ignore)
+
+
+@register("deduction", "pycodestyle", params=PycodestyleParams)
 class Pycodestyle:
     """Any pycodestyle violation inside the task's class."""
 
@@ -62,7 +92,8 @@ class Pycodestyle:
         try:
             issues = [] if reason else style_issues(
                 ctx.source, task.cls, ctx.task_methods,
-                ctx.extra.get("ran"))
+                ctx.extra.get("ran"), ignore=check.params.ignored,
+                max_line_length=check.params.max_line_length)
         except (RecursionError, MemoryError):
             reason = ("the code is nested too deeply for the style check, "
                       "so the deduction applies")

@@ -1,4 +1,5 @@
-"""PEP 8 violations (pycodestyle, default configuration) per class."""
+"""PEP 8 violations (pycodestyle, its default configuration plus the
+rubric's ``ignore`` and ``max_line_length``) per class."""
 from __future__ import annotations
 
 import ast
@@ -49,13 +50,15 @@ class _Collect(pycodestyle.BaseReport):
         return code
 
 
-def _options():
+def _options(ignore: tuple[str, ...], max_line_length: int):
     # Pin every option a user or project config file could change, so the
-    # result depends on the source alone.
+    # result depends on the source and the rubric alone. The rubric's codes
+    # add to pycodestyle's default list (its --ignore would replace it,
+    # turning on W503 and W504, which no line break satisfies both of).
     guide = pycodestyle.StyleGuide(
-        quiet=True, max_line_length=MAX_LINE_LENGTH, max_doc_length=None,
+        quiet=True, max_line_length=max_line_length, max_doc_length=None,
         hang_closing=False, indent_size=4, select=(),
-        ignore=tuple(pycodestyle.DEFAULT_IGNORE.split(",")))
+        ignore=tuple(pycodestyle.DEFAULT_IGNORE.split(",")) + ignore)
     return guide.options
 
 
@@ -74,15 +77,20 @@ def too_long(source: str) -> str | None:
             f"deduction applies")
 
 
-def all_style_issues(source: str) -> list[StyleIssue]:
-    """Every pycodestyle violation of ``source``, in line order."""
-    return list(_pycodestyle(source))
+def all_style_issues(source: str, ignore: tuple[str, ...] = (),
+                     max_line_length: int = MAX_LINE_LENGTH
+                     ) -> list[StyleIssue]:
+    """Every pycodestyle violation of ``source``, in line order, with the
+    codes ``ignore`` ignored besides pycodestyle's default list and lines
+    up to ``max_line_length`` characters allowed."""
+    return list(_pycodestyle(source, ignore, max_line_length))
 
 
 @functools.lru_cache(maxsize=8)
-def _pycodestyle(source: str) -> tuple[StyleIssue, ...]:
+def _pycodestyle(source: str, ignore: tuple[str, ...],
+                 max_line_length: int) -> tuple[StyleIssue, ...]:
     # Cached: the grader asks once per class of the same source.
-    options = _options()
+    options = _options(ignore, max_line_length)
     report = _Collect(options)
     # The lines Python sees (regions.python_lines): str.splitlines() would
     # also split at form feeds and the like, moving every violation below
@@ -115,7 +123,9 @@ def _spans_by_name(source: str) -> dict[str, tuple[tuple[int, int], ...]]:
 
 def style_issues(source: str, cls: str,
                  methods: dict[str, tuple[str, ...]],
-                 ran: dict[str, frozenset[int]] | None = None
+                 ran: dict[str, frozenset[int]] | None = None, *,
+                 ignore: tuple[str, ...] = (),
+                 max_line_length: int = MAX_LINE_LENGTH
                  ) -> list[StyleIssue]:
     """The violations on lines of class ``cls`` (decorators to last line)
     and of the module-level functions its code calls or ran (``methods``:
@@ -126,14 +136,15 @@ def style_issues(source: str, cls: str,
     ``cls=""`` gives the violations outside every class, including the
     file-level ones (W391, W292), which are never attributed to a class.
     Returns [] if the source does not parse: the grader reports syntax
-    errors elsewhere.
+    errors elsewhere. ``ignore`` and ``max_line_length`` are pycodestyle's
+    options, as for ``all_style_issues``.
     """
     try:
         tree = regions.parse(source)
         by_name = _spans_by_name(source)
     except SyntaxError:
         return []
-    issues = all_style_issues(source)
+    issues = all_style_issues(source, ignore, max_line_length)
     if not cls:
         classes = {n.name for n in ast.walk(tree)
                    if isinstance(n, ast.ClassDef)}

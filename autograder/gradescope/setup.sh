@@ -15,12 +15,20 @@
 # AUTOGRADER_SETUP_SKIP_INSTALL=1  skip the package installs (kit tests)
 # AUTOGRADER_SETUP_PYTHON=PATH     build the venv with this Python, no apt
 # AUTOGRADER_SETUP_OS_RELEASE=FILE the os-release read (kit tests)
-# AUTOGRADER_VENV=DIR              the venv (default /opt/attention-grader/venv)
+# AUTOGRADER_VENV=DIR              the venv (default: homework.toml's [gradescope] venv)
 # TORCH_INDEX=URL                  the CPU index (empty: default index only)
 set -euo pipefail
 
 SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-VENV="${AUTOGRADER_VENV:-/opt/attention-grader/venv}"  # run_autograder's default
+# The profile's [gradescope] venv (its only `venv` key): run_autograder's too.
+PROFILE_VENV="$(sed -n 's/^venv *= *"\([^"]*\)".*/\1/p' \
+    "$SOURCE/homework.toml" 2>/dev/null | head -n 1 || true)"
+VENV="${AUTOGRADER_VENV:-$PROFILE_VENV}"
+if [ -z "$VENV" ]; then
+    echo "setup.sh: no homework.toml with a [gradescope] venv beside this" \
+        "script: rebuild the zip with \`make autograder\`" >&2
+    exit 1
+fi
 WORKER_USER=autograder-worker       # autograder/sandbox/pool.py's default
 export TORCH_INDEX="${TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
 

@@ -16,8 +16,10 @@ import sys
 
 HANDOFF = "AUTOGRADER_HANDOFF_FD"
 # Harmless settings the worker side needs; nothing else is kept.
+# HOMEWORK (the profile's folder) is read while the command imports,
+# before the handoff restores the rest.
 KEEP = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
-        "AUTOGRADER_WORKER_USER", "AUTOGRADER_NO_NAMESPACES")
+        "AUTOGRADER_WORKER_USER", "AUTOGRADER_NO_NAMESPACES", "HOMEWORK")
 MAX_HANDOFF_BYTES = 64 * 1024 * 1024
 
 

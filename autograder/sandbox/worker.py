@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn as nn
 
+from autograder import homework
 from autograder.sandbox import fastbuild, value_recorder
 from autograder.submission import regions
 from autograder.checks import trace_integrity
@@ -40,7 +41,7 @@ from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
 
 # One name for both copies (plain and traced): a module-level check of
 # __name__ cannot tell them apart.
-MODULE_NAME = "student_modeling_attention"
+MODULE_NAME = "student_" + homework.current().module_stem
 MAX_MESSAGE_CHARS = 4000      # an exception message can be arbitrarily long
 MAX_SHAPES_PER_LINE = 20      # distinct shape-lists kept per traced line
 STUDENT_FRAMES = 3            # student frames quoted in an error message

@@ -42,12 +42,12 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
 from autograder.report import atomic, layout, mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            find_regions)
 
-SKELETON = Path(__file__).resolve().parents[2] / "transformer_lm" / \
-    "modeling_attention.py"
+SKELETON = homework.current().module
 KGRAM = 6                        # tokens per fingerprinted k-gram
 WINDOW = 4                       # winnowing window (k-grams)
 SHINGLE = 3                      # words per answer shingle

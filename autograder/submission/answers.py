@@ -21,12 +21,13 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autograder import homework
 from autograder.report import atomic, mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
     import nbformat
 
-QUESTIONS_FILE = Path(__file__).resolve().parents[1] / "questions.toml"
+QUESTIONS_FILE = homework.current().questions
 # A question id the answer prefix below can match ("Q1" .. "Q999").
 _QUESTION_ID = re.compile(r"Q\d{1,3}")
 

@@ -28,8 +28,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-TARGET = "modeling_attention.py"
-PACKAGE = "transformer_lm"
+from autograder import homework
+
+# The students' module and its package: the homework profile's.
+TARGET = homework.current().module_name
+PACKAGE = homework.current().package
 MAX_SOURCE_BYTES = 1_000_000
 MAX_ZIP_ENTRIES = 2_000
 MAX_ZIP_FILE_BYTES = 50_000_000
@@ -181,7 +184,7 @@ def resolve(path: Path, workdir: Path, name: str | None = None
         else:
             raise SubmissionError(
                 f"{shown} is not a submission: hand in "
-                f"modeling_attention.py, the transformer_lm/ folder, or a "
+                f"{TARGET}, the {PACKAGE}/ folder, or a "
                 f".zip of either")
     except GraderFault as exc:
         sub.internal_error = f"{exc}; no score was written"

@@ -24,7 +24,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-FEATURES = Path(__file__).resolve().parents[1] / "python_features.toml"
+from autograder import homework
+
+FEATURES = homework.current().python_features
 MAX_SOURCE = 200_000     # characters searched (the reference: ~14,000)
 Version = tuple[int, int]
 

@@ -104,10 +104,10 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
         student = otter_assign(python, Path(tmp) / "otter")
         (dest / "assignment").mkdir()
         # everything otter ships (notebook, tests/, support files such as
-        # figures) except its copy of transformer_lm, which would shadow
+        # figures) except its copy of the package, which would shadow
         # the real one one level up
         for path in sorted(student.iterdir()):
-            if path.name == "transformer_lm":
+            if path.name == hw.package:
                 continue
             if path.is_dir():
                 shutil.copytree(path, dest / "assignment" / path.name,

@@ -31,7 +31,7 @@ DEFAULT_ROOT = Path(__file__).resolve().parents[1]
 # "abspath" an absolute path of plain characters (shell scripts read it).
 SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "homework": {"name": ("name", False), "title": ("text", False)},
-    "module": {"package": ("name", False), "file": ("path", False),
+    "module": {"package": ("name", False), "file": ("path", True),
                "reference": ("path", True)},
     "notebook": {"source": ("path", True), "master": ("path", True)},
     "release": {"folder": ("name", False)},
@@ -59,7 +59,8 @@ class Homework:
     name: str
     title: str
     package: str            # the importable package students write in
-    module_file: str        # the students' module, relative to root (posix)
+    module_file: str        # the students' module, relative to root (posix;
+    #                         staff only: Gradescope's copy has none)
     reference: Path         # the hidden reference (staff only)
     notebook_source: Path   # the notebook's text source (staff only)
     notebook: Path          # the otter-assign master notebook (staff only)

@@ -247,7 +247,7 @@ def expand_tasks(cells: list[NotebookNode], rubric: Rubric,
             f"({SCOPE})'\n"
             '""" # END TEST CONFIG\n'
             f"def test_{name}():\n"
-            "    from transformer_lm.checks import run_check\n"
+            f"    from {homework.staff().package}.checks import run_check\n"
             f'    run_check("{task_id}")')
         test.id = f"test-{name.replace('_', '-')}"
         check = nbformat.v4.new_code_cell(

@@ -102,7 +102,8 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
         generate_skeleton(REFERENCE.read_text()))
     with tempfile.TemporaryDirectory() as tmp:
         student = otter_assign(python, Path(tmp) / "otter")
-        (dest / "assignment").mkdir()
+        notebooks = dest / MASTER.relative_to(homework.staff().root).parent
+        notebooks.mkdir(parents=True)
         # everything otter ships (notebook, tests/, support files such as
         # figures) except its copy of the package, which would shadow
         # the real one one level up
@@ -110,10 +111,9 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
             if path.name == hw.package:
                 continue
             if path.is_dir():
-                shutil.copytree(path, dest / "assignment" / path.name,
-                                ignore=SKIP)
+                shutil.copytree(path, notebooks / path.name, ignore=SKIP)
             else:
-                shutil.copy2(path, dest / "assignment")
+                shutil.copy2(path, notebooks)
     values = dest / hw.test_values.relative_to(hw.root)
     values.mkdir(parents=True)
     shutil.copy2(hw.test_values / "public.safetensors", values)

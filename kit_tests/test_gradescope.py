@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from autograder.rubric import load_rubric
 from kit import gradescope
 from kit.examples import example_sources
@@ -95,6 +96,15 @@ def test_zip_layout(archive):
     assert "install_deps.py\" --venv \"$VENV\"" in setup
     assert "https://download.pytorch.org/whl/cpu" in setup
     assert "torch==2.13.0" in zf_text(archive, "requirements.txt")
+
+
+def test_the_zip_carries_the_profile_its_grader_reads(archive, tmp_path):
+    source = _autograder_dir(archive, tmp_path) / "source"
+    shipped = homework.load(source)
+    assert shipped.root == source.resolve()
+    assert shipped.rubric.is_relative_to(source.resolve())
+    assert (shipped.test_values / "hidden.safetensors").is_file()
+    assert not shipped.reference.exists()
 
 
 def zf_text(archive: Path, name: str) -> str:

@@ -246,6 +246,8 @@ def _student(tmp_path: Path) -> Path:
     for path in (ROOT / "kit" / "student" / "Makefile",
                  ROOT / "kit" / "student" / "requirements.txt",
                  ROOT / "kit" / "student" / "homework.py",
+                 ROOT / "kit" / "student" / "homework_profile.py",
+                 ROOT / "homework.toml",
                  ROOT / "kit" / "install_deps.py"):
         shutil.copy2(path, folder / path.name)
     return folder

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from autograder import homework
 from autograder.local import SCOPE
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
@@ -94,6 +95,15 @@ def test_release_has_what_students_need_and_nothing_else(built):
         # the zip's one folder holds exactly the release
         assert set(zf.namelist()) == {f"{release.STUDENT_FOLDER}/{f}"
                                       for f in files}
+
+
+def test_the_release_grader_reads_its_own_profile(built):
+    student, _ = built
+    shipped = homework.load(student)
+    assert shipped.root == student.resolve()
+    assert shipped.module.is_file() and shipped.notebook.is_file()
+    assert shipped.rubric.is_relative_to(student.resolve())
+    assert not shipped.reference.exists()
 
 
 def test_skeleton_is_generated_from_the_reference(built):

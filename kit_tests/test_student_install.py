@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework as profile
 from kit import install_deps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ def _student(tmp_path: Path) -> Path:
     folder = tmp_path / "student"
     folder.mkdir()
     for path in (STUDENT / "Makefile", REQUIREMENTS, STUDENT / "homework.py",
+                 STUDENT / "homework_profile.py", ROOT / "homework.toml",
                  ROOT / "kit" / "install_deps.py"):
         (folder / path.name).write_bytes(path.read_bytes())
     return folder
@@ -261,8 +263,9 @@ def test_notebook_is_rooted_at_the_homework_with_the_notebook_open():
     assert recipe.split() == ["@$(HOMEWORK)", "notebook", "$(ARGS)"]
     command = homework.COMMANDS["notebook"]
     assert f"--ServerApp.root_dir={homework.ROOT}" in command
-    assert "--LabApp.default_url=/lab/tree/assignment/attention.ipynb" \
-        in command
+    notebook = homework.NOTEBOOK
+    assert notebook == profile.staff().notebook.relative_to(ROOT).as_posix()
+    assert f"--LabApp.default_url=/lab/tree/{notebook}" in command
 
 
 # -- Windows (simulated) ----------------------------------------------------
@@ -298,8 +301,8 @@ def test_windows_venv_layout(tmp_path, monkeypatch):
     assert calls[-1] == [str(scripts), "-m", "autograder", "check",
                          "mine.py"]
     assert homework.installed(str(venv))
-    assert (tmp_path / "site" / "attention_homework.pth").read_text() \
-        .strip() == homework.ROOT
+    pth = f"{profile.current().name}_homework.pth"
+    assert (tmp_path / "site" / pth).read_text().strip() == homework.ROOT
     # installed: the next command installs nothing
     calls.clear()
     assert homework.main(["--venv", str(venv), "test"]) == 0

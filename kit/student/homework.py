@@ -29,10 +29,11 @@ import sys
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 import install_deps  # noqa: E402  (beside this file in the release)
+from homework_profile import value  # noqa: E402  (beside it too)
 
 REQUIREMENTS = os.path.join(ROOT, "requirements.txt")
 STAMP = ".installed"      # in the venv: the requirements' digest
-NOTEBOOK = "assignment/attention.ipynb"
+NOTEBOOK = value("notebook", "master")   # where the release puts it
 # What each command runs with the environment's python, in this folder.
 # JupyterLab is rooted here, so that transformer_lm/ opens beside the
 # notebook, and the URL it prints opens the notebook, not the Launcher.
@@ -186,7 +187,8 @@ def install(venv, python=None, say_done=False):
          "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         stdout=subprocess.PIPE, universal_newlines=True, check=True
     ).stdout.strip()
-    with open(os.path.join(purelib, "attention_homework.pth"), "w") as pth:
+    pth_name = value("homework", "name") + "_homework.pth"
+    with open(os.path.join(purelib, pth_name), "w") as pth:
         pth.write(ROOT + "\n")
     with open(os.path.join(venv, STAMP), "w") as stamp:
         stamp.write(digest() + "\n")

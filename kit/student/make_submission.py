@@ -18,9 +18,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+from homework_profile import value   # beside this file
+
 ROOT = Path(__file__).resolve().parent
-MODULE = "transformer_lm/modeling_attention.py"
-NOTEBOOK = "assignment/attention.ipynb"
+MODULE = value("module", "file")
+NOTEBOOK = value("notebook", "master")   # where the release puts it
 OUT = ROOT / "submission.zip"
 IMPORT_TIMEOUT = 120  # seconds; importing torch alone can take a while
 
@@ -97,7 +99,7 @@ def check_import(root: Path) -> None:
     """Import the module in a fresh interpreter, as the grader does."""
     code = ("import importlib.util, sys\n"
             "spec = importlib.util.spec_from_file_location("
-            "'modeling_attention', sys.argv[1])\n"
+            f"{Path(MODULE).stem!r}, sys.argv[1])\n"
             "module = importlib.util.module_from_spec(spec)\n"
             "spec.loader.exec_module(module)\n"
             "for name in ('SelfAttention', 'MultiHeadSelfAttention'):\n"

@@ -1,14 +1,19 @@
 """The kit's second homework (homeworks/ffn: a pre-norm feed-forward block
 with its residual and LayerNorm), selected by HOMEWORK: its generated files
 are in step with its sources, and the grader gives its reference full
-marks, its skeleton 0 and names each of its catalogued mistakes."""
+marks, its skeleton 0 and names each of its catalogued mistakes, in a
+local batch and from its Gradescope zip, and its release builds and
+verifies itself."""
 from __future__ import annotations
 
 import csv
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -97,3 +102,62 @@ def test_the_grader_scores_its_reference_skeleton_and_mistakes(tmp_path):
         assert float(rows[sub]["score"]) < float(full), sub
         feedback = (out / "submissions" / sub / "feedback.md").read_text()
         assert f"Recognised common mistakes: `{mistake}`" in feedback, sub
+
+
+def _unzip_autograder(archive: Path, root: Path) -> Path:
+    """A fake /autograder: the zip in source/ (modes kept), its
+    run_autograder at the top, empty submission/ and results/."""
+    for name in ("source", "submission", "results"):
+        (root / name).mkdir(parents=True)
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(root / "source")
+        for info in zf.infolist():   # zipfile drops the mode bits
+            if info.external_attr >> 16:
+                (root / "source" / info.filename).chmod(
+                    (info.external_attr >> 16) & 0o777)
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    return root
+
+
+def _gradescope_result(archive: Path, root: Path, source: str) -> dict:
+    """results.json of the zip's run_autograder on one submission, as
+    Gradescope runs it: no HOMEWORK, no kit on the path."""
+    _unzip_autograder(archive, root)
+    name = Path(_profile()["module"]["file"]).name
+    (root / "submission" / name).write_text(source)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "HOMEWORK", "AUTOGRADER_VALUES")}
+    env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
+    subprocess.run([str(root / "run_autograder")], cwd=root, env=env,
+                   capture_output=True, text=True, timeout=900)
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+@pytest.mark.e2e
+def test_its_release_and_gradescope_zip_build_and_grade(tmp_path):
+    # The release's build verifies itself: no leak, its own grader gives
+    # the skeleton 0 on every item and the reference full marks.
+    for tool in ("kit.release", "kit.gradescope"):
+        done = subprocess.run(
+            [sys.executable, "-m", tool, "--out", str(tmp_path / "dist")],
+            cwd=ROOT, env=_env(), capture_output=True, text=True,
+            timeout=900)
+        assert done.returncode == 0, (tool, done.stdout[-2000:],
+                                      done.stderr[-3000:])
+    release_folder = _profile()["release"]["folder"]
+    with zipfile.ZipFile(tmp_path / "dist" / "student.zip") as zf:
+        assert {n.split("/")[0] for n in zf.namelist()} == {release_folder}
+    expected = _submissions(tmp_path / "subs")
+    archive = tmp_path / "dist" / "autograder.zip"
+    name = Path(_profile()["module"]["file"]).name
+    reference = _gradescope_result(
+        archive, tmp_path / "ref", (tmp_path / "subs" / "reference" / name)
+        .read_text())
+    full = sum(t.get("max_score", 0) for t in reference["tests"])
+    assert reference["score"] == full > 0, reference.get("output", "")[:2000]
+    mistake = next(m for m in expected.values() if m is not None)
+    found = _gradescope_result(
+        archive, tmp_path / "mistake",
+        (tmp_path / "subs" / mistake / name).read_text())
+    assert found["score"] < full
+    assert f"Recognised common mistakes: `{mistake}`" in found["output"]

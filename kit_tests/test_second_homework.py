@@ -49,13 +49,16 @@ def _profile() -> dict:
     return tomllib.loads((FFN / "homework.toml").read_text())
 
 
+@pytest.mark.e2e   # ~10 s quiet: a fresh process imports torch, builds
 def test_its_generated_files_are_in_step_with_its_sources():
     done = subprocess.run([sys.executable, "-c", STALENESS], cwd=ROOT,
                           env=_env(), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, (
-        f"homeworks/ffn is stale: run `make generate HOMEWORK=homeworks/"
-        f"ffn`:\n{done.stdout}{done.stderr[-2000:]}")
+        f"homeworks/ffn is stale: run `make skeleton build-notebook "
+        f"mistakes test-values HOMEWORK=homeworks/ffn` (not `make "
+        f"generate`, whose facts are the checkout's own homework's):\n"
+        f"{done.stdout}{done.stderr[-2000:]}")
 
 
 def _submissions(folder: Path) -> dict[str, str | None]:

@@ -422,7 +422,7 @@ def _refusal(func: Any) -> str | None:
 def _computed(func: Any, args: tuple, kwargs: dict) -> Any:
     """The exact value of a reduction, LayerNorm, tanh, erf or GELU call
     on floating tensors, or None when ``func`` is none of them."""
-    if func in REDUCTIONS:
+    if func in REDUCTIONS and args:
         if not args[0].is_floating_point():
             return func(*args, **kwargs)      # integer sums are exact
         return _reduction(REDUCTIONS[func], args, kwargs)

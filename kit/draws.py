@@ -12,6 +12,11 @@ change a bit.
   for bit as torch's AVX2/AVX-512 kernels compute it (same draws, one
   rounding as their fused multiply-add), so ``torch.manual_seed(123)`` still
   gives the book's weights;
+- :func:`draw_parameters` draws every parameter of a module whose layers
+  are ``nn.Linear`` (as :func:`linear_init`) or ``nn.LayerNorm``, whose
+  weight and bias are drawn around torch's ones and zeros (U(0.5, 1.5) and
+  U(-0.5, 0.5)): torch's own init would let a forgotten weight or bias
+  pass unseen;
 - :func:`normal` draws a standard-normal-like input as the sum of twelve
   uniforms minus 6 (Irwin-Hall: mean 0, variance 1), exact in float64.
 """
@@ -42,24 +47,62 @@ def uniform(shape: tuple[int, ...], bound: float) -> torch.Tensor:
     return (draws * width + low.double()).float().reshape(shape)
 
 
+def _linear(layer: nn.Linear, kind: str, shape: tuple[int, ...]
+            ) -> torch.Tensor:
+    """As ``nn.Linear.reset_parameters``: weight kaiming_uniform_ (a =
+    sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    gain = nn.init.calculate_gain("leaky_relu", math.sqrt(5))
+    fan_in = layer.in_features
+    bound = (math.sqrt(3.0) * (gain / math.sqrt(fan_in))
+             if kind == "weight" else 1 / math.sqrt(fan_in))
+    return uniform(shape, bound)
+
+
+# LayerNorm's weight and bias are drawn around torch's init (ones, zeros)
+# so that a LayerNorm without its weight or bias gives other values.
+LAYER_NORM_SPREAD = 0.5
+
+
+def _layer_norm(layer: nn.LayerNorm, kind: str, shape: tuple[int, ...]
+                ) -> torch.Tensor:
+    """Weight U(1 - spread, 1 + spread), bias U(-spread, spread): the
+    float64 sum of a draw and 1 is exact, rounded once."""
+    centre = 1.0 if kind == "weight" else 0.0
+    low = torch.tensor(-LAYER_NORM_SPREAD, dtype=torch.float32).double()
+    draws = _draw(math.prod(shape)) * (2 * LAYER_NORM_SPREAD) + low
+    return (draws + centre).float().reshape(shape)
+
+
+# The layers whose parameters are drawn, each with its rule.
+DRAWN_LAYERS = ((nn.Linear, _linear), (nn.LayerNorm, _layer_norm))
+
+
+def draw_parameters(module: nn.Module,
+                    layers: tuple = DRAWN_LAYERS
+                    ) -> dict[str, torch.Tensor]:
+    """Every parameter of ``module`` from the current seed, in registration
+    order, by its layer's rule in ``layers``; a parameter of any other
+    layer raises a TypeError naming it and the layers that are drawn."""
+    found: dict[str, torch.Tensor] = {}
+    owners = dict(module.named_modules())
+    for name, param in module.named_parameters():
+        owner, _, kind = name.rpartition(".")
+        rule = next((draw for cls, draw in layers
+                     if isinstance(owners[owner], cls)), None)
+        if rule is None:
+            drawn = ", ".join(f"nn.{cls.__name__}" for cls, _ in layers)
+            raise TypeError(f"{name}: a parameter of "
+                            f"{type(owners[owner]).__name__}; only {drawn} "
+                            f"parameters are drawn (kit/draws.py)")
+        found[name] = rule(owners[owner], kind, tuple(param.shape))
+    return found
+
+
 def linear_init(module: nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter of ``module`` (only ``nn.Linear`` layers may hold
     parameters) as ``nn.Linear.reset_parameters`` draws it from the current
-    seed: in registration order, weight (kaiming_uniform_, a = sqrt(5)) then
-    bias (U(-1/sqrt(fan_in), 1/sqrt(fan_in)))."""
-    found: dict[str, torch.Tensor] = {}
-    gain = nn.init.calculate_gain("leaky_relu", math.sqrt(5))
-    layers = dict(module.named_modules())
-    for name, param in module.named_parameters():
-        owner, _, kind = name.rpartition(".")
-        layer = layers[owner]
-        if not isinstance(layer, nn.Linear):
-            raise TypeError(f"{name}: only nn.Linear parameters are drawn")
-        fan_in = layer.in_features
-        bound = (math.sqrt(3.0) * (gain / math.sqrt(fan_in))
-                 if kind == "weight" else 1 / math.sqrt(fan_in))
-        found[name] = uniform(tuple(param.shape), bound)
-    return found
+    seed, in registration order."""
+    return draw_parameters(module, layers=((nn.Linear, _linear),))
 
 
 def normal(*shape: int) -> torch.Tensor:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import importlib
 import importlib.util
 import json
 import sys
@@ -28,11 +29,23 @@ import torch
 from safetensors.torch import save_file
 
 from autograder import homework
-from kit import draws, steps as ref_steps, variants
+from kit import draws, variants
 from kit.exact import exact
-from kit.cases import CASES, Case
+from kit.cases import Case
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _profile_module(path: Path) -> ModuleType:
+    """The module at ``path`` (the profile's cases or steps, inside the
+    kit's checkout), imported by its dotted name: kit/cases.py is
+    ``kit.cases``, homeworks/ffn/kit/cases.py ``homeworks.ffn.kit.cases``."""
+    return importlib.import_module(
+        ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
+
+
+CASES: list[Case] = _profile_module(homework.staff().cases).CASES
+ref_steps = _profile_module(homework.staff().steps)
 REFERENCE = homework.staff().reference
 OUT = homework.staff().test_values
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
@@ -141,7 +154,7 @@ def _draw_module(case: Case, reference: ModuleType, init: dict
     module = (reference.gpt2_small_attention() if not init else
               getattr(reference, case.cls)(**init)).eval()
     torch.manual_seed(case.seed)
-    return module, draws.linear_init(module)
+    return module, draws.draw_parameters(module)
 
 
 def _load64(module: torch.nn.Module, weights: dict[str, torch.Tensor]

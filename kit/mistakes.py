@@ -19,6 +19,7 @@ from pathlib import Path
 from autograder import homework
 from kit import variants
 
+# The homework's shipped file (the profile's [data] mistakes).
 SHIPPED = homework.staff().mistakes
 # The keys the grader reads, in the order they are written.
 SHIPPED_KEYS = ("items", "raises", "same_as", "message")
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     except variants.VariantError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    name = SHIPPED.relative_to(variants.ROOT)
+    name = SHIPPED.relative_to(homework.staff().root)
     if not args.check:
         print(f"wrote {name}")
     elif problem:

@@ -54,10 +54,11 @@ class ReleaseError(RuntimeError):
 
 
 def _python_env(root: Path) -> dict[str, str]:
-    """Environment that makes ``root`` the only project on the path."""
+    """Environment that makes ``root`` the only project on the path (and
+    its own homework.toml the profile: no HOMEWORK)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("AUTOGRADER_VALUES", "ATTENTION_IMPL",
-                        "AUTOGRADER_ROOT")}
+                        "AUTOGRADER_ROOT", "HOMEWORK")}
     env["PYTHONPATH"] = str(root)
     env.setdefault("MPLBACKEND", "Agg")
     return env
@@ -104,7 +105,7 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
         notebooks = dest / MASTER.relative_to(homework.staff().root).parent
         notebooks.mkdir(parents=True)
         # everything otter ships (notebook, tests/, support files such as
-        # figures) except its copy of transformer_lm, which would shadow
+        # figures) except its copy of the package, which would shadow
         # the real one one level up
         for path in sorted(student.iterdir()):
             if path.name == hw.package:
@@ -135,16 +136,15 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
 
 def ship_profile(dest: Path) -> None:
     """Copy the homework's profile into ``dest`` with the data files its
-    grader reads, at the paths it names (those the grader package's copy
-    already holds are left as copied): a shipped grader reads only its
-    own copy."""
+    grader reads, at the paths it names (over the grader package's copies,
+    which are another homework's when the profile is not the checkout's
+    own): a shipped grader reads only its own copy."""
     hw = homework.current()
     shutil.copy2(hw.profile, dest / homework.PROFILE)
     for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features):
         target = dest / path.relative_to(hw.root)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
 
 
 def write_zip(src: Path, out: Path, folder: str = "") -> Path:

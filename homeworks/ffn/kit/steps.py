@@ -1,0 +1,13 @@
+"""The feed-forward homework's named steps: none are frozen (the grader's
+diagnosis compares attention's steps only), so every case has none."""
+from __future__ import annotations
+
+import torch
+
+CLASSES: tuple[str, ...] = ()
+
+
+def reference_steps(cls: str, init: dict, module: torch.nn.Module,
+                    x64: torch.Tensor) -> dict[str, torch.Tensor]:
+    """No steps: an empty mapping for every class."""
+    return {}

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          NOT_RUN, TIMEOUT, Probe, ProbeResult)
 

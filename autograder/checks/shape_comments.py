@@ -24,7 +24,7 @@ from autograder.checks.shape_notation import (  # noqa: F401 (re-exported)
     CANONICAL, MAX_COMMENT_CHARS, MAX_DIMS, MAX_NESTING, MAX_TERMS, TOO_BIG,
     TOO_DEEP, TOO_LONG, VOCABULARY, VOCABULARY_HINT, Claim, Parsed,
     normalise_dims, parse_comment)
-from autograder.report.mdsafe import code_span
+from autograder.text.mdsafe import code_span
 from autograder.submission.regions import (Region, graded_regions, parse,
                                            python_lines, student_statements,
                                            tokenizer_readline)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
 from autograder.checks.values import _outputs

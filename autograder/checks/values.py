@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder import probes as P
 from autograder.checks.compare import (close, compare, fmt_shape,
                                        matching_mistakes)

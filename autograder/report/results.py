@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic, csvsafe, mdsafe
+from autograder.report import atomic
+from autograder.text import csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
 APOLOGY = ("Sorry: the autograder itself failed while grading your "
@@ -331,7 +332,7 @@ def write_grades_csv(grades: list[GradeResult | dict[str, Any]],
     """One row per submission (a grade, or its :func:`grade_row`); a task
     column holds the task's points (its bonus included, so the task
     columns add up to the score). Cells go through
-    autograder/report/csvsafe.py (no spreadsheet formula)."""
+    autograder/text/csvsafe.py (no spreadsheet formula)."""
     rows: list[list[object]] = [csv_columns(task_ids)]
     for row in map(grade_row, grades):
         rows.append([row["name"], row["score"], row["max_score"],

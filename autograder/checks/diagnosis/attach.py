@@ -22,7 +22,7 @@ from autograder.checks.compare import close
 from autograder.checks.diagnosis import relations
 from autograder.checks.diagnosis.flow import Divergence, walk
 from autograder.checks.diagnosis.steps import STEPS, case_steps
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder.rubric import kind, select_cases
 from autograder.sandbox.protocol import Probe, ProbeResult
 

@@ -3,9 +3,9 @@ verdict, the all-or-nothing case-by-case item (``CaseCheck``) and how its
 verdicts become one outcome with lines a student reads.
 
 A kind is a class registered by name for ``rubric.toml``
-(``autograder.rubric.register``) that follows ``CheckKind``: ``plan`` lists
-the probes an item needs, ``evaluate`` judges their results in the grading
-parent, against tensors that never reach the worker.
+(``autograder.checks.registry.register``) that follows ``CheckKind``:
+``plan`` lists the probes an item needs, ``evaluate`` judges their results
+in the grading parent, against tensors that never reach the worker.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from autograder import probes as P
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, Outcome, Task
+from autograder.checks.entries import Check, Outcome, Task
 
 PASS, FAIL = "✔", "✘"
 

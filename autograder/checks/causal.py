@@ -20,7 +20,8 @@ from autograder.checks.base import CaseCheck, Context, Verdict
 from autograder.checks.values import _outputs
 from autograder.checks.compare import fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, register
+from autograder.checks.entries import Check
+from autograder.checks.registry import register
 
 
 def changed_last_token(x: torch.Tensor) -> torch.Tensor:

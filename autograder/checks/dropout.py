@@ -25,7 +25,8 @@ from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.values import _outputs, eval_differs
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, register
+from autograder.checks.entries import Check
+from autograder.checks.registry import register
 
 
 # --------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from autograder.checks.values import _diagnose, _mistake_tensors, _outputs
 from autograder.checks.compare import close, fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
 from autograder.submission.regions import owner_of_line
-from autograder.rubric import Check, Task, register
+from autograder.checks.entries import Check, Task
+from autograder.checks.registry import register
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from autograder.checks.values import _outputs
 from autograder.checks.compare import close, fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
 from autograder.submission.regions import owner_of_line
-from autograder.rubric import Check, Outcome, Task, register
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.checks.registry import register
 
 
 @dataclass(frozen=True)

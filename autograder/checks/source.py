@@ -16,7 +16,8 @@ from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
 from autograder.checks.compare import close
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, Outcome, Task, register
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.checks.registry import register
 
 
 @dataclass(frozen=True)

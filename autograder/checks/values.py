@@ -19,7 +19,8 @@ from autograder import probes as P
 from autograder.checks.compare import (close, compare, fmt_shape,
                                        matching_mistakes)
 from autograder.sandbox.protocol import MEMORY, Probe, ProbeResult
-from autograder.rubric import Check, Outcome, Task, register
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.checks.registry import register
 from autograder.checks.base import FAIL, PASS, CaseCheck, Context, Verdict
 
 

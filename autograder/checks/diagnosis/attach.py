@@ -23,7 +23,8 @@ from autograder.checks.diagnosis import relations
 from autograder.checks.diagnosis.flow import Divergence, walk
 from autograder.checks.diagnosis.steps import STEPS, case_steps
 from autograder.text import mdsafe
-from autograder.rubric import kind, select_cases
+from autograder.checks.entries import select_cases
+from autograder.checks.kinds import kind
 from autograder.sandbox.protocol import Probe, ProbeResult
 
 MARK = "- Where your values leave the reference"

@@ -23,10 +23,12 @@ from autograder.checks.base import CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
                                       projection_probes)
 from autograder.checks.compare import close, fmt_shape
-from autograder.checks.values import _outputs, eval_differs
+from autograder.checks.outputs import returned_tensors
+from autograder.checks.values import eval_differs
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.checks.entries import Check
 from autograder.checks.registry import register
+from autograder.values import Case
 
 
 # --------------------------------------------------------------------------
@@ -341,7 +343,7 @@ class DropoutOnWeightsParams(DropoutParams):
     nonlinear_threshold: float = 1e-4
 
 
-def _split_value_mix(case: Any, shape: torch.Size) -> torch.Tensor | None:
+def _split_value_mix(case: Case, shape: torch.Size) -> torch.Tensor | None:
     """``value_mix`` (att = einsum(P, G) + mix.bias) of the head split
     that probabilities of ``shape`` [b * heads, s, s] say, from the case's
     own v and mix weights; None if no split of ``hidden`` makes it."""
@@ -376,7 +378,7 @@ class DropoutTrain(CaseCheck):
     value / (1 - p), some are dropped and some kept, and ``att`` follows
     from the returned probabilities through ``value_mix``."""
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call with return_attention=True, and the
         same call in eval mode (shared with 2.1/2.3a)."""
         scaled = P.case_probe(case, timeout=check.timeout,
@@ -395,7 +397,7 @@ class DropoutTrain(CaseCheck):
                    "x and 2x: the attention weights do not depend on the "
                    "input. Compute them from the queries and keys")
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Apply the three conditions; explain the first that fails.
 
@@ -409,7 +411,7 @@ class DropoutTrain(CaseCheck):
         that shape says gives the submission's own eval ``att``.
         """
         params = check.params
-        outputs, problem = _outputs(results[0], probes[0], 2)
+        outputs, problem = returned_tensors(results[0], probes[0], 2)
         if outputs is None:
             return Verdict(False, problem, "wrong return value")
         att, probs = outputs
@@ -419,7 +421,7 @@ class DropoutTrain(CaseCheck):
         p = float(case.init["dropout"])
         if tuple(probs.shape) in ((b, h, s, s),):
             probs = probs.reshape(frozen.shape)   # 2.1 already says so
-        own, _ = _outputs(results[1], probes[1], 2)
+        own, _ = returned_tensors(results[1], probes[1], 2)
         own_eval = own   # the evidence below: its call, random or not
         if own is not None and eval_differs(results[1], probes[1], own[0],
                                             ctx.mistake_atol):
@@ -495,7 +497,7 @@ class DropoutTrain(CaseCheck):
             return say(Finding.ATT_DROPPED, PROBABILITIES, p=p)
         if not value_path and same_att:
             return say(Finding.ATT_EQUALS_EVAL, PROBABILITIES)
-        other, _ = _outputs(results[2], probes[2], 2)
+        other, _ = returned_tensors(results[2], probes[2], 2)
         return Verdict(True, evidence=other is not None and
                        own_eval is not None and
                        not close(own_eval[1], other[1],
@@ -521,7 +523,7 @@ class DropoutOnWeights(CaseCheck):
                    "queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked")
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call, the same call in eval mode, eval
         calls on 2x and 3x, and eval calls with the query, then the key
         projection zeroed (weights that follow the queries and keys)."""
@@ -540,7 +542,7 @@ class DropoutOnWeights(CaseCheck):
         """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
         and moved by zeroing the query or the key projection (see
         ``follows_queries_and_keys``)."""
-        found = [_outputs(r, p, None)[0] if r.ok else None
+        found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:], probes[1:])]
         if None in found[:3] or not nonlinear([f[0] for f in found[:3]],
                                               threshold):
@@ -549,7 +551,7 @@ class DropoutOnWeights(CaseCheck):
             found[0][0], [f[0] if f else None for f in found[3:]], atol)
 
     @staticmethod
-    def _halves(out: torch.Tensor, case: Any
+    def _halves(out: torch.Tensor, case: Case
                 ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The two [b, heads, n, n] copies of the weights in ``out``."""
         b, n = case.tensors["x"].shape[:2]
@@ -559,11 +561,11 @@ class DropoutOnWeights(CaseCheck):
         halves = out.double().view(b, n, heads, 2, n).permute(3, 0, 2, 1, 4)
         return halves[0], halves[1]
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Halves equal, entries 0 or rescaled, some dropped, some kept."""
         params = check.params
-        found, problem = _outputs(results[0], probes[0], None)
+        found, problem = returned_tensors(results[0], probes[0], None)
         if found is None:
             return Verdict(False, problem, "wrong return value")
         split = self._halves(found[0], case)
@@ -575,7 +577,7 @@ class DropoutOnWeights(CaseCheck):
                        want_shape=fmt_shape((b, n, width)))
         first, second = split
         p = float(case.init["dropout"])
-        own, _ = _outputs(results[1], probes[1], None)
+        own, _ = returned_tensors(results[1], probes[1], None)
         own_split = self._halves(own[0], case) if own else None
         if own_split is not None and not close(*own_split,
                                                params.halves_atol,

@@ -414,13 +414,6 @@ class DropoutTrain(CaseCheck):
         outputs, problem = returned_tensors(results[0], probes[0], 2)
         if outputs is None:
             return Verdict(False, problem, "wrong return value")
-        att, probs = outputs
-        frozen = case.tensors["attention"]
-        b, s, _ = case.tensors["x"].shape
-        h = case.init["num_heads"]
-        p = float(case.init["dropout"])
-        if tuple(probs.shape) in ((b, h, s, s),):
-            probs = probs.reshape(frozen.shape)   # 2.1 already says so
         own, _ = returned_tensors(results[1], probes[1], 2)
         own_eval = own   # the evidence below: its call, random or not
         if own is not None and eval_differs(results[1], probes[1], own[0],
@@ -428,16 +421,58 @@ class DropoutTrain(CaseCheck):
             # Random in eval mode (dropout left on: 2.3a says so): judge
             # against the frozen eval values instead.
             own = None
+        call = _TrainCall.of(case, *outputs, own, params.att_atol)
+        if isinstance(call, Verdict):
+            return call
+        verdict = _train_finding(call, float(case.init["dropout"]), params)
+        if verdict is not None:
+            return verdict
+        other, _ = returned_tensors(results[2], probes[2], 2)
+        return Verdict(True, evidence=other is not None and
+                       own_eval is not None and
+                       not close(own_eval[1], other[1],
+                                 params.evidence_atol, equal_nan=True))
+
+
+@dataclass(frozen=True)
+class _TrainCall:
+    """2.3b's train-mode call and the eval values it is judged against:
+    the submission's own where they can be used, else the frozen ones."""
+
+    att: torch.Tensor
+    probs: torch.Tensor
+    frozen: torch.Tensor           # the frozen eval probabilities
+    own_probs: torch.Tensor | None
+    eval_att: torch.Tensor
+    value_mix: torch.Tensor
+    bias: torch.Tensor
+    # Whether att must follow from the probabilities through value_mix
+    # (not when its own eval att does not follow from its own eval
+    # probabilities: a wrong split, merge or mix).
+    value_path: bool
+    size: tuple[int, int]          # the input's batch and tokens
+
+    def weighted(self, weights: torch.Tensor) -> torch.Tensor:
+        """att for attention ``weights``: their weighted sum of the
+        values, mixed, plus the mix's bias."""
+        return _weighted(weights, self.value_mix, self.bias, self.size)
+
+    @classmethod
+    def of(cls, case: Case, att: torch.Tensor, probs: torch.Tensor,
+           own: list[torch.Tensor] | None,
+           att_atol: float) -> _TrainCall | Verdict:
+        """The call judged against ``own`` (its eval call's att and
+        probabilities, None if unusable) or the frozen values; a failing
+        verdict if its probabilities' shape cannot be judged."""
+        frozen = case.tensors["attention"]
+        b, s, _ = case.tensors["x"].shape
+        h = case.init["num_heads"]
+        if tuple(probs.shape) in ((b, h, s, s),):
+            probs = probs.reshape(frozen.shape)   # 2.1 already says so
         eval_att = case.tensors["output"].double()
         value_mix = case.tensors["value_mix"].double()
         bias = case.weights["mix.bias"].double()
-
-        def weighted(weights: torch.Tensor) -> torch.Tensor:
-            return torch.einsum("bhst,bhtd->bsd", weights.reshape(
-                b, value_mix.shape[1], s, s), value_mix) + bias
-
-        value_path = True
-        own_probs = None
+        value_path, own_probs = True, None
         if tuple(probs.shape) != tuple(frozen.shape):
             # A wrong head split (e.g. head_size heads of num_heads) makes
             # another shape in eval mode too: 2.1-2.3a cost that. Dropout
@@ -452,56 +487,69 @@ class DropoutTrain(CaseCheck):
                 return _wrong_train_shape(probs, frozen)
             own_probs, eval_att, value_mix = (own[1], own[0].double(),
                                               split)
-            if not close(eval_att, weighted(own_probs.double()),
-                         params.att_atol, equal_nan=True):
+            if not close(eval_att, _weighted(own_probs.double(), value_mix,
+                                             bias, (b, s)),
+                         att_atol, equal_nan=True):
                 return _wrong_train_shape(probs, frozen)
         elif own is not None and \
                 own[1].numel() == frozen.numel() and \
                 tuple(own[0].shape) == tuple(att.shape):
             own_probs = own[1].reshape(frozen.shape)
             eval_att = own[0].double()
-            value_path = close(eval_att, weighted(own_probs.double()),
-                               params.att_atol, equal_nan=True)
-        base = Baseline.of(frozen, own_probs)
-        clean, finite = base.clean, base.finite
-        got = probs.double()
-        finding = base.nan_finding(got)
-        if finding is not None:
-            return say(finding, PROBABILITIES)
-        pattern = dropout_pattern(got[finite], clean[finite], p,
-                                  params.relative_tolerance,
-                                  params.zero_atol)
-        same_att = close(att, eval_att, params.same_atol, equal_nan=True)
-        if pattern.kind in (Pattern.UNSCALED, Pattern.OTHER_RATE,
-                            Pattern.WRONG) and \
-                close(got, clean, params.same_atol, equal_nan=True):
-            if same_att:
-                return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)
-            on_output = dropout_pattern(
-                att.double(), eval_att, p, params.relative_tolerance,
-                params.zero_atol).kind is Pattern.OK
-            return say(Finding.PROBS_NOT_DROPPED, PROBABILITIES, p=p,
-                       where=WHERE[on_output])
-        if pattern.kind is not Pattern.OK:
-            return say(FROM_PATTERN[pattern.kind], PROBABILITIES, p=p,
-                       **pattern.facts())
-        if value_path and not close(att, weighted(got), params.att_atol,
-                                    equal_nan=True):
-            return say(Finding.ATT_NOT_FROM_PROBS, PROBABILITIES,
-                       how=HOW[same_att])
-        if not value_path and dropout_pattern(
-                att.double(), eval_att, p, params.relative_tolerance,
-                params.zero_atol).kind is Pattern.OK:
-            # att cannot be checked against these probabilities, but
-            # dropout on att itself shows (a dropped-out copy returned).
-            return say(Finding.ATT_DROPPED, PROBABILITIES, p=p)
-        if not value_path and same_att:
-            return say(Finding.ATT_EQUALS_EVAL, PROBABILITIES)
-        other, _ = returned_tensors(results[2], probes[2], 2)
-        return Verdict(True, evidence=other is not None and
-                       own_eval is not None and
-                       not close(own_eval[1], other[1],
-                                 params.evidence_atol, equal_nan=True))
+            value_path = close(eval_att, _weighted(own_probs.double(),
+                                                   value_mix, bias, (b, s)),
+                               att_atol, equal_nan=True)
+        return cls(att, probs, frozen, own_probs, eval_att, value_mix, bias,
+                   value_path, (b, s))
+
+
+def _weighted(weights: torch.Tensor, value_mix: torch.Tensor,
+              bias: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """einsum(P, value_mix) + bias, P viewed [batch, heads, seq, seq]."""
+    b, s = size
+    return torch.einsum("bhst,bhtd->bsd", weights.reshape(
+        b, value_mix.shape[1], s, s), value_mix) + bias
+
+
+def _train_finding(call: _TrainCall, p: float,
+                   params: DropoutTrainParams) -> Verdict | None:
+    """The first of 2.3b's conditions the call fails, said; None if it
+    meets them all."""
+    base = Baseline.of(call.frozen, call.own_probs)
+    clean, finite = base.clean, base.finite
+    got, att, eval_att = call.probs.double(), call.att, call.eval_att
+    finding = base.nan_finding(got)
+    if finding is not None:
+        return say(finding, PROBABILITIES)
+    pattern = dropout_pattern(got[finite], clean[finite], p,
+                              params.relative_tolerance, params.zero_atol)
+    same_att = close(att, eval_att, params.same_atol, equal_nan=True)
+    if pattern.kind in (Pattern.UNSCALED, Pattern.OTHER_RATE,
+                        Pattern.WRONG) and \
+            close(got, clean, params.same_atol, equal_nan=True):
+        if same_att:
+            return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)
+        on_output = dropout_pattern(
+            att.double(), eval_att, p, params.relative_tolerance,
+            params.zero_atol).kind is Pattern.OK
+        return say(Finding.PROBS_NOT_DROPPED, PROBABILITIES, p=p,
+                   where=WHERE[on_output])
+    if pattern.kind is not Pattern.OK:
+        return say(FROM_PATTERN[pattern.kind], PROBABILITIES, p=p,
+                   **pattern.facts())
+    if call.value_path and not close(att, call.weighted(got),
+                                     params.att_atol, equal_nan=True):
+        return say(Finding.ATT_NOT_FROM_PROBS, PROBABILITIES,
+                   how=HOW[same_att])
+    if not call.value_path and dropout_pattern(
+            att.double(), eval_att, p, params.relative_tolerance,
+            params.zero_atol).kind is Pattern.OK:
+        # att cannot be checked against these probabilities, but
+        # dropout on att itself shows (a dropped-out copy returned).
+        return say(Finding.ATT_DROPPED, PROBABILITIES, p=p)
+    if not call.value_path and same_att:
+        return say(Finding.ATT_EQUALS_EVAL, PROBABILITIES)
+    return None
 
 
 @register("item", "dropout_on_weights", uses_cases=True,

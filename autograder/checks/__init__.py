@@ -7,8 +7,11 @@
   module that registers one (a new kind: its module, added there);
 - ``base``: the context, a case's verdict, ``CaseCheck`` and ``aggregate``,
   and ``CheckKind``, the protocol every kind follows;
+- ``outputs``: what a probed call returned (``returned_tensors``) and
+  the catalogue mistake a wrong answer equals (``diagnose``), for every
+  kind that reads a call's output;
 - ``values``: the value kinds (``module_output``, ``attention_probs``,
-  ``linear_attributes``) and reading a call's output;
+  ``linear_attributes``) and a call's second and third calls;
 - ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
   vocabulary of findings and messages;
 - ``causal``: ``causal_property``; ``heads``: ``concatenated_heads``;

@@ -11,7 +11,7 @@
   the catalogue mistake a wrong answer equals (``diagnose``), for every
   kind that reads a call's output;
 - ``values``: the value kinds (``module_output``, ``attention_probs``,
-  ``linear_attributes``) and a call's second and third calls;
+  ``linear_attributes``) and the module's second call (``Probe.again``);
 - ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
   vocabulary of findings and messages;
 - ``causal``: ``causal_property``; ``heads``: ``concatenated_heads``;

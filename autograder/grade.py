@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder.checks.base import FAIL, Context
 from autograder.config import GradingConfig
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,

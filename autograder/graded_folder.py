@@ -265,7 +265,7 @@ def write_class_report(out: Path, messages: dict[str, str]) -> str:
     except Exception as exc:   # noqa: BLE001 - grades are already safe
         why = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:   # a page that says what failed, where the report would be
-            from autograder.report.mdsafe import html_text
+            from autograder.text.mdsafe import html_text
             atomic.write_text(
                 out / class_report.REPORT_NAME,
                 f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"

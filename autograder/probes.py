@@ -11,14 +11,15 @@ from typing import Any
 
 import torch
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          NOT_RUN, TIMEOUT, Probe, ProbeResult)
+from autograder.values import Case
 
 TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
 
 
-def case_probe(case: Any, *, train: bool = False,
+def case_probe(case: Case, *, train: bool = False,
                kwargs: dict[str, Any] | None = None,
                timeout: float = 10.0, again: bool = False) -> Probe:
     """``cls(**case.init)`` with the case's weights, called on its ``x``;
@@ -45,7 +46,7 @@ def case_probe(case: Any, *, train: bool = False,
 LONGER = 3   # tokens the third call of a module probe appends
 
 
-def longer_tokens(case: Any) -> int:
+def longer_tokens(case: Case) -> int:
     """How many tokens a case's third call appends (``Probe.again_longer``):
     ``LONGER``, fewer within the context length, none at it."""
     x = case.tensors.get("x")

@@ -1,85 +1,33 @@
-"""The grading rubric: load ``rubric.toml``, validate it, and register the
-check kinds its items name.
+"""The grading rubric: load ``rubric.toml`` and validate it against the
+registered check kinds.
 
 Points, tolerances, case filters and timeouts live in the TOML file; what a
-kind of check does lives in code, registered under the name the file uses
-(``@register("item", "module_output", params=ModuleOutputParams)``), its
+kind of check does lives in code (``autograder/checks/``), registered under
+the name the file uses (``autograder.checks.registry.register``), its
 tolerances and thresholds a frozen dataclass whose defaults the file may
 override. Adding a task is a TOML edit; adding a kind of check is one
-registered class and its parameters.
+module and its registration.
 """
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import tomllib
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autograder import homework
-
-if TYPE_CHECKING:
-    from autograder.checks.base import CheckKind
+# The entries' types, the case filter and the kind lookup are also read
+# from here by the stages that hold a rubric.
+from autograder.checks.entries import Check, Outcome, Task, select_cases
+from autograder.checks.kinds import kind
+from autograder.checks.registry import KINDS, SECTIONS, KindSpec
 
 DEFAULT_RUBRIC = homework.current().rubric
-SECTIONS = ("item", "deduction", "bonus")
 RUN_MODES = ("eval", "train")
-# Case-filter keys that are not constructor arguments of the case.
-CASE_KEYS = ("task", "set", "mode", "name", "recipe")
-# Modules that register check kinds; imported before validation.
-KIND_MODULES = tuple(f"autograder.checks.{family}" for family in (
-    "values", "dropout", "causal", "heads", "size", "source"))
 
 
 class RubricError(ValueError):
     """The rubric file is missing or invalid; the message says where."""
-
-
-@dataclass(frozen=True)
-class NoParams:
-    """The parameters of a kind that takes none."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """One entry of a task: a scored item, a deduction or a bonus."""
-
-    section: str                 # "item", "deduction" or "bonus"
-    id: str
-    title: str
-    points: float
-    kind: str
-    cases: dict[str, Any] = field(default_factory=dict)
-    run_mode: str = "eval"
-    timeout: float = 10.0
-    atol: float = 1e-6
-    rtol: float = 0.0
-    requires: tuple[str, ...] = ()
-    # The kind's parameter dataclass (``KindSpec.params``), filled from
-    # the entry's extra keys over the dataclass's defaults.
-    params: Any = NoParams()
-
-
-@dataclass(frozen=True)
-class Task:
-    """A graded class: its items, deductions (floor 0) and bonuses."""
-
-    id: str
-    title: str
-    cls: str
-    items: tuple[Check, ...]
-    deductions: tuple[Check, ...]
-    bonuses: tuple[Check, ...]
-    # The methods whose code the student writes ("" for a module-level
-    # function): a method without markers is graded whole.
-    methods: tuple[str, ...] = ("forward",)
-
-    @property
-    def max_points(self) -> float:
-        return sum(item.points for item in self.items)
 
 
 @dataclass(frozen=True)
@@ -107,98 +55,6 @@ class Rubric:
                 for c in (*t.items, *t.deductions, *t.bonuses)]
 
 
-@dataclass
-class Outcome:
-    """What one check found.
-
-    ``points`` is earned (items, bonuses) or to deduct (deductions, before
-    the task's floor); ``lines`` are markdown shown to the student;
-    ``hidden_lines`` are full details of hidden cases (staff, and students
-    once grades are published); ``mistakes`` the catalogue ids recognised.
-    """
-
-    points: float
-    passed: bool
-    lines: list[str] = field(default_factory=list)
-    hidden_lines: list[str] = field(default_factory=list)
-    mistakes: list[str] = field(default_factory=list)
-    not_implemented: bool = False
-    # Value-flow diagnoses of failing cases (``checks/diagnosis``): each
-    # the step where the values left the reference and the relation
-    # named there, without values (the class report groups by them).
-    diagnosis: list[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------
-# Registry of check kinds
-
-@dataclass(frozen=True)
-class KindSpec:
-    """A registered kind: its implementation and its parameters, a frozen
-    dataclass whose fields are the extra keys it takes in the rubric
-    (a field without a default is a required key)."""
-
-    section: str
-    name: str
-    impl: CheckKind
-    params: type
-    uses_cases: bool
-
-    def fields(self) -> dict[str, tuple[type, ...]]:
-        """Each parameter's name -> the types its rubric value may have."""
-        hints = typing.get_type_hints(self.params)
-        return {f.name: _accepted(hints[f.name])
-                for f in dataclasses.fields(self.params)}
-
-    def required(self) -> tuple[str, ...]:
-        """The parameters without a default."""
-        return tuple(f.name for f in dataclasses.fields(self.params)
-                     if f.default is dataclasses.MISSING
-                     and f.default_factory is dataclasses.MISSING)
-
-
-def _accepted(hint: Any) -> tuple[type, ...]:
-    """The runtime types of an annotation (``dict[str, int] | None``:
-    dict): a rubric value is never None, so None is dropped."""
-    options = typing.get_args(hint) if isinstance(
-        hint, types.UnionType) else (hint,)
-    return tuple(typing.get_origin(o) or o for o in options
-                 if o is not type(None))
-
-
-KINDS: dict[tuple[str, str], KindSpec] = {}
-
-
-def register(section: str, name: str, *, params: type = NoParams,
-             uses_cases: bool = False):
-    """Class decorator: make ``name`` usable as ``kind`` in ``section``,
-    with the parameters of the frozen dataclass ``params``. The class is
-    instantiated once; see ``autograder.checks.base.CheckKind`` for the
-    methods each section calls (``plan``, ``evaluate``)."""
-    if section not in SECTIONS:
-        raise ValueError(f"unknown section {section!r}")
-    if not (dataclasses.is_dataclass(params)
-            and params.__dataclass_params__.frozen):
-        raise TypeError(f"{name}: params must be a frozen dataclass")
-
-    def decorate(cls):
-        KINDS[(section, name)] = KindSpec(section, name, cls(), params,
-                                          uses_cases)
-        return cls
-    return decorate
-
-
-def kind(check: Check) -> KindSpec:
-    """The registered implementation of ``check.kind``."""
-    _load_kinds()
-    return KINDS[(check.section, check.kind)]
-
-
-def _load_kinds() -> None:
-    for module in KIND_MODULES:
-        importlib.import_module(module)
-
-
 # --------------------------------------------------------------------------
 # Loading and validation
 
@@ -217,7 +73,6 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
 
 def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     """Validate the decoded TOML ``data`` and build the Rubric."""
-    _load_kinds()
     _expect_keys(data, where, allowed={"grading", "task"}, required={"task"})
     grading = data.get("grading", {})
     _expect_keys(grading, f"{where} [grading]", allowed={
@@ -382,33 +237,3 @@ def _string(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise RubricError(f"{where} must be a non-empty string")
     return value
-
-
-# --------------------------------------------------------------------------
-# Case selection
-
-def select_cases(filters: dict[str, Any], cases: list) -> list:
-    """The cases (autograder.values.Case) matching every filter: the keys
-    ``task``, ``set``, ``mode``, ``name`` and ``recipe`` match the case's
-    fields, any
-    other key a constructor argument in ``case.init``; a list value
-    matches any of its items."""
-    chosen = []
-    for case in cases:
-        fields = {"task": case.task, "set": case.set, "mode": case.mode,
-                  "name": case.name, "recipe": case.recipe}
-        if all(_matches(fields[k] if k in CASE_KEYS else
-                        case.init.get(k, _MISSING), v)
-               for k, v in filters.items()):
-            chosen.append(case)
-    return chosen
-
-
-_MISSING = object()
-
-
-def _matches(value: Any, wanted: Any) -> bool:
-    # A list in a filter means "any of these" (e.g. several case names).
-    if isinstance(wanted, list):
-        return value in wanted
-    return value == wanted

@@ -29,7 +29,7 @@ NOT_OUT = {
                            "private temporary folders or /proc",
 }
 # csvsafe renders CSV text in memory; the atomic writer writes it.
-IN_MEMORY = {("autograder/report/csvsafe.py", "writer = csv.writer(text)")}
+IN_MEMORY = {("autograder/text/csvsafe.py", "writer = csv.writer(text)")}
 WRITES = re.compile(
     r"\bopen\([^)]*[\"'][rb]*[wax+]"         # open(..., "w"), "ab", "r+b"
     r"|(?<!atomic)\.write_(text|bytes)\("    # Path.write_text/bytes
@@ -259,7 +259,7 @@ def test_an_interrupted_batch_is_refused_naming_the_fix(tmp_path):
 # --compare against damaged files
 
 def _graded(folder: Path, scores: dict[str, float]) -> None:
-    from autograder.report import csvsafe
+    from autograder.text import csvsafe
     csvsafe.write_rows(folder / "grades.csv", [
         ["submission", "score", "max_score"],
         *([n, s, 16] for n, s in scores.items())])

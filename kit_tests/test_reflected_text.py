@@ -26,7 +26,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from autograder.submission import answers
-from autograder.report import csvsafe, layout, mdsafe
+from autograder.report import layout
+from autograder.text import csvsafe, mdsafe
 from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]

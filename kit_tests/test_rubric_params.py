@@ -1,5 +1,5 @@
-"""A kind's parameters (its frozen dataclass, ``rubric.register``) are
-read from the rubric: typed, no unknown key, every required key, each
+"""A kind's parameters (its frozen dataclass, ``checks.registry.register``)
+are read from the rubric: typed, no unknown key, every required key, each
 refusal naming the file and the item; and a tolerance changed there is the
 one the judge applies."""
 from __future__ import annotations

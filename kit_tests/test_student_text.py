@@ -12,7 +12,8 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-from autograder.report import mdsafe, results as report
+from autograder.report import results as report
+from autograder.text import mdsafe
 from autograder.submission.answers import (answers_markdown, collect_answers,
                                            write_question_pages)
 from autograder.grade import CheckResult, GradeResult, TaskResult

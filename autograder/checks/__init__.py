@@ -1,9 +1,17 @@
 """Every check kind, one module per family, and what they share.
 
+- ``entries``: the rubric's entries a kind reads (``Check``, ``Task``,
+  ``Outcome``) and the cases a filter selects;
+- ``registry``: ``register``, the decorator that names a kind for
+  ``rubric.toml`` with its parameters dataclass; ``kinds`` imports every
+  module that registers one (a new kind: its module, added there);
 - ``base``: the context, a case's verdict, ``CaseCheck`` and ``aggregate``,
   and ``CheckKind``, the protocol every kind follows;
+- ``outputs``: what a probed call returned (``returned_tensors``) and
+  the catalogue mistake a wrong answer equals (``diagnose``), for every
+  kind that reads a call's output;
 - ``values``: the value kinds (``module_output``, ``attention_probs``,
-  ``linear_attributes``) and reading a call's output;
+  ``linear_attributes``) and the module's second call (``Probe.again``);
 - ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
   vocabulary of findings and messages;
 - ``causal``: ``causal_property``; ``heads``: ``concatenated_heads``;
@@ -18,8 +26,8 @@
   traced run observed) that parse student code with
   ``ast``/``tokenize``/``pycodestyle`` and never import or execute it.
 
-Kinds judge in the grading parent; ``autograder.rubric.KIND_MODULES``
-lists the modules that register them.
+Kinds judge in the grading parent. No module here imports
+``autograder.rubric``: the rubric imports the registry.
 """
 from autograder.checks.shape_comments import (ShapeIssue, VOCABULARY,
                                               check_shape_comments,

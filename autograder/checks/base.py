@@ -3,9 +3,9 @@ verdict, the all-or-nothing case-by-case item (``CaseCheck``) and how its
 verdicts become one outcome with lines a student reads.
 
 A kind is a class registered by name for ``rubric.toml``
-(``autograder.rubric.register``) that follows ``CheckKind``: ``plan`` lists
-the probes an item needs, ``evaluate`` judges their results in the grading
-parent, against tensors that never reach the worker.
+(``autograder.checks.registry.register``) that follows ``CheckKind``:
+``plan`` lists the probes an item needs, ``evaluate`` judges their results
+in the grading parent, against tensors that never reach the worker.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from autograder import probes as P
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, Outcome, Task
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.values import Case
 
 PASS, FAIL = "✔", "✘"
 
@@ -57,12 +58,12 @@ class CheckKind(Protocol):
     """What every registered kind does, for every section (item,
     deduction, bonus)."""
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """The probes ``check`` needs on ``cases`` (those its filter
         selects; empty for a kind without cases)."""
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """The outcome from the planned probes' results (by probe id)."""
 
@@ -121,7 +122,7 @@ _SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the "
                             r"size of tensor b \((\d+)\)")
 
 
-def _explain_mask_size(verdict: Verdict | None, case: Any) -> Verdict | None:
+def _explain_mask_size(verdict: Verdict | None, case: Case) -> Verdict | None:
     """A raw size error between exactly context_length and num_tokens is a
     mask not cut to the input's length: say so in words."""
     found = _SIZE_MISMATCH.search(verdict.message) if verdict else None
@@ -140,7 +141,7 @@ def _explain_mask_size(verdict: Verdict | None, case: Any) -> Verdict | None:
     return verdict
 
 
-def _name_error(verdict: Verdict | None, case: Any) -> Verdict | None:
+def _name_error(verdict: Verdict | None, case: Case) -> Verdict | None:
     """A failure whose error is the one a catalogue mistake's code raises
     on this case (frozen by the generator) is that mistake's candidate."""
     errors = getattr(case, "mistake_errors", {})
@@ -152,11 +153,11 @@ def _name_error(verdict: Verdict | None, case: Any) -> Verdict | None:
     return verdict
 
 
-def _case_label(case: Any) -> str:
+def _case_label(case: Case) -> str:
     return f"`{case.name}` ({case.description})"
 
 
-def aggregate(check: Check, cases: list, verdicts: list[Verdict],
+def aggregate(check: Check, cases: list[Case], verdicts: list[Verdict],
               ctx: Context) -> Outcome:
     """All-or-nothing over the cases: points only if every case passes.
 
@@ -190,7 +191,7 @@ def aggregate(check: Check, cases: list, verdicts: list[Verdict],
     return outcome
 
 
-def _case_lines(outcome: Outcome, cases: list,
+def _case_lines(outcome: Outcome, cases: list[Case],
                 verdicts: list[Verdict]) -> None:
     # One policy for hidden cases: before publication a student sees how
     # many passed; which failed, their descriptions, shapes and messages
@@ -224,27 +225,27 @@ class CaseCheck:
     # asked (None: all); ``judge`` handles failures of the rest itself.
     required_probes: int | None = None
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """The probes one case needs (shared by id with other items)."""
         raise NotImplementedError
 
-    def required(self, check: Check, case: Any,
+    def required(self, check: Check, case: Case,
                  probes: list[Probe]) -> int | None:
         """How many of ``probes`` (the case's) must end "ok" before
         ``judge`` is asked (None: all)."""
         return self.required_probes
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """The verdict on one case from its probes' results."""
         raise NotImplementedError
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """Every probe of every selected case."""
         return [p for case in cases for p in self.case_probes(check, case)]
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Judge each case, then aggregate."""
         verdicts = []

@@ -11,16 +11,17 @@ the dropout kinds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from autograder import probes as P
 from autograder.checks.base import CaseCheck, Context, Verdict
-from autograder.checks.values import _outputs
+from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, register
+from autograder.checks.entries import Check
+from autograder.checks.registry import register
+from autograder.values import Case
 
 
 def changed_last_token(x: torch.Tensor) -> torch.Tensor:
@@ -42,7 +43,7 @@ def changed_after(x: torch.Tensor, position: int) -> torch.Tensor:
 PROJECTIONS = ("W_query", "W_key")
 
 
-def projection_zeroed(case: Any, name: str) -> dict[str, torch.Tensor] | None:
+def projection_zeroed(case: Case, name: str) -> dict[str, torch.Tensor] | None:
     """The case's weights with the weight matrix of every ``name``
     projection (``W_key``, ``heads.0.W_key``, ...) zeroed, biases kept:
     the scores then no longer depend on the queries (or on the keys), and
@@ -53,7 +54,7 @@ def projection_zeroed(case: Any, name: str) -> dict[str, torch.Tensor] | None:
     return {**case.weights, **zeroed} if zeroed else None
 
 
-def projection_probes(case: Any, timeout: float) -> list[Probe]:
+def projection_probes(case: Case, timeout: float) -> list[Probe]:
     """Eval calls with the query, then the key projection zeroed."""
     found = []
     for name in PROJECTIONS:
@@ -151,7 +152,7 @@ class CausalProperty(CaseCheck):
                    "softmax(q k^T / sqrt(d_k)) with the future masked, not "
                    "as fixed (e.g. uniform) weights")
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """The case's call; the same call with the last token changed,
         with every token after each earlier position changed, and with the
         first token changed (once, and twice as far); and with the query,
@@ -173,12 +174,13 @@ class CausalProperty(CaseCheck):
             found.append(probe)
         return found
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Every position but the last keeps its output when the last
         token changes; some later position changes with the first."""
         zeroing = len(projection_probes(case, check.timeout))
-        outputs = [_outputs(r, p, None) for r, p in zip(results, probes)]
+        outputs = [returned_tensors(r, p, None)
+                   for r, p in zip(results, probes)]
         for found, problem in outputs[:4] + outputs[4 + zeroing:]:
             if found is None:
                 return Verdict(False, problem, "wrong return value")

@@ -23,9 +23,12 @@ from autograder.checks.base import CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
                                       projection_probes)
 from autograder.checks.compare import close, fmt_shape
-from autograder.checks.values import _outputs, eval_differs
+from autograder.checks.outputs import returned_tensors
+from autograder.checks.values import eval_differs
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, register
+from autograder.checks.entries import Check
+from autograder.checks.registry import register
+from autograder.values import Case
 
 
 # --------------------------------------------------------------------------
@@ -340,7 +343,7 @@ class DropoutOnWeightsParams(DropoutParams):
     nonlinear_threshold: float = 1e-4
 
 
-def _split_value_mix(case: Any, shape: torch.Size) -> torch.Tensor | None:
+def _split_value_mix(case: Case, shape: torch.Size) -> torch.Tensor | None:
     """``value_mix`` (att = einsum(P, G) + mix.bias) of the head split
     that probabilities of ``shape`` [b * heads, s, s] say, from the case's
     own v and mix weights; None if no split of ``hidden`` makes it."""
@@ -375,7 +378,7 @@ class DropoutTrain(CaseCheck):
     value / (1 - p), some are dropped and some kept, and ``att`` follows
     from the returned probabilities through ``value_mix``."""
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call with return_attention=True, and the
         same call in eval mode (shared with 2.1/2.3a)."""
         scaled = P.case_probe(case, timeout=check.timeout,
@@ -394,7 +397,7 @@ class DropoutTrain(CaseCheck):
                    "x and 2x: the attention weights do not depend on the "
                    "input. Compute them from the queries and keys")
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Apply the three conditions; explain the first that fails.
 
@@ -408,33 +411,68 @@ class DropoutTrain(CaseCheck):
         that shape says gives the submission's own eval ``att``.
         """
         params = check.params
-        outputs, problem = _outputs(results[0], probes[0], 2)
+        outputs, problem = returned_tensors(results[0], probes[0], 2)
         if outputs is None:
             return Verdict(False, problem, "wrong return value")
-        att, probs = outputs
-        frozen = case.tensors["attention"]
-        b, s, _ = case.tensors["x"].shape
-        h = case.init["num_heads"]
-        p = float(case.init["dropout"])
-        if tuple(probs.shape) in ((b, h, s, s),):
-            probs = probs.reshape(frozen.shape)   # 2.1 already says so
-        own, _ = _outputs(results[1], probes[1], 2)
+        own, _ = returned_tensors(results[1], probes[1], 2)
         own_eval = own   # the evidence below: its call, random or not
         if own is not None and eval_differs(results[1], probes[1], own[0],
                                             ctx.mistake_atol):
             # Random in eval mode (dropout left on: 2.3a says so): judge
             # against the frozen eval values instead.
             own = None
+        call = _TrainCall.of(case, *outputs, own, params.att_atol)
+        if isinstance(call, Verdict):
+            return call
+        verdict = _train_finding(call, float(case.init["dropout"]), params)
+        if verdict is not None:
+            return verdict
+        other, _ = returned_tensors(results[2], probes[2], 2)
+        return Verdict(True, evidence=other is not None and
+                       own_eval is not None and
+                       not close(own_eval[1], other[1],
+                                 params.evidence_atol, equal_nan=True))
+
+
+@dataclass(frozen=True)
+class _TrainCall:
+    """2.3b's train-mode call and the eval values it is judged against:
+    the submission's own where they can be used, else the frozen ones."""
+
+    att: torch.Tensor
+    probs: torch.Tensor
+    frozen: torch.Tensor           # the frozen eval probabilities
+    own_probs: torch.Tensor | None
+    eval_att: torch.Tensor
+    value_mix: torch.Tensor
+    bias: torch.Tensor
+    # Whether att must follow from the probabilities through value_mix
+    # (not when its own eval att does not follow from its own eval
+    # probabilities: a wrong split, merge or mix).
+    value_path: bool
+    size: tuple[int, int]          # the input's batch and tokens
+
+    def weighted(self, weights: torch.Tensor) -> torch.Tensor:
+        """att for attention ``weights``: their weighted sum of the
+        values, mixed, plus the mix's bias."""
+        return _weighted(weights, self.value_mix, self.bias, self.size)
+
+    @classmethod
+    def of(cls, case: Case, att: torch.Tensor, probs: torch.Tensor,
+           own: list[torch.Tensor] | None,
+           att_atol: float) -> _TrainCall | Verdict:
+        """The call judged against ``own`` (its eval call's att and
+        probabilities, None if unusable) or the frozen values; a failing
+        verdict if its probabilities' shape cannot be judged."""
+        frozen = case.tensors["attention"]
+        b, s, _ = case.tensors["x"].shape
+        h = case.init["num_heads"]
+        if tuple(probs.shape) in ((b, h, s, s),):
+            probs = probs.reshape(frozen.shape)   # 2.1 already says so
         eval_att = case.tensors["output"].double()
         value_mix = case.tensors["value_mix"].double()
         bias = case.weights["mix.bias"].double()
-
-        def weighted(weights: torch.Tensor) -> torch.Tensor:
-            return torch.einsum("bhst,bhtd->bsd", weights.reshape(
-                b, value_mix.shape[1], s, s), value_mix) + bias
-
-        value_path = True
-        own_probs = None
+        value_path, own_probs = True, None
         if tuple(probs.shape) != tuple(frozen.shape):
             # A wrong head split (e.g. head_size heads of num_heads) makes
             # another shape in eval mode too: 2.1-2.3a cost that. Dropout
@@ -449,56 +487,69 @@ class DropoutTrain(CaseCheck):
                 return _wrong_train_shape(probs, frozen)
             own_probs, eval_att, value_mix = (own[1], own[0].double(),
                                               split)
-            if not close(eval_att, weighted(own_probs.double()),
-                         params.att_atol, equal_nan=True):
+            if not close(eval_att, _weighted(own_probs.double(), value_mix,
+                                             bias, (b, s)),
+                         att_atol, equal_nan=True):
                 return _wrong_train_shape(probs, frozen)
         elif own is not None and \
                 own[1].numel() == frozen.numel() and \
                 tuple(own[0].shape) == tuple(att.shape):
             own_probs = own[1].reshape(frozen.shape)
             eval_att = own[0].double()
-            value_path = close(eval_att, weighted(own_probs.double()),
-                               params.att_atol, equal_nan=True)
-        base = Baseline.of(frozen, own_probs)
-        clean, finite = base.clean, base.finite
-        got = probs.double()
-        finding = base.nan_finding(got)
-        if finding is not None:
-            return say(finding, PROBABILITIES)
-        pattern = dropout_pattern(got[finite], clean[finite], p,
-                                  params.relative_tolerance,
-                                  params.zero_atol)
-        same_att = close(att, eval_att, params.same_atol, equal_nan=True)
-        if pattern.kind in (Pattern.UNSCALED, Pattern.OTHER_RATE,
-                            Pattern.WRONG) and \
-                close(got, clean, params.same_atol, equal_nan=True):
-            if same_att:
-                return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)
-            on_output = dropout_pattern(
-                att.double(), eval_att, p, params.relative_tolerance,
-                params.zero_atol).kind is Pattern.OK
-            return say(Finding.PROBS_NOT_DROPPED, PROBABILITIES, p=p,
-                       where=WHERE[on_output])
-        if pattern.kind is not Pattern.OK:
-            return say(FROM_PATTERN[pattern.kind], PROBABILITIES, p=p,
-                       **pattern.facts())
-        if value_path and not close(att, weighted(got), params.att_atol,
-                                    equal_nan=True):
-            return say(Finding.ATT_NOT_FROM_PROBS, PROBABILITIES,
-                       how=HOW[same_att])
-        if not value_path and dropout_pattern(
-                att.double(), eval_att, p, params.relative_tolerance,
-                params.zero_atol).kind is Pattern.OK:
-            # att cannot be checked against these probabilities, but
-            # dropout on att itself shows (a dropped-out copy returned).
-            return say(Finding.ATT_DROPPED, PROBABILITIES, p=p)
-        if not value_path and same_att:
-            return say(Finding.ATT_EQUALS_EVAL, PROBABILITIES)
-        other, _ = _outputs(results[2], probes[2], 2)
-        return Verdict(True, evidence=other is not None and
-                       own_eval is not None and
-                       not close(own_eval[1], other[1],
-                                 params.evidence_atol, equal_nan=True))
+            value_path = close(eval_att, _weighted(own_probs.double(),
+                                                   value_mix, bias, (b, s)),
+                               att_atol, equal_nan=True)
+        return cls(att, probs, frozen, own_probs, eval_att, value_mix, bias,
+                   value_path, (b, s))
+
+
+def _weighted(weights: torch.Tensor, value_mix: torch.Tensor,
+              bias: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """einsum(P, value_mix) + bias, P viewed [batch, heads, seq, seq]."""
+    b, s = size
+    return torch.einsum("bhst,bhtd->bsd", weights.reshape(
+        b, value_mix.shape[1], s, s), value_mix) + bias
+
+
+def _train_finding(call: _TrainCall, p: float,
+                   params: DropoutTrainParams) -> Verdict | None:
+    """The first of 2.3b's conditions the call fails, said; None if it
+    meets them all."""
+    base = Baseline.of(call.frozen, call.own_probs)
+    clean, finite = base.clean, base.finite
+    got, att, eval_att = call.probs.double(), call.att, call.eval_att
+    finding = base.nan_finding(got)
+    if finding is not None:
+        return say(finding, PROBABILITIES)
+    pattern = dropout_pattern(got[finite], clean[finite], p,
+                              params.relative_tolerance, params.zero_atol)
+    same_att = close(att, eval_att, params.same_atol, equal_nan=True)
+    if pattern.kind in (Pattern.UNSCALED, Pattern.OTHER_RATE,
+                        Pattern.WRONG) and \
+            close(got, clean, params.same_atol, equal_nan=True):
+        if same_att:
+            return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)
+        on_output = dropout_pattern(
+            att.double(), eval_att, p, params.relative_tolerance,
+            params.zero_atol).kind is Pattern.OK
+        return say(Finding.PROBS_NOT_DROPPED, PROBABILITIES, p=p,
+                   where=WHERE[on_output])
+    if pattern.kind is not Pattern.OK:
+        return say(FROM_PATTERN[pattern.kind], PROBABILITIES, p=p,
+                   **pattern.facts())
+    if call.value_path and not close(att, call.weighted(got),
+                                     params.att_atol, equal_nan=True):
+        return say(Finding.ATT_NOT_FROM_PROBS, PROBABILITIES,
+                   how=HOW[same_att])
+    if not call.value_path and dropout_pattern(
+            att.double(), eval_att, p, params.relative_tolerance,
+            params.zero_atol).kind is Pattern.OK:
+        # att cannot be checked against these probabilities, but
+        # dropout on att itself shows (a dropped-out copy returned).
+        return say(Finding.ATT_DROPPED, PROBABILITIES, p=p)
+    if not call.value_path and same_att:
+        return say(Finding.ATT_EQUALS_EVAL, PROBABILITIES)
+    return None
 
 
 @register("item", "dropout_on_weights", uses_cases=True,
@@ -520,7 +571,7 @@ class DropoutOnWeights(CaseCheck):
                    "queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked")
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call, the same call in eval mode, eval
         calls on 2x and 3x, and eval calls with the query, then the key
         projection zeroed (weights that follow the queries and keys)."""
@@ -539,7 +590,7 @@ class DropoutOnWeights(CaseCheck):
         """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
         and moved by zeroing the query or the key projection (see
         ``follows_queries_and_keys``)."""
-        found = [_outputs(r, p, None)[0] if r.ok else None
+        found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:], probes[1:])]
         if None in found[:3] or not nonlinear([f[0] for f in found[:3]],
                                               threshold):
@@ -548,7 +599,7 @@ class DropoutOnWeights(CaseCheck):
             found[0][0], [f[0] if f else None for f in found[3:]], atol)
 
     @staticmethod
-    def _halves(out: torch.Tensor, case: Any
+    def _halves(out: torch.Tensor, case: Case
                 ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The two [b, heads, n, n] copies of the weights in ``out``."""
         b, n = case.tensors["x"].shape[:2]
@@ -558,11 +609,11 @@ class DropoutOnWeights(CaseCheck):
         halves = out.double().view(b, n, heads, 2, n).permute(3, 0, 2, 1, 4)
         return halves[0], halves[1]
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Halves equal, entries 0 or rescaled, some dropped, some kept."""
         params = check.params
-        found, problem = _outputs(results[0], probes[0], None)
+        found, problem = returned_tensors(results[0], probes[0], None)
         if found is None:
             return Verdict(False, problem, "wrong return value")
         split = self._halves(found[0], case)
@@ -574,7 +625,7 @@ class DropoutOnWeights(CaseCheck):
                        want_shape=fmt_shape((b, n, width)))
         first, second = split
         p = float(case.init["dropout"])
-        own, _ = _outputs(results[1], probes[1], None)
+        own, _ = returned_tensors(results[1], probes[1], None)
         own_split = self._halves(own[0], case) if own else None
         if own_split is not None and not close(*own_split,
                                                params.halves_atol,

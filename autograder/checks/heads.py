@@ -5,18 +5,20 @@ stand-in heads that return known tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from autograder import probes as P
 from autograder.checks.base import (CaseCheck, Context, Verdict,
                                     _explain_other_task, _failed_probe)
-from autograder.checks.values import _diagnose, _mistake_tensors, _outputs
+from autograder.checks.outputs import (diagnose, mistake_tensors,
+                                       returned_tensors)
 from autograder.checks.compare import close, fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
 from autograder.submission.regions import owner_of_line
-from autograder.rubric import Check, Task, register
+from autograder.checks.entries import Check, Task
+from autograder.checks.registry import register
+from autograder.values import Case
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class ConcatenatedHeads(CaseCheck):
                    "wrapper must run every head on x and concatenate")
 
     @staticmethod
-    def _stand_in_probe(check: Check, case: Any) -> Probe:
+    def _stand_in_probe(check: Check, case: Case) -> Probe:
         head_class = check.params.head_class
         init = {k: v for k, v in case.init.items() if k != "num_heads"}
         b, n = case.tensors["x"].shape[:2]
@@ -77,7 +79,7 @@ class ConcatenatedHeads(CaseCheck):
                           "shape": [int(b), int(n), int(init["d_out"])]}
         return probe
 
-    def _calls(self, check: Check, case: Any) -> list[Probe]:
+    def _calls(self, check: Check, case: Case) -> list[Probe]:
         found = [P.case_probe(case, timeout=check.timeout)]
         x = case.tensors["x"]
         init = {k: v for k, v in case.init.items() if k != "num_heads"}
@@ -92,19 +94,19 @@ class ConcatenatedHeads(CaseCheck):
                 timeout=check.timeout))
         return found
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """The wrapper's call with stand-in heads, its own call, then each
         head alone with its weights."""
         return [self._stand_in_probe(check, case), *self._calls(check, case)]
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """Every case's stand-in call first: once a call hangs (heads that
         loop), the sandbox skips this item's later probes."""
         found = [self.case_probes(check, case) for case in cases]
         return [f[0] for f in found] + [p for f in found for p in f[1:]]
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Frozen output, or the concatenation of the student's heads, or
         (when the call raised outside the wrapper) of stand-in heads."""
@@ -132,7 +134,7 @@ class ConcatenatedHeads(CaseCheck):
             return Verdict(False, failure.message + stand_in.message,
                            failure.short,
                            not_implemented=failure.not_implemented)
-        found, problem = _outputs(results[0], probes[0], None)
+        found, problem = returned_tensors(results[0], probes[0], None)
         if found is None:
             return Verdict(False, problem, "wrong return value")
         out, expected = found[0], case.tensors["output"]
@@ -146,14 +148,14 @@ class ConcatenatedHeads(CaseCheck):
                 f"{case.init['num_heads']} heads' outputs along the last "
                 f"dimension (num_heads * d_out = {width})", "wrong shape"),
                 stand_in)
-        verdict = _diagnose(out, expected, _mistake_tensors(case, "output"),
-                            ctx, check, "the output of forward(x)")
+        verdict = diagnose(out, expected, mistake_tensors(case, "output"),
+                           ctx, check, "the output of forward(x)")
         if verdict.ok:
             return verdict
         return self._own_heads(check, results, probes, verdict, stand_in)
 
     @staticmethod
-    def _stand_in(case: Any, result: ProbeResult, probe: Probe,
+    def _stand_in(case: Case, result: ProbeResult, probe: Probe,
                   params: ConcatenatedHeadsParams) -> Verdict:
         """The call with stand-in heads: passes when the output is the
         known tensors side by side; else says what it shows."""
@@ -163,7 +165,7 @@ class ConcatenatedHeads(CaseCheck):
                            f"that return known tensors: "
                            f"{P.failure_text(result, probe)})",
                            P.short_failure(result))
-        found, problem = _outputs(result, probe, None)
+        found, problem = returned_tensors(result, probe, None)
         if found is None:
             return Verdict(False, f" (with stand-in {head_class} heads: "
                            f"{problem})", "wrong return value")
@@ -192,7 +194,7 @@ class ConcatenatedHeads(CaseCheck):
                        "not the heads concatenated")
 
     @staticmethod
-    def _heads_right(check: Check, case: Any, results: list[ProbeResult],
+    def _heads_right(check: Check, case: Case, results: list[ProbeResult],
                      probes: list[Probe]) -> bool:
         """Whether every head, run alone on x with its weights, gives its
         slice of the frozen output (the student's own head class is right
@@ -201,8 +203,8 @@ class ConcatenatedHeads(CaseCheck):
         heads = int(case.init["num_heads"])
         width = expected.shape[-1] // heads
         for k, (result, probe) in enumerate(zip(results[1:], probes[1:])):
-            found, _ = _outputs(result, probe, None) if result.ok else (
-                None, "")
+            found, _ = returned_tensors(result, probe, None) \
+                if result.ok else (None, "")
             part = expected[..., k * width:(k + 1) * width]
             if found is None or tuple(found[0].shape) != tuple(part.shape) \
                     or not close(found[0], part, check.atol):
@@ -218,11 +220,11 @@ class ConcatenatedHeads(CaseCheck):
         if stand_in.short == "heads share a module":
             return Verdict(False, verdict.message + stand_in.message,
                            stand_in.short)
-        found, _ = _outputs(results[0], probes[0], None)
+        found, _ = returned_tensors(results[0], probes[0], None)
         heads = []
         for result, probe in zip(results[1:], probes[1:]):
-            head, _ = _outputs(result, probe, None) if result.ok else (None,
-                                                                       "")
+            head, _ = returned_tensors(result, probe, None) \
+                if result.ok else (None, "")
             if head is None:
                 return verdict
             heads.append(head[0])

@@ -24,7 +24,7 @@ from autograder.checks.shape_notation import (  # noqa: F401 (re-exported)
     CANONICAL, MAX_COMMENT_CHARS, MAX_DIMS, MAX_NESTING, MAX_TERMS, TOO_BIG,
     TOO_DEEP, TOO_LONG, VOCABULARY, VOCABULARY_HINT, Claim, Parsed,
     normalise_dims, parse_comment)
-from autograder.report.mdsafe import code_span
+from autograder.text.mdsafe import code_span
 from autograder.submission.regions import (Region, graded_regions, parse,
                                            python_lines, student_statements,
                                            tokenizer_readline)
@@ -411,88 +411,101 @@ def check_shape_comments(
         tree = parse(source)
     except SyntaxError:
         return []
-    observed = {int(k): v for k, v in observed.items()}
     regions = [r for r in graded_regions(source, methods=methods, ran=ran)
                if (tasks is None or r.task in tasks) and
                (classes is None or r.cls in classes)]
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]
-    lines = _scan(source)
-    starts = {n.lineno: n for _, n in statements}
-    ends = {n.end_lineno: n for _, n in statements}
-
-    def runs_of(node: ast.stmt) -> list[list[list[int]]]:
-        # 0-dim tensors (a scale factor) have no shape worth a comment.
-        runs = [[list(s) for s in run if s]
-                for run in observed.get(node.lineno, [])]
-        return [run for run in runs if run]
-
-    ran_regions = {r for r, n in statements if runs_of(n)}
-    tensor_names: dict[str, set[str]] = {}
-    for region, node in statements:
-        names, runs = _target_names(node), runs_of(node)
-        if runs and (len(names) == 1 or
-                     all(len(run) == len(names) for run in runs)):
-            tensor_names.setdefault(region.cls, set()).update(names)
-
+    judge = _Statements(source, statements,
+                        {int(k): v for k, v in observed.items()})
     issues = []
     normalised: dict[str, dict[str, int]] = {}
     for region, node in statements:
         if region.cls not in normalised:
             normalised[region.cls] = normalise_dims(
                 (dims_by_class or {}).get(region.cls, dims))
-        dims_here = normalised[region.cls]
-        cands = _candidates(node, region, lines, starts, ends)
-        runs = runs_of(node)
-
-        def issue(kind: str, message: str) -> None:
+        found = judge.issue(region, node, normalised[region.cls])
+        if found is not None:
             issues.append(ShapeIssue(node.lineno, region.task, region.cls,
-                                     kind, message))
+                                     *found))
+    return issues
 
+
+class _Statements:
+    """The graded statements of one source with the shapes the traced run
+    observed: what each statement's comments must say."""
+
+    def __init__(self, source: str,
+                 statements: list[tuple[Region, ast.stmt]],
+                 observed: dict[int, list[list[list[int]]]]) -> None:
+        self.source = source
+        self.observed = observed
+        self.lines = _scan(source)
+        self.starts = {n.lineno: n for _, n in statements}
+        self.ends = {n.end_lineno: n for _, n in statements}
+        self.ran_regions = {r for r, n in statements if self.runs_of(n)}
+        # Per class, the names that held a tensor in some statement.
+        self.tensor_names: dict[str, set[str]] = {}
+        for region, node in statements:
+            names, runs = _target_names(node), self.runs_of(node)
+            if runs and (len(names) == 1 or
+                         all(len(run) == len(names) for run in runs)):
+                self.tensor_names.setdefault(region.cls, set()).update(names)
+
+    def runs_of(self, node: ast.stmt) -> list[list[list[int]]]:
+        """The shapes ``node`` bound, one list per execution."""
+        # 0-dim tensors (a scale factor) have no shape worth a comment.
+        runs = [[list(s) for s in run if s]
+                for run in self.observed.get(node.lineno, [])]
+        return [run for run in runs if run]
+
+    def issue(self, region: Region, node: ast.stmt,
+              dims: dict[str, int]) -> tuple[str, str] | None:
+        """The (kind, message) of the statement's comment issue, if any."""
         if region.outside and _hands_on(node):
-            continue
+            return None
+        cands = _candidates(node, region, self.lines, self.starts, self.ends)
+        runs = self.runs_of(node)
         if not runs:
-            # Never ran (or bound no tensor): presence check only.
-            if region in ran_regions or _only_subscripts(node) or \
-                    _obviously_not_tensor(node.value):
-                continue
-            known = tensor_names.get(region.cls, set())
-            held = [n for n in _target_names(node) if n in known]
-            if held and not cands.acceptable():
-                issue("missing",
-                      f"line {node.lineno}: "
-                      f"{code_span(statement_text(source, node))} has no "
-                      f"shape "
-                      f"comment "
-                      f"(the traced calls did not run this line, but "
-                      f"`{held[0]}` holds a tensor elsewhere; write its "
-                      f"shape, e.g. `# [batch_size, seq_len, hidden]`)")
-            continue
+            return self._never_ran(region, node, cands)
         if _only_subscripts(node):
-            continue
+            return None
         parsed = [parse_comment(t) for t in cands.acceptable()]
-        if any(_matches(p, runs, dims_here) for p in parsed):
-            continue
+        if any(_matches(p, runs, dims) for p in parsed):
+            return None
 
         def belongs(text: str, neighbour: ast.stmt) -> bool:
             # A shared comment that fits the neighbour is the neighbour's.
-            return _matches(parse_comment(text),
-                            runs_of(neighbour),
-                            dims_here)
+            return _matches(parse_comment(text), self.runs_of(neighbour),
+                            dims)
 
         report = next((p for p in (parse_comment(t)
                                    for t in cands.reportable(belongs))
                        if p.says_something), None)
         if report is None:
-            issue("missing",
-                  f"line {node.lineno}: "
-                  f"{code_span(statement_text(source, node))} binds a tensor "
-                  f"but has no "
-                  f"shape comment (write e.g. "
-                  f"`{_example(runs[0], dims_here)}`)")
-        elif report.unreadable is not None:
-            issue("unreadable", _unreadable_message(node.lineno, report))
-        else:
-            issue("wrong", _wrong_message(node.lineno, report, runs,
-                                          dims_here))
-    return issues
+            return ("missing",
+                    f"line {node.lineno}: "
+                    f"{code_span(statement_text(self.source, node))} binds "
+                    f"a tensor but has no shape comment (write e.g. "
+                    f"`{_example(runs[0], dims)}`)")
+        if report.unreadable is not None:
+            return "unreadable", _unreadable_message(node.lineno, report)
+        return "wrong", _wrong_message(node.lineno, report, runs, dims)
+
+    def _never_ran(self, region: Region, node: ast.stmt,
+                   cands: _Candidates) -> tuple[str, str] | None:
+        """A statement that never ran (or bound no tensor): a comment is
+        needed only if a name it binds held a tensor elsewhere."""
+        if region in self.ran_regions or _only_subscripts(node) or \
+                _obviously_not_tensor(node.value):
+            return None
+        known = self.tensor_names.get(region.cls, set())
+        held = [n for n in _target_names(node) if n in known]
+        if not held or cands.acceptable():
+            return None
+        return ("missing",
+                f"line {node.lineno}: "
+                f"{code_span(statement_text(self.source, node))} has no "
+                f"shape comment (the traced calls did not run this line, "
+                f"but `{held[0]}` holds a tensor elsewhere; write its "
+                f"shape, e.g. `# [batch_size, seq_len, hidden]`)")

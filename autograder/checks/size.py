@@ -7,14 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
-from autograder.checks.values import _outputs
+from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import close, fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
 from autograder.submission.regions import owner_of_line
-from autograder.rubric import Check, Outcome, Task, register
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.checks.registry import register
+from autograder.values import Case
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class ModuleSizeParams:
     stand_in_atol: float = 0.0
 
 
-def _drawn_shapes(case: Any) -> dict[str, list[int]]:
+def _drawn_shapes(case: Case) -> dict[str, list[int]]:
     """Path -> shape of every ``<path>.shape`` of the case: weights the
     worker draws from a seed (the same in two modules to compare them)."""
     return {key[:-len(".shape")]: [int(d) for d in value.tolist()]
@@ -63,7 +65,7 @@ class ModuleSize:
     MultiHeadAttention (Task 3.3's item) cannot exhaust the memory here.
     """
 
-    def _probes(self, check: Check, case: Any) -> list[Probe]:
+    def _probes(self, check: Check, case: Case) -> list[Probe]:
         seed = check.params.seed
         own_cls = check.params.own_class
         own_init = dict(check.params.own_init)
@@ -92,7 +94,7 @@ class ModuleSize:
         return [config, P.inspect_probe(case.cls, case.init, check.timeout),
                 P.inspect_probe(own_cls, own_init, check.timeout), made, own]
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """The factory with a stand-in class; inspect the module and the
         student's own class; call both with the same weights."""
@@ -103,11 +105,12 @@ class ModuleSize:
         """Whether the factory built the stand-in with the expected
         arguments and returned it (its output is the first instance's,
         within ``atol``)."""
-        found, _ = _outputs(result, probe, None) if result.ok else (None, "")
+        found, _ = returned_tensors(result, probe, None) \
+            if result.ok else (None, "")
         return found is not None and close(found[0], stand_in_output(
             probe.drawn_seed, 0, probe.stand_in["shape"]), atol)
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Every expectation listed, pass or fail. A failure that is the
         student's own class's (its attributes, size or output, or an
@@ -207,8 +210,9 @@ class ModuleSize:
                         f"fails there too (Task 3.3's item charges that): "
                         f"{P.failure_text(result, call)}"), True
             return f"- {FAIL} {where}: {P.failure_text(result, call)}", False
-        found, problem = _outputs(result, call, None)
-        mine, _ = _outputs(own, own_call, None) if own.ok else (None, "")
+        found, problem = returned_tensors(result, call, None)
+        mine, _ = returned_tensors(own, own_call, None) \
+            if own.ok else (None, "")
         same = found is not None and mine is not None and close(
             found[0], mine[0], check.params.output_atol,
             equal_nan=True) or (

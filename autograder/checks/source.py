@@ -17,7 +17,9 @@ from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
 from autograder.checks.compare import close
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Check, Outcome, Task, register
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.checks.registry import register
+from autograder.values import Case
 
 
 @dataclass(frozen=True)
@@ -79,12 +81,12 @@ class PycodestyleParams:
 class Pycodestyle:
     """Any pycodestyle violation inside the task's class."""
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """Static: no probe."""
         return []
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Triggered (points to deduct) if the class has a violation."""
         from autograder.checks.style import style_issues, too_long
@@ -117,12 +119,12 @@ class GraderAccess:
     the task's class, or outside every task's class (it runs for every
     task): the rule the rubric states, found on the parsed module."""
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """Static: no probe."""
         return []
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Triggered (points to deduct) by any finding charged to the
         task; the lines name each place and the rule."""
@@ -180,7 +182,7 @@ class ShapeComments:
     def _twin(probe: Probe) -> Probe:
         return replace(probe, id=f"untraced-{probe.id}", trace_shapes=False)
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """Traced calls with fresh weights and all-distinct sizes, each
         with its untraced twin (code must not behave differently when its
@@ -203,7 +205,7 @@ class ShapeComments:
         dims.update(check.params.extra_dims)
         return dims
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Triggered if any statement's comment is missing or wrong, if the
         code behaves differently when traced, or if the comments cannot be
@@ -309,12 +311,12 @@ class StatementCount:
     """At most N statements run for a method: its own and its helpers'
     (``statements.count_statements``; docstrings aside)."""
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """Static: no probe."""
         return []
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Earned when the count is small enough (``requires`` is applied
         by the caller)."""

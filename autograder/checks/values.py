@@ -1,7 +1,7 @@
 """Value kinds: compare what the student's modules return (an output, the
 attention probabilities, the linear layers it builds) with the frozen
-values, and explain the differences. Also the helpers every kind that
-reads a call's output shares (``_outputs``, ``_diagnose``, second calls).
+values, and explain the differences. Also the second calls
+(``Probe.again``) every kind that reads a call's output may judge.
 
 Each class is a check kind registered by name for ``rubric.toml``. ``plan``
 lists the probes an item needs; ``evaluate`` judges their results (in the
@@ -10,71 +10,20 @@ grading parent, against tensors that never reach the worker).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 
-from autograder.report import mdsafe
+from autograder.text import mdsafe
 from autograder import probes as P
 from autograder.checks.compare import (close, compare, fmt_shape,
                                        matching_mistakes)
 from autograder.sandbox.protocol import MEMORY, Probe, ProbeResult
-from autograder.rubric import Check, Outcome, Task, register
+from autograder.checks.entries import Check, Outcome, Task
+from autograder.checks.registry import register
 from autograder.checks.base import FAIL, PASS, CaseCheck, Context, Verdict
-
-
-def _outputs(result: ProbeResult, probe: Probe, count: int | None
-             ) -> tuple[list[torch.Tensor] | None, str]:
-    """The returned tensors if they have the expected form: a single tensor
-    (``count`` None) or a tuple of ``count`` tensors."""
-    call = P.call_text(probe)
-    if count is None:
-        if result.output_kind != "tensor":
-            return None, (f"{call} returned a tuple of "
-                          f"{len(result.outputs)} tensors, expected a single "
-                          f"tensor")
-        return result.outputs, ""
-    if result.output_kind != "tuple" or len(result.outputs) != count:
-        what = ("a single tensor" if result.output_kind == "tensor" else
-                f"{len(result.outputs)} tensors")
-        return None, f"{call} returned {what}, expected a tuple of {count} " \
-                     f"tensors (att, probs)"
-    return result.outputs, ""
-
-
-def _diagnose(got: torch.Tensor, expected: torch.Tensor,
-              mistakes: dict[str, torch.Tensor], ctx: Context, check: Check,
-              what: str) -> Verdict:
-    """Compare, and on a mismatch name the catalogue mistake it equals.
-
-    Mistakes indistinguishable from the right answer on this tensor (e.g.
-    "no mix" for the probabilities) are never suggested.
-    """
-    result = compare(got, expected, atol=check.atol, rtol=check.rtol,
-                     what=what)
-    if result.ok:
-        return Verdict(True)
-    order = [m for m in ctx.mistake_messages
-             if m in mistakes and not close(mistakes[m], expected,
-                                            ctx.mistake_atol, equal_nan=True)]
-    candidates = matching_mistakes(got, mistakes, order, ctx.mistake_atol)
-    mistake = candidates[0] if candidates else None
-    short = {"shape": "wrong shape", "nan": "NaN or infinite values",
-             "values": "wrong values"}[result.kind]
-    message = result.message
-    if mistake is None and result.kind == "values" and \
-            close(got, expected, ctx.mistake_atol):
-        message += (f" (within {ctx.mistake_atol:g} but not {check.atol:g}"
-                    f": a numerical precision problem, e.g. float16 or a "
-                    f"different formula?)")
-    # The hint is added by ``aggregate``, only if the mistake explains every
-    # failing case of the item.
-    return Verdict(False, message, short, mistake, candidates)
-
-
-def _mistake_tensors(case: Any, name: str) -> dict[str, torch.Tensor]:
-    return {mid: tensors[name] for mid, tensors in case.mistakes.items()
-            if name in tensors}
+from autograder.checks.outputs import (diagnose, mistake_tensors,
+                                       returned_tensors)
+from autograder.values import Case
 
 
 # --------------------------------------------------------------------------
@@ -99,12 +48,12 @@ class LinearAttributes:
     def _probe(self, check: Check, task: Task) -> Probe:
         return P.inspect_probe(task.cls, check.params.init, check.timeout)
 
-    def plan(self, check: Check, task: Task, cases: list,
+    def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
         """One inspect probe."""
         return [self._probe(check, task)]
 
-    def evaluate(self, check: Check, task: Task, cases: list,
+    def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Every listed attribute a Linear of the right sizes with bias."""
         probe = self._probe(check, task)
@@ -161,7 +110,7 @@ class ModuleOutputParams:
 class ModuleOutput(CaseCheck):
     """forward's output (item 0 with return_attention) vs ``output``."""
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """The call (with return_attention if asked), and the plain call."""
         train = check.run_mode == "train"
         found = []
@@ -180,32 +129,32 @@ class ModuleOutput(CaseCheck):
                                       kwargs=found[0].kwargs, again=True))
         return found
 
-    def required(self, check: Check, case: Any,
+    def required(self, check: Check, case: Case,
                  probes: list[Probe]) -> int | None:
         """The eval calls; a train-mode call that fails is the dropout
         item's to judge (only its eval second call is this item's)."""
         return sum(not p.train for p in probes) \
             if check.run_mode != "train" else None
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Compare each call's output with the frozen output, then each
         second call (``Probe.again``): the same module called again on the
         same input, in eval mode (after the train-mode call too), must
         give it again."""
         expected = case.tensors["output"]
-        mistakes = _mistake_tensors(case, "output")
+        mistakes = mistake_tensors(case, "output")
         train_first = check.run_mode == "train"
         for result, probe in zip(results, probes):
             if probe.train and not train_first:
                 continue
             tuple_call = bool(probe.kwargs.get("return_attention"))
-            outputs, problem = _outputs(result, probe, 2 if tuple_call
-                                        else None)
+            outputs, problem = returned_tensors(result, probe,
+                                                2 if tuple_call else None)
             if outputs is None:
                 return Verdict(False, problem, "wrong return value")
-            verdict = _diagnose(outputs[0], expected, mistakes, ctx, check,
-                                _output_words(case, probe))
+            verdict = diagnose(outputs[0], expected, mistakes, ctx, check,
+                               _output_words(case, probe))
             if not verdict.ok:
                 return _not_deterministic(verdict, outputs[0], result, probe,
                                           ctx)
@@ -217,7 +166,7 @@ class ModuleOutput(CaseCheck):
         return Verdict(True)
 
 
-def _output_words(case: Any, probe: Probe) -> str:
+def _output_words(case: Case, probe: Probe) -> str:
     if probe.kwargs.get("return_attention") or "num_heads" in case.init:
         return f"`att` from {P.call_text(probe)}"
     return f"the output of {P.call_text(probe)}"
@@ -240,7 +189,7 @@ def again_att(result: ProbeResult, probe: Probe
     plain = replace(probe, train=False)
     if not again.ok:
         return None, P.failure_text(again, plain)
-    outputs, problem = _outputs(again, plain, 2 if probe.kwargs.get(
+    outputs, problem = returned_tensors(again, plain, 2 if probe.kwargs.get(
         "return_attention") else None)
     if outputs is None:
         return None, problem
@@ -285,7 +234,7 @@ def _state_words(changed: list[str]) -> str:
             f"`__init__` made it.")
 
 
-def second_call(case: Any, result: ProbeResult, probe: Probe,
+def second_call(case: Case, result: ProbeResult, probe: Probe,
                 expected: torch.Tensor, check: Check) -> Verdict | None:
     """The verdict on a probe's second call against ``expected`` (None
     if it gives it, or there was none)."""
@@ -340,25 +289,25 @@ class AttentionProbs(CaseCheck):
     """The probabilities of ``forward(x, return_attention=True)``: shape
     exactly [b*h, s, s] and values equal to ``attention``."""
 
-    def case_probes(self, check: Check, case: Any) -> list[Probe]:
+    def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One call with return_attention=True."""
         return [P.case_probe(case, train=check.run_mode == "train",
                              timeout=check.timeout,
                              kwargs={"return_attention": True})]
 
-    def judge(self, check: Check, case: Any, results: list[ProbeResult],
+    def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Compare, with a structural diagnosis of a [b, h, s, s] answer."""
-        outputs, problem = _outputs(results[0], probes[0], 2)
+        outputs, problem = returned_tensors(results[0], probes[0], 2)
         if outputs is None:
             return Verdict(False, problem, "wrong return value")
         got, expected = outputs[1], case.tensors["attention"]
-        mistakes = _mistake_tensors(case, "attention")
+        mistakes = mistake_tensors(case, "attention")
         what = "`probs`"
         if tuple(got.shape) != tuple(expected.shape) and \
                 got.numel() == expected.numel():
             flat = got.reshape(expected.shape)
-            verdict = _diagnose(flat, expected, mistakes, ctx, check, what)
+            verdict = diagnose(flat, expected, mistakes, ctx, check, what)
             shape = (f"probabilities not flattened: they have shape "
                      f"{fmt_shape(got.shape)}, expected "
                      f"{fmt_shape(expected.shape)} = [batch_size * "
@@ -376,4 +325,4 @@ class AttentionProbs(CaseCheck):
             return Verdict(False, f"{shape}; even after that reshape, "
                            f"{verdict.message}", "wrong shape and values",
                            verdict.mistake, verdict.candidates)
-        return _diagnose(got, expected, mistakes, ctx, check, what)
+        return diagnose(got, expected, mistakes, ctx, check, what)

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic, csvsafe, mdsafe
+from autograder.report import atomic
+from autograder.text import csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
 APOLOGY = ("Sorry: the autograder itself failed while grading your "
@@ -336,7 +337,7 @@ def write_grades_csv(grades: list[GradeResult | dict[str, Any]],
     column holds the task's points (its bonus included, so the task
     columns add up to the score). A submission the grader failed to grade
     has its score and task cells blank: no score was written for it.
-    Cells go through autograder/report/csvsafe.py (no spreadsheet
+    Cells go through autograder/text/csvsafe.py (no spreadsheet
     formula)."""
     rows: list[list[object]] = [csv_columns(task_ids)]
     for row in map(grade_row, grades):

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from autograder.report import atomic, csvsafe, layout, mdsafe
+from autograder.report import atomic, layout
+from autograder.text import csvsafe, mdsafe
 
 REPORT_NAME = "report.html"
 MAX_RESULTS_BYTES = 20_000_000   # a results.json larger than this is skipped

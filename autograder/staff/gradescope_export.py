@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from autograder.report import csvsafe
+from autograder.text import csvsafe
 from autograder.submission.locate import (SubmissionError, safe_extract,
                                           shown_name, zip_names)
 

@@ -15,7 +15,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder.report import atomic, mdsafe
+from autograder.report import atomic
+from autograder.text import mdsafe
 from autograder.staff.class_report import Item, read_batch
 
 WHY_LINES = 4        # lines of an item's feedback quoted as the reason

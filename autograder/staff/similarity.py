@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder import homework
-from autograder.report import atomic, layout, mdsafe
+from autograder.report import atomic, layout
+from autograder.text import mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            find_regions)
 

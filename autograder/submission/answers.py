@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autograder import homework
-from autograder.report import atomic, mdsafe
+from autograder.report import atomic
+from autograder.text import mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
     import nbformat

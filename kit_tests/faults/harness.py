@@ -21,7 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.report import atomic, batch_state, csvsafe, layout
+from autograder.report import atomic, batch_state, layout
+from autograder.text import csvsafe
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

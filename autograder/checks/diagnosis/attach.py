@@ -22,9 +22,11 @@ from autograder.checks.compare import close
 from autograder.checks.diagnosis import relations
 from autograder.checks.diagnosis.flow import Divergence, walk
 from autograder.checks.diagnosis.steps import STEPS, case_steps
-from autograder.report import mdsafe
-from autograder.rubric import kind, select_cases
+from autograder.text import mdsafe
+from autograder.checks.entries import select_cases
+from autograder.checks.kinds import kind
 from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.values import Case
 
 MARK = "- Where your values leave the reference"
 KINDS = ("module_output",)          # items whose output a diagnosis follows
@@ -35,7 +37,7 @@ MAX_PUBLIC_LINES = 2                # diagnosed public cases shown per item
 class Finding:
     """One failing case's diagnosis: where, and the relation if any."""
 
-    case: Any
+    case: Case
     divergence: Divergence
     relation: relations.Relation | None
     code: str
@@ -47,7 +49,7 @@ class Finding:
         return f"{step}: {self.relation.key}" if self.relation else step
 
 
-def head_size(case: Any) -> tuple[int, str]:
+def head_size(case: Case) -> tuple[int, str]:
     """The size each head's scores are divided by the root of, and its
     name as the class's docstring says it."""
     init = case.init
@@ -60,7 +62,7 @@ def head_size(case: Any) -> tuple[int, str]:
     return init["d_out"] // init["num_heads"], "head_dim"
 
 
-def _sizes(case: Any) -> dict[str, int]:
+def _sizes(case: Case) -> dict[str, int]:
     """The sizes a relation may name (the batch is no scale anyone
     uses; the head size first)."""
     head, name = head_size(case)
@@ -105,7 +107,7 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
     return found
 
 
-def diagnosis_probe(probe: Probe, case: Any,
+def diagnosis_probe(probe: Probe, case: Case,
                     methods: dict[str, tuple[str, ...]]) -> Probe:
     """The failing call again, on the value-recording copy."""
     return replace(probe, id=f"{case.name}:diagnosis:{probe.id}",
@@ -152,7 +154,7 @@ def sentence(finding: Finding) -> str:
     return text
 
 
-def diagnose_case(case: Any, result: ProbeResult, source: str
+def diagnose_case(case: Case, result: ProbeResult, source: str
                   ) -> Finding | None:
     """Where one case's recorded values leave the path, or None."""
     if not result.ok or not result.values:

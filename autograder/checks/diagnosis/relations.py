@@ -8,12 +8,12 @@ a fact it checked on every position; none holds: no relation is named.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from autograder.checks.diagnosis.flow import MASKED, tolerance
 from autograder.checks.diagnosis.steps import BIASES, LAYER_NAMES
+from autograder.values import Case
 
 SCALED = ("scaled", "scaled_masked")
 RAW = {"scores": "scaled", "masked": "scaled_masked"}   # before scaling
@@ -314,7 +314,7 @@ def permutation(step: str, got: torch.Tensor, expected: torch.Tensor
 
 
 def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
-            steps: dict[str, torch.Tensor], case: Any, head: int,
+            steps: dict[str, torch.Tensor], case: Case, head: int,
             head_name: str, sizes: dict[str, int]) -> Relation | None:
     """The first relation that holds at ``step``, or None."""
     before = steps.get("scaled_masked", steps.get("scaled"))

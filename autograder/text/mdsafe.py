@@ -24,7 +24,7 @@ Invisible characters (Unicode format characters such as U+2062 INVISIBLE
 TIMES or U+00AD SOFT HYPHEN, bidirectional controls, the tag block
 U+E0000-E007F, Hangul fillers) are shown as a visible ``<U+2062>``, so a TA
 sees that something is hidden in an answer; control characters become
-U+FFFD. CSV cells: ``autograder/report/csvsafe.py``.
+U+FFFD. CSV cells: ``autograder/text/csvsafe.py``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,140 @@
+"""The check kinds' registry: every module of ``autograder/checks/``
+imports alone, no kind imports the rubric (the rubric imports the
+registry), the grader's imports form no cycle, and every module that
+registers a kind is one ``autograder.checks.kinds`` imports."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.checks import kinds, registry
+from autograder.rubric import load_rubric
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKS = ROOT / "autograder" / "checks"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def grader_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in (ROOT / "autograder").rglob("*.py")}
+
+
+def imported(path: Path, modules: set[str], top_level: bool) -> set[str]:
+    """The grader modules ``path`` imports: at module level only (what
+    runs when it is imported; ``if TYPE_CHECKING`` aside), or anywhere."""
+    tree = ast.parse(path.read_text())
+    nodes = ([n for n in tree.body if not isinstance(n, ast.If)]
+             if top_level else list(ast.walk(tree)))
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.level == 0:
+            found |= {node.module, *(f"{node.module}.{a.name}"
+                                     for a in node.names)}
+    return found & modules
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (module -> modules), or []."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = "done"
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_the_graders_imports_form_no_cycle():
+    modules = grader_modules()
+    graph = {name: imported(path, set(modules), top_level=True)
+             for name, path in modules.items()}
+    assert cycle(graph) == [], "an import cycle: break it"
+
+
+def test_no_check_module_imports_the_rubric():
+    modules = grader_modules()
+    offenders = [name for name, path in modules.items()
+                 if name.startswith("autograder.checks")
+                 and "autograder.rubric" in imported(path, set(modules),
+                                                     top_level=False)]
+    assert offenders == [], ("these read the rubric's types from "
+                             "autograder.checks.entries instead")
+
+
+def test_each_check_module_imports_alone():
+    # One interpreter; the grader's modules are forgotten before each
+    # import, so each one is imported as if first.
+    names = sorted(n for n in grader_modules()
+                   if n.startswith("autograder.checks."))
+    script = (
+        "import importlib, sys\n"
+        "failed = []\n"
+        f"for name in {names!r}:\n"
+        "    for loaded in [m for m in sys.modules\n"
+        "                   if m.split('.')[0] == 'autograder']:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        failed.append(f'{name}: {exc!r}')\n"
+        "print('\\n'.join(failed))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "", run.stdout
+
+
+def registers(path: Path) -> bool:
+    """Whether a module has a class decorated ``@register(...)``."""
+    return any(isinstance(d, ast.Call) and getattr(d.func, "id", "") ==
+               "register"
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ClassDef)
+               for d in node.decorator_list)
+
+
+def test_every_registering_module_is_imported_by_kinds():
+    modules = grader_modules()
+    registering = {name for name, path in modules.items()
+                   if name.startswith("autograder.checks.")
+                   and registers(path)}
+    assert registering, "no module registers a kind: the walk is wrong"
+    listed = imported(CHECKS / "kinds.py", set(modules), top_level=True)
+    assert registering - listed == set(), (
+        "add these modules to the import in autograder/checks/kinds.py")
+
+
+def test_every_kind_the_rubric_names_is_registered():
+    for check in load_rubric().checks():
+        spec = kinds.kind(check)
+        assert (spec.section, spec.name) == (check.section, check.kind)
+        assert isinstance(check.params, spec.params)
+
+
+def test_a_kind_is_registered_once():
+    section, name = next(iter(registry.KINDS))
+    with pytest.raises(ValueError, match=f"{name}.*registered twice"):
+        registry.register(section, name)

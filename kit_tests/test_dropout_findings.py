@@ -1,0 +1,342 @@
+"""Every finding of the dropout kinds says what it should: each one built
+from a public dropout case (the frozen eval values, a train-mode call
+made to show the finding) and judged by the kind, its message pinned."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+import torch
+
+from autograder.checks import dropout as D
+from autograder.checks.base import Context, Verdict
+from autograder.checks.kinds import kind
+from autograder.rubric import load_rubric
+from autograder.sandbox.protocol import OK, ProbeResult
+from autograder.values import Case, load_cases
+
+RUBRIC = load_rubric()
+CASES = load_cases(sets=("public",))
+CTX = Context(mistake_messages={})
+OTHER_RATE = 0.2     # a rate typed in instead of the module's
+
+
+def item(kind_name: str, task: str):
+    return next(c for t in RUBRIC.tasks if t.id == task
+                for c in t.items if c.kind == kind_name)
+
+
+def case_of(task: str) -> Case:
+    return next(c for c in CASES if c.task == task and c.mode == "train")
+
+
+def mask_like(values: torch.Tensor) -> torch.Tensor:
+    """Drop every other position (some dropped, some kept)."""
+    mask = torch.zeros(values.numel())
+    mask[::2] = 1
+    return mask.view(values.shape)
+
+
+def result(*tensors: torch.Tensor) -> ProbeResult:
+    return ProbeResult("p", OK, outputs=list(tensors),
+                       output_kind="tuple" if len(tensors) > 1 else "tensor")
+
+
+# --------------------------------------------------------------------------
+# dropout_train (2.3b): att and the probabilities of one train-mode call
+
+PROBS_CHECK = item("dropout_train", "multi_head_self_attention")
+PROBS_CASE = case_of("multi_head_self_attention")
+P_PROBS = float(PROBS_CASE.init["dropout"])
+
+
+def weighted(probs: torch.Tensor) -> torch.Tensor:
+    """att for these probabilities (the frozen value path)."""
+    case = PROBS_CASE
+    b, s, _ = case.tensors["x"].shape
+    mix = case.tensors["value_mix"]
+    return torch.einsum("bhst,bhtd->bsd", probs.reshape(
+        b, mix.shape[1], s, s), mix) + case.weights["mix.bias"]
+
+
+def judge_train(probs: torch.Tensor, att: torch.Tensor | None = None,
+                own_att: torch.Tensor | None = None,
+                own_probs: torch.Tensor | None = None) -> Verdict:
+    """2.3b's verdict on a train-mode call returning (att, probs), its
+    eval call returning (own_att, own_probs) (default: the frozen
+    ones); att defaults to the one that follows from probs."""
+    case = PROBS_CASE
+    frozen_att, frozen = case.tensors["output"], case.tensors["attention"]
+    att = weighted(probs) if att is None else att
+    own = (frozen_att if own_att is None else own_att,
+           frozen if own_probs is None else own_probs)
+    check_kind = kind(PROBS_CHECK).impl
+    probes = check_kind.case_probes(PROBS_CHECK, case)
+    return check_kind.judge(PROBS_CHECK, case,
+                            [result(att, probs), result(*own), result(*own)],
+                            probes, CTX)
+
+
+def dropped(values: torch.Tensor, rate: float = P_PROBS) -> torch.Tensor:
+    return values * mask_like(values) / (1 - rate)
+
+
+def test_a_right_train_call_passes():
+    assert judge_train(dropped(PROBS_CASE.tensors["attention"])).ok
+
+
+def probs_situations() -> dict[D.Finding, Callable[[], Verdict]]:
+    frozen = PROBS_CASE.tensors["attention"]
+    frozen_att = PROBS_CASE.tensors["output"]
+    right = dropped(frozen)
+    wrong = right.clone()
+    wrong.view(-1)[0] = frozen.view(-1)[0] * 1.5    # kept position 0
+    nan = right.clone()
+    nan.view(-1)[0] = float("nan")
+    b, s, _ = PROBS_CASE.tensors["x"].shape
+    # an eval att that does not follow from its own probabilities (a
+    # wrong mix): att is then only required to change with dropout
+    broken_eval = frozen_att * 3
+    return {
+        D.Finding.WRONG_SHAPE: lambda: judge_train(
+            right[:b], att=frozen_att),
+        D.Finding.NAN_IN_TRAIN: lambda: judge_train(nan),
+        D.Finding.EVAL_ALL_NAN: lambda: judge_train(
+            right, own_probs=torch.full_like(frozen, float("nan"))),
+        D.Finding.NOT_APPLIED: lambda: judge_train(frozen, att=frozen_att),
+        D.Finding.UNSCALED: lambda: judge_train(frozen * mask_like(frozen)),
+        D.Finding.OTHER_RATE: lambda: judge_train(
+            dropped(frozen, OTHER_RATE)),
+        D.Finding.WRONG_VALUES: lambda: judge_train(wrong),
+        D.Finding.NONE_DROPPED: lambda: judge_train(frozen / (1 - P_PROBS)),
+        D.Finding.ALL_DROPPED: lambda: judge_train(torch.zeros_like(frozen)),
+        D.Finding.PROBS_NOT_DROPPED: lambda: judge_train(
+            frozen, att=dropped(frozen_att)),
+        D.Finding.ATT_NOT_FROM_PROBS: lambda: judge_train(
+            right, att=frozen_att),
+        D.Finding.ATT_DROPPED: lambda: judge_train(
+            right, att=dropped(broken_eval), own_att=broken_eval),
+        D.Finding.ATT_EQUALS_EVAL: lambda: judge_train(
+            right, att=broken_eval, own_att=broken_eval),
+    }
+
+
+def probs_messages() -> dict[D.Finding, tuple[str, str]]:
+    p, scale = P_PROBS, 1 / (1 - P_PROBS)
+    rate, factor = OTHER_RATE, 1 / (1 - OTHER_RATE)
+    frozen = PROBS_CASE.tensors["attention"]
+    b, s, _ = PROBS_CASE.tensors["x"].shape
+    heads = frozen.shape[0] // b
+    shape = f"[{b}, {s}, {s}]"
+    first = float(frozen.view(-1)[0])
+    return {
+        D.Finding.WRONG_SHAPE: (
+            f"in train mode the probabilities have shape {shape}, expected "
+            f"[{b * heads}, {s}, {s}], and their head split does not give "
+            f"your own eval att, so dropout cannot be checked",
+            "wrong shape"),
+        D.Finding.NAN_IN_TRAIN: (
+            "in train mode the probabilities contain NaN or infinite "
+            "values where the eval ones are finite", "NaN values"),
+        D.Finding.EVAL_ALL_NAN: (
+            "in eval mode every probability is NaN or infinite, so dropout "
+            "cannot be checked", "NaN values"),
+        D.Finding.NOT_APPLIED: (
+            f"no dropout in train mode: with dropout {p:g} the "
+            f"probabilities and att equal the eval ones. Apply "
+            f"self.dropout to the softmax probabilities.",
+            "dropout not applied"),
+        D.Finding.UNSCALED: (
+            f"probabilities are dropped but the kept ones are not scaled "
+            f"by 1/(1 - p) = {scale:.4g}: use self.dropout (nn.Dropout "
+            f"scales them for you)", "kept probabilities not rescaled"),
+        D.Finding.OTHER_RATE: (
+            f"in train mode the kept probabilities are their eval value "
+            f"times {factor:.4g} = 1/(1 - {rate:.3g}): a dropout rate of "
+            f"{rate:.3g}, not the module's {p:g} (expected 1/(1 - p) = "
+            f"{scale:.4g}). Build the "
+            f"dropout from the constructor's argument (`nn.Dropout("
+            f"dropout)`), not a number typed in.",
+            "a dropout rate that is not the module's"),
+        D.Finding.WRONG_VALUES: (
+            f"in train mode 1 of {frozen.numel()} probabilities are "
+            f"neither 0 nor their eval value / (1 - p), e.g.: expected 0 "
+            f"or {first * scale:.6g}, got {first * 1.5:.6g}. Is dropout "
+            f"applied before the softmax?", "wrong train-mode probabilities"),
+        D.Finding.NONE_DROPPED: (
+            f"in train mode (dropout {p:g}) no probability was dropped: "
+            f"apply self.dropout to the attention probabilities",
+            "dropout not applied"),
+        D.Finding.ALL_DROPPED: (
+            f"in train mode (dropout {p:g}) every probability was dropped: "
+            f"apply self.dropout to the attention probabilities",
+            "dropout not applied"),
+        D.Finding.PROBS_NOT_DROPPED: (
+            f"probabilities not dropped out: in train mode (dropout {p:g}) "
+            f"the returned probabilities equal the eval ones while att "
+            f"changes: dropout is applied to the output att. Use the "
+            f"probabilities after self.dropout both for the weighted sum "
+            f"of the values and as the returned probs.",
+            "probabilities not dropped out"),
+        D.Finding.ATT_NOT_FROM_PROBS: (
+            "att doesn't follow from the returned probabilities: att "
+            "equals the eval output, so att was computed from the "
+            "probabilities before dropout. Use the dropped-out "
+            "probabilities for the weighted sum of the values and return "
+            "those same probabilities.",
+            "att does not follow from the probabilities"),
+        D.Finding.ATT_DROPPED: (
+            f"dropout is applied to the output att (in train mode, dropout "
+            f"{p:g}, every value of att is 0 or its eval value / (1 - p)). "
+            f"Use the dropped-out probabilities for the weighted sum of the "
+            f"values.", "probabilities not dropped out"),
+        D.Finding.ATT_EQUALS_EVAL: (
+            "att equals the eval output, so att was computed from the "
+            "probabilities before dropout. Use the dropped-out "
+            "probabilities for the weighted sum of the values.",
+            "att does not follow from the probabilities"),
+    }
+
+
+@pytest.mark.parametrize("finding", list(probs_situations()),
+                         ids=lambda f: f.name)
+def test_each_probabilities_finding_says_its_message(finding):
+    verdict = probs_situations()[finding]()
+    assert not verdict.ok
+    assert (verdict.message, verdict.short) == probs_messages()[finding]
+
+
+def test_where_and_how_say_the_other_places():
+    # PROBS_NOT_DROPPED's and ATT_NOT_FROM_PROBS's second wording: att
+    # changed, but not by dropout on att itself, and not to the eval att.
+    frozen = PROBS_CASE.tensors["attention"]
+    elsewhere = PROBS_CASE.tensors["output"] * 1.1
+    not_dropped = judge_train(frozen, att=elsewhere)
+    assert not_dropped.message.endswith(
+        "while att changes: dropout is applied somewhere else (to the "
+        "values, to the output, or to a copy of the probabilities while "
+        "the ones before dropout are returned). Use the probabilities "
+        "after self.dropout both for the weighted sum of the values and "
+        "as the returned probs.")
+    not_from = judge_train(dropped(frozen), att=elsewhere)
+    assert not_from.message == (
+        "att doesn't follow from the returned probabilities: dropout "
+        "applied after (or before) the weighted sum, or the returned "
+        "probabilities are not the ones used. Use the dropped-out "
+        "probabilities for the weighted sum of the values and return "
+        "those same probabilities.")
+
+
+# --------------------------------------------------------------------------
+# dropout_on_weights (3.1d, 3.3d): the probe's output [A | A] per head
+
+WEIGHTS_CHECK = item("dropout_on_weights", "causal_attention")
+WEIGHTS_CASE = case_of("causal_attention")
+P_WEIGHTS = float(WEIGHTS_CASE.init["dropout"])
+
+
+def side_by_side(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The probe's output for a single head whose value halves give
+    ``first`` and ``second`` (each [b, n, n])."""
+    return torch.cat([first, second], dim=-1)
+
+
+def judge_weights(first: torch.Tensor, second: torch.Tensor | None = None,
+                  own: torch.Tensor | None = None) -> Verdict:
+    case = WEIGHTS_CASE
+    frozen = case.tensors["attention"]
+    train = side_by_side(first, first if second is None else second)
+    own = side_by_side(frozen, frozen) if own is None else own
+    check_kind = kind(WEIGHTS_CHECK).impl
+    probes = check_kind.case_probes(WEIGHTS_CHECK, case)
+    results = [result(train)] + [result(own)] * (len(probes) - 1)
+    return check_kind.judge(WEIGHTS_CHECK, case, results, probes, CTX)
+
+
+def weights_situations() -> dict[D.Finding, Callable[[], Verdict]]:
+    frozen = WEIGHTS_CASE.tensors["attention"]
+    right = dropped(frozen, P_WEIGHTS)
+    wrong = right.clone()
+    wrong.view(-1)[0] = frozen.view(-1)[0] * 1.5
+    nan = right.clone()
+    nan.view(-1)[0] = float("nan")
+    return {
+        D.Finding.WRONG_SHAPE: lambda: judge_weights(right[..., :-1]),
+        D.Finding.NAN_IN_TRAIN: lambda: judge_weights(nan),
+        D.Finding.EVAL_ALL_NAN: lambda: judge_weights(right, own=torch.full(
+            (*frozen.shape[:2], 2 * frozen.shape[2]), float("nan"))),
+        D.Finding.NOT_APPLIED: lambda: judge_weights(frozen),
+        D.Finding.NOT_ON_WEIGHTS: lambda: judge_weights(
+            right, right.flip(-1)),
+        D.Finding.UNSCALED: lambda: judge_weights(
+            frozen * mask_like(frozen)),
+        D.Finding.OTHER_RATE: lambda: judge_weights(
+            dropped(frozen, OTHER_RATE)),
+        D.Finding.WRONG_VALUES: lambda: judge_weights(wrong),
+        D.Finding.NONE_DROPPED: lambda: judge_weights(
+            frozen / (1 - P_WEIGHTS)),
+        D.Finding.ALL_DROPPED: lambda: judge_weights(
+            torch.zeros_like(frozen)),
+    }
+
+
+def weights_messages() -> dict[D.Finding, tuple[str, str]]:
+    p, scale = P_WEIGHTS, 1 / (1 - P_WEIGHTS)
+    rate, factor = OTHER_RATE, 1 / (1 - OTHER_RATE)
+    b, n = WEIGHTS_CASE.tensors["x"].shape[:2]
+    first = float(WEIGHTS_CASE.tensors["attention"].view(-1)[0])
+    return {
+        D.Finding.WRONG_SHAPE: (
+            f"in train mode the output has shape [{b}, {n}, {2 * n - 2}], "
+            f"expected [{b}, {n}, {2 * n}]", "wrong shape"),
+        D.Finding.NAN_IN_TRAIN: (
+            "in train mode the output contains NaN or infinite values "
+            "where the eval output is finite", "NaN values"),
+        D.Finding.EVAL_ALL_NAN: (
+            "in eval mode every weight is NaN, so dropout cannot be "
+            "checked", "NaN values"),
+        D.Finding.NOT_APPLIED: (
+            f"no dropout in train mode: with dropout {p:g} the output "
+            f"equals the eval output. Apply self.dropout to the attention "
+            f"weights.", "dropout not applied"),
+        D.Finding.NOT_ON_WEIGHTS: (
+            "dropout is applied after the weighted sum (to the context "
+            "vectors or the values), not to the attention weights: apply "
+            "self.dropout to the softmax weights, then multiply by the "
+            "values.", "dropout not on the weights"),
+        D.Finding.UNSCALED: (
+            f"weights are dropped but the kept ones are not scaled by "
+            f"1/(1 - p) = {scale:.4g}: use self.dropout",
+            "kept weights not rescaled"),
+        D.Finding.OTHER_RATE: (
+            f"in train mode the kept weights are their eval value times "
+            f"{factor:.4g} = 1/(1 - {rate:.3g}): a dropout rate of "
+            f"{rate:.3g}, not the module's {p:g} (expected 1/(1 - p) = "
+            f"{scale:.4g}). Build the dropout from the constructor's "
+            f"argument (`nn.Dropout(dropout)`), not a number typed in.",
+            "a dropout rate that is not the module's"),
+        D.Finding.WRONG_VALUES: (
+            f"in train mode the attention weights are neither 0 nor their "
+            f"eval value / (1 - p): is dropout applied before the softmax?",
+            "wrong train-mode weights"),
+        D.Finding.NONE_DROPPED: (
+            f"in train mode (dropout {p:g}) no weight was dropped: apply "
+            f"self.dropout to the attention weights", "dropout not applied"),
+        D.Finding.ALL_DROPPED: (
+            f"in train mode (dropout {p:g}) every weight was dropped: apply "
+            f"self.dropout to the attention weights", "dropout not applied"),
+    }
+
+
+@pytest.mark.parametrize("finding", list(weights_situations()),
+                         ids=lambda f: f.name)
+def test_each_weights_finding_says_its_message(finding):
+    verdict = weights_situations()[finding]()
+    assert not verdict.ok
+    assert (verdict.message, verdict.short) == weights_messages()[finding]
+
+
+def test_every_finding_is_pinned():
+    pinned = set(probs_situations()) | set(weights_situations())
+    assert set(D.Finding) - pinned == set(), (
+        "a finding without a situation here: add one and its message")

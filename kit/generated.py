@@ -18,8 +18,8 @@ from autograder.rubric import load_rubric
 def stale(reference_path: Path | None = None) -> list[str]:
     """One line per generated file that is stale, saying what to run;
     ``reference_path`` stands in for the reference (tests)."""
-    from kit import facts, mistakes, notebook, skeleton
-    from kit.make_test_values import StaleValues, check_fresh
+    from kit.generate import facts, mistakes, notebook, skeleton
+    from kit.generate.values import StaleValues, check_fresh
     rubric = load_rubric()
     reference_path = reference_path or skeleton.REFERENCE
     found = [skeleton.stale(reference_path, rubric=rubric)]

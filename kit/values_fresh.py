@@ -1,9 +1,9 @@
 """Whether the frozen test values are in step with what generates them,
 without importing torch: ``python -m kit.values_fresh`` (what ``make check``
-and ``make grade`` ask first; ``python -m kit.make_test_values --check``
+and ``make grade`` ask first; ``python -m kit.generate.values --check``
 asks the same after importing the generator, about 1 s of torch).
 
-The sources and the check are ``kit/make_test_values.py``'s, which cannot
+The sources and the check are ``kit/generate/values.py``'s, which cannot
 import them from here without changing its own hash, and with it the
 committed manifest; ``kit_tests/test_perf_bench.py`` proves the two lists
 and verdicts equal.
@@ -18,11 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 OUT = ROOT / "test_values"
-SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
+SOURCES = (REFERENCE, ROOT / "kit" / "generate" / "cases.py",
            ROOT / "kit" / "variants" / "mistakes.toml",
-           ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
-           ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
-           ROOT / "kit" / "steps.py", ROOT / "kit" / "make_test_values.py")
+           ROOT / "kit" / "variants.py",
+           ROOT / "kit" / "corpus" / "examples.py",
+           ROOT / "kit" / "generate" / "draws.py",
+           ROOT / "kit" / "generate" / "exact.py",
+           ROOT / "kit" / "generate" / "steps.py",
+           ROOT / "kit" / "generate" / "values.py")
 
 
 def stale_sources(values: Path = OUT,

@@ -24,8 +24,9 @@ Every entry is a TOML table::
 
 In group ``mistakes`` (``kit/variants/mistakes.toml``, the one home of a
 common mistake) an entry's name is the mistake id, and it also says what
-the student is told, which ``make generate`` (kit/mistakes.py) writes into
-the shipped ``autograder/mistakes.toml``; these keys are refused elsewhere::
+the student is told, which ``make generate`` (kit/generate/mistakes.py)
+writes into the shipped ``autograder/mistakes.toml``; these keys are
+refused elsewhere::
 
     items = ["1.2", "2.1"]   # the rubric items it fails, its own first
     message = "your output equals ..."   # the student-facing explanation
@@ -132,7 +133,7 @@ class Variant:
         variant's edits applied."""
         base = REFERENCE.read_text() if reference is None else reference
         if self.fields.get("base") == "skeleton":
-            from kit.skeleton import generate_skeleton
+            from kit.generate.skeleton import generate_skeleton
             base = generate_skeleton(base)
         edits = []
         for old, new in self.edits:

@@ -1,5 +1,6 @@
-"""kit/exact.py: float64 products, sums and softmax built from elementwise
-operations agree with torch's own, and nothing else reduces inside it."""
+"""kit/generate/exact.py: float64 products, sums and softmax built from
+elementwise operations agree with torch's own, and nothing else reduces
+inside it."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ import math
 import pytest
 import torch
 
-from kit.exact import _exp, exact
+from kit.generate.exact import _exp, exact
 
 
 def test_exp_is_accurate_and_handles_the_softmax_edges():

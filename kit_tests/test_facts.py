@@ -1,13 +1,13 @@
 """A point is one edit: the rubric's facts reach every document that states
-them (kit/facts.py), and nothing built from a changed rubric still states
-the old number."""
+them (kit/generate/facts.py), and nothing built from a changed rubric still
+states the old number."""
 from __future__ import annotations
 
 import pytest
 
 from autograder.rubric import load_rubric
-from kit import facts
-from kit.facts import ROOT, FactsError
+from kit.generate import facts
+from kit.generate.facts import ROOT, FactsError
 from kit_tests.rubrics import (item_points, other_points, points_words,
                                rubric_text_with, rubric_with)
 
@@ -75,7 +75,7 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     # fails (kit_tests/conftest.py) names `make skeleton` and
     # `make test-values`, not a bare ValueError in some test.
     from kit.generated import stale
-    from kit.skeleton import REFERENCE
+    from kit.generate.skeleton import REFERENCE
     assert stale() == []
     renamed = tmp_path / "modeling_attention.py"
     text = REFERENCE.read_text()

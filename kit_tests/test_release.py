@@ -22,8 +22,8 @@ from safetensors.numpy import load_file
 from autograder.local import SCOPE
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
-from kit import leaks, release
-from kit.skeleton import generate_skeleton, solution_lines
+from kit.release import leaks, student as release
+from kit.generate.skeleton import generate_skeleton, solution_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

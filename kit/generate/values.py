@@ -1,11 +1,12 @@
 """Regenerate the frozen test values from the reference (`make test-values`).
 
 Deterministic on any x86-64 CPU: every case seeds torch with its own seed,
-weights and inputs are drawn through integer draws only (kit/draws.py), the
-outputs are computed in float64 and rounded once to float32, and files are
-written with sorted keys, so regenerating on the same torch version gives
-identical bytes whatever the CPU's kernels (kit_tests/test_test_values.py
-regenerates with other kernels forced and compares).
+weights and inputs are drawn through integer draws only
+(kit/generate/draws.py), the outputs are computed in float64 and rounded
+once to float32, and files are written with sorted keys, so regenerating
+on the same torch version gives identical bytes whatever the CPU's kernels
+(kit_tests/test_test_values.py regenerates with other kernels forced and
+compares).
 
 Besides the right answers it freezes what each common mistake gives: every
 entry of ``kit/variants/mistakes.toml`` is the reference with edits that
@@ -27,11 +28,12 @@ from types import ModuleType
 import torch
 from safetensors.torch import save_file
 
-from kit import draws, steps as ref_steps, variants
-from kit.exact import exact
-from kit.cases import CASES, Case
+from kit import variants
+from kit.generate import draws, steps as ref_steps
+from kit.generate.exact import exact
+from kit.generate.cases import CASES, Case
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 OUT = ROOT / "test_values"
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
@@ -115,17 +117,19 @@ def run_case(module: ModuleType, case: Case, x: torch.Tensor,
 
 
 # How the values are computed, recorded in the manifest. Weights and inputs
-# are drawn by kit/draws.py (integer draws, exact float64 arithmetic); every
-# output is computed in float64 by the reference (and by its mistakes'
-# edited copies) under kit/exact.py, whose products, sums and softmax are
-# made of correctly rounded elementwise operations in a fixed order, then
+# are drawn by kit/generate/draws.py (integer draws, exact float64
+# arithmetic); every output is computed in float64 by the reference (and by
+# its mistakes' edited copies) under kit/generate/exact.py, whose products,
+# sums and softmax are made of correctly rounded elementwise operations in
+# a fixed order, then
 # rounded once to float32: no CPU kernel (AVX2, AVX-512, MKL's code path,
 # threads) changes a bit. kit_tests/test_test_values.py regenerates with
 # other kernels forced.
 COMPUTE = ("float64, rounded once to float32 (products, sums and softmax "
-           "in a fixed order: kit/exact.py)")
-DRAWS = ("kit/draws.py: nn.Linear's initialisation reproduced from integer "
-         "draws of torch's seeded generator; inputs: sum of 12 uniforms - 6")
+           "in a fixed order: kit/generate/exact.py)")
+DRAWS = ("kit/generate/draws.py: nn.Linear's initialisation reproduced "
+         "from integer draws of torch's seeded generator; inputs: sum of 12 "
+         "uniforms - 6")
 
 
 def _rounded(tensor: torch.Tensor) -> torch.Tensor:
@@ -199,15 +203,16 @@ def case_record(case: Case, reference: ModuleType,
         else:
             out64 = module(x64)
             probs64 = None
-        # kit/exact.py's operations agree with torch's to float64 rounding.
-        _assert_agree(case, out64, plain, 1e-12, "kit/exact.py")
+        # kit/generate/exact.py's operations agree with torch's to float64
+        # rounding.
+        _assert_agree(case, out64, plain, 1e-12, "kit/generate/exact.py")
         tensors["output"] = _rounded(out64)
-        # The named steps the diagnosis follows (kit/steps.py), in eval
-        # mode like the output.
+        # The named steps the diagnosis follows (kit/generate/steps.py), in
+        # eval mode like the output.
         found = ref_steps.reference_steps(case.cls, case.init, module, x64)
         if found:
             _assert_agree(case, found["step.output"], out64, 1e-12,
-                          "kit/steps.py's last step")
+                          "kit/generate/steps.py's last step")
         tensors.update({k: _rounded(v) for k, v in found.items()})
         if probs64 is not None:
             tensors["attention"] = _rounded(probs64)
@@ -257,8 +262,8 @@ def case_record(case: Case, reference: ModuleType,
 def _attention_weights(module: torch.nn.Module, x64: torch.Tensor
                        ) -> torch.Tensor:
     """The attention weights ``module`` computes on ``x64`` (under
-    kit/exact.py): what its one dropout layer receives, as the docstrings
-    of Part 3 specify (dropout on the attention weights)."""
+    kit/generate/exact.py): what its one dropout layer receives, as the
+    docstrings of Part 3 specify (dropout on the attention weights)."""
     seen = []
     hooks = [m.register_forward_hook(lambda _m, args, _out:
                                      seen.append(args[0]))
@@ -360,12 +365,14 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
 # makes the committed values stale (``--check``, and the kit's commands
 # that grade or release refuse stale values).
 # The mistakes are the reference edited by kit/variants/mistakes.toml,
-# read by kit/variants.py, applied by kit/examples.py (apply_edits).
-SOURCES = (REFERENCE, ROOT / "kit" / "cases.py",
+# read by kit/variants.py, applied by kit/corpus/examples.py (apply_edits).
+SOURCES = (REFERENCE, ROOT / "kit" / "generate" / "cases.py",
            ROOT / "kit" / "variants" / "mistakes.toml",
-           ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
-           ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
-           ROOT / "kit" / "steps.py",
+           ROOT / "kit" / "variants.py",
+           ROOT / "kit" / "corpus" / "examples.py",
+           ROOT / "kit" / "generate" / "draws.py",
+           ROOT / "kit" / "generate" / "exact.py",
+           ROOT / "kit" / "generate" / "steps.py",
            Path(__file__).resolve())
 
 
@@ -434,7 +441,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
     manifest: dict = {
         "format": 1,
         "torch_version": torch.__version__,
-        "generator": "python -m kit.make_test_values",
+        "generator": "python -m kit.generate.values",
         "compute": COMPUTE,
         "draws": DRAWS,
         "sources": source_hashes(reference_path),
@@ -490,7 +497,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kit.make_test_values", description=__doc__)
+        prog="python -m kit.generate.values", description=__doc__)
     parser.add_argument("--out", type=Path, default=OUT,
                         help="output directory (default: test_values/)")
     parser.add_argument("--reference", type=Path, default=REFERENCE,

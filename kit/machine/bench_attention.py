@@ -21,9 +21,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from kit.make_test_values import load_reference
+from kit.generate.values import load_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "assignment" / "figures" / "bench_attention.png"
 SIZES = {"gpt2": dict(batch=8, tokens=1024, dim=768, heads=12),
          "small": dict(batch=2, tokens=128, dim=96, heads=4)}
@@ -135,10 +135,10 @@ def chart(rows: list[tuple], path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.bench_attention",
-                                     description=__doc__,
-                                     formatter_class=argparse.
-                                     RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.machine.bench_attention",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true",
                         help="a small size for a quick run")
     parser.add_argument("--repeats", type=int, default=3)
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(size, args.repeats, devices)
     print(table(rows))
     chart(rows, args.chart, title)
-    print(f"\nchart written to {args.chart}; `python -m kit.notebook` "
-          f"embeds it in the notebook")
+    print(f"\nchart written to {args.chart}; "
+          f"`python -m kit.generate.notebook` embeds it in the notebook")
     return 0
 
 

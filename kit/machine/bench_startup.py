@@ -12,7 +12,7 @@ submissions the otter-grader way, one ``otter check`` per submission with
 the tests ``otter assign`` makes of the master notebook (the same frozen
 public values and items, exception-based), for the batch comparison.
 
-``python -m kit.bench_startup [--repeats 5] [--otter 0]`` prints these
+``python -m kit.machine.bench_startup [--repeats 5] [--otter 0]`` prints these
 figures alone; ``make bench`` prints them with the rest.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions/transformer_lm/modeling_attention.py"
 NOTEBOOK = ROOT / "assignment/attention.ipynb"
 TARGET_RATIO = 1.5      # one submission vs a bare import torch (issue 20)

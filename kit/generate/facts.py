@@ -8,7 +8,7 @@ README) hold generated blocks::
     ...generated from the rubric...
     <!-- /facts -->
 
-``python -m kit.facts`` rewrites every block from the rubric;
+``python -m kit.generate.facts`` rewrites every block from the rubric;
 ``--check`` exits 1 naming each stale block (``make test`` runs it through
 kit_tests/test_facts.py), so a changed point is one edit plus
 ``make facts``.
@@ -24,7 +24,7 @@ from typing import Callable
 from autograder.local import notebook_task
 from autograder.rubric import Rubric, load_rubric
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The documents with facts blocks (paths relative to the checkout).
 DOCUMENTS = ("README.md", "kit/student/README.md")
 BLOCK = re.compile(r"(<!-- facts:([a-z-]+) -->\n)(.*?)(<!-- /facts -->)",
@@ -121,7 +121,7 @@ def stale(rubric: Rubric, root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.facts",
+    parser = argparse.ArgumentParser(prog="python -m kit.generate.facts",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if a document's facts are stale")

@@ -44,8 +44,7 @@ python-version: # with PY=: stop at once unless it is Python >= 3.11
 	@$(PY) kit/install_deps.py --check
 
 fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older than what generates them
-	@$(PY) -m kit.values_fresh >/dev/null   # no torch: kit/values_fresh.py
-	@$(PY) -m kit.generate.mistakes --check >/dev/null   # no torch either
+	@$(PY) -m kit.generate --check test-values mistakes >/dev/null   # no torch
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's
@@ -68,22 +67,25 @@ test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2
 test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)
 	$(PY) -m kit.machine.fresh_machine $(ARGS)
 
-generate: skeleton build-notebook facts mistakes test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
+# The generators are one list (kit/generate/__init__.py); each target below
+# runs one of them. `python -m kit.generate --check` lists what is stale.
+generate: $(SETUP) ## after changing the reference, rubric or cases: regenerate everything derived from them
+	$(PY) -m kit.generate
 
 build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb (and autograder/questions.toml) from assignment/attention.md and the rubric
-	$(PY) -m kit.generate.notebook
+	$(PY) -m kit.generate build-notebook
 
 facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README
-	$(PY) -m kit.generate.facts
+	$(PY) -m kit.generate facts
 
 skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
-	$(PY) -m kit.generate.skeleton
+	$(PY) -m kit.generate skeleton
 
 mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/variants/mistakes.toml
-	$(PY) -m kit.generate.mistakes
+	$(PY) -m kit.generate mistakes
 
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
-	$(PY) -m kit.generate.values
+	$(PY) -m kit.generate test-values
 
 check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)

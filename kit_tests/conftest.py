@@ -1,5 +1,5 @@
 """Before any test: every generated file must be in step with what
-generates it (kit/generated.py), else one message says what to run.
+generates it (kit/generate/__init__.py), else one message says what to run.
 
 Tests that run a deployed thing end to end (the CLI in its own process,
 the student release as unzipped, the Gradescope image as setup.sh builds
@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):   # an xdist worker
         return
-    from kit.generated import stale
+    from kit.generate import stale
     lines = stale()
     if lines:
         pytest.exit("generated files are stale:\n  " + "\n  ".join(lines)

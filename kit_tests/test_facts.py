@@ -74,7 +74,7 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     # The instructor renames `bs` in the reference: the first thing that
     # fails (kit_tests/conftest.py) names `make skeleton` and
     # `make test-values`, not a bare ValueError in some test.
-    from kit.generated import stale
+    from kit.generate import stale
     from kit.generate.skeleton import REFERENCE
     assert stale() == []
     renamed = tmp_path / "modeling_attention.py"
@@ -83,7 +83,7 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     renamed.write_text(text.replace("bs, seq, _ = x.shape",
                                     "batch, seq, _ = x.shape").replace(
                                         "(bs,", "(batch,"))
-    lines = stale(renamed)
+    lines = stale(reference_path=renamed)
     assert any("`make test-values`" in line for line in lines), lines
     # A header's points edited by hand in the reference: `make skeleton`
     # (it rewrites them from the rubric).
@@ -91,4 +91,5 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     assert header in text
     renamed.write_text(text.replace(header, "# Task 2.2 "
                                     f"({points_words(other_points('2.2'))})"))
-    assert any("`make skeleton`" in line for line in stale(renamed))
+    assert any("`make skeleton`" in line
+               for line in stale(reference_path=renamed))

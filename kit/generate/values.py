@@ -32,10 +32,11 @@ from kit import variants
 from kit.generate import draws, steps as ref_steps
 from kit.generate.exact import exact
 from kit.generate.cases import CASES, Case
+# What the values are built from and the torch-free check, re-exported
+# (the kit's commands that grade or release refuse stale values).
+from kit.generate.sources import (REFERENCE, OUT, SOURCES, StaleValues,
+                                  check_fresh, source_hashes)
 
-ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
-OUT = ROOT / "test_values"
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
@@ -359,55 +360,6 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
     if not torch.allclose(a.double(), b.double(), atol=atol, rtol=0):
         raise SystemExit(f"{case.name}: {what} disagrees with the "
                          f"reference by {(a - b).abs().max():.3g}")
-
-
-# Everything the bytes depend on, besides torch: a change to any of them
-# makes the committed values stale (``--check``, and the kit's commands
-# that grade or release refuse stale values).
-# The mistakes are the reference edited by kit/variants/mistakes.toml,
-# read by kit/variants.py, applied by kit/corpus/examples.py (apply_edits).
-SOURCES = (REFERENCE, ROOT / "kit" / "generate" / "cases.py",
-           ROOT / "kit" / "variants" / "mistakes.toml",
-           ROOT / "kit" / "variants.py",
-           ROOT / "kit" / "corpus" / "examples.py",
-           ROOT / "kit" / "generate" / "draws.py",
-           ROOT / "kit" / "generate" / "exact.py",
-           ROOT / "kit" / "generate" / "steps.py",
-           Path(__file__).resolve())
-
-
-def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:
-    """Path (relative to the kit) -> sha256 of each source of the values."""
-    paths = [reference_path.resolve(), *SOURCES[1:]]
-    return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in paths}
-
-
-def _relative(path: Path) -> str:
-    try:
-        return str(path.relative_to(ROOT))
-    except ValueError:
-        return str(path)
-
-
-class StaleValues(Exception):
-    """The frozen values no longer match what generates them."""
-
-
-def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:
-    """Raise StaleValues naming what changed since ``make test-values``."""
-    try:
-        recorded = json.loads((values / "manifest.json").read_text()
-                              ).get("sources", {})
-    except (OSError, ValueError) as exc:
-        raise StaleValues(f"{values}/manifest.json: {exc}: run "
-                          f"`make test-values`") from None
-    changed = [path for path, digest in source_hashes(reference_path).items()
-               if recorded.get(path) != digest]
-    if changed:
-        raise StaleValues(f"{values}/ is stale: {', '.join(changed)} "
-                          f"changed since it was generated: run "
-                          f"`make test-values` (then `make test`)")
 
 
 def _check_shown(mistakes: dict[str, Mistake], shown: set[str],

@@ -172,13 +172,7 @@ def case_record(case: Case, reference: ModuleType,
     mistake (of ``mistakes``; none by default) that raises on it instead
     of returning an output."""
     if case.cls == "gpt2_small_attention":
-        module, _ = _draw_module(case, reference, {})
-        tensors = {"x": _inputs(case), "num_parameters": torch.tensor(
-            sum(p.numel() for p in module.parameters()), dtype=torch.int64)}
-        for name, param in module.named_parameters():
-            tensors[f"{name}.shape"] = torch.tensor(param.shape,
-                                                    dtype=torch.int64)
-        return tensors, {}
+        return _size_record(case, reference), {}
     module, weights = _draw_module(case, reference, case.init)
     expected = None
     if case.weights.startswith("concat:"):
@@ -190,7 +184,6 @@ def case_record(case: Case, reference: ModuleType,
     module = _load64(module, weights)
     x64 = x.double()
     tensors: dict[str, torch.Tensor] = {"x": x, **weights}
-    errors: dict[str, str] = {}
     # The classes this case runs (the wrapper's heads are CausalAttention):
     # a mistake whose edits touch none of them cannot show here.
     runs = {type(m).__name__ for m in module.modules()}
@@ -220,30 +213,8 @@ def case_record(case: Case, reference: ModuleType,
         if expected is not None:
             _assert_agree(case, tensors["output"], expected,
                           what="the wrapper's concatenated heads")
-        for mid, mistake in (mistakes or {}).items():
-            if not mistake.edited & runs:
-                continue
-            try:
-                out, att = run_case(mistake.module, case, x, weights)
-            except Exception as exc:   # noqa: BLE001 - the mistake's error
-                if not mistake.raises:
-                    raise SystemExit(
-                        f"{mistake.label} raises on {case.name}: "
-                        f"{type(exc).__name__}: {exc} (if it should, say "
-                        f"`raises = true` in its entry)"
-                    ) from exc
-                errors[mid] = str(exc).splitlines()[0]
-                continue
-            out = _rounded(out)
-            if probs64 is None:
-                if _differs(out, tensors["output"]):
-                    tensors[f"mistake.{mid}.output"] = out
-                continue
-            att = _rounded(att)
-            if _differs(out, tensors["output"]) or \
-                    _differs(att, tensors["attention"]):
-                tensors[f"mistake.{mid}.output"] = out
-                tensors[f"mistake.{mid}.attention"] = att
+        errors = _mistake_records(case, mistakes or {}, runs, x, weights,
+                                  tensors)
         if case.cls == "MultiHeadSelfAttention" and case.mode == "train":
             tensors["value_mix"] = _rounded(_value_mix(module, x64))
         if weights64 is not None:
@@ -258,6 +229,56 @@ def case_record(case: Case, reference: ModuleType,
                 _assert_agree(case, halves[:, :, :, half], per_head,
                               what="the dropout probe's output")
     return {k: v.contiguous() for k, v in tensors.items()}, errors
+
+
+def _size_record(case: Case, reference: ModuleType
+                 ) -> dict[str, torch.Tensor]:
+    """A size-only case (GPT-2's attention): its input, the parameter
+    count and each parameter's shape; no output is frozen."""
+    module, _ = _draw_module(case, reference, {})
+    tensors = {"x": _inputs(case), "num_parameters": torch.tensor(
+        sum(p.numel() for p in module.parameters()), dtype=torch.int64)}
+    for name, param in module.named_parameters():
+        tensors[f"{name}.shape"] = torch.tensor(param.shape,
+                                                dtype=torch.int64)
+    return tensors
+
+
+def _mistake_records(case: Case, mistakes: dict[str, Mistake],
+                     runs: set[str], x: torch.Tensor,
+                     weights: dict[str, torch.Tensor],
+                     tensors: dict[str, torch.Tensor]) -> dict[str, str]:
+    """Add to ``tensors`` what each mistake touching a class in ``runs``
+    gives on ``case`` where it differs from the reference's (its output,
+    and its attention when the case freezes one); return the first line
+    of the error of each mistake that raises instead. Runs under the
+    caller's ``exact()``."""
+    errors: dict[str, str] = {}
+    for mid, mistake in mistakes.items():
+        if not mistake.edited & runs:
+            continue
+        try:
+            out, att = run_case(mistake.module, case, x, weights)
+        except Exception as exc:   # noqa: BLE001 - the mistake's error
+            if not mistake.raises:
+                raise SystemExit(
+                    f"{mistake.label} raises on {case.name}: "
+                    f"{type(exc).__name__}: {exc} (if it should, say "
+                    f"`raises = true` in its entry)"
+                ) from exc
+            errors[mid] = str(exc).splitlines()[0]
+            continue
+        out = _rounded(out)
+        if "attention" not in tensors:
+            if _differs(out, tensors["output"]):
+                tensors[f"mistake.{mid}.output"] = out
+            continue
+        att = _rounded(att)
+        if _differs(out, tensors["output"]) or \
+                _differs(att, tensors["attention"]):
+            tensors[f"mistake.{mid}.output"] = out
+            tensors[f"mistake.{mid}.attention"] = att
+    return errors
 
 
 def _attention_weights(module: torch.nn.Module, x64: torch.Tensor

@@ -314,8 +314,7 @@ def remove(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Build the root, run the quick start as root and as a user, timed."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick-start-only", action="store_true",
                         help="leave out the suite (the make test lines)")
@@ -331,7 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bind", action="append", default=[],
                         help=argparse.SUPPRESS)
     parser.add_argument("line", nargs="*", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the root, run the quick start as root and as a user, timed."""
+    args = _parser().parse_args(argv)
     if args.inside:
         inside(args.inside, args.user, args.cwd, args.bind,
                " ".join(args.line))

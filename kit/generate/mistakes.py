@@ -55,7 +55,7 @@ def render(catalogue: Path = variants.CATALOGUE) -> str:
 def stale(catalogue: Path = variants.CATALOGUE,
           shipped: Path = SHIPPED) -> str:
     """What to run when ``shipped`` is not what ``catalogue`` gives, else
-    "" (for kit/generated.py and ``--check``)."""
+    "" (for the generators' list, kit/generate/__init__.py)."""
     if shipped.is_file() and shipped.read_text() == render(catalogue):
         return ""
     where = (shipped.relative_to(variants.ROOT)

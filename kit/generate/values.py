@@ -414,7 +414,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
     manifest: dict = {
         "format": 1,
         "torch_version": torch.__version__,
-        "generator": "python -m kit.generate.values",
+        "generator": "python -m kit.generate test-values",
         "compute": COMPUTE,
         "draws": DRAWS,
         "sources": source_hashes(reference_path),

@@ -47,8 +47,7 @@ python-version: # with PY=: stop at once unless it is Python >= 3.11
 	@$(PY) kit/install_deps.py --check
 
 fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older than what generates them
-	@$(PY) -m kit.values_fresh >/dev/null   # no torch: kit/values_fresh.py
-	@$(PY) -m kit.mistakes --check >/dev/null   # no torch either
+	@$(PY) -m kit.generate --check test-values mistakes >/dev/null   # no torch
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's
@@ -66,53 +65,56 @@ test-faults: $(SETUP) ## the fault-injection suite alone (kills, full or unwrita
 	$(PY) -m pytest kit_tests/faults $(PYTEST_PARALLEL)
 
 test-rubric-change: $(SETUP) ## in a temp copy: give rubric item ITEM (default 2.2) one point more, make generate, make test; must stay green
-	$(PY) -m kit.rubric_change $(if $(ITEM),--item $(ITEM))
+	$(PY) -m kit.generate.rubric_change $(if $(ITEM),--item $(ITEM))
 
 .PHONY: test-add-task
 test-add-task: $(SETUP) ## in a temp copy: add a task (4.1) and a question (Q6) by docs/architecture.md's files alone, make generate, grade, test; must stay green
 	$(PY) -m kit.add_task
 
 test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal Debian, as root and as a user, timed (ARGS=--quick-start-only)
-	$(PY) -m kit.fresh_machine $(ARGS)
+	$(PY) -m kit.machine.fresh_machine $(ARGS)
 
-generate: skeleton build-notebook facts mistakes test-values ## after changing the reference, rubric or cases: regenerate everything derived from them
+# The generators are one list (kit/generate/__init__.py); each target below
+# runs one of them. `python -m kit.generate --check` lists what is stale.
+generate: $(SETUP) ## after changing the reference, rubric or cases: regenerate everything derived from them
+	$(PY) -m kit.generate
 
 build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb (and autograder/questions.toml) from assignment/attention.md and the rubric
-	$(PY) -m kit.notebook
+	$(PY) -m kit.generate build-notebook
 
 facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README
-	$(PY) -m kit.facts
+	$(PY) -m kit.generate facts
 
 skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
-	$(PY) -m kit.skeleton
+	$(PY) -m kit.generate skeleton
 
 mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/variants/mistakes.toml
-	$(PY) -m kit.mistakes
+	$(PY) -m kit.generate mistakes
 
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
-	$(PY) -m kit.make_test_values
+	$(PY) -m kit.generate test-values
 
 check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
 grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md
-	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.examples; fi
+	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.corpus.examples; fi
 	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(wildcard $(SUBMISSIONS)/*),$(SUBMISSIONS)/*,$(SUBMISSIONS))
 
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
-	$(PY) -m kit.bench
+	$(PY) -m kit.machine.bench
 
 bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
-	$(PY) -m kit.bench_attention $(ARGS)
+	$(PY) -m kit.machine.bench_attention $(ARGS)
 
 release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
-	$(PY) -m kit.release
+	$(PY) -m kit.release.student.student
 
 autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
-	$(PY) -m kit.gradescope
+	$(PY) -m kit.release.student.gradescope
 
 demo: $(SETUP) fresh-values ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
-	$(PY) -m kit.demo
+	$(PY) -m kit.release.student.demo
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf dist build grades .pytest_cache

@@ -191,22 +191,17 @@ def _description() -> str:
     return textwrap.fill(first, 76) + "\n" + rest
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of ``python -m autograder``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m autograder", description=_description(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
+def _common(sub: argparse.ArgumentParser) -> None:
+    """The options every grading command takes: the rubric, the values."""
+    sub.add_argument("--rubric", type=Path, default=None,
+                     help=f"rubric file (default {DEFAULT_RUBRIC.name} "
+                          f"next to the grader)")
+    sub.add_argument("--values", type=Path, default=None,
+                     help="folder of the frozen test values (default "
+                          "$AUTOGRADER_VALUES or test_values/)")
 
-    def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--rubric", type=Path, default=None,
-                         help=f"rubric file (default {DEFAULT_RUBRIC.name} "
-                              f"next to the grader)")
-        sub.add_argument("--values", type=Path, default=None,
-                         help="folder of the frozen test values (default "
-                              "$AUTOGRADER_VALUES or test_values/)")
 
+def _add_grade(commands: argparse._SubParsersAction) -> None:
     grade = commands.add_parser(
         "grade", help="grade submissions (staff)", description=GRADE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,9 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--public-only", action="store_true",
                        help="grade on the public cases only (no hidden "
                             "values available)")
-    common(grade)
+    _common(grade)
     grade.set_defaults(run=cmd_grade)
 
+
+def _add_check(commands: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check", help="preview your grade on the public cases (students)",
         description="Run the grader's checks on the PUBLIC test cases and "
@@ -241,9 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"your module (default: {DEFAULT_CHECK_FILE})")
     check.add_argument("--timeout", type=float, default=None, metavar="S",
                        help=argparse.SUPPRESS)
-    common(check)
+    _common(check)
     check.set_defaults(run=cmd_check)
 
+
+def _add_folder_commands(commands: argparse._SubParsersAction) -> None:
+    """``report`` and ``similarity``: they read a graded folder."""
     report_cmd = commands.add_parser(
         "report", help="write OUT/report.html, the class report (staff)",
         description="Read a graded folder (grades.csv and each "
@@ -266,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     similar.add_argument("out", metavar="OUT", help="a graded folder")
     similar.set_defaults(run=cmd_similarity)
 
+
+def _add_gradescope(commands: argparse._SubParsersAction) -> None:
     gradescope = commands.add_parser(
         "gradescope", help="grade on Gradescope (used by run_autograder)",
         description=f"Grade ${ROOT_ENV}/submission (default {DEFAULT_ROOT})"
@@ -273,8 +275,21 @@ def build_parser() -> argparse.ArgumentParser:
                     f"writes a valid results.json.")
     gradescope.add_argument("--root", default=None,
                             help=f"instead of ${ROOT_ENV}")
-    common(gradescope)
+    _common(gradescope)
     gradescope.set_defaults(run=cmd_gradescope)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``python -m autograder``: one function adds
+    each command, in the order ``--help`` lists them."""
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder", description=_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    for add in (_add_grade, _add_check, _add_folder_commands,
+                _add_gradescope):
+        add(commands)
     return parser
 
 

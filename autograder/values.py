@@ -37,8 +37,8 @@ class Case:
     seed: int
     description: str
     tensors: dict[str, torch.Tensor] = field(repr=False)
-    # How the weights were made (kit/cases.py): "init" (seeded), or for
-    # Part 3 "dropout_probe" / "concat" (a wrapper's heads fused).
+    # How the weights were made (kit/generate/cases.py): "init" (seeded), or
+    # for Part 3 "dropout_probe" / "concat" (a wrapper's heads fused).
     recipe: str = "init"
     # Mistake id -> the error its code raises on this case (the catalogue's
     # mistakes that raise instead of returning an output).

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.rubric_change import ROOT, copy_checkout
+from kit.generate.rubric_change import ROOT, copy_checkout
 
 TASK = "grouped_query_attention"   # the new task's rubric id
 ITEM = "4.1"                        # its one item
@@ -239,7 +239,7 @@ EDITS = (
     SourceEdit("solutions/transformer_lm/modeling_attention.py",
                REFERENCE_CLASS),
     SourceEdit("autograder/rubric.toml", RUBRIC_TASK),
-    SourceEdit("kit/cases.py", CASES),
+    SourceEdit("kit/generate/cases.py", CASES),
     SourceEdit("kit/variants/mistakes.toml", MISTAKE_ENTRY),
     SourceEdit("kit/variants/fidelity.toml", NO_WORK_EDIT,
                anchor="    ['''\ndef gpt2_small_attention():\n"),
@@ -257,7 +257,7 @@ EDITS = (
 # the new task, the reference in full and the new mistake named, the
 # grading proof shows on two submissions. Nor test_test_values.py (four
 # minutes of regenerations): the values the copy generated are checked
-# fresh before any test (kit/generated.py), and the generator checks
+# fresh before any test (python -m kit.generate --check), and the generator checks
 # them against the reference's own float64 run.
 TESTS = (
     "kit_tests/test_case_table.py",

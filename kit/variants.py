@@ -24,8 +24,9 @@ Every entry is a TOML table::
 
 In group ``mistakes`` (``kit/variants/mistakes.toml``, the one home of a
 common mistake) an entry's name is the mistake id, and it also says what
-the student is told, which ``make generate`` (kit/mistakes.py) writes into
-the shipped ``autograder/mistakes.toml``; these keys are refused elsewhere::
+the student is told, which ``make generate`` (kit/generate/mistakes.py)
+writes into the shipped ``autograder/mistakes.toml``; these keys are
+refused elsewhere::
 
     items = ["1.2", "2.1"]   # the rubric items it fails, its own first
     message = "your output equals ..."   # the student-facing explanation
@@ -168,7 +169,7 @@ class Variant:
     def _base(self, reference: str | None) -> str:
         base = REFERENCE.read_text() if reference is None else reference
         if self.fields.get("base") == "skeleton":
-            from kit.skeleton import generate_skeleton
+            from kit.generate.skeleton import generate_skeleton
             base = generate_skeleton(base)
         return base
 
@@ -265,9 +266,9 @@ def catalogue_problems(catalogue: Path = CATALOGUE,
     order: a malformed group file, and each edit of each entry that does
     not apply exactly once to ``reference`` (text; the live reference by
     default) or to the skeleton generated from it. Empty when every entry
-    applies. ``make generate`` prints them all (kit/mistakes.py), so that
+    applies. ``make generate`` prints them all (kit/generate/mistakes.py), so that
     a new class that repeats quoted lines shows every clash in one run."""
-    from kit.skeleton import generate_skeleton
+    from kit.generate.skeleton import generate_skeleton
     reference = REFERENCE.read_text() if reference is None else reference
     skeleton = None
     found: list[str] = []

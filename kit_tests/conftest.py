@@ -1,5 +1,5 @@
 """Before any test: every generated file must be in step with what
-generates it (kit/generated.py), else one message says what to run. A
+generates it (kit/generate/__init__.py), else one message says what to run. A
 clean answer is remembered while nothing it reads changes
 (kit_tests/fresh_stamp.py), so that one test file runs in seconds.
 
@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):   # an xdist worker
         return
-    from kit.generated import stale
+    from kit.generate import stale
     lines = stale_unless_unchanged(stale)
     if lines:
         pytest.exit("generated files are stale:\n  " + "\n  ".join(lines)

@@ -1,6 +1,6 @@
 """Skip the generated-files check when nothing it reads has changed.
 
-``kit/generated.py``'s check rebuilds the skeleton, the notebook and the
+``python -m kit.generate --check`` rebuilds the skeleton, the notebook and the
 frozen values in memory (seconds of CPU, paid before the first test). Its
 answer depends only on the checkout's files outside ``kit_tests/`` and on
 the interpreter and torch, so a clean answer is remembered under a digest

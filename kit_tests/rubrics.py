@@ -22,7 +22,8 @@ def rubric_with(item: str, points: float) -> Rubric:
 
 # What the tests derive from the rubric they run against: no test assumes
 # a point value of the shipped rubric (an instructor who changes one and
-# runs `make generate` keeps a green suite; kit/rubric_change.py checks it).
+# runs `make generate` keeps a green suite; kit/generate/rubric_change.py
+# checks it).
 
 def item_points(item: str, rubric: Rubric | None = None) -> float:
     """Item ``item``'s points in ``rubric`` (default: the live one)."""

@@ -104,8 +104,9 @@ def test_no_coincidental_sizes(name):
         assert found, f"{name} declares same_sizes but has none"
         return
     assert not found, (
-        f"{name}: sizes {found} coincide; change them in kit/cases.py so "
-        f"a mistake that swaps these dimensions fails here")
+        f"{name}: sizes {found} coincide; change them in "
+        f"kit/generate/cases.py so a mistake that swaps these dimensions "
+        f"fails here")
 
 
 def test_every_value_item_has_a_public_case_with_all_sizes_distinct():

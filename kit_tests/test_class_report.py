@@ -21,7 +21,7 @@ from autograder.report.layout import submission_dir
 from autograder.staff import class_report
 from autograder.submission.locate import submission_name
 from kit import variants
-from kit.examples import example_sources
+from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -374,8 +374,8 @@ document.body.setAttribute('data-sorted', [].map.call(
 
 def test_staff_tools_ship_neither_to_gradescope_nor_to_students(tmp_path):
     # Their optional libraries are no dependency of the deployed grader:
-    # kit.gradescope.verify would refuse an unpinned import.
-    from kit import gradescope
+    # kit.release.student.gradescope.verify would refuse an unpinned import.
+    from kit.release.student import gradescope
     gradescope.assemble(tmp_path / "gs")
     package = tmp_path / "gs" / "autograder"
     shipped = {p.relative_to(package).as_posix()

@@ -1,6 +1,6 @@
 """The value-flow diagnosis: the worker's value recorder and its bounds on
 the wire, the walk along the reference's frozen steps (no false alarm on
-correct code), every bug of kit/diagnosis_bugs.toml named (step and
+correct code), every bug of kit/corpus/diagnosis_bugs.toml named (step and
 relation) through the real sandbox, and the diagnosis run only for
 failing value cases with no catalogued mistake named."""
 from __future__ import annotations
@@ -21,7 +21,8 @@ from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import OK, ProbeResult
 from autograder.sandbox.worker import execute_probes
 from autograder.values import load_cases
-from kit import diagnosis_bugs, variants
+from kit.corpus import diagnosis_bugs
+from kit import variants
 from kit_tests.test_worker import FILENAME, REFERENCE
 
 CASES = {c.name: c for c in load_cases()}
@@ -225,7 +226,7 @@ def test_the_class_report_groups_failures_by_step_and_relation(tmp_path):
 
 
 def test_verdicts_compare_keeps_diagnosis_lines_apart():
-    from kit import verdicts
+    from kit.corpus import verdicts
     check = {"passed": False, "points": 0.0, "lines": ["- ✘ differs"]}
     old = {"entry": {"score": 1.0, "checks": {"2.1": dict(check)}}}
     new = {"entry": {"score": 1.0, "checks": {"2.1": {

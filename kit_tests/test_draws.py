@@ -1,4 +1,4 @@
-"""kit/draws.py: every parameter of the layers a homework uses is drawn
+"""kit/generate/draws.py: every parameter of the layers a homework uses is drawn
 from integer draws only, in registration order, and any other layer's
 parameter is refused by name."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from kit import draws
+from kit.generate import draws
 
 
 class _Block(nn.Module):

@@ -1,4 +1,4 @@
-"""kit/exact.py: float64 products, sums, softmax, LayerNorm, tanh, erf and
+"""kit/generate/exact.py: float64 products, sums, softmax, LayerNorm, tanh, erf and
 GELU built from elementwise operations agree with torch's own (or the C
 library's) within the module's stated tolerances, and nothing else reduces
 inside it."""
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from kit.exact import _exp, exact
+from kit.generate.exact import _exp, exact
 
 
 def test_exp_is_accurate_and_handles_the_softmax_edges():

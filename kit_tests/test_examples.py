@@ -1,5 +1,5 @@
 """The demo's example submissions are the catalogue group ``examples``:
-edits of the live reference, written by ``python -m kit.examples``."""
+edits of the live reference, written by ``python -m kit.corpus.examples``."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.examples import ExampleError, build_examples, example_sources
+from kit.corpus.examples import ExampleError, build_examples, example_sources
 from kit.variants import REFERENCE, ROOT
 
 
@@ -34,8 +34,9 @@ def test_an_edit_that_no_longer_matches_is_an_error(tmp_path: Path):
 
 
 def test_the_command_writes_build_examples(tmp_path: Path):
-    done = subprocess.run([sys.executable, "-m", "kit.examples", "--out",
-                           str(tmp_path)], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "kit.corpus.examples",
+                           "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True,
                           text=True, env={"PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert sorted(p.stem for p in tmp_path.glob("*.py")) == \

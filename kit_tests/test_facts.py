@@ -1,13 +1,13 @@
 """A point is one edit: the rubric's facts reach every document that states
-them (kit/facts.py), and nothing built from a changed rubric still states
-the old number."""
+them (kit/generate/facts.py), and nothing built from a changed rubric still
+states the old number."""
 from __future__ import annotations
 
 import pytest
 
 from autograder.rubric import load_rubric
-from kit import facts
-from kit.facts import ROOT, FactsError
+from kit.generate import facts
+from kit.generate.facts import ROOT, FactsError
 from kit_tests.rubrics import (item_points, other_points, points_words,
                                rubric_text_with, rubric_with)
 
@@ -75,8 +75,8 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     # The instructor renames `bs` in the reference: the first thing that
     # fails (kit_tests/conftest.py) names `make skeleton` and
     # `make test-values`, not a bare ValueError in some test.
-    from kit.generated import stale
-    from kit.skeleton import REFERENCE
+    from kit.generate import stale
+    from kit.generate.skeleton import REFERENCE
     assert stale() == []
     renamed = tmp_path / "modeling_attention.py"
     text = REFERENCE.read_text()
@@ -84,7 +84,7 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     renamed.write_text(text.replace("bs, seq, _ = x.shape",
                                     "batch, seq, _ = x.shape").replace(
                                         "(bs,", "(batch,"))
-    lines = stale(renamed)
+    lines = stale(reference_path=renamed)
     assert any("`make test-values`" in line for line in lines), lines
     # A header's points edited by hand in the reference: `make skeleton`
     # (it rewrites them from the rubric).
@@ -92,4 +92,5 @@ def test_a_renamed_variable_names_what_to_run(tmp_path):
     assert header in text
     renamed.write_text(text.replace(header, "# Task 2.2 "
                                     f"({points_words(other_points('2.2'))})"))
-    assert any("`make skeleton`" in line for line in stale(renamed))
+    assert any("`make skeleton`" in line
+               for line in stale(reference_path=renamed))

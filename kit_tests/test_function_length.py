@@ -13,9 +13,9 @@ LIMIT = 80
 ALLOWED = {
     "autograder/sandbox/supervisor.py:supervise": "split in sandbox/",
     "autograder/cli.py:build_parser": "split with kit/'s layout",
-    "kit/make_test_values.py:case_record": "split with kit/'s layout",
+    "kit/generate/values.py:case_record": "split with kit/'s layout",
     "autograder/batch.py:grade_all": "not split yet",
-    "kit/fresh_machine.py:main": "not split yet",
+    "kit/machine/fresh_machine.py:main": "not split yet",
 }
 
 

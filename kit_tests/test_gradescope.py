@@ -22,8 +22,8 @@ import pytest
 
 from autograder import homework
 from autograder.rubric import load_rubric
-from kit import gradescope
-from kit.examples import example_sources
+from kit.release.student import gradescope
+from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

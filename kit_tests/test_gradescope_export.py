@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.examples import example_sources
+from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

@@ -163,7 +163,7 @@ def test_a_wrong_homework_is_a_message_not_a_traceback(tmp_path):
 # -- the shipped graders read their own copy --------------------------------
 
 def test_the_gradescope_tree_loads_its_own_profile(tmp_path):
-    from kit import gradescope
+    from kit.release import gradescope
     tree = tmp_path / "autograder"
     gradescope.assemble(tree)
     shipped = homework.load(tree)
@@ -179,7 +179,7 @@ def test_the_gradescope_tree_loads_its_own_profile(tmp_path):
 def test_the_scripts_read_the_venv_from_the_profile(tmp_path):
     # run_autograder picks the profile's venv python (here a stand-in
     # that records its arguments) when AUTOGRADER_PYTHON is unset.
-    from kit import gradescope
+    from kit.release import gradescope
     root = tmp_path / "gs"
     source = root / "source"
     gradescope.assemble(source)
@@ -202,7 +202,7 @@ def test_the_scripts_read_the_venv_from_the_profile(tmp_path):
 
 
 def test_the_release_carries_the_profile_and_what_it_names(tmp_path):
-    from kit import release
+    from kit.release import student as release
     hw = homework.current()
     # the release writes its public values itself; the rest comes with
     # the profile (or with the grader package's copy)

@@ -23,8 +23,9 @@ from autograder.checks.compare import close
 from autograder.config import load_mistake_messages
 from autograder.rubric import Check, load_rubric, select_cases
 from autograder.values import DEFAULT_DIR, Case, load_cases
-from kit import mistakes, variants
-from kit.make_test_values import load_mistakes, load_reference, run_case
+from kit.generate import mistakes
+from kit import variants
+from kit.generate.values import load_mistakes, load_reference, run_case
 
 # The tensor each value-check kind compares with the frozen one (None: a
 # property of the module's own outputs, computed from the variant). The
@@ -243,7 +244,7 @@ def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
     own check.)"""
     from autograder.config import GradingConfig
     from autograder.grade import grade_source, sandbox_runner
-    from kit.skeleton import REFERENCE
+    from kit.generate.skeleton import REFERENCE
     source = REFERENCE.read_text()
     edits = [("self.scale = self.head_size ** 0.5",
               "self.scale = self.num_heads ** 0.5"),

@@ -23,7 +23,7 @@ from nbclient.exceptions import CellExecutionError
 from autograder.local import SCOPE, task_points
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
-from kit import notebook
+from kit.generate import notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

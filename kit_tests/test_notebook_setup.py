@@ -3,8 +3,8 @@ wherever the notebook runs (the folder, ``assignment/`` in it, the folder
 above it as on Colab), or says what to do in one message, and names the
 one ``%pip install`` line for missing packages.
 
-The cell is run as built (``kit.notebook.build``) in a fresh interpreter
-per case; the kernel run that stops "Run All" at it is in
+The cell is run as built (``kit.generate.notebook.build``) in a fresh
+interpreter per case; the kernel run that stops "Run All" at it is in
 test_notebook.py."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import notebook
+from kit.generate import notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = """\

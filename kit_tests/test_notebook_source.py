@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from autograder.rubric import load_rubric
-from kit import notebook
+from kit.generate import notebook
 from kit_tests.rubrics import item_points, points_words
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,12 +1,12 @@
-"""kit.bench_attention on tiny sizes: the four forms agree where they
+"""kit.machine.bench_attention on tiny sizes: the four forms agree where they
 should, the table and the chart are well formed. No timing assertions."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kit import bench_attention
-from kit.make_test_values import load_reference
+from kit.machine import bench_attention
+from kit.generate.values import load_reference
 
 
 @pytest.fixture(scope="module")

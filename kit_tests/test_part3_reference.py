@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kit.make_test_values import load_reference
+from kit.generate.values import load_reference
 
 # "Your journey starts with one step": the book's 3-d embeddings.
 INPUTS = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66],

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from autograder.values import DEFAULT_DIR, load_cases
-from kit.cases import CASES, PART3, TASKS
-from kit.make_test_values import load_mistakes, load_reference, run_case
+from kit.generate.cases import CASES, PART3, TASKS
+from kit.generate.values import load_mistakes, load_reference, run_case
 
 PART3_TASKS = {"causal_attention", "multi_head_wrapper",
                "multi_head_attention", "gpt2_small_attention"}

@@ -1,7 +1,7 @@
 """The notebook's questions are data: taken from the notebook source by the
-build (kit/notebook.py) into autograder/questions.toml, which the grader's
-answer extractor reads. A question added to the source alone is collected:
-its answer reaches the feedback, answers.json and the TAs' page."""
+build (kit/generate/notebook.py) into autograder/questions.toml, which the
+grader's answer extractor reads. A question added to the source alone is
+collected: its answer reaches the feedback, answers.json and the TAs' page."""
 from __future__ import annotations
 
 import json
@@ -17,8 +17,8 @@ import pytest
 from autograder import homework
 from autograder.report.layout import submission_dir
 from autograder.submission import answers
-from kit import notebook
-from kit.rubric_change import copy_checkout
+from kit.generate import notebook
+from kit.generate.rubric_change import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = homework.staff().reference
@@ -80,7 +80,8 @@ def _sixth_question_copy(tmp_path: Path) -> Path:
     source = homework.load(copy, staff=True).notebook_source
     source.write_text(source.read_text() + NEW_QUESTION)
     env = {**os.environ, "PYTHONPATH": str(copy)}
-    done = subprocess.run([sys.executable, "-m", "kit.notebook"], cwd=copy,
+    done = subprocess.run([sys.executable, "-m", "kit.generate.notebook"],
+                          cwd=copy,
                           env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

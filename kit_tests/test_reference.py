@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from kit.skeleton import REFERENCE
+from kit.generate.skeleton import REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_VALUES = (ROOT.parent / "shared" / "reference-data"

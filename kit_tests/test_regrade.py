@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.rubric import DEFAULT_RUBRIC
-from kit.examples import example_sources
+from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

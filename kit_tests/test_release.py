@@ -23,8 +23,8 @@ from autograder import homework
 from autograder.local import SCOPE
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
-from kit import leaks, release
-from kit.skeleton import generate_skeleton, solution_lines
+from kit.release.student import leaks, student as release
+from kit.generate.skeleton import generate_skeleton, solution_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

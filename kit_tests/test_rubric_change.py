@@ -1,5 +1,5 @@
-"""make test-rubric-change (kit/rubric_change.py): the edit it makes in
-the copy's rubric, and what it copies. (The whole run, `make generate`
+"""make test-rubric-change (kit/generate/rubric_change.py): the edit it
+makes in the copy's rubric, and what it copies. (The whole run, `make generate`
 and the quick suite in a copy, is the make target itself: minutes.)"""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from autograder.rubric import DEFAULT_RUBRIC, parse_rubric
-from kit import rubric_change as rc
+from kit.generate import rubric_change as rc
 from kit_tests.rubrics import item_points
 
 

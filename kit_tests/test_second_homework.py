@@ -25,8 +25,8 @@ FFN = ROOT / "homeworks" / "ffn"
 # homework, not this one).
 STALENESS = """
 import sys
-from kit import mistakes, notebook, skeleton
-from kit.make_test_values import StaleValues, check_fresh
+from kit.generate import mistakes, notebook, skeleton
+from kit.generate.values import StaleValues, check_fresh
 found = [skeleton.stale(skeleton.REFERENCE), notebook.stale(),
          mistakes.stale()]
 try:
@@ -140,7 +140,7 @@ def _gradescope_result(archive: Path, root: Path, source: str) -> dict:
 def test_its_release_and_gradescope_zip_build_and_grade(tmp_path):
     # The release's build verifies itself: no leak, its own grader gives
     # the skeleton 0 on every item and the reference full marks.
-    for tool in ("kit.release", "kit.gradescope"):
+    for tool in ("kit.release.student", "kit.release.gradescope"):
         done = subprocess.run(
             [sys.executable, "-m", tool, "--out", str(tmp_path / "dist")],
             cwd=ROOT, env=_env(), capture_output=True, text=True,

@@ -715,7 +715,7 @@ def test_reference_with_worker_tracer():
 
 def test_docs_show_the_notation():
     # docs/shape-comments.md's notation block is written by `make facts`
-    # (kit/facts.py) from shape_notation.toml.
+    # (kit/generate/facts.py) from shape_notation.toml.
     doc = (ROOT / "docs/shape-comments.md").read_text()
     assert notation_markdown() in doc
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.staff import similarity as S
-from kit import near_copies as C
+from kit.corpus import near_copies as C
 from kit import variants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,10 +155,10 @@ def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
 
 @pytest.mark.e2e   # a class-sized run (make test-all)
 def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
-    # kit.class_batch: the corpus (mostly one-line edits of the reference,
-    # near-copies of it by construction), the examples, and three
+    # kit.corpus.class_batch: the corpus (mostly one-line edits of the
+    # reference, near-copies of it by construction), the examples, and three
     # disguised copies of each independent solution.
-    from kit import class_batch
+    from kit.corpus import class_batch
     written = class_batch.build(tmp_path / "class")
     assert len(written) >= 50
     skeleton = S.SKELETON.read_text()

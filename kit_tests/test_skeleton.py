@@ -16,7 +16,7 @@ import torch
 
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            find_regions)
-from kit.skeleton import REFERENCE, SKELETON, generate_skeleton, \
+from kit.generate.skeleton import REFERENCE, SKELETON, generate_skeleton, \
     solution_lines
 from kit_tests.rubrics import (item_points, notebook_task_points,
                                other_points, points_words, rubric_with)
@@ -87,7 +87,7 @@ def test_committed_skeleton_is_generated_from_the_reference():
 
 @pytest.mark.e2e   # the generator's CLI in its own process (make test-all)
 def test_check_flag_reports_drift_with_a_diff(tmp_path: Path):
-    command = [sys.executable, "-m", "kit.skeleton", "--check"]
+    command = [sys.executable, "-m", "kit.generate.skeleton", "--check"]
     fresh = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     stale = tmp_path / "modeling_attention.py"
@@ -104,7 +104,7 @@ def test_check_flag_reports_drift_with_a_diff(tmp_path: Path):
 
 def test_generation_writes_the_output(tmp_path: Path):
     out = tmp_path / "skeleton.py"
-    subprocess.run([sys.executable, "-m", "kit.skeleton", "--output",
+    subprocess.run([sys.executable, "-m", "kit.generate.skeleton", "--output",
                     str(out)], cwd=ROOT, check=True, capture_output=True)
     assert out.read_text() == SKELETON_SOURCE
 
@@ -265,7 +265,7 @@ def test_generator_refuses_broken_markup(broken: str, error: str):
 def test_task_points_come_from_the_rubric():
     # The README's example: 2.2 from 1 to 2 points, changed in the rubric
     # only, reaches the skeleton students read.
-    from kit.skeleton import sync_points
+    from kit.generate.skeleton import sync_points
     reference = REFERENCE.read_text()
     now, points = item_points("2.2"), other_points("2.2")
     assert f"# Task 2.2 ({points_words(now)})" in generate_skeleton(reference)
@@ -286,7 +286,7 @@ def test_task_points_come_from_the_rubric():
 
 def test_reference_headers_agree_with_the_rubric():
     from autograder.rubric import load_rubric
-    from kit.skeleton import sync_points
+    from kit.generate.skeleton import sync_points
     reference = REFERENCE.read_text()
     assert sync_points(reference, load_rubric()) == reference, \
         "the reference's task headers disagree with rubric.toml: " \

@@ -313,12 +313,12 @@ def test_windows_venv_layout(tmp_path, monkeypatch):
         sys.platform)] == ["requirements"]
 
 
-# -- the student's walk on a minimal Debian (kit/fresh_machine.py) ----------
+# -- the student's walk on a minimal Debian (kit/machine/fresh_machine.py) --
 
 def test_student_walk_installs_only_the_readme_packages():
     # The walk itself runs in `make test-fresh` (root, debootstrap); here
     # its plan: the README's packages, the venv trap first, no rm.
-    from kit import fresh_machine
+    from kit.machine import fresh_machine
     from kit.system_deps import readme_packages
     readme = (STUDENT / "README.md").read_text()
     walk = fresh_machine.student_walk(readme)

@@ -18,7 +18,7 @@ from autograder.local import SCOPE, value_rubric
 from autograder.rubric import load_rubric
 from autograder.values import ValuesError, load_cases
 from kit import variants
-from kit.skeleton import REFERENCE, SKELETON
+from kit.generate.skeleton import REFERENCE, SKELETON
 from transformer_lm import test_values
 
 ROOT = Path(__file__).resolve().parents[1]

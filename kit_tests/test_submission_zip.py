@@ -19,8 +19,8 @@ import pytest
 
 from autograder.report.layout import submission_dir
 from autograder.rubric import load_rubric
-from kit import release
-from kit.examples import example_sources
+from kit.release.student import student as release
+from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

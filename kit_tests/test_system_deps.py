@@ -7,7 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from kit import fresh_machine, system_deps
+from kit.machine import fresh_machine
+
+from kit import system_deps
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -14,8 +14,9 @@ import torch
 
 from autograder.checks.compare import close
 from autograder.values import DEFAULT_DIR, ValuesError, load_cases
-from kit import draws, make_test_values, variants
-from kit.cases import CASES
+from kit.generate import draws, values as make_test_values
+from kit import variants
+from kit.generate.cases import CASES
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_regeneration_with_other_cpu_kernels_is_bit_for_bit(tmp_path: Path):
     there = _run(["-c", KERNEL_PROBE], OTHER_CPU).split()
     # Control: the forced path really computes float32 differently.
     assert there[0] == "DEFAULT" and there[1] != here[1], (here, there)
-    _run(["-m", "kit.make_test_values", "--out", str(tmp_path)], OTHER_CPU)
+    _run(["-m", "kit.generate.values", "--out", str(tmp_path)], OTHER_CPU)
     for filename in ("public.safetensors", "hidden.safetensors",
                      "manifest.json"):
         assert (tmp_path / filename).read_bytes() == \
@@ -250,8 +251,8 @@ def test_an_edit_that_no_longer_applies_names_its_entry(tmp_path):
 
 
 def test_draws_reproduce_torchs_linear_init_bit_for_bit():
-    """kit/draws.py gives nn.Linear's AVX2/AVX-512 initialisation (so the
-    book's seed 123 still gives the book's weights) from integer draws."""
+    """kit/generate/draws.py gives nn.Linear's AVX2/AVX-512 initialisation (so
+    the book's seed 123 still gives the book's weights) from integer draws."""
     if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
         pytest.skip("torch's default kernels round the init differently")
     reference = make_test_values.load_reference()
@@ -277,7 +278,7 @@ def test_normal_draws_look_standard_normal():
 
 
 def test_committed_values_are_fresh():
-    from kit.make_test_values import check_fresh
+    from kit.generate.values import check_fresh
     check_fresh()   # raises StaleValues naming what changed
 
 
@@ -285,12 +286,12 @@ def test_a_changed_reference_makes_the_values_stale(tmp_path):
     # Renaming a variable in the reference: every command that grades or
     # releases with the kit's values says which file changed and what to
     # run, instead of failing later with an unexplained mismatch.
-    from kit.make_test_values import REFERENCE, StaleValues, check_fresh
+    from kit.generate.values import REFERENCE, StaleValues, check_fresh
     renamed = tmp_path / "modeling_attention.py"
     renamed.write_text(REFERENCE.read_text().replace("bs", "batch"))
     values = tmp_path / "values"
     values.mkdir()
-    from kit.make_test_values import OUT
+    from kit.generate.values import OUT
     manifest = json.loads((OUT / "manifest.json").read_text())
     manifest["sources"][str(renamed)] = manifest["sources"].pop(
         "solutions/transformer_lm/modeling_attention.py")
@@ -302,11 +303,11 @@ def test_a_changed_reference_makes_the_values_stale(tmp_path):
 
 def test_a_changed_mistake_variant_makes_the_values_stale(tmp_path):
     # The mistake outputs come from kit/variants/mistakes.toml (read by
-    # kit/variants.py, applied by kit/examples.py): editing any of them
+    # kit/variants.py, applied by kit/corpus/examples.py): editing any of them
     # makes the values stale.
-    from kit.make_test_values import OUT, StaleValues, check_fresh
+    from kit.generate.values import OUT, StaleValues, check_fresh
     for source in ("kit/variants/mistakes.toml", "kit/variants.py",
-                   "kit/examples.py"):
+                   "kit/corpus/examples.py"):
         manifest = json.loads((OUT / "manifest.json").read_text())
         manifest["sources"][source] = "0" * 64
         (tmp_path / "manifest.json").write_text(json.dumps(manifest))

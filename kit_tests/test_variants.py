@@ -144,7 +144,7 @@ def _with_a_copied_class(name: str, copy: str) -> str:
 
 
 def test_every_clash_of_a_copied_class_is_reported_at_once(capsys):
-    from kit import mistakes
+    from kit.generate import mistakes
     copied = _with_a_copied_class("MultiHeadAttention", "NewAttention")
     problems = V.catalogue_problems(reference=copied)
     # Each entry whose first edit now quotes a line twice is named, in

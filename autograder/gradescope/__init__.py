@@ -1,5 +1,5 @@
 """Gradescope's side of the grader, shipped only in the Gradescope zip
-(``kit/gradescope.py``; the student release leaves this folder out).
+(``kit/release/gradescope.py``; the student release leaves this folder out).
 
 ``setup.sh`` builds the image, ``run_autograder`` runs ``python -m
 autograder gradescope`` for every submission, ``requirements.txt`` pins

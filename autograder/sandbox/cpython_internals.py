@@ -4,7 +4,7 @@ Three things have no public API:
 
 - ``WorkerProcess``: a forkserver process that does not re-run the parent's
   ``__main__`` in the worker (multiprocessing would re-execute the grader's
-  main script, e.g. ``python -m kit.bench``, in every child: slow, and
+  main script, e.g. ``python -m kit.machine.bench``, in every child: slow, and
   broken for scripts without a main guard). It copies
   ``popen_forkserver.Popen._launch`` with two lines added.
 - ``fork_server_from_here``: the steps of ``ForkServer.ensure_running``

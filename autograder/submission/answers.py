@@ -1,8 +1,8 @@
 """Inline answers (Q1-Q5) of a submitted notebook, and per-question pages.
 
 The questions are data: ``autograder/questions.toml``, generated from the
-notebook's source by ``make generate`` (kit/notebook.py), lists them in
-notebook order; ``questions()`` reads it once.
+notebook's source by ``make generate`` (kit/generate/notebook.py), lists
+them in notebook order; ``questions()`` reads it once.
 
 The notebook marks each answer cell with cell metadata
 ``{"kit": {"question": "Q1"}}`` and starts its text with ``**Answer Q1:**``.
@@ -87,7 +87,7 @@ PREFIX_WINDOW = 200                   # characters searched for the prefix
 # froze for minutes on one crafted cell).
 _PREFIX = re.compile(r"\*\*\s*+Answer\s++(Q\d{1,3}+)\s*+:?\s*+\*\*(?:\s*+:)?",
                      re.I)
-# A cell the notebook itself holds (kit.notebook.assign_ids), the line
+# A cell the notebook itself holds (kit.generate.notebook.assign_ids), the line
 # otter puts after each question, and the next question's prompt: where
 # an answer written in cells below its answer cell ends.
 _NOTEBOOK_ID = re.compile(r"(cell|answer|sample)-[a-z0-9]{1,8}")

@@ -38,7 +38,7 @@ SUBMISSION_FILES = ("results.json", "feedback.md", "source.py",
 
 def write_submissions(folder: Path) -> Path:
     """``folder`` with the three submissions as .py files; returns it."""
-    from kit.examples import example_sources
+    from kit.corpus.examples import example_sources
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "reference.py").write_text(REFERENCE.read_text())
     (folder / "skeleton.py").write_text(SKELETON.read_text())

@@ -210,7 +210,7 @@ def regraded(tmp_path_factory, subs, clean):
     """A rubric giving 1.2 one point more; its clean run, compared with a
     copy of the first clean run whose reference results.json is cut in
     half and whose skeleton results.json is gone."""
-    from kit.rubric_change import change_point, item_points
+    from kit.generate.rubric_change import change_point, item_points
     base = tmp_path_factory.mktemp("regrade")
     text = DEFAULT_RUBRIC.read_text()
     rubric = base / "rubric.toml"

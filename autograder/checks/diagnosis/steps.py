@@ -1,8 +1,9 @@
 """The reference's named steps: what each is called, its rank on the path,
 and which tensors of a frozen case hold them.
 
-A case's steps are frozen by ``make test-values`` (``kit/steps.py``) as
-``step.<name>`` tensors beside its output, in the canonical layout below;
+A case's steps are frozen by ``make test-values``
+(``kit/generate/steps.py``) as ``step.<name>`` tensors beside its output,
+in the canonical layout below;
 public cases' steps ship with the public values, hidden cases' stay with
 the grader. Ranks order the path: steps of one rank are alternatives or
 siblings (q, k and v; scores scaled or masked first).

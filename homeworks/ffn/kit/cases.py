@@ -1,7 +1,7 @@
 """The feed-forward homework's frozen cases: sizes, seeds and sets.
 
-The same :class:`kit.cases.Case` as the attention homework's: ``init`` is
-the constructor's arguments, ``batch`` and ``seq`` the input's sizes.
+The same :class:`kit.generate.cases.Case` as the attention homework's:
+``init`` is the constructor's arguments, ``batch`` and ``seq`` the input's sizes.
 Every case discriminates (batch, seq, input_size and hidden distinct,
 except sizes of 1 at the edges), so a mistake that swaps two dimensions
 cannot pass by coincidence. To add a case, append it here and run
@@ -9,7 +9,7 @@ cannot pass by coincidence. To add a case, append it here and run
 """
 from __future__ import annotations
 
-from kit.cases import Case
+from kit.generate.cases import Case
 
 
 def _ff(name: str, set_: str, input_size: int, hidden: int, batch: int,

@@ -1,11 +1,12 @@
 """Regenerate the frozen test values from the reference (`make test-values`).
 
 Deterministic on any x86-64 CPU: every case seeds torch with its own seed,
-weights and inputs are drawn through integer draws only (kit/draws.py), the
-outputs are computed in float64 and rounded once to float32, and files are
-written with sorted keys, so regenerating on the same torch version gives
-identical bytes whatever the CPU's kernels (kit_tests/test_test_values.py
-regenerates with other kernels forced and compares).
+weights and inputs are drawn through integer draws only
+(kit/generate/draws.py), the outputs are computed in float64 and rounded
+once to float32, and files are written with sorted keys, so regenerating
+on the same torch version gives identical bytes whatever the CPU's kernels
+(kit_tests/test_test_values.py regenerates with other kernels forced and
+compares).
 
 Besides the right answers it freezes what each common mistake gives: every
 entry of ``kit/variants/mistakes.toml`` is the reference with edits that
@@ -29,25 +30,28 @@ import torch
 from safetensors.torch import save_file
 
 from autograder import homework
-from kit import draws, variants
-from kit.exact import exact
-from kit.cases import Case
-
-ROOT = Path(__file__).resolve().parents[1]
+from kit import variants
+from kit.generate import draws
+from kit.generate.exact import exact
+from kit.generate.cases import Case
+# What the values are built from and the torch-free check, re-exported
+# (the kit's commands that grade or release refuse stale values).
+from kit.generate.sources import (REFERENCE, OUT, ROOT, SOURCES,
+                                  StaleValues, check_fresh, source_hashes)
 
 
 def _profile_module(path: Path) -> ModuleType:
     """The module at ``path`` (the profile's cases or steps, inside the
-    kit's checkout), imported by its dotted name: kit/cases.py is
-    ``kit.cases``, homeworks/ffn/kit/cases.py ``homeworks.ffn.kit.cases``."""
+    kit's checkout), imported by its dotted name: kit/generate/cases.py is
+    ``kit.generate.cases``, homeworks/ffn/kit/cases.py
+    ``homeworks.ffn.kit.cases``."""
     return importlib.import_module(
         ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
 
 
 CASES: list[Case] = _profile_module(homework.staff().cases).CASES
 ref_steps = _profile_module(homework.staff().steps)
-REFERENCE = homework.staff().reference
-OUT = homework.staff().test_values
+
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
@@ -129,17 +133,19 @@ def run_case(module: ModuleType, case: Case, x: torch.Tensor,
 
 
 # How the values are computed, recorded in the manifest. Weights and inputs
-# are drawn by kit/draws.py (integer draws, exact float64 arithmetic); every
-# output is computed in float64 by the reference (and by its mistakes'
-# edited copies) under kit/exact.py, whose products, sums and softmax are
-# made of correctly rounded elementwise operations in a fixed order, then
+# are drawn by kit/generate/draws.py (integer draws, exact float64
+# arithmetic); every output is computed in float64 by the reference (and by
+# its mistakes' edited copies) under kit/generate/exact.py, whose products,
+# sums and softmax are made of correctly rounded elementwise operations in
+# a fixed order, then
 # rounded once to float32: no CPU kernel (AVX2, AVX-512, MKL's code path,
 # threads) changes a bit. kit_tests/test_test_values.py regenerates with
 # other kernels forced.
 COMPUTE = ("float64, rounded once to float32 (products, sums and softmax "
-           "in a fixed order: kit/exact.py)")
-DRAWS = ("kit/draws.py: nn.Linear's initialisation reproduced from integer "
-         "draws of torch's seeded generator; inputs: sum of 12 uniforms - 6")
+           "in a fixed order: kit/generate/exact.py)")
+DRAWS = ("kit/generate/draws.py: nn.Linear's initialisation reproduced "
+         "from integer draws of torch's seeded generator; inputs: sum of 12 "
+         "uniforms - 6")
 
 
 def _rounded(tensor: torch.Tensor) -> torch.Tensor:
@@ -181,13 +187,7 @@ def case_record(case: Case, reference: ModuleType,
     mistake (of ``mistakes``; none by default) that raises on it instead
     of returning an output."""
     if case.cls == "gpt2_small_attention":
-        module, _ = _draw_module(case, reference, {})
-        tensors = {"x": _inputs(case), "num_parameters": torch.tensor(
-            sum(p.numel() for p in module.parameters()), dtype=torch.int64)}
-        for name, param in module.named_parameters():
-            tensors[f"{name}.shape"] = torch.tensor(param.shape,
-                                                    dtype=torch.int64)
-        return tensors, {}
+        return _size_record(case, reference), {}
     module, weights = _draw_module(case, reference, case.init)
     expected = None
     if case.weights.startswith("concat:"):
@@ -199,7 +199,6 @@ def case_record(case: Case, reference: ModuleType,
     module = _load64(module, weights)
     x64 = x.double()
     tensors: dict[str, torch.Tensor] = {"x": x, **weights}
-    errors: dict[str, str] = {}
     # The classes this case runs (the wrapper's heads are CausalAttention):
     # a mistake whose edits touch none of them cannot show here.
     runs = {type(m).__name__ for m in module.modules()}
@@ -213,45 +212,24 @@ def case_record(case: Case, reference: ModuleType,
         else:
             out64 = module(x64)
             probs64 = None
-        # kit/exact.py's operations agree with torch's to float64 rounding.
-        _assert_agree(case, out64, plain, 1e-12, "kit/exact.py")
+        # kit/generate/exact.py's operations agree with torch's to float64
+        # rounding.
+        _assert_agree(case, out64, plain, 1e-12, "kit/generate/exact.py")
         tensors["output"] = _rounded(out64)
-        # The named steps the diagnosis follows (kit/steps.py), in eval
-        # mode like the output.
+        # The named steps the diagnosis follows (kit/generate/steps.py), in
+        # eval mode like the output.
         found = ref_steps.reference_steps(case.cls, case.init, module, x64)
         if found:
             _assert_agree(case, found["step.output"], out64, 1e-12,
-                          "kit/steps.py's last step")
+                          "kit/generate/steps.py's last step")
         tensors.update({k: _rounded(v) for k, v in found.items()})
         if probs64 is not None:
             tensors["attention"] = _rounded(probs64)
         if expected is not None:
             _assert_agree(case, tensors["output"], expected,
                           what="the wrapper's concatenated heads")
-        for mid, mistake in (mistakes or {}).items():
-            if not mistake.edited & runs:
-                continue
-            try:
-                out, att = run_case(mistake.module, case, x, weights)
-            except Exception as exc:   # noqa: BLE001 - the mistake's error
-                if not mistake.raises:
-                    raise SystemExit(
-                        f"{mistake.label} raises on {case.name}: "
-                        f"{type(exc).__name__}: {exc} (if it should, say "
-                        f"`raises = true` in its entry)"
-                    ) from exc
-                errors[mid] = str(exc).splitlines()[0]
-                continue
-            out = _rounded(out)
-            if probs64 is None:
-                if _differs(out, tensors["output"]):
-                    tensors[f"mistake.{mid}.output"] = out
-                continue
-            att = _rounded(att)
-            if _differs(out, tensors["output"]) or \
-                    _differs(att, tensors["attention"]):
-                tensors[f"mistake.{mid}.output"] = out
-                tensors[f"mistake.{mid}.attention"] = att
+        errors = _mistake_records(case, mistakes or {}, runs, x, weights,
+                                  tensors)
         if case.cls == "MultiHeadSelfAttention" and case.mode == "train":
             tensors["value_mix"] = _rounded(_value_mix(module, x64))
         if weights64 is not None:
@@ -268,11 +246,61 @@ def case_record(case: Case, reference: ModuleType,
     return {k: v.contiguous() for k, v in tensors.items()}, errors
 
 
+def _size_record(case: Case, reference: ModuleType
+                 ) -> dict[str, torch.Tensor]:
+    """A size-only case (GPT-2's attention): its input, the parameter
+    count and each parameter's shape; no output is frozen."""
+    module, _ = _draw_module(case, reference, {})
+    tensors = {"x": _inputs(case), "num_parameters": torch.tensor(
+        sum(p.numel() for p in module.parameters()), dtype=torch.int64)}
+    for name, param in module.named_parameters():
+        tensors[f"{name}.shape"] = torch.tensor(param.shape,
+                                                dtype=torch.int64)
+    return tensors
+
+
+def _mistake_records(case: Case, mistakes: dict[str, Mistake],
+                     runs: set[str], x: torch.Tensor,
+                     weights: dict[str, torch.Tensor],
+                     tensors: dict[str, torch.Tensor]) -> dict[str, str]:
+    """Add to ``tensors`` what each mistake touching a class in ``runs``
+    gives on ``case`` where it differs from the reference's (its output,
+    and its attention when the case freezes one); return the first line
+    of the error of each mistake that raises instead. Runs under the
+    caller's ``exact()``."""
+    errors: dict[str, str] = {}
+    for mid, mistake in mistakes.items():
+        if not mistake.edited & runs:
+            continue
+        try:
+            out, att = run_case(mistake.module, case, x, weights)
+        except Exception as exc:   # noqa: BLE001 - the mistake's error
+            if not mistake.raises:
+                raise SystemExit(
+                    f"{mistake.label} raises on {case.name}: "
+                    f"{type(exc).__name__}: {exc} (if it should, say "
+                    f"`raises = true` in its entry)"
+                ) from exc
+            errors[mid] = str(exc).splitlines()[0]
+            continue
+        out = _rounded(out)
+        if "attention" not in tensors:
+            if _differs(out, tensors["output"]):
+                tensors[f"mistake.{mid}.output"] = out
+            continue
+        att = _rounded(att)
+        if _differs(out, tensors["output"]) or \
+                _differs(att, tensors["attention"]):
+            tensors[f"mistake.{mid}.output"] = out
+            tensors[f"mistake.{mid}.attention"] = att
+    return errors
+
+
 def _attention_weights(module: torch.nn.Module, x64: torch.Tensor
                        ) -> torch.Tensor:
     """The attention weights ``module`` computes on ``x64`` (under
-    kit/exact.py): what its one dropout layer receives, as the docstrings
-    of Part 3 specify (dropout on the attention weights)."""
+    kit/generate/exact.py): what its one dropout layer receives, as the
+    docstrings of Part 3 specify (dropout on the attention weights)."""
     seen = []
     hooks = [m.register_forward_hook(lambda _m, args, _out:
                                      seen.append(args[0]))
@@ -370,53 +398,6 @@ def _assert_agree(case: Case, a: torch.Tensor, b: torch.Tensor,
                          f"reference by {(a - b).abs().max():.3g}")
 
 
-# Everything the bytes depend on, besides torch: a change to any of them
-# makes the committed values stale (``--check``, and the kit's commands
-# that grade or release refuse stale values).
-# The mistakes are the reference edited by kit/variants/mistakes.toml,
-# read by kit/variants.py, applied by kit/examples.py (apply_edits).
-SOURCES = (REFERENCE, homework.staff().cases,
-           homework.staff().catalogue / "mistakes.toml",
-           ROOT / "kit" / "variants.py", ROOT / "kit" / "examples.py",
-           ROOT / "kit" / "draws.py", ROOT / "kit" / "exact.py",
-           homework.staff().steps,
-           Path(__file__).resolve())
-
-
-def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:
-    """Path (relative to the kit) -> sha256 of each source of the values."""
-    paths = [reference_path.resolve(), *SOURCES[1:]]
-    return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in paths}
-
-
-def _relative(path: Path) -> str:
-    try:
-        return str(path.relative_to(ROOT))
-    except ValueError:
-        return str(path)
-
-
-class StaleValues(Exception):
-    """The frozen values no longer match what generates them."""
-
-
-def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:
-    """Raise StaleValues naming what changed since ``make test-values``."""
-    try:
-        recorded = json.loads((values / "manifest.json").read_text()
-                              ).get("sources", {})
-    except (OSError, ValueError) as exc:
-        raise StaleValues(f"{values}/manifest.json: {exc}: run "
-                          f"`make test-values`") from None
-    changed = [path for path, digest in source_hashes(reference_path).items()
-               if recorded.get(path) != digest]
-    if changed:
-        raise StaleValues(f"{values}/ is stale: {', '.join(changed)} "
-                          f"changed since it was generated: run "
-                          f"`make test-values` (then `make test`)")
-
-
 def _check_shown(mistakes: dict[str, Mistake], shown: set[str],
                  raised: set[str]) -> None:
     """SystemExit unless every mistake changes an output on some case (an
@@ -448,7 +429,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
     manifest: dict = {
         "format": 1,
         "torch_version": torch.__version__,
-        "generator": "python -m kit.make_test_values",
+        "generator": "python -m kit.generate test-values",
         "compute": COMPUTE,
         "draws": DRAWS,
         "sources": source_hashes(reference_path),
@@ -504,7 +485,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kit.make_test_values", description=__doc__)
+        prog="python -m kit.generate.values", description=__doc__)
     parser.add_argument("--out", type=Path, default=OUT,
                         help="output directory (default: test_values/)")
     parser.add_argument("--reference", type=Path, default=REFERENCE,

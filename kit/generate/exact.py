@@ -410,11 +410,11 @@ def _refusal(func: Any) -> str | None:
     if (getattr(func, "__module__", None) == F.__name__
             and name not in F_ELEMENTWISE):
         return ("a torch.nn.functional function whose inner reductions or "
-                "transcendental calls kit/exact.py cannot see")
+                "transcendental calls kit/generate/exact.py cannot see")
     if (func in REFUSED or name.removesuffix("_") in REFUSED_NAMES
             or name.startswith(("linalg_", "fft_"))):
         return ("it reduces or calls the C library, whose last bits "
-                "depend on the CPU kernel, and kit/exact.py has no exact "
+                "depend on the CPU kernel, and kit/generate/exact.py has no exact "
                 "form of it")
     return None
 

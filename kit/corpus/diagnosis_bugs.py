@@ -1,5 +1,5 @@
 """The subtle bugs the value-flow diagnosis must name
-(``kit/diagnosis_bugs.toml``), and a way to diagnose one in the sandbox.
+(``kit/corpus/diagnosis_bugs.toml``), and a way to diagnose one in the sandbox.
 
 Used by ``kit_tests/test_diagnosis.py`` (each bug named: step and
 relation) and ``make bench`` (the diagnosis's cost per failing case).
@@ -15,8 +15,8 @@ from autograder import homework
 from autograder import probes as P
 from autograder.checks.diagnosis import attach
 
-ROOT = Path(__file__).resolve().parents[1]
-TABLE = ROOT / "kit" / "diagnosis_bugs.toml"
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = ROOT / "kit" / "corpus" / "diagnosis_bugs.toml"
 REFERENCE = homework.staff().reference
 MODULE = homework.current().module_name
 METHODS = {"MultiHeadSelfAttention": ("forward",)}

@@ -2,8 +2,9 @@
 
 They are the group ``examples`` of the variant catalogue
 (``kit/variants/examples.toml``, read by kit/variants.py): exact edits of
-the reference, with what each must score. ``python -m kit.examples [--out
-DIR]`` writes them as ``DIR/<name>.py`` (default ``build/examples/``).
+the reference, with what each must score.
+``python -m kit.corpus.examples [--out DIR]`` writes them as
+``DIR/<name>.py`` (default ``build/examples/``).
 Generating them keeps them in step with the reference: an edit that no
 longer matches it is an error naming the entry, not a stale example.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from kit.variants import CATALOGUE, REFERENCE, VariantError, load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "examples"
 GROUP = "examples"
 ExampleError = VariantError   # the name callers catch
@@ -42,7 +43,7 @@ def build_examples(out: Path = OUT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.examples",
+    parser = argparse.ArgumentParser(prog="python -m kit.corpus.examples",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT,
                         help="folder to write to (default: build/examples)")

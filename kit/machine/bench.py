@@ -1,10 +1,10 @@
 """Seconds per submission: warm forked sandbox workers vs fresh interpreters.
 
-``make bench`` (``python -m kit.bench [--n 60] [--jobs 2]``) first times
-one submission's run, ``check`` and ``gradescope``, beside a bare ``import
-torch`` in the same run (``kit/bench_startup.py``). Then it writes ``--n``
-submissions (copies of the reference and of the example variants) to a
-temporary directory and grades them all with the real pipeline
+``make bench`` (``python -m kit.machine.bench [--n 60] [--jobs 2]``) first
+times one submission's run, ``check`` and ``gradescope``, beside a bare
+``import torch`` in the same run (``kit/machine/bench_startup.py``). Then
+it writes ``--n`` submissions (copies of the reference and of the example
+variants) to a temporary directory and grades them all with the real pipeline
 (``autograder.batch.grade_all``: the rubric's full probe set on the
 frozen cases, each submission's folder written as ``grade`` writes it)
 and the real sandbox. As a baseline it grades the first
@@ -14,7 +14,7 @@ baseline is if anything flattered), and extrapolates. Prints both and the
 speedup, the batch's seconds per submission against a bare import torch
 and against the otter-style baseline (``--otter`` submissions, one ``otter
 check`` each, when otter can assign the notebook here), and what the
-value-flow diagnosis costs a failing submission (kit/diagnosis_bugs.py).
+value-flow diagnosis costs a failing submission (kit/corpus/diagnosis_bugs.py).
 The targets are figures to compare with, not assertions.
 """
 from __future__ import annotations
@@ -37,10 +37,11 @@ from autograder.report import layout
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
 from autograder.sandbox import wire
 from autograder.sandbox.pool import Sandbox
-from kit import bench_startup, diagnosis_bugs
-from kit.examples import example_sources
+from kit.machine import bench_startup
+from kit.corpus import diagnosis_bugs
+from kit.corpus.examples import example_sources
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
 TARGET_SECONDS = 0.25   # per submission, 2 cores
 GRADESCOPE_MB = 768     # the default container's memory

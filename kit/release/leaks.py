@@ -3,7 +3,7 @@
 What counts as a leak (each reported as ``path:line: kind: detail``):
 
 - a non-trivial line of a solution region of the reference
-  (``kit.skeleton.solution_lines``), compared without whitespace and
+  (``kit.generate.skeleton.solution_lines``), compared without whitespace and
   comments, in any text file, notebook cell or zip member;
 - a staff sample answer of the master notebook (cells marked
   ``{"kit": {"sample": true}}``);
@@ -14,7 +14,7 @@ What counts as a leak (each reported as ``path:line: kind: detail``):
   the catalogue of edits of the reference), ``kit_tests/``,
   ``hidden.safetensors``, otter's master-notebook markers.
 
-``python -m kit.leaks DIR_OR_ZIP`` scans from the command line.
+``python -m kit.release.student.student.student.leaks DIR_OR_ZIP`` scans from the command line.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from safetensors.numpy import load_file
 
 from autograder import homework
 
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
 VALUES = homework.staff().test_values
 MASTER_NOTEBOOK = homework.staff().notebook
@@ -83,7 +84,7 @@ class Secrets:
     def load(cls, reference: Path = REFERENCE, values: Path = VALUES,
              master_notebook: Path | None = MASTER_NOTEBOOK) -> "Secrets":
         """Secrets from the reference, the hidden values and the master."""
-        from kit.skeleton import solution_lines
+        from kit.generate.skeleton import solution_lines
         ref = reference.read_text()
         needles: dict[str, tuple[str, str]] = {}
         given = _given_code(ref)

@@ -1,7 +1,7 @@
 """Build the Gradescope autograder: ``dist/autograder.zip``.
 
-``python -m kit.gradescope [--out dist]`` (``make autograder``). Layout of
-the zip, as Gradescope's specification asks (it is unzipped into
+``python -m kit.release.student.student.student.gradescope [--out dist]`` (``make autograder``).
+Layout of the zip, as Gradescope's specification asks (it is unzipped into
 ``/autograder/source``):
 
     setup.sh            image build: the venv, the worker user, locks source/
@@ -15,11 +15,12 @@ the zip, as Gradescope's specification asks (it is unzipped into
 
 Never the reference or the kit: the grader needs only numbers. Before it
 reports success it checks the zip: scripts executable at the root, the
-values' sha256 as the manifest says, no solution line (``kit/leaks.py``),
-and every third-party module the grader imports pinned in
-requirements.txt (modules imported only at run time, such as numpy by
-``safetensors.torch``, are caught by ``kit_tests/test_gradescope_image.py``,
-which grades in a venv built by setup.sh).
+values' sha256 as the manifest says, no solution line
+(``kit/release/leaks.py``), and every third-party module the grader
+imports pinned in requirements.txt (modules imported only at run time,
+such as numpy by ``safetensors.torch``, are caught by
+``kit_tests/test_gradescope_image.py``, which grades in a venv built by
+setup.sh).
 """
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ import zipfile
 from pathlib import Path
 
 from autograder import STAFF_PACKAGE, homework
-from kit.release import ship_profile, write_zip
+from kit.release.student.student.student.student import ship_profile, write_zip
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "autograder" / "gradescope"
 INSTALL_DEPS = ROOT / "kit" / "install_deps.py"
 ENTRY_FILES = ("setup.sh", "run_autograder", "requirements.txt")
@@ -113,7 +114,7 @@ def verify(tree: Path, archive: Path) -> None:
         if dist.lower() not in pinned:
             problems.append(f"the grader imports {module!r} but "
                             f"requirements.txt does not pin it")
-    from kit.leaks import Secrets, scan_text
+    from kit.release.student.student.student.leaks import Secrets, scan_text
     secrets = Secrets.load()
     secrets.case_names, secrets.sha256s = [], set()  # these belong here
     secrets.windows = {}

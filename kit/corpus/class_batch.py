@@ -4,7 +4,7 @@ styles, mistakes, hostile code, the examples), and near-copies (local names
 renamed, comments reworded, statements reordered) of independent
 solutions, some with notebooks whose inline answers are copied too.
 
-    python -m kit.class_batch build/class_batch
+    python -m kit.corpus.class_batch build/class_batch
     python -m autograder grade --out build/class_grades build/class_batch/*
 
 The near-copies are named ``copy*_of_<original>`` so a reader can check the
@@ -19,10 +19,10 @@ from pathlib import Path
 import nbformat
 
 from autograder import homework
-from kit import near_copies as C
+from kit.corpus import near_copies as C
 from kit import variants
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Correct styles that rewrite whole methods: independent solutions.
 INDEPENDENT = ("reference", "einsum", "loop_heads", "nanogpt_style")
 DISGUISES = {"copy1": lambda s: C.recomment(C.rename(s)),

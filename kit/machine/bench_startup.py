@@ -12,7 +12,7 @@ submissions the otter-grader way, one ``otter check`` per submission with
 the tests ``otter assign`` makes of the master notebook (the same frozen
 public values and items, exception-based), for the batch comparison.
 
-``python -m kit.bench_startup [--repeats 5] [--otter 0]`` prints these
+``python -m kit.machine.bench_startup [--repeats 5] [--otter 0]`` prints these
 figures alone; ``make bench`` prints them with the rest.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from autograder import homework
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
 NOTEBOOK = homework.staff().notebook
 MODULE_FILE = homework.current().module_file   # relative, posix

@@ -1,5 +1,5 @@
 """Peak memory and time of one ``grade`` batch of hostile submissions:
-``python -m kit.hostile_batch [--n 100] [--jobs 2]``.
+``python -m kit.corpus.hostile_batch [--n 100] [--jobs 2]``.
 
 The batch cycles through the catalogue's hostile entries
 (kit/variants/hostile.toml), a submission whose every forward returns a
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from kit import variants
-from kit.bench import _pss_mib, _tree
+from kit.machine.bench import _pss_mib, _tree
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIG_RETURNS = """
 
 def _big(*args, **kwargs):

@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 USER = "student"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) \
@@ -88,7 +88,7 @@ def student_walk(readme: str) -> list[tuple[str, str, str]]:
         from system_deps import readme_packages
     finally:
         sys.path.remove(str(ROOT / "kit"))
-    from kit.release import STUDENT_FOLDER
+    from kit.release.student.student import STUDENT_FOLDER
     packages = readme_packages(readme)
     without_venv = [p for p in packages if not p.endswith("-venv")]
     home = f"~/{STUDENT_FOLDER}"
@@ -314,8 +314,7 @@ def remove(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Build the root, run the quick start as root and as a user, timed."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick-start-only", action="store_true",
                         help="leave out the suite (the make test lines)")
@@ -331,7 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bind", action="append", default=[],
                         help=argparse.SUPPRESS)
     parser.add_argument("line", nargs="*", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the root, run the quick start as root and as a user, timed."""
+    args = _parser().parse_args(argv)
     if args.inside:
         inside(args.inside, args.user, args.cwd, args.bind,
                " ".join(args.line))
@@ -374,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                         return 2
                     env = prepare(root, python)
                 started = time.monotonic()
-                from kit.release import build
+                from kit.release.student.student import build
                 archive = build(work / "dist", python, verify=False)[1]
                 give_student(root, archive)
                 timings.append(("student", "dist/student.zip (unverified)",

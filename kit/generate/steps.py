@@ -5,8 +5,8 @@ the grader's diagnosis compares against (``autograder/checks/diagnosis/
 steps.py`` names them): q, k, v, the scores, scaled and masked (both
 orders, so a correct solution in either order stays on the path), the
 weights, the context, the heads merged and the output. Computed from the
-reference module's own float64 layers under ``kit/exact.py``, in eval
-mode; ``kit/make_test_values.py`` checks that the last step is the
+reference module's own float64 layers under ``kit/generate/exact.py``, in eval
+mode; ``kit/generate/values.py`` checks that the last step is the
 reference's output before it freezes them.
 """
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _layers(module: torch.nn.Module) -> tuple:
 def reference_steps(cls: str, init: dict, module: torch.nn.Module,
                     x64: torch.Tensor) -> dict[str, torch.Tensor]:
     """``step.<name>`` -> float64 tensor for one case (empty for a class
-    without steps). Call under ``kit.exact.exact()`` and ``no_grad``."""
+    without steps). Call under ``kit.generate.exact.exact()`` and
+    ``no_grad``."""
     if cls not in CLASSES:
         return {}
     b, s, _ = x64.shape

@@ -9,10 +9,10 @@ quick suite (``make test``) run there with this interpreter (``PY=``), and
 the exit status says whether the suite stayed green. The checkout itself
 is never touched.
 
-    python -m kit.rubric_change                 # 2.2 gets one point more
-    python -m kit.rubric_change --item 3.1c --points 2
-    python -m kit.rubric_change -- -x -k facts  # pytest arguments instead
-                                                # of the quick suite
+    python -m kit.generate.rubric_change     # 2.2 gets one point more
+    python -m kit.generate.rubric_change --item 3.1c --points 2
+    python -m kit.generate.rubric_change -- -x -k facts  # pytest arguments
+                                         # instead of the quick suite
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from autograder import homework
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUBRIC = homework.staff().rubric.relative_to(homework.staff().root)
 # Not copied: built, installed or cached things (.gitignore's), and git.
 IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "dist",
@@ -82,7 +82,7 @@ def _run(command: list[str], cwd: Path, env: dict[str, str]) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Copy, change a point, generate, test; 0 when the suite is green."""
     parser = argparse.ArgumentParser(
-        prog="python -m kit.rubric_change",
+        prog="python -m kit.generate.rubric_change",
         description="Change one point of the rubric in a copy of the "
                     "checkout, run `make generate` and the quick suite "
                     "there: the suite must stay green.")

@@ -93,7 +93,7 @@ def draw_parameters(module: nn.Module,
             drawn = ", ".join(f"nn.{cls.__name__}" for cls, _ in layers)
             raise TypeError(f"{name}: a parameter of "
                             f"{type(owners[owner]).__name__}; only {drawn} "
-                            f"parameters are drawn (kit/draws.py)")
+                            f"parameters are drawn (kit/generate/draws.py)")
         found[name] = rule(owners[owner], kind, tuple(param.shape))
     return found
 

@@ -9,8 +9,8 @@ determined by the reference: ``--check`` reports drift. The points in the
 task headers ("# Task 1.2 (3 points, +1 bonus ...") are written from
 autograder/rubric.toml into both files: change a point there only.
 
-    python -m kit.skeleton          # writes the skeleton
-    python -m kit.skeleton --check  # exit 1 with a diff if it is stale
+    python -m kit.generate.skeleton          # writes the skeleton
+    python -m kit.generate.skeleton --check  # exit 1 with a diff if stale
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from autograder.submission.regions import (END_MARKER, START_MARKER, Region,
 from autograder.local import points_text, task_points
 from autograder.rubric import Rubric, load_rubric
 
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
 SKELETON = homework.current().module
 
@@ -200,7 +201,7 @@ def stale(reference_path: Path = REFERENCE, output: Path = SKELETON,
 
 def main(argv: list[str] | None = None) -> int:
     """Write the skeleton, or with ``--check`` compare it; 1 when stale."""
-    parser = argparse.ArgumentParser(prog="python -m kit.skeleton",
+    parser = argparse.ArgumentParser(prog="python -m kit.generate.skeleton",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 with a diff if the "

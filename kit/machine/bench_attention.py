@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from autograder import homework
-from kit.make_test_values import load_reference
+from kit.generate.values import load_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # beside the notebook's source, as its figures are
 CHART = homework.staff().notebook_source.parent / "figures" / \
     "bench_attention.png"
@@ -138,10 +138,10 @@ def chart(rows: list[tuple], path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.bench_attention",
-                                     description=__doc__,
-                                     formatter_class=argparse.
-                                     RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.machine.bench_attention",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true",
                         help="a small size for a quick run")
     parser.add_argument("--repeats", type=int, default=3)
@@ -159,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(size, args.repeats, devices)
     print(table(rows))
     chart(rows, args.chart, title)
-    print(f"\nchart written to {args.chart}; `python -m kit.notebook` "
-          f"embeds it in the notebook")
+    print(f"\nchart written to {args.chart}; "
+          f"`python -m kit.generate.notebook` embeds it in the notebook")
     return 0
 
 

@@ -7,8 +7,8 @@ every difference from an earlier run and exits 1 if there is one, so a
 change that should not change behaviour (a move, a rename, a shared helper)
 can prove it::
 
-    python -m kit.verdicts --out before.json      # on the old commit
-    python -m kit.verdicts --compare before.json  # on the new one
+    python -m kit.corpus.verdicts --out before.json      # on the old commit
+    python -m kit.corpus.verdicts --compare before.json  # on the new one
 
 Timing-dependent words (seconds a hostile entry ran) are masked, so two runs
 of the same code compare equal.

@@ -1,6 +1,6 @@
 """Build the student release: ``dist/student/`` and ``dist/student.zip``.
 
-``python -m kit.release [--out dist]`` (``make release``) assembles
+``python -m kit.release.student.student.student.student [--out dist]`` (``make release``) assembles
 
     transformer_lm/      the generated skeleton, __init__.py, test_values.py
     assignment/          the student notebook from `otter assign`, its tests/
@@ -13,9 +13,9 @@
     install_deps.py      the install rule (kit/install_deps.py)
 
 then refuses to report success unless (a) the leak scanner
-(``kit/leaks.py``) finds nothing in the folder and in the zip and (b) the
-release's own grader, run inside the release, gives its skeleton 0 on every
-code item and the reference full marks on the public cases.
+(``kit/release/leaks.py``) finds nothing in the folder and in the zip and
+(b) the release's own grader, run inside the release, gives its skeleton 0
+on every code item and the reference full marks on the public cases.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from pathlib import Path
 from autograder import homework
 from autograder import GRADESCOPE_PACKAGE, STAFF_PACKAGE
 from autograder.report import layout
-from kit.make_test_values import StaleValues, check_fresh
+from kit.generate.values import StaleValues, check_fresh
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
 MASTER = homework.staff().notebook
 STUDENT_FILES = ROOT / "kit" / "student"
@@ -92,7 +92,7 @@ def _public_manifest(values: Path) -> dict:
 
 def assemble(dest: Path, python: str = sys.executable) -> None:
     """Write the release tree into the (new) directory ``dest``."""
-    from kit.skeleton import generate_skeleton
+    from kit.generate.skeleton import generate_skeleton
     dest.mkdir(parents=True)
     # transformer_lm: everything shipped as is, the skeleton regenerated
     # from the reference so a stale committed copy cannot slip through.
@@ -166,7 +166,7 @@ def write_zip(src: Path, out: Path, folder: str = "") -> Path:
 
 def scan(release: Path, archive: Path) -> None:
     """ReleaseError naming every leak in the folder or the zip."""
-    from kit.leaks import Secrets, scan_tree
+    from kit.release.student.student.student.leaks import Secrets, scan_tree
     secrets = Secrets.load()
     leaks = scan_tree(release, secrets) + scan_tree(archive, secrets)
     if leaks:

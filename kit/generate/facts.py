@@ -9,7 +9,7 @@ shape-comment notation of ``autograder/checks/shape_notation.toml``::
     ...generated from the rubric...
     <!-- /facts -->
 
-``python -m kit.facts`` rewrites every block from the rubric;
+``python -m kit.generate.facts`` rewrites every block from the rubric;
 ``--check`` exits 1 naming each stale block (``make test`` runs it through
 kit_tests/test_facts.py), so a changed point is one edit plus
 ``make facts``.
@@ -26,7 +26,7 @@ from autograder.checks.shape_notation import notation_markdown
 from autograder.local import notebook_task
 from autograder.rubric import Rubric, load_rubric
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The documents with facts blocks (paths relative to the checkout).
 DOCUMENTS = ("README.md", "kit/student/README.md", "docs/shape-comments.md")
 BLOCK = re.compile(r"(<!-- facts:([a-z-]+) -->\n)(.*?)(<!-- /facts -->)",
@@ -142,7 +142,7 @@ def stale(rubric: Rubric, root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.facts",
+    parser = argparse.ArgumentParser(prog="python -m kit.generate.facts",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if a document's facts are stale")

@@ -1,0 +1,65 @@
+"""What the frozen test values are built from, and whether they are in
+step with it, without importing torch (``make fresh-values``, which
+``make check``, ``make grade`` and the releases run first, pays no torch).
+
+``kit/generate/values.py`` (the generator, which imports torch) records
+these sources' hashes in ``test_values/manifest.json``; a change to any of
+them makes the committed values stale.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from autograder import homework
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = homework.staff().reference
+OUT = homework.staff().test_values
+# Everything the bytes depend on, besides torch. The mistakes are the
+# reference edited by the catalogue's mistakes.toml, read by
+# kit/variants.py, applied by kit/corpus/examples.py (apply_edits); the
+# cases and steps are the profile's (homework.toml's [data]).
+SOURCES = (REFERENCE, homework.staff().cases,
+           homework.staff().catalogue / "mistakes.toml",
+           ROOT / "kit" / "variants.py",
+           ROOT / "kit" / "corpus" / "examples.py",
+           ROOT / "kit" / "generate" / "draws.py",
+           ROOT / "kit" / "generate" / "exact.py",
+           homework.staff().steps,
+           ROOT / "kit" / "generate" / "values.py")
+
+
+class StaleValues(Exception):
+    """The frozen values no longer match what generates them."""
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:
+    """Path (relative to the kit) -> sha256 of each source of the values."""
+    paths = [reference_path.resolve(), *SOURCES[1:]]
+    return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in paths}
+
+
+def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:
+    """Raise StaleValues naming what changed since ``make test-values``."""
+    try:
+        recorded = json.loads((values / "manifest.json").read_text()
+                              ).get("sources", {})
+    except (OSError, ValueError, AttributeError) as exc:
+        raise StaleValues(f"{values}/manifest.json: {exc}: run "
+                          f"`make test-values`") from None
+    changed = [path for path, digest in source_hashes(reference_path).items()
+               if recorded.get(path) != digest]
+    if changed:
+        raise StaleValues(f"{values}/ is stale: {', '.join(changed)} "
+                          f"changed since it was generated: run "
+                          f"`make test-values` (then `make test`)")

@@ -108,13 +108,13 @@ bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--s
 	$(PY) -m kit.machine.bench_attention $(ARGS)
 
 release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
-	$(PY) -m kit.release.student.student
+	$(PY) -m kit.release.student
 
 autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
-	$(PY) -m kit.release.student.gradescope
+	$(PY) -m kit.release.gradescope
 
 demo: $(SETUP) fresh-values ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
-	$(PY) -m kit.release.student.demo
+	$(PY) -m kit.release.demo
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf dist build grades .pytest_cache

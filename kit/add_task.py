@@ -257,8 +257,8 @@ EDITS = (
 # the new task, the reference in full and the new mistake named, the
 # grading proof shows on two submissions. Nor test_test_values.py (four
 # minutes of regenerations): the values the copy generated are checked
-# fresh before any test (python -m kit.generate --check), and the generator checks
-# them against the reference's own float64 run.
+# fresh before any test (python -m kit.generate --check), and the
+# generator checks them against the reference's own float64 run.
 TESTS = (
     "kit_tests/test_case_table.py",
     "kit_tests/test_mistake_catalogue.py",

@@ -266,8 +266,8 @@ def catalogue_problems(catalogue: Path = CATALOGUE,
     order: a malformed group file, and each edit of each entry that does
     not apply exactly once to ``reference`` (text; the live reference by
     default) or to the skeleton generated from it. Empty when every entry
-    applies. ``make generate`` prints them all (kit/generate/mistakes.py), so that
-    a new class that repeats quoted lines shows every clash in one run."""
+    applies. ``make generate`` prints them all (kit/generate/mistakes.py),
+    so that a new class that repeats quoted lines shows every clash in one run."""
     from kit.generate.skeleton import generate_skeleton
     reference = REFERENCE.read_text() if reference is None else reference
     skeleton = None

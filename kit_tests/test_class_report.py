@@ -374,7 +374,7 @@ document.body.setAttribute('data-sorted', [].map.call(
 
 def test_staff_tools_ship_neither_to_gradescope_nor_to_students(tmp_path):
     # Their optional libraries are no dependency of the deployed grader:
-    # kit.release.student.gradescope.verify would refuse an unpinned import.
+    # kit.release.gradescope.verify would refuse an unpinned import.
     from kit.release.student import gradescope
     gradescope.assemble(tmp_path / "gs")
     package = tmp_path / "gs" / "autograder"

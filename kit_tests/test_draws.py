@@ -1,5 +1,5 @@
-"""kit/generate/draws.py: every parameter of the layers a homework uses is drawn
-from integer draws only, in registration order, and any other layer's
+"""kit/generate/draws.py: every parameter of the layers a homework uses is
+drawn from integer draws only, in registration order, and any other layer's
 parameter is refused by name."""
 from __future__ import annotations
 

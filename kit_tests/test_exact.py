@@ -1,5 +1,5 @@
-"""kit/generate/exact.py: float64 products, sums, softmax, LayerNorm, tanh, erf and
-GELU built from elementwise operations agree with torch's own (or the C
+"""kit/generate/exact.py: float64 products, sums, softmax, LayerNorm, tanh,
+erf and GELU built from elementwise operations agree with torch's own (or the C
 library's) within the module's stated tolerances, and nothing else reduces
 inside it."""
 from __future__ import annotations

@@ -414,8 +414,8 @@ def _refusal(func: Any) -> str | None:
     if (func in REFUSED or name.removesuffix("_") in REFUSED_NAMES
             or name.startswith(("linalg_", "fft_"))):
         return ("it reduces or calls the C library, whose last bits "
-                "depend on the CPU kernel, and kit/generate/exact.py has no exact "
-                "form of it")
+                "depend on the CPU kernel, and kit/generate/exact.py has no "
+                "exact form of it")
     return None
 
 

@@ -88,7 +88,7 @@ def student_walk(readme: str) -> list[tuple[str, str, str]]:
         from system_deps import readme_packages
     finally:
         sys.path.remove(str(ROOT / "kit"))
-    from kit.release.student.student import STUDENT_FOLDER
+    from kit.release.student import STUDENT_FOLDER
     packages = readme_packages(readme)
     without_venv = [p for p in packages if not p.endswith("-venv")]
     home = f"~/{STUDENT_FOLDER}"
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                         return 2
                     env = prepare(root, python)
                 started = time.monotonic()
-                from kit.release.student.student import build
+                from kit.release.student import build
                 archive = build(work / "dist", python, verify=False)[1]
                 give_student(root, archive)
                 timings.append(("student", "dist/student.zip (unverified)",

@@ -1,7 +1,7 @@
 """``make demo``: the whole staff workflow on the bundled examples.
 
-1. builds the student release (``kit.release.student.student.student.student``: leak scan, self-grade)
-   and the Gradescope zip (``kit.release.student.student.student.gradescope``);
+1. builds the student release (``kit.release.student``: leak scan, self-grade)
+   and the Gradescope zip (``kit.release.gradescope``);
 2. stages ``build/demo/submissions/``: the examples (typical mistakes,
    ``kit/variants/examples.toml``),
    the reference (copied in now, never committed there), the skeleton, and
@@ -29,7 +29,7 @@ from pathlib import Path
 from autograder import homework
 from autograder.report import layout
 from autograder.submission import answers
-from kit.release.student.student.student import gradescope, student as release
+from kit.release import gradescope, student as release
 from kit.corpus.examples import build_examples
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Build the Gradescope autograder: ``dist/autograder.zip``.
 
-``python -m kit.release.student.student.student.gradescope [--out dist]`` (``make autograder``).
+``python -m kit.release.gradescope [--out dist]`` (``make autograder``).
 Layout of the zip, as Gradescope's specification asks (it is unzipped into
 ``/autograder/source``):
 
@@ -35,7 +35,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import STAFF_PACKAGE, homework
-from kit.release.student.student.student.student import ship_profile, write_zip
+from kit.release.student import ship_profile, write_zip
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "autograder" / "gradescope"
@@ -114,7 +114,7 @@ def verify(tree: Path, archive: Path) -> None:
         if dist.lower() not in pinned:
             problems.append(f"the grader imports {module!r} but "
                             f"requirements.txt does not pin it")
-    from kit.release.student.student.student.leaks import Secrets, scan_text
+    from kit.release.leaks import Secrets, scan_text
     secrets = Secrets.load()
     secrets.case_names, secrets.sha256s = [], set()  # these belong here
     secrets.windows = {}

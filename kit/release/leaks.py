@@ -14,7 +14,7 @@ What counts as a leak (each reported as ``path:line: kind: detail``):
   the catalogue of edits of the reference), ``kit_tests/``,
   ``hidden.safetensors``, otter's master-notebook markers.
 
-``python -m kit.release.student.student.student.leaks DIR_OR_ZIP`` scans from the command line.
+``python -m kit.release.leaks DIR_OR_ZIP`` scans from the command line.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Build the student release: ``dist/student/`` and ``dist/student.zip``.
 
-``python -m kit.release.student.student.student.student [--out dist]`` (``make release``) assembles
+``python -m kit.release.student [--out dist]`` (``make release``) assembles
 
     transformer_lm/      the generated skeleton, __init__.py, test_values.py
     assignment/          the student notebook from `otter assign`, its tests/
@@ -166,7 +166,7 @@ def write_zip(src: Path, out: Path, folder: str = "") -> Path:
 
 def scan(release: Path, archive: Path) -> None:
     """ReleaseError naming every leak in the folder or the zip."""
-    from kit.release.student.student.student.leaks import Secrets, scan_tree
+    from kit.release.leaks import Secrets, scan_tree
     secrets = Secrets.load()
     leaks = scan_tree(release, secrets) + scan_tree(archive, secrets)
     if leaks:

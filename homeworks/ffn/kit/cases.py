@@ -1,7 +1,8 @@
 """The feed-forward homework's frozen cases: sizes, seeds and sets.
 
 The same :class:`kit.generate.cases.Case` as the attention homework's:
-``init`` is the constructor's arguments, ``batch`` and ``seq`` the input's sizes.
+``init`` is the constructor's arguments, ``batch`` and ``seq`` the input's
+sizes.
 Every case discriminates (batch, seq, input_size and hidden distinct,
 except sizes of 1 at the edges), so a mistake that swaps two dimensions
 cannot pass by coincidence. To add a case, append it here and run

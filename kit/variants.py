@@ -267,7 +267,8 @@ def catalogue_problems(catalogue: Path = CATALOGUE,
     not apply exactly once to ``reference`` (text; the live reference by
     default) or to the skeleton generated from it. Empty when every entry
     applies. ``make generate`` prints them all (kit/generate/mistakes.py),
-    so that a new class that repeats quoted lines shows every clash in one run."""
+    so that a new class that repeats quoted lines shows every clash in one
+    run."""
     from kit.generate.skeleton import generate_skeleton
     reference = REFERENCE.read_text() if reference is None else reference
     skeleton = None

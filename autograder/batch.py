@@ -334,103 +334,135 @@ def grade_all(entries: Sequence[Entry], config: GradingConfig,
     stops the batch. ``layers`` (the jail's, from the canary) are
     recorded in each grade; ``progress`` is called with each finished
     submission's name."""
-    step = progress or (lambda name: None)
-    broken = threading.Event()
-    fatal: list[ConfigError] = []      # the first error that stopped it
-    fatal_lock = threading.Lock()
-    found_answers: dict[str, dict[str, str]] = {}
-    workdir = grader_tempdir()
+    run = _BatchRun(config, runner, public_only=public_only, out=out,
+                    canary=canary, layers=layers,
+                    step=progress or (lambda name: None), resume=resume)
+    try:
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            done = list(pool.map(run.work, entries))
+    finally:
+        shutil.rmtree(run.workdir, ignore_errors=True)
+    if run.fatal:
+        raise run.fatal[0]
+    grades = [g for g in done if isinstance(g, GradeResult)]
+    return Graded(grades, run.found_answers,
+                  [report.grade_row(g) for g in done if g is not None],
+                  kept=sum(isinstance(g, dict) for g in done))
 
-    def stop(exc: ConfigError) -> None:
-        with fatal_lock:
-            if not fatal:
-                fatal.append(exc)
-        broken.set()
 
-    def save(entry: Entry, sub: Submission, grade: GradeResult,
+class _BatchRun:
+    """One :func:`grade_all` run: what its worker threads share (the
+    first error that stopped it, the answers found, the temporary
+    folder) and the steps of grading one entry."""
+
+    def __init__(self, config: GradingConfig, runner: Runner, *,
+                 public_only: bool, out: Path | None, canary: Any,
+                 layers: list[str] | None, step: Callable[[str], None],
+                 resume: batch_state.BatchState | None) -> None:
+        self.config, self.runner = config, runner
+        self.public_only, self.out, self.canary = public_only, out, canary
+        self.layers, self.step, self.resume = layers, step, resume
+        self.broken = threading.Event()
+        self.fatal: list[ConfigError] = []   # the first error that stopped
+        self.fatal_lock = threading.Lock()
+        self.found_answers: dict[str, dict[str, str]] = {}
+        self.workdir = grader_tempdir()
+
+    def stop(self, exc: ConfigError) -> None:
+        with self.fatal_lock:
+            if not self.fatal:
+                self.fatal.append(exc)
+        self.broken.set()
+
+    def save(self, entry: Entry, sub: Submission, grade: GradeResult,
              digest: str | None) -> None:
-        assert out is not None
+        assert self.out is not None
         found = read_answers(grade, sub)
         if found is not None:
-            found_answers[entry.name] = found
-        folder = layout.submission_dir(out, entry.name)
-        if resume is not None:   # stale until the new files are whole
+            self.found_answers[entry.name] = found
+        folder = layout.submission_dir(self.out, entry.name)
+        if self.resume is not None:   # stale until the new files are whole
             _remove(folder / batch_state.STAMP)
         files = write_outputs(grade, folder)
         files += _keep_for_staff(sub, found, folder)
-        if resume is not None and not grade.internal_error:
-            resume.stamp(folder, digest, report.grade_row(grade), files)
+        if self.resume is not None and not grade.internal_error:
+            self.resume.stamp(folder, digest, report.grade_row(grade), files)
 
-    def grade_one(entry: Entry) -> GradeResult | dict[str, Any]:
-        digest = None
-        if resume is not None and out is not None:
-            digest = batch_state.input_digest(entry.path, entry.source)
-            kept = resume.kept(layout.submission_dir(out, entry.name),
-                               digest)
-            if kept is not None:
-                if kept.answers is not None:
-                    found_answers[entry.name] = kept.answers
-                step(entry.name)
-                return kept.row
-        sub = entry.resolve(workdir)
-        grade = grade_submission(sub, config, runner,
-                                 public_only=public_only,
-                                 timeout=entry.timeout)
-        if layers is not None:
-            grade.jail = layers
-        if canary is not None and (
+    def kept(self, entry: Entry) -> tuple[str | None, dict[str, Any] | None]:
+        """The entry's input digest (with ``resume``), and its row when an
+        earlier run's outputs are kept."""
+        if self.resume is None or self.out is None:
+            return None, None
+        digest = batch_state.input_digest(entry.path, entry.source)
+        kept = self.resume.kept(layout.submission_dir(self.out, entry.name),
+                                digest)
+        if kept is None:
+            return digest, None
+        if kept.answers is not None:
+            self.found_answers[entry.name] = kept.answers
+        return digest, kept.row
+
+    def prove_environment(self, entry: Entry, grade: GradeResult) -> None:
+        """A zero may be the environment breaking mid-batch (a deleted
+        venv...), a memory verdict the machine running out: prove the
+        canary still passes before keeping it."""
+        if self.canary is None or not (
                 grade.internal_error or grade.limits.get(MEMORY) or (
                     grade.score == 0 and not grade.error)):
-            # A zero may be the environment breaking mid-batch (a deleted
-            # venv...), a memory verdict the machine running out: prove
-            # the canary still passes before keeping it.
-            try:
-                preflight(canary, quiet=True, memory=False)
-            except ConfigError as exc:
-                raise ConfigError(f"{exc}\n(found after grading "
-                                  f"{entry.name}: it and the rest got no "
-                                  f"score, and grades.csv was not "
-                                  f"written)") from None
-        if out is not None:
-            save(entry, sub, grade, digest)
-        step(entry.name)
+            return
+        try:
+            preflight(self.canary, quiet=True, memory=False)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}\n(found after grading "
+                              f"{entry.name}: it and the rest got no "
+                              f"score, and grades.csv was not "
+                              f"written)") from None
+
+    def grade_one(self, entry: Entry) -> GradeResult | dict[str, Any]:
+        digest, row = self.kept(entry)
+        if row is not None:
+            self.step(entry.name)
+            return row
+        sub = entry.resolve(self.workdir)
+        grade = grade_submission(sub, self.config, self.runner,
+                                 public_only=self.public_only,
+                                 timeout=entry.timeout)
+        if self.layers is not None:
+            grade.jail = self.layers
+        self.prove_environment(entry, grade)
+        if self.out is not None:
+            self.save(entry, sub, grade, digest)
+        self.step(entry.name)
         return grade
 
-    def work(entry: Entry) -> GradeResult | dict[str, Any] | None:
-        if broken.is_set():
+    def work(self, entry: Entry) -> GradeResult | dict[str, Any] | None:
+        if self.broken.is_set():
             return None
         try:
-            return grade_one(entry)
+            return self.grade_one(entry)
         except ConfigError as exc:
-            stop(exc)
+            self.stop(exc)
             return None
         except OutputError as exc:
-            stop(_output_stopped(exc, out))
+            self.stop(_output_stopped(exc, self.out))
             return None
         except Exception:   # noqa: BLE001 - one submission, not the batch
-            grade = failed(entry.name, str(entry.path), config,
-                           internal_error=traceback.format_exc())
-            if out is not None:
-                try:
-                    write_outputs(grade,
-                                  layout.submission_dir(out, entry.name))
-                except OutputError as exc:
-                    stop(_output_stopped(exc, out))
-                    return None
-            step(entry.name)
-            return grade
+            return self.grader_failed(entry)
 
-    try:
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
-            done = list(pool.map(work, entries))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    if fatal:
-        raise fatal[0]
-    grades = [g for g in done if isinstance(g, GradeResult)]
-    return Graded(grades, found_answers,
-                  [report.grade_row(g) for g in done if g is not None],
-                  kept=sum(isinstance(g, dict) for g in done))
+    def grader_failed(self, entry: Entry) -> GradeResult | None:
+        """The grader's own failure on one submission: an internal error
+        for it, the batch goes on."""
+        grade = failed(entry.name, str(entry.path), self.config,
+                       internal_error=traceback.format_exc())
+        if self.out is not None:
+            try:
+                write_outputs(grade,
+                              layout.submission_dir(self.out, entry.name))
+            except OutputError as exc:
+                self.stop(_output_stopped(exc, self.out))
+                return None
+        self.step(entry.name)
+        return grade
 
 
 def _output_stopped(exc: OutputError, out: Path | None) -> ConfigError:

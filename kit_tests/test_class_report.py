@@ -375,7 +375,7 @@ document.body.setAttribute('data-sorted', [].map.call(
 def test_staff_tools_ship_neither_to_gradescope_nor_to_students(tmp_path):
     # Their optional libraries are no dependency of the deployed grader:
     # kit.release.gradescope.verify would refuse an unpinned import.
-    from kit.release.student import gradescope
+    from kit.release import gradescope
     gradescope.assemble(tmp_path / "gs")
     package = tmp_path / "gs" / "autograder"
     shipped = {p.relative_to(package).as_posix()

@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from autograder.rubric import load_rubric
-from kit.release.student import gradescope
+from kit.release import gradescope
 from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ import pytest
 
 from autograder.rubric import load_rubric
 from autograder.local import SCOPE, task_points
-from kit.release.student import student as release
+from kit.release import student as release
 
 pytestmark = pytest.mark.e2e
 

@@ -69,10 +69,12 @@ OS_RELEASES = {
 
 def _setup(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess,
                                                 str]:
-    """setup.sh from a copy, with an apt-get that records and then fails."""
+    """setup.sh from a copy laid out as the zip is (the profile beside
+    it), with an apt-get that records and then fails."""
     source = tmp_path / "source"
     source.mkdir()
     shutil.copy2(SETUP, source / "setup.sh")
+    shutil.copy2(ROOT / "homework.toml", source / "homework.toml")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "apt-calls"

@@ -23,7 +23,7 @@ from autograder import homework
 from autograder.local import SCOPE
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
-from kit.release.student import leaks, student as release
+from kit.release import leaks, student as release
 from kit.generate.skeleton import generate_skeleton, solution_lines
 
 ROOT = Path(__file__).resolve().parents[1]

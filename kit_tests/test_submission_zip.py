@@ -19,7 +19,7 @@ import pytest
 
 from autograder.report.layout import submission_dir
 from autograder.rubric import load_rubric
-from kit.release.student import student as release
+from kit.release import student as release
 from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[1]

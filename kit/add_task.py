@@ -29,7 +29,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import homework
 from kit.generate.rubric_change import ROOT, copy_checkout
+
+PROFILE = homework.staff()
+
+
+def _source(path: Path) -> str:
+    """A file of the profile, relative to the homework's root."""
+    return path.relative_to(PROFILE.root).as_posix()
+
 
 TASK = "grouped_query_attention"   # the new task's rubric id
 ITEM = "4.1"                        # its one item
@@ -236,16 +245,15 @@ reads the same keys and values (multi-query attention).
 
 # The walkthrough's source files, and nothing else.
 EDITS = (
-    SourceEdit("solutions/transformer_lm/modeling_attention.py",
-               REFERENCE_CLASS),
-    SourceEdit("autograder/rubric.toml", RUBRIC_TASK),
-    SourceEdit("kit/generate/cases.py", CASES),
-    SourceEdit("kit/variants/mistakes.toml", MISTAKE_ENTRY),
-    SourceEdit("kit/variants/fidelity.toml", NO_WORK_EDIT,
+    SourceEdit(_source(PROFILE.reference), REFERENCE_CLASS),
+    SourceEdit(_source(PROFILE.rubric), RUBRIC_TASK),
+    SourceEdit(_source(PROFILE.cases), CASES),
+    SourceEdit(_source(PROFILE.catalogue / "mistakes.toml"), MISTAKE_ENTRY),
+    SourceEdit(_source(PROFILE.catalogue / "fidelity.toml"), NO_WORK_EDIT,
                anchor="    ['''\ndef gpt2_small_attention():\n"),
-    SourceEdit("assignment/attention.md", NOTEBOOK_ROW,
+    SourceEdit(_source(PROFILE.notebook_source), NOTEBOOK_ROW,
                anchor="\nRun the next cell first"),
-    SourceEdit("assignment/attention.md", NOTEBOOK_SECTION,
+    SourceEdit(_source(PROFILE.notebook_source), NOTEBOOK_SECTION,
                anchor="## Checking and submitting\n"),
 )
 
@@ -293,19 +301,19 @@ def _submissions(root: Path, into: Path) -> list[Path]:
     reference, mistake = into / "reference", into / "mistake"
     for folder in (reference, mistake):
         folder.mkdir(parents=True)
-    source = root / "solutions" / "transformer_lm" / "modeling_attention.py"
-    (reference / "modeling_attention.py").write_text(source.read_text())
-    notebook = nbformat.read(str(root / "assignment" / "attention.ipynb"), 4)
+    copy = homework.load(root, staff=True)
+    source = copy.reference
+    (reference / copy.module_name).write_text(source.read_text())
+    notebook = nbformat.read(str(copy.notebook), 4)
     cells = [c for c in notebook.cells
              if c.metadata.get("kit") == {"question": QUESTION}]
     if len(cells) != 1:
         raise AddTaskError(f"the built notebook has {len(cells)} answer "
                            f"cells of {QUESTION} (expected one)")
     cells[0].source = f"**Answer {QUESTION}:**\n\n{ANSWER}"
-    nbformat.write(notebook, str(reference / "attention.ipynb"))
-    entry = variants.find(f"mistakes/{MISTAKE}",
-                          root / "kit" / "variants")
-    (mistake / "modeling_attention.py").write_text(entry.source(
+    nbformat.write(notebook, str(reference / copy.notebook.name))
+    entry = variants.find(f"mistakes/{MISTAKE}", copy.catalogue)
+    (mistake / copy.module_name).write_text(entry.source(
         source.read_text()))
     return [reference, mistake]
 

@@ -197,25 +197,21 @@ ATTACKS: dict[str, str] = {
             pass
     return {"left": left, "found": found}
 ''',
-    # The grader's environment, read back from this process's memory.
+    # The grader's environment, read back from this process's memory:
+    # write(2) from it to a file, so that an unmapped page is EFAULT, not
+    # a crash (a forked copy would only wait to be killed: the jail parks
+    # every process the submission forks).
     "memory_secrets": '''
+    import tempfile
     libc = ctypes.CDLL(None)
     addr = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
+    with tempfile.TemporaryFile() as f:
         for i in range(0, 1 << 20, 256):
-            os.write(w, ctypes.string_at(addr + i, 256))
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    return {"secret": b"hunter2-" in data, "victim": b"victim" in data}
+            libc.write(f.fileno(), ctypes.c_void_p(addr + i), 256)
+        f.seek(0)
+        data = f.read()
+    return {"secret": b"hunter2-" in data, "victim": b"victim" in data,
+            "read": len(data) > 0}
 ''',
     # Write where the grader would later read or import.
     "tamper_grader": '''

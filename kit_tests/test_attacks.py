@@ -241,7 +241,9 @@ def test_filling_temporary_folders_hurts_nobody(batch):
 
 def test_no_grader_secret_in_memory(batch):
     found = _found(batch, "memory_secrets")
-    assert found == {"secret": False, "victim": False}
+    # (it read its arguments and environment, up to the stack's end: the
+    # test proves something)
+    assert found == {"secret": False, "victim": False, "read": True}
     for name in attacks.ATTACKS:
         assert SECRET not in (submission_dir(batch["out"], name) /
                               "feedback.md"

@@ -63,11 +63,12 @@ def _skeleton_source() -> str:
 
 
 def _workspace(directory: Path, implementation: str) -> Path:
-    """``transformer_lm/`` with ``implementation``, the public values and
-    the checker ``autograder/`` (as the release ships it)."""
+    """``transformer_lm/`` with ``implementation``, the public values, the
+    profile and the checker ``autograder/`` (as the release ships them)."""
     shutil.copytree(ROOT / "autograder", directory / "autograder",
                     ignore=shutil.ignore_patterns("__pycache__",
                                                   "gradescope*"))
+    shutil.copy(ROOT / "homework.toml", directory)
     package = directory / "transformer_lm"
     package.mkdir(parents=True)
     for source in (ROOT / "transformer_lm").glob("*.py"):

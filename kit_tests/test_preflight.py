@@ -132,6 +132,7 @@ def test_root_only_checkout_grades_the_reference(tmp_path):
     home.chmod(0o700)
     for name in ("autograder", "test_values"):
         shutil.copytree(ROOT / name, kit / name)
+    shutil.copy(ROOT / "homework.toml", kit)
     (kit / "m.py").write_text(FULL_REFERENCE)
     # The venv inside the closed folder, as `make install` makes it there
     # (hard links: same files, no copy of torch's 1.5 GB where possible).

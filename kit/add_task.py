@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import homework
-from kit.generate.rubric_change import ROOT, copy_checkout
+from kit.generate.rubric_change import ROOT, copy_checkout, run_timed
 
 PROFILE = homework.staff()
 
@@ -361,23 +361,15 @@ def prove_graded(root: Path, env: dict[str, str]) -> float:
     work = Path(tempfile.mkdtemp(prefix="add-task-grades-"))
     try:
         subs = _submissions(root, work / "subs")
-        seconds = _run([sys.executable, "-m", "autograder", "grade",
-                        "--out", str(work / "out"), *map(str, subs)],
-                       root, env)
+        seconds = run_timed(
+            [sys.executable, "-m", "autograder", "grade",
+             "--out", str(work / "out"), *map(str, subs)], root, env)
         problems = graded_problems(root, work / "out")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if problems:
         raise AddTaskError("; ".join(problems))
     return seconds
-
-
-def _run(command: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Run ``command``; its seconds; CalledProcessError if it fails."""
-    print(f"$ {' '.join(command)}   (in {cwd})", flush=True)
-    start = time.monotonic()
-    subprocess.run(command, cwd=cwd, env=env, check=True)
-    return time.monotonic() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,16 +395,16 @@ def main(argv: list[str] | None = None) -> int:
         touched = apply_all(copy)
         print(f"task {ITEM} ({CLASS}) and question {QUESTION} added by "
               f"hand to: {', '.join(touched)}", flush=True)
-        generate = _run(["make", f"PY={sys.executable}", "generate"],
-                        copy, env)
+        generate = run_timed(
+            ["make", f"PY={sys.executable}", "generate"], copy, env)
         in_copy = {**env, "PYTHONPATH": str(copy)}
         grading = prove_graded(copy, in_copy)
         print(f"graded: the reference earns task {ITEM}, {MISTAKE} is "
               f"named, {QUESTION}'s answer is collected", flush=True)
-        tests = _run([sys.executable, "-m", "pytest", "-p",
-                      "no:cacheprovider",
-                      *(args.pytest_args or ["-q", "-m", "not e2e", *TESTS])],
-                     copy, in_copy)
+        tests = run_timed(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+             *(args.pytest_args or ["-q", "-m", "not e2e", *TESTS])],
+            copy, in_copy)
     except AddTaskError as exc:
         print(f"RED: {exc}", file=sys.stderr)
         return 1

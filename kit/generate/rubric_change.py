@@ -70,7 +70,7 @@ def copy_checkout(root: Path, into: Path) -> Path:
     return target
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+def run_timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     """Run ``command``; its seconds; raises CalledProcessError if it
     fails (its output went to ours)."""
     print(f"$ {' '.join(command)}   (in {cwd})", flush=True)
@@ -112,12 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         (copy / RUBRIC).write_text(change_point(text, args.item, after))
         print(f"item {args.item}: {before:g} -> {after:g} points in "
               f"{copy / RUBRIC}", flush=True)
-        generate = _run([*make, "generate"], copy, env)
+        generate = run_timed([*make, "generate"], copy, env)
         if args.pytest_args:
-            tests = _run([sys.executable, "-m", "pytest", *args.pytest_args],
-                         copy, {**env, "PYTHONPATH": str(copy)})
+            tests = run_timed(
+                [sys.executable, "-m", "pytest", *args.pytest_args],
+                copy, {**env, "PYTHONPATH": str(copy)})
         else:
-            tests = _run([*make, "test"], copy, env)
+            tests = run_timed([*make, "test"], copy, env)
     except subprocess.CalledProcessError as exc:
         print(f"RED: `{' '.join(map(str, exc.cmd))}` failed (exit "
               f"{exc.returncode}) after item {args.item} was given "

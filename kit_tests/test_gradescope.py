@@ -24,6 +24,7 @@ from autograder import homework
 from autograder.rubric import load_rubric
 from kit.release import gradescope
 from kit.corpus.examples import example_sources
+from kit_tests.gradescope_layout import unzip_autograder
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -39,17 +40,7 @@ def archive(tmp_path_factory) -> Path:
 
 
 def _autograder_dir(archive: Path, base: Path) -> Path:
-    root = base / "autograder"
-    for name in ("source", "submission", "results"):
-        (root / name).mkdir(parents=True)
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(root / "source")
-        for info in zf.infolist():   # zipfile drops the mode bits
-            mode = info.external_attr >> 16
-            if mode:
-                (root / "source" / info.filename).chmod(mode & 0o777)
-    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
-    return root
+    return unzip_autograder(archive, base / "autograder")
 
 
 def _run(root: Path, python: str = sys.executable) -> dict:

@@ -41,6 +41,7 @@ import pytest
 from autograder.rubric import load_rubric
 from kit.release import gradescope
 from kit.corpus.examples import example_sources
+from kit_tests.gradescope_layout import unzip_autograder
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -76,16 +77,7 @@ def _new_root(archive: Path) -> Path:
     """A Gradescope-like /autograder: root-owned, mode 755, zip unzipped."""
     root = Path(tempfile.mkdtemp(prefix="autograder-"))
     root.chmod(0o755)
-    for name in ("source", "submission", "results"):
-        (root / name).mkdir()
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(root / "source")
-        for info in zf.infolist():   # zipfile drops the mode bits
-            if info.external_attr >> 16:
-                (root / "source" / info.filename).chmod(
-                    (info.external_attr >> 16) & 0o777)
-    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
-    return root
+    return unzip_autograder(archive, root)
 
 
 def _base_python() -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -17,6 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from kit_tests.gradescope_layout import unzip_autograder
 
 ROOT = Path(__file__).resolve().parents[1]
 FFN = ROOT / "homeworks" / "ffn"
@@ -107,25 +108,10 @@ def test_the_grader_scores_its_reference_skeleton_and_mistakes(tmp_path):
         assert f"Recognised common mistakes: `{mistake}`" in feedback, sub
 
 
-def _unzip_autograder(archive: Path, root: Path) -> Path:
-    """A fake /autograder: the zip in source/ (modes kept), its
-    run_autograder at the top, empty submission/ and results/."""
-    for name in ("source", "submission", "results"):
-        (root / name).mkdir(parents=True)
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(root / "source")
-        for info in zf.infolist():   # zipfile drops the mode bits
-            if info.external_attr >> 16:
-                (root / "source" / info.filename).chmod(
-                    (info.external_attr >> 16) & 0o777)
-    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
-    return root
-
-
 def _gradescope_result(archive: Path, root: Path, source: str) -> dict:
     """results.json of the zip's run_autograder on one submission, as
     Gradescope runs it: no HOMEWORK, no kit on the path."""
-    _unzip_autograder(archive, root)
+    unzip_autograder(archive, root)
     name = Path(_profile()["module"]["file"]).name
     (root / "submission" / name).write_text(source)
     env = {k: v for k, v in os.environ.items()

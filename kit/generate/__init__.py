@@ -73,7 +73,7 @@ def _notebook_write() -> int:
 
 def _facts_writes() -> tuple[Path, ...]:
     from kit.generate import facts
-    return tuple(ROOT / doc for doc in facts.DOCUMENTS)
+    return tuple(facts.home() / doc for doc in facts.documents())
 
 
 def _facts_stale(reference: Path | None) -> list[str]:

@@ -35,7 +35,8 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "module": {"package": ("name", False), "file": ("path", True),
                "reference": ("path", True)},
     "notebook": {"source": ("path", True), "master": ("path", True)},
-    "release": {"folder": ("name", False), "summary": ("text", False)},
+    "release": {"folder": ("name", False), "summary": ("text", False),
+                "hidden": ("text", False)},
     "gradescope": {"venv": ("abspath", False)},
     "data": {"rubric": ("path", False), "mistakes": ("path", False),
              "questions": ("path", False),
@@ -68,6 +69,7 @@ class Homework:
     notebook: Path          # the otter-assign master notebook (staff only)
     release_folder: str     # student.zip unpacks into this folder
     summary: str            # what students do, the student README's intro
+    hidden: str             # what the hidden cases vary, said to students
     gradescope_venv: str    # the Gradescope image's venv
     rubric: Path
     mistakes: Path
@@ -203,7 +205,7 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         notebook_source=at("notebook.source"),
         notebook=at("notebook.master"),
         release_folder=str(f["release.folder"]),
-        summary=str(f["release.summary"]),
+        summary=str(f["release.summary"]), hidden=str(f["release.hidden"]),
         gradescope_venv=str(f["gradescope.venv"]), rubric=at("data.rubric"),
         mistakes=at("data.mistakes"), questions=at("data.questions"),
         python_features=at("data.python_features"),

@@ -116,7 +116,8 @@ def test_the_readme_is_rendered_for_the_homework(built):
 def test_an_unknown_readme_placeholder_is_named():
     from kit.release import readme
     with pytest.raises(readme.ReadmeError, match=r"\{\{ modul \}\}.*known"
-                       r": heading, summary, folder, module, notebook"):
+                       r": heading, summary, hidden, folder, module, "
+                       r"notebook"):
         readme.render("see {{ modul }}\n", homework.staff())
 
 

@@ -7,6 +7,7 @@ the feed-forward release never speaks of attention. The placeholders:
 
     {{ heading }}   the notebook's title (its first "# " markdown heading)
     {{ summary }}   the profile's [release] summary: what students do
+    {{ hidden }}    the profile's [release] hidden: what hidden cases vary
     {{ folder }}    the folder student.zip unpacks into ([release] folder)
     {{ module }}    the file students write ([module] file)
     {{ notebook }}  the notebook, relative to the release
@@ -51,7 +52,8 @@ def heading(notebook: Path) -> str:
 def values(hw: homework.Homework) -> dict[str, str]:
     """The placeholders' text for homework ``hw`` (its staff profile)."""
     return {"heading": heading(hw.notebook), "summary": hw.summary,
-            "folder": hw.release_folder, "module": hw.module_file,
+            "hidden": hw.hidden, "folder": hw.release_folder,
+            "module": hw.module_file,
             "notebook": hw.notebook.relative_to(hw.root).as_posix()}
 
 

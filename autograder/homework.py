@@ -27,20 +27,23 @@ ENV = "HOMEWORK"
 DEFAULT_ROOT = Path(__file__).resolve().parents[1]
 
 # section -> key -> (kind, staff only). "path" is a path relative to the
-# root, "name" a word (letters, digits, _ . -), "text" any string,
-# "abspath" an absolute path of plain characters (shell scripts read it).
+# root, "paths" a list of them, "name" a word (letters, digits, _ . -),
+# "text" any string, "abspath" an absolute path of plain characters (shell
+# scripts read it).
 SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "homework": {"name": ("name", False), "title": ("text", False)},
     "module": {"package": ("name", False), "file": ("path", True),
                "reference": ("path", True)},
     "notebook": {"source": ("path", True), "master": ("path", True)},
-    "release": {"folder": ("name", False)},
+    "release": {"folder": ("name", False), "summary": ("text", False),
+                "hidden": ("text", False)},
     "gradescope": {"venv": ("abspath", False)},
     "data": {"rubric": ("path", False), "mistakes": ("path", False),
              "questions": ("path", False),
              "python_features": ("path", False),
              "test_values": ("path", False), "catalogue": ("path", True),
              "cases": ("path", True), "steps": ("path", True)},
+    "docs": {"facts": ("paths", True)},
 }
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _ABSPATH = re.compile(r"/[A-Za-z0-9_./-]{1,200}")
@@ -65,6 +68,8 @@ class Homework:
     notebook_source: Path   # the notebook's text source (staff only)
     notebook: Path          # the otter-assign master notebook (staff only)
     release_folder: str     # student.zip unpacks into this folder
+    summary: str            # what students do, the student README's intro
+    hidden: str             # what the hidden cases vary, said to students
     gradescope_venv: str    # the Gradescope image's venv
     rubric: Path
     mistakes: Path
@@ -74,6 +79,8 @@ class Homework:
     catalogue: Path         # the variant catalogue folder (staff only)
     cases: Path             # the cases' definitions (staff only)
     steps: Path             # the reference's named steps (staff only)
+    fact_documents: tuple[str, ...]   # documents with facts blocks, relative
+    #                                   to root (posix; staff only)
 
     @property
     def module(self) -> Path:
@@ -99,6 +106,17 @@ class Homework:
     def profile(self) -> Path:
         """This profile's file."""
         return self.root / PROFILE
+
+
+def _paths(path: Path, section: str, key: str,
+           value: object) -> tuple[str, ...]:
+    """A "paths" list, each checked as a "path"; HomeworkError naming the
+    key."""
+    if not isinstance(value, list) or not value:
+        raise HomeworkError(f"{path}: [{section}] {key} must be a non-empty "
+                            f"list of relative paths (got {value!r}): set "
+                            f"it in {PROFILE}")
+    return tuple(_value(path, section, key, "path", item) for item in value)
 
 
 def _value(path: Path, section: str, key: str, kind: str,
@@ -162,14 +180,16 @@ def load(root: Path | None = None, *, staff: bool = False) -> Homework:
             if key not in table:
                 raise HomeworkError(f"{path}: [{section}] {key} is missing:"
                                     f" add it to {PROFILE}")
-            value = _value(path, section, key, kind, table[key])
-            if kind == "path":
-                if (staff or not staff_only) and \
-                        not (root / value).exists():
-                    raise HomeworkError(
-                        f"{path}: [{section}] {key} = {value!r}: "
-                        f"{root / value} does not exist: create it or fix "
-                        f"the path")
+            value = _paths(path, section, key, table[key]) \
+                if kind == "paths" else \
+                _value(path, section, key, kind, table[key])
+            if kind in ("path", "paths") and (staff or not staff_only):
+                for one in (value,) if kind == "path" else value:
+                    if not (root / one).exists():
+                        raise HomeworkError(
+                            f"{path}: [{section}] {key} = {one!r}: "
+                            f"{root / one} does not exist: create it or "
+                            f"fix the path")
             fields[f"{section}.{key}"] = value
     return _homework(root, fields)
 
@@ -185,11 +205,13 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         notebook_source=at("notebook.source"),
         notebook=at("notebook.master"),
         release_folder=str(f["release.folder"]),
+        summary=str(f["release.summary"]), hidden=str(f["release.hidden"]),
         gradescope_venv=str(f["gradescope.venv"]), rubric=at("data.rubric"),
         mistakes=at("data.mistakes"), questions=at("data.questions"),
         python_features=at("data.python_features"),
         test_values=at("data.test_values"), catalogue=at("data.catalogue"),
-        cases=at("data.cases"), steps=at("data.steps"))
+        cases=at("data.cases"), steps=at("data.steps"),
+        fact_documents=tuple(f["docs.facts"]))
 
 
 def selected_root() -> Path:

@@ -36,7 +36,7 @@ from autograder.local import SCOPE, notebook_task, task_points, \
     value_rubric
 from autograder.rubric import load_rubric
 from kit import variants
-from transformer_lm.checks import run_check
+from autograder.notebook_checks import run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]

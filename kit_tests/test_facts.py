@@ -7,7 +7,7 @@ import pytest
 
 from autograder.rubric import load_rubric
 from kit.generate import facts
-from kit.generate.facts import ROOT, FactsError
+from kit.generate.facts import FactsError
 from kit_tests.rubrics import (item_points, other_points, points_words,
                                rubric_text_with, rubric_with)
 
@@ -37,14 +37,14 @@ def test_a_changed_point_reaches_every_block():
         facts.task_list(rubric)
     assert facts.point_documents()
     for doc in facts.point_documents():
-        text = (ROOT / doc).read_text()
+        text = (facts.home() / doc).read_text()
         assert facts.fill(text, rubric, doc) != text, doc
 
 
 def test_stale_documents_are_named(tmp_path):
-    for doc in facts.DOCUMENTS:
+    for doc in facts.documents():
         (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / doc).write_text((ROOT / doc).read_text())
+        (tmp_path / doc).write_text((facts.home() / doc).read_text())
     changed = rubric_with("2.2", other_points("2.2"))
     assert facts.stale(changed, tmp_path) == facts.point_documents()
     assert facts.stale(load_rubric(), tmp_path) == []

@@ -4,6 +4,7 @@ command that refreshes it, and the values' check needs no torch."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -96,3 +97,59 @@ def test_the_values_check_is_one_and_names_a_changed_source(tmp_path):
                        match="kit/generate/cases.py changed.*"
                              "`make test-values`"):
         sources.check_fresh(tmp_path)
+
+
+def _generate(*args: str, homework: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}
+    env.update(HOMEWORK=str(homework), PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "kit.generate", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_another_homework_s_facts_are_its_own_documents(monkeypatch):
+    # the facts generator follows the selected profile: the ffn homework's
+    # facts go to its README only, and are in step with its rubric
+    from autograder import homework
+    from autograder.rubric import load_rubric
+    from kit.generate import facts
+    ffn = homework.load(ROOT / "homeworks" / "ffn", staff=True)
+    monkeypatch.setattr(facts.homework, "staff", lambda: ffn)
+    assert gen._facts_writes() == (ffn.root / "README.md",)
+    assert facts.point_documents() == ["README.md"]
+    assert facts.stale(load_rubric(ffn.rubric)) == []
+    assert facts.stale(load_rubric()) == ["README.md"]   # another rubric's
+
+
+def test_an_unusable_profile_is_one_line_with_exit_2(monkeypatch, capsys):
+    from autograder.homework import HomeworkError
+    from kit.generate import __main__ as cli
+
+    def refuse(argv):
+        raise HomeworkError("homework.toml: [docs] facts is missing: add it")
+    monkeypatch.setattr(cli, "main", refuse)
+    assert cli.run([]) == 2
+    assert capsys.readouterr().err == (
+        "error: homework.toml: [docs] facts is missing: add it\n")
+
+
+@pytest.mark.e2e   # ~8 s: a fresh process imports every generator
+def test_another_homework_s_generators_write_only_in_its_folder():
+    # `make generate HOMEWORK=homeworks/ffn` leaves the checkout's files
+    # (its README's facts among them) alone
+    done = _generate("--list", homework=ROOT / "homeworks" / "ffn")
+    assert done.returncode == 0, done.stderr
+    writes = [path.strip() for line in done.stdout.splitlines()
+              if line.split()[0] == "writes"
+              for path in line.split("writes", 1)[1].split(",")]
+    assert len(writes) >= len(gen.GENERATORS)
+    assert all(p.startswith("homeworks/ffn/") for p in writes), writes
+    assert "homeworks/ffn/README.md" in writes
+
+
+@pytest.mark.e2e   # ~3 s: a fresh process
+def test_an_unusable_profile_is_one_line_not_a_traceback(tmp_path):
+    done = _generate("--check", homework=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "homework.toml is missing" in done.stderr

@@ -26,15 +26,16 @@ def _copy_profile(tmp_path: Path, edit=None) -> Path:
     (tmp_path / homework.PROFILE).write_text(edit(text) if edit else text)
     for section, keys in homework.SCHEMA.items():
         for key, (kind, _) in keys.items():
-            if kind != "path":
+            if kind not in ("path", "paths"):
                 continue
             value = tomllib.loads(text)[section][key]
-            target = tmp_path / value
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if "." in target.name:
-                target.touch()
-            else:
-                target.mkdir(exist_ok=True)
+            for one in [value] if kind == "path" else value:
+                target = tmp_path / one
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if "." in target.name:
+                    target.touch()
+                else:
+                    target.mkdir(exist_ok=True)
     return tmp_path
 
 
@@ -113,10 +114,20 @@ def test_a_missing_file_names_the_key_and_the_path(tmp_path):
     (r'^file = ".*?"', 'file = "../x.py"', "must be a relative path"),
     (r'^venv = ".*?"', 'venv = "venv"', "must be an absolute path"),
     (r'^venv = ".*?"', 'venv = "/opt/$(rm)/v"', "must be an absolute path"),
+    (r'^facts = .*$', 'facts = "README.md"', "must be a non-empty list"),
+    (r'^facts = .*$', 'facts = []', "must be a non-empty list"),
+    (r'^facts = .*$', 'facts = ["../README.md"]', "must be a relative path"),
 ])
 def test_a_bad_value_is_refused_with_its_key(tmp_path, old, new, words):
     message = _refusal(tmp_path, old, new)
     assert words in message and "homework.toml" in message, message
+
+
+def test_a_missing_facts_document_is_named_for_the_staff(tmp_path):
+    message = _refusal(tmp_path, r'^facts = .*$', 'facts = ["nowhere.md"]',
+                       staff=True)
+    assert "[docs] facts = 'nowhere.md'" in message
+    assert "does not exist" in message
 
 
 def test_staff_files_are_checked_only_for_the_staff(tmp_path):

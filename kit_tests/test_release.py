@@ -84,7 +84,8 @@ def test_release_has_what_students_need_and_nothing_else(built):
                    "assignment/attention.ipynb",
                    "test_values/public.safetensors",
                    "test_values/manifest.json", "tests/test_items.py",
-                   "autograder/__main__.py", "autograder/rubric.toml"):
+                   "autograder/__main__.py", "autograder/rubric.toml",
+                   "autograder/notebook_checks.py"):
         assert needed in files, needed
     assert any(f.startswith("assignment/tests/task_") for f in files)
     for path in files:
@@ -95,6 +96,29 @@ def test_release_has_what_students_need_and_nothing_else(built):
         # the zip's one folder holds exactly the release
         assert set(zf.namelist()) == {f"{release.STUDENT_FOLDER}/{f}"
                                       for f in files}
+
+
+def test_the_readme_is_rendered_for_the_homework(built):
+    # the template's placeholders and staff note are gone; what they
+    # stood for is the profile's, the points table the rubric's
+    from kit.generate.facts import points_table
+    from kit.release import readme
+    text = (built[0] / "README.md").read_text()
+    hw = homework.staff()
+    assert "{{" not in text and "Staff note" not in text
+    assert text.startswith(f"# {readme.heading(hw.notebook)}\n\n"
+                           f"{hw.summary}\n")
+    assert f"cd {hw.release_folder}\n" in text and hw.module_file in text
+    assert points_table(load_rubric()) in text
+    assert "{{ module }}" in readme.TEMPLATE.read_text()
+
+
+def test_an_unknown_readme_placeholder_is_named():
+    from kit.release import readme
+    with pytest.raises(readme.ReadmeError, match=r"\{\{ modul \}\}.*known"
+                       r": heading, summary, hidden, folder, module, "
+                       r"notebook"):
+        readme.render("see {{ modul }}\n", homework.staff())
 
 
 def test_the_release_grader_reads_its_own_profile(built):

@@ -84,7 +84,7 @@ def test_reference_passes_one_test_per_rubric_item(tmp_path: Path):
     assert run.returncode == 0, run.output
     assert list(run.outcomes) == ITEMS
     assert run.named("passed") == ITEMS
-    assert f"attention implementation: {REFERENCE}" in run.output
+    assert f"implementation under test: {REFERENCE}" in run.output
     assert SCOPE in run.output    # the header says what is checked
 
 
@@ -102,7 +102,7 @@ def test_skeleton_fails_every_item_with_its_task(tmp_path: Path):
 
 def test_default_implementation_is_the_project_skeleton(tmp_path: Path):
     run = run_student_tests(None, tmp_path, "-k", "1.2")
-    assert f"attention implementation: {SKELETON}" in run.output
+    assert f"implementation under test: {SKELETON}" in run.output
     assert list(run.outcomes) == ["1.2"]
     assert "Task 1.1 not implemented yet" in run.output
 

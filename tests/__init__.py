@@ -1,1 +1,1 @@
-"""Tests of your attention implementation (run `pytest tests`)."""
+"""Tests of your implementation (run `pytest tests`)."""

@@ -16,12 +16,12 @@ IMPL_ENV = "ATTENTION_IMPL"
 
 def implementation_path() -> Path:
     """The file under test: ``$ATTENTION_IMPL`` (relative to the current
-    directory) or transformer_lm/modeling_attention.py."""
+    directory) or the homework's module (homework.toml's [module] file)."""
     return Path(os.environ.get(IMPL_ENV) or DEFAULT_FILE).resolve()
 
 
 def pytest_report_header() -> list[str]:
-    return [f"attention implementation: {implementation_path()}",
+    return [f"implementation under test: {implementation_path()}",
             f"checks: the grader's items on the public cases ({SCOPE})"]
 
 

@@ -73,7 +73,7 @@ def _notebook_write() -> int:
 
 def _facts_writes() -> tuple[Path, ...]:
     from kit.generate import facts
-    return tuple(ROOT / doc for doc in facts.DOCUMENTS)
+    return tuple(facts.home() / doc for doc in facts.documents())
 
 
 def _facts_stale(reference: Path | None) -> list[str]:
@@ -132,11 +132,11 @@ def _values_write() -> int:
 GENERATORS: tuple[Generator, ...] = (
     Generator("skeleton", "the reference; the rubric's points",
               _skeleton_writes, _skeleton_stale, _skeleton_write),
-    Generator("build-notebook", "assignment/attention.md; the rubric",
+    Generator("build-notebook", "the notebook's source; the rubric",
               _notebook_writes, _notebook_stale, _notebook_write),
     Generator("facts", "the rubric", _facts_writes, _facts_stale,
               _facts_write),
-    Generator("mistakes", "kit/variants/mistakes.toml", _mistakes_writes,
+    Generator("mistakes", "the catalogue's mistakes.toml", _mistakes_writes,
               _mistakes_stale, _mistakes_write),
     Generator("test-values", "kit/generate/sources.py's SOURCES (the "
               "reference, the cases, the catalogue, the generator)",

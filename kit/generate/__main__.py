@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from autograder.homework import HomeworkError
 from kit.generate import GENERATORS, ROOT, UnknownGenerator, select, stale
 
 
@@ -54,5 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run(argv: list[str] | None = None) -> int:
+    """``main``, with a homework profile that cannot be used (a missing
+    file, say: create the generated ones empty first) said in one line
+    (exit 2), not a traceback."""
+    try:
+        return main(argv)
+    except HomeworkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -3,7 +3,9 @@
 ``autograder/rubric.toml`` is the one place a point, a title or the bonus
 rule is written. Documents that state them (the staff README, the student
 README) hold generated blocks, as does docs/shape-comments.md for the
-shape-comment notation of ``autograder/checks/shape_notation.toml``::
+shape-comment notation of ``autograder/checks/shape_notation.toml``. The
+selected homework's profile lists its documents (``[docs] facts``, paths
+relative to its folder), so a homework's facts reach its documents only::
 
     <!-- facts:points-table -->
     ...generated from the rubric...
@@ -22,13 +24,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from autograder import homework
 from autograder.checks.shape_notation import notation_markdown
 from autograder.local import notebook_task
 from autograder.rubric import Rubric, load_rubric
 
-ROOT = Path(__file__).resolve().parents[2]
-# The documents with facts blocks (paths relative to the checkout).
-DOCUMENTS = ("README.md", "kit/student/README.md", "docs/shape-comments.md")
 BLOCK = re.compile(r"(<!-- facts:([a-z-]+) -->\n)(.*?)(<!-- /facts -->)",
                    re.S)
 
@@ -114,10 +114,22 @@ WRITERS: dict[str, Callable[[Rubric], str]] = {
 POINT_BLOCKS = ("score-summary", "points-table", "task-list")
 
 
-def point_documents(root: Path = ROOT) -> list[str]:
-    """The documents of DOCUMENTS (under ``root``) with a block that
-    states points: those a changed point makes stale."""
-    return [doc for doc in DOCUMENTS
+def documents() -> tuple[str, ...]:
+    """The selected homework's documents with facts blocks (relative to
+    its folder)."""
+    return homework.staff().fact_documents
+
+
+def home() -> Path:
+    """The folder the documents' paths are relative to."""
+    return homework.staff().root
+
+
+def point_documents(root: Path | None = None) -> list[str]:
+    """The documents (under ``root``, default the homework's folder) with
+    a block that states points: those a changed point makes stale."""
+    root = root or home()
+    return [doc for doc in documents()
             if any(f"<!-- facts:{name} -->" in (root / doc).read_text()
                    for name in POINT_BLOCKS)]
 
@@ -133,10 +145,11 @@ def fill(text: str, rubric: Rubric, where: str = "document") -> str:
     return BLOCK.sub(one, text)
 
 
-def stale(rubric: Rubric, root: Path = ROOT) -> list[str]:
-    """Documents (under ``root``) whose facts blocks differ from
-    ``rubric``."""
-    return [doc for doc in DOCUMENTS
+def stale(rubric: Rubric, root: Path | None = None) -> list[str]:
+    """Documents (under ``root``, default the homework's folder) whose
+    facts blocks differ from ``rubric``."""
+    root = root or home()
+    return [doc for doc in documents()
             if fill((root / doc).read_text(), rubric, doc)
             != (root / doc).read_text()]
 
@@ -162,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
         return 1 if outdated else 0
     for doc in outdated:
-        path = ROOT / doc
+        path = home() / doc
         path.write_text(fill(path.read_text(), rubric, doc))
-        print(f"updated {doc}")
+        print(f"updated {path}")
     return 0
 
 

@@ -23,7 +23,7 @@ chain of small steps, one transformation each:
 5. ``expand_tasks``: a markdown cell with metadata ``{"task": "1.2"}`` is a
    task statement; it becomes otter's question block (``# BEGIN QUESTION``,
    ``points`` from the rubric, otter's own check cell turned off) with a
-   test calling ``transformer_lm.checks.run_check("1.2")`` (for otter's
+   test calling ``autograder.notebook_checks.run_check("1.2")`` (otter's
    ``grader.check``), followed by the kit's check cell ``check("1.2")``,
    locked, in master and student notebook alike: it shows the task's
    verdict once, where otter's cell framed it in "Test case failed / Error
@@ -248,7 +248,7 @@ def expand_tasks(cells: list[NotebookNode], rubric: Rubric,
             f"({SCOPE})'\n"
             '""" # END TEST CONFIG\n'
             f"def test_{name}():\n"
-            f"    from {homework.staff().package}.checks import run_check\n"
+            "    from autograder.notebook_checks import run_check\n"
             f'    run_check("{task_id}")')
         test.id = f"test-{name.replace('_', '-')}"
         check = nbformat.v4.new_code_cell(

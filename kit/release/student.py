@@ -9,7 +9,8 @@
     autograder/          the checker (`python -m autograder check`), no
                          Gradescope parts
     Makefile README.md requirements.txt make_submission.py homework.py
-                         (kit/student/: the commands, with and without make)
+                         (kit/student/: the commands, with and without make;
+                         the README rendered for the homework)
     install_deps.py      the install rule (kit/install_deps.py)
 
 then refuses to report success unless (a) the leak scanner
@@ -34,6 +35,7 @@ from autograder import homework
 from autograder import GRADESCOPE_PACKAGE, STAFF_PACKAGE
 from autograder.report import layout
 from kit.generate.values import StaleValues, check_fresh
+from kit.release import readme
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
@@ -129,6 +131,7 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     for path in sorted(STUDENT_FILES.iterdir()):
         if path.is_file():
             shutil.copy2(path, dest / path.name)
+    readme.write(dest / "README.md")   # the template, for this homework
     # the Makefile's install rule, the same file the kit and setup.sh use
     shutil.copy2(ROOT / "kit" / "install_deps.py", dest / "install_deps.py")
     ship_profile(dest)

@@ -35,7 +35,7 @@ REQUIREMENTS = os.path.join(ROOT, "requirements.txt")
 STAMP = ".installed"      # in the venv: the requirements' digest
 NOTEBOOK = value("notebook", "master")   # where the release puts it
 # What each command runs with the environment's python, in this folder.
-# JupyterLab is rooted here, so that transformer_lm/ opens beside the
+# JupyterLab is rooted here, so that the package opens beside the
 # notebook, and the URL it prints opens the notebook, not the Launcher.
 COMMANDS = {
     "check": ["-m", "autograder", "check"],
@@ -181,7 +181,7 @@ def install(venv, python=None, say_done=False):
         print("homework: registering the Jupyter kernel failed (exit {}): "
               "run the same command again".format(status), file=sys.stderr)
         return status
-    # lets the notebook (run from assignment/) import transformer_lm
+    # lets the notebook (run from assignment/) import the package
     purelib = subprocess.run(
         [env_python, "-c",
          "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

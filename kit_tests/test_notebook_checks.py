@@ -10,7 +10,7 @@ import pytest
 
 from autograder.local import SCOPE
 from kit import variants
-from transformer_lm.checks import WIDTH, Verdict, check, run_check, wrap
+from autograder.notebook_checks import WIDTH, Verdict, check, run_check, wrap
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"

@@ -1,12 +1,13 @@
 """Public checks for the notebook: ``check("1.2")``, ``run_check("1.2")``.
 
 The notebook's check cells call ``check`` with a task id ("1.1", "1.2",
-"2.1", "2.2", "2.3", "3.1", ...: the rubric's item ids without their
-letter, so "2.3" runs items 2.3a and 2.3b). It runs the grader's own
-checks of those items on the public cases, in this
-process (``autograder.local``): the same values, the same comparisons, the
-rubric's tolerance. The file ``transformer_lm/modeling_attention.py`` is
-read afresh on every call, so saved edits are always picked up.
+"2.3", ...: the rubric's item ids without their letter, so "2.3" runs
+items 2.3a and 2.3b). It runs the grader's own checks of those items on
+the public cases, in this process (``autograder.local``): the same
+values, the same comparisons, the rubric's tolerance. The students'
+module (the homework profile's ``[module] file``) is read afresh on every
+call, so saved edits are always picked up. Any homework's notebook uses
+this one module: what it checks comes from the profile and the rubric.
 
 ``check`` returns the task's verdict, shown once as the cell's output
 (which items passed, and for each failing one what differs, where, by how
@@ -81,16 +82,16 @@ class Verdict:
 
 def verdict(task_id: str, path: Path | str | None = None) -> Verdict:
     """Check one task on the public cases (``path``: another module file
-    instead of transformer_lm/modeling_attention.py); ValueError for a task
-    the rubric does not have, RuntimeError if the checker itself fails."""
+    instead of the profile's students' module); ValueError for a task the
+    rubric does not have, RuntimeError if the checker itself fails."""
     rubric = load_rubric()   # the grader's, read afresh like the module
     if task_id not in tasks(rubric):
         raise ValueError(f"unknown task {task_id!r}; one of "
                          f"{tasks(rubric)}")
     config = GradingConfig(rubric, load_cases(sets=("public",)),
                            load_mistake_messages())
-    grade = check_values(config, path or Path(__file__).with_name(
-        homework.current().module_name), task_id=task_id)
+    grade = check_values(config, path or homework.current().module,
+                         task_id=task_id)
     if grade.internal_error:
         raise RuntimeError(f"the checker itself failed (not your code):\n"
                            f"{grade.internal_error}")

@@ -82,6 +82,18 @@ def test_recorded_values_cross_the_wire_and_the_wire_bounds_them():
                                  "n_outputs": 2}, big, "p")
 
 
+def test_the_diagnosis_call_is_seeded_by_its_case():
+    """An eval-mode call is unseeded; its diagnosis copy draws from the
+    case's seed, so code that draws in eval mode (dropout left on) gets
+    the same diagnosis line on every run."""
+    case = next(c for c in STEPPED if c.mode == "train")
+    probe = P.case_probe(case)
+    assert probe.seed is None
+    assert attach.diagnosis_probe(probe, case, {}).seed == case.seed
+    train = P.case_probe(case, train=True)
+    assert attach.diagnosis_probe(train, case, {}).seed == train.seed
+
+
 # --------------------------------------------------------------------------
 # The walk
 

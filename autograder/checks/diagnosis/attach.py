@@ -109,9 +109,12 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
 
 def diagnosis_probe(probe: Probe, case: Case,
                     methods: dict[str, tuple[str, ...]]) -> Probe:
-    """The failing call again, on the value-recording copy."""
+    """The failing call again, on the value-recording copy, seeded with
+    the case's seed: code that draws in eval mode (dropout left on) gives
+    the same values, so the same line, on every run."""
     return replace(probe, id=f"{case.name}:diagnosis:{probe.id}",
                    trace_values=True, again=False, methods=dict(methods),
+                   seed=case.seed if probe.seed is None else probe.seed,
                    hidden=case.set == "hidden", groups=("diagnosis",))
 
 

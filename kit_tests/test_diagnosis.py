@@ -26,7 +26,7 @@ from kit import variants
 from kit_tests.test_worker import FILENAME, REFERENCE
 
 CASES = {c.name: c for c in load_cases()}
-STEPPED = [c for c in CASES.values() if case_steps(c.tensors)]
+STEPPED = [c for c in CASES.values() if attach.diagnosable(c)]
 BUGS = diagnosis_bugs.load()
 
 
@@ -35,10 +35,8 @@ def diagnosis_runs(source: str, cases: list) -> list[ProbeResult]:
     import for all)."""
     probes = []
     for case in cases:
-        kwargs = {"return_attention": True} \
-            if case.cls == "MultiHeadSelfAttention" else {}
         probes.append(attach.diagnosis_probe(
-            P.case_probe(case, kwargs=kwargs), case, {}))
+            P.case_probe(case, kwargs=case.call), case, {}))
     return list(execute_probes(source, FILENAME, probes))
 
 

@@ -21,6 +21,25 @@ CLASSES = ("SelfAttention", "MultiHeadSelfAttention", "CausalAttention",
            "MultiHeadAttention")
 
 
+# Per class: the size each head's scores are divided by the root of, named
+# as the class's docstring says it, from the constructor's arguments:
+# (name, the init argument, the init argument it is divided by or None).
+SCALES = {"SelfAttention": ("hidden", "hidden", None),
+          "MultiHeadSelfAttention": ("head_size", "hidden", "num_heads"),
+          "CausalAttention": ("d_out", "d_out", None),
+          "MultiHeadAttention": ("head_dim", "d_out", "num_heads")}
+
+
+def scale(cls: str, init: dict) -> dict | None:
+    """``{"name": ..., "size": ...}``: what a case of ``cls`` scales its
+    scores by (frozen in the manifest for the diagnosis), or None for a
+    class without steps."""
+    if cls not in SCALES:
+        return None
+    name, size, per = SCALES[cls]
+    return {"name": name, "size": init[size] // (init[per] if per else 1)}
+
+
 def _layers(module: torch.nn.Module) -> tuple:
     if hasattr(module, "W_query"):
         return module.W_query, module.W_key, module.W_value, \

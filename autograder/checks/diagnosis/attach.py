@@ -51,15 +51,16 @@ class Finding:
 
 def head_size(case: Case) -> tuple[int, str]:
     """The size each head's scores are divided by the root of, and its
-    name as the class's docstring says it."""
-    init = case.init
-    if case.cls == "SelfAttention":
-        return init["hidden"], "hidden"
-    if case.cls == "MultiHeadSelfAttention":
-        return init["hidden"] // init["num_heads"], "head_size"
-    if case.cls == "CausalAttention":
-        return init["d_out"], "d_out"
-    return init["d_out"] // init["num_heads"], "head_dim"
+    name as the class's docstring says it: the case's frozen ``scale``
+    (a case without one is never diagnosed: :func:`diagnosable`)."""
+    assert case.scale is not None, case.name
+    return case.scale.size, case.scale.name
+
+
+def diagnosable(case: Case) -> bool:
+    """Whether the case froze what the walk follows: the reference's
+    steps and the scale of its scores."""
+    return case.scale is not None and bool(case_steps(case.tensors))
 
 
 def _sizes(case: Case) -> dict[str, int]:
@@ -93,7 +94,7 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
                      if not (public_only and c.set == "hidden")]
             impl = kind(check).impl
             for case in cases:
-                if not case_steps(case.tensors):
+                if not diagnosable(case):
                     continue
                 probes = [p for p in impl.case_probes(check, case)
                           if not p.train]

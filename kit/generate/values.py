@@ -234,6 +234,9 @@ def case_record(case: Case, reference: ModuleType,
         errors = _mistake_records(case, mistakes or {}, runs, x, weights,
                                   tensors)
         for extra in case.extras:
+            if extra not in EXTRAS:
+                raise SystemExit(f"{case.name}: unknown extra {extra!r} "
+                                 f"(known: {', '.join(EXTRAS)})")
             tensors[extra] = _rounded(EXTRAS[extra](module, x64))
         if weights64 is not None:
             heads = case.init.get("num_heads", 1)

@@ -68,8 +68,8 @@ def _words(node: ast.AST) -> list[str]:
     if isinstance(node, ast.keyword) and node.arg:
         return [node.arg]
     if isinstance(node, ast.alias):
-        return [*node.name.split("."), *([node.asname] if node.asname
-                                          else [])]
+        alias = [node.asname] if node.asname else []
+        return [*node.name.split("."), *alias]
     if isinstance(node, ast.ImportFrom) and node.module:
         return node.module.split(".")
     return []

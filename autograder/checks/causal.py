@@ -10,13 +10,12 @@ the dropout kinds.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
 
 from autograder import probes as P
-from autograder.checks.base import CaseCheck, Context, Verdict
+from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult
@@ -38,10 +37,6 @@ def changed_after(x: torch.Tensor, position: int) -> torch.Tensor:
     changed = x.clone()
     changed[:, position + 1:] = -2.0 * x[:, position + 1:] + 1.0
     return changed
-
-
-# A layer's attribute name, as a rubric parameter gives it.
-ATTRIBUTE_NAME = re.compile(r"[A-Za-z_]\w{0,99}")
 
 
 def valid_projections(names: list[str]) -> None:

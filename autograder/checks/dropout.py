@@ -19,9 +19,8 @@ from typing import Any
 import torch
 
 from autograder import probes as P
-from autograder.checks.base import CaseCheck, Context, Verdict
-from autograder.checks.causal import (ATTRIBUTE_NAME,
-                                      follows_queries_and_keys, nonlinear,
+from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
+from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
                                       projection_probes, valid_projections)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors

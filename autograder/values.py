@@ -58,6 +58,9 @@ class Case:
     # a class whose steps are not frozen).
     call: dict[str, Any] = field(default_factory=dict)
     scale: Scale | None = None
+    # Step -> the attribute of the layer computing it (``{"q": "W_query"}``):
+    # the diagnosis names a layer whose bias is left out.
+    layers: dict[str, str] = field(default_factory=dict)
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
@@ -99,6 +102,18 @@ def _scale(record: dict[str, Any], name: str) -> Scale | None:
                           f"not {{\"name\": str, \"size\": int >= 1}}: "
                           f"regenerate with `make test-values`")
     return Scale(found["name"], found["size"])
+
+
+def _layers(record: dict[str, Any], name: str) -> dict[str, str]:
+    """The case's frozen step -> layer names; ValuesError if malformed."""
+    found = record.get("layers", {})
+    if not isinstance(found, dict) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in found.items()):
+        raise ValuesError(f"case {name}: its `layers` in manifest.json is "
+                          f"not a table of step -> layer names: "
+                          f"regenerate with `make test-values`")
+    return dict(found)
 
 
 def values_dir() -> Path:
@@ -145,6 +160,7 @@ def load_cases(directory: Path | None = None,
                 recipe=record.get("weights", "init").split(":")[0],
                 mistake_errors=record.get("mistake_errors", {}),
                 call=record.get("call", {}), scale=_scale(record, name),
+                layers=_layers(record, name),
                 tensors={k[len(prefix):]: v for k, v in tensors.items()
                          if k.startswith(prefix)}))
     return cases

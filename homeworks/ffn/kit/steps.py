@@ -17,3 +17,8 @@ def reference_steps(cls: str, init: dict, module: torch.nn.Module,
 def scale(cls: str, init: dict) -> dict | None:
     """No scaled scores: None for every class."""
     return None
+
+
+def layers(cls: str) -> dict[str, str]:
+    """No projection steps: an empty mapping for every class."""
+    return {}

@@ -24,6 +24,16 @@ class ValuesError(RuntimeError):
     """The test values are missing, corrupt or inconsistent."""
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The size each head's scores are divided by the root of, and its
+    name as the class's docstring says it (``head_dim``): frozen per case
+    by the homework's steps definition, for the diagnosis's words."""
+
+    name: str
+    size: int
+
+
 @dataclass
 class Case:
     """One frozen case as the grader sees it."""
@@ -43,6 +53,14 @@ class Case:
     # Mistake id -> the error its code raises on this case (the catalogue's
     # mistakes that raise instead of returning an output).
     mistake_errors: dict[str, str] = field(default_factory=dict)
+    # forward's keyword arguments when the values were frozen (e.g.
+    # ``{"return_attention": True}``), and the scale of the scores (None:
+    # a class whose steps are not frozen).
+    call: dict[str, Any] = field(default_factory=dict)
+    scale: Scale | None = None
+    # Step -> the attribute of the layer computing it (``{"q": "W_query"}``):
+    # the diagnosis names a layer whose bias is left out.
+    layers: dict[str, str] = field(default_factory=dict)
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
@@ -68,9 +86,34 @@ class Case:
         sizes = {"batch_size": batch, "seq_len": seq, **{
             k: v for k, v in self.init.items() if isinstance(v, int)
             and not isinstance(v, bool)}}
-        if "num_heads" in sizes and "hidden" in sizes:
-            sizes["head_size"] = sizes["hidden"] // sizes["num_heads"]
+        if self.scale is not None:
+            sizes.setdefault(self.scale.name, self.scale.size)
         return sizes
+
+
+def _scale(record: dict[str, Any], name: str) -> Scale | None:
+    """The case's frozen scale, if any; ValuesError if malformed."""
+    found = record.get("scale")
+    if found is None:
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("name"), str) \
+            or type(found.get("size")) is not int or found["size"] < 1:
+        raise ValuesError(f"case {name}: its `scale` in manifest.json is "
+                          f"not {{\"name\": str, \"size\": int >= 1}}: "
+                          f"regenerate with `make test-values`")
+    return Scale(found["name"], found["size"])
+
+
+def _layers(record: dict[str, Any], name: str) -> dict[str, str]:
+    """The case's frozen step -> layer names; ValuesError if malformed."""
+    found = record.get("layers", {})
+    if not isinstance(found, dict) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in found.items()):
+        raise ValuesError(f"case {name}: its `layers` in manifest.json is "
+                          f"not a table of step -> layer names: "
+                          f"regenerate with `make test-values`")
+    return dict(found)
 
 
 def values_dir() -> Path:
@@ -116,6 +159,8 @@ def load_cases(directory: Path | None = None,
                 description=record["description"],
                 recipe=record.get("weights", "init").split(":")[0],
                 mistake_errors=record.get("mistake_errors", {}),
+                call=record.get("call", {}), scale=_scale(record, name),
+                layers=_layers(record, name),
                 tensors={k[len(prefix):]: v for k, v in tensors.items()
                          if k.startswith(prefix)}))
     return cases

@@ -26,7 +26,7 @@ from kit import variants
 from kit_tests.test_worker import FILENAME, REFERENCE
 
 CASES = {c.name: c for c in load_cases()}
-STEPPED = [c for c in CASES.values() if case_steps(c.tensors)]
+STEPPED = [c for c in CASES.values() if attach.diagnosable(c)]
 BUGS = diagnosis_bugs.load()
 
 
@@ -35,10 +35,8 @@ def diagnosis_runs(source: str, cases: list) -> list[ProbeResult]:
     import for all)."""
     probes = []
     for case in cases:
-        kwargs = {"return_attention": True} \
-            if case.cls == "MultiHeadSelfAttention" else {}
         probes.append(attach.diagnosis_probe(
-            P.case_probe(case, kwargs=kwargs), case, {}))
+            P.case_probe(case, kwargs=case.call), case, {}))
     return list(execute_probes(source, FILENAME, probes))
 
 
@@ -80,6 +78,18 @@ def test_recorded_values_cross_the_wire_and_the_wire_bounds_them():
     with pytest.raises(wire.BadMessage):
         wire.result_from_header({**header, "value_lines": [1],
                                  "n_outputs": 2}, big, "p")
+
+
+def test_the_diagnosis_call_is_seeded_by_its_case():
+    """An eval-mode call is unseeded; its diagnosis copy draws from the
+    case's seed, so code that draws in eval mode (dropout left on) gets
+    the same diagnosis line on every run."""
+    case = next(c for c in STEPPED if c.mode == "train")
+    probe = P.case_probe(case)
+    assert probe.seed is None
+    assert attach.diagnosis_probe(probe, case, {}).seed == case.seed
+    train = P.case_probe(case, train=True)
+    assert attach.diagnosis_probe(train, case, {}).seed == train.seed
 
 
 # --------------------------------------------------------------------------

@@ -75,10 +75,33 @@ def _first_of_kind(kind: str) -> str:
 
 
 @pytest.mark.parametrize("kind, key", [("concatenated_heads", "head_class"),
-                                       ("module_size", "own_class")])
+                                       ("concatenated_heads",
+                                        "heads_attribute"),
+                                       ("module_size", "own_class"),
+                                       ("causal_property", "projections"),
+                                       ("dropout_on_weights", "projections"),
+                                       ("dropout_train", "value_layer"),
+                                       ("dropout_train", "mix_layer")])
 def test_a_class_a_check_needs_is_a_required_parameter(kind, key):
     message = _refusal(_first_of_kind(kind), **{key: None})
     assert f"needs key {key!r}" in message
+
+
+@pytest.mark.parametrize("kind, key", [("dropout_train", "value_layer"),
+                                       ("dropout_train", "mix_layer"),
+                                       ("concatenated_heads",
+                                        "heads_attribute")])
+def test_a_layer_parameter_must_be_an_attribute_name(kind, key):
+    message = _refusal(_first_of_kind(kind), **{key: "v.weight"})
+    assert f"{key} must be" in message and "attribute name" in message
+
+
+@pytest.mark.parametrize("kind", ["causal_property", "dropout_on_weights"])
+@pytest.mark.parametrize("value", [[], ["W_query", "W key"]])
+def test_projections_must_name_attributes(kind, value):
+    message = _refusal(_first_of_kind(kind), projections=value)
+    assert "projections must list the query and key projections'" \
+        in message, message
 
 
 @pytest.mark.parametrize("key, value, words", [

@@ -115,6 +115,21 @@ def test_refuses_a_module_that_raises_at_import(student):
     assert not (student / "submission.zip").exists()
 
 
+def test_refuses_a_module_without_a_graded_name(student):
+    """Every class (or function) the rubric grades must be defined: the
+    names come from the rubric the release ships."""
+    _one_task_done(student)
+    name = load_rubric().tasks[-1].cls
+    source = (student / MODULE).read_text()
+    for kind in ("class", "def"):
+        source = source.replace(f"{kind} {name}", f"{kind} Renamed{name}")
+    (student / MODULE).write_text(source)
+    done = _submission(student)
+    assert done.returncode != 0
+    assert "does not import" in done.stderr and name in done.stderr
+    assert not (student / "submission.zip").exists()
+
+
 def test_refuses_missing_or_broken_notebook(student):
     notebook = student / NOTEBOOK
     notebook.write_text("{ not json")

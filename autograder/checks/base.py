@@ -18,6 +18,9 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.values import Case
 
+# A layer's attribute name, as a kind's rubric parameter gives it.
+ATTRIBUTE_NAME = re.compile(r"[A-Za-z_]\w{0,99}")
+
 PASS, FAIL = "✔", "✘"
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from autograder import probes as P
-from autograder.checks.base import CaseCheck, Context, Verdict
+from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import fmt_shape
 from autograder.sandbox.protocol import Probe, ProbeResult
@@ -39,8 +39,14 @@ def changed_after(x: torch.Tensor, position: int) -> torch.Tensor:
     return changed
 
 
-# The projections whose weights the attention weights must follow.
-PROJECTIONS = ("W_query", "W_key")
+def valid_projections(names: list[str]) -> None:
+    """ValueError unless ``names`` (a rubric's ``projections``: the query
+    and the key projections' attribute names) lists attribute names."""
+    if not names or not all(isinstance(n, str) and ATTRIBUTE_NAME.fullmatch(n)
+                            for n in names):
+        raise ValueError(f"projections must list the query and key "
+                         f"projections' attribute names, e.g. "
+                         f"[\"W_query\", \"W_key\"] (got {names!r})")
 
 
 def projection_zeroed(case: Case, name: str) -> dict[str, torch.Tensor] | None:
@@ -54,10 +60,12 @@ def projection_zeroed(case: Case, name: str) -> dict[str, torch.Tensor] | None:
     return {**case.weights, **zeroed} if zeroed else None
 
 
-def projection_probes(case: Case, timeout: float) -> list[Probe]:
-    """Eval calls with the query, then the key projection zeroed."""
+def projection_probes(case: Case, timeout: float,
+                      projections: list[str]) -> list[Probe]:
+    """Eval calls with each of ``projections`` (the query, then the key
+    projection, as the rubric names them) zeroed."""
     found = []
-    for name in PROJECTIONS:
+    for name in projections:
         state = projection_zeroed(case, name)
         if state is not None:
             probe = P.case_probe(case, timeout=timeout)
@@ -69,13 +77,13 @@ def projection_probes(case: Case, timeout: float) -> list[Probe]:
 
 def follows_queries_and_keys(base: torch.Tensor,
                              zeroed: list[torch.Tensor | None],
-                             atol: float) -> bool:
+                             atol: float, projections: list[str]) -> bool:
     """Whether the output moves when the query projection is zeroed and
     when the key projection is: weights computed from q k^T do; fixed
     weights (uniform, with any map of the values: tanh, a norm) or weights
     from the keys or the queries alone do not, whatever else depends on
     the input."""
-    return len(zeroed) == len(PROJECTIONS) and all(
+    return len(zeroed) == len(projections) and all(
         z is not None and z.shape == base.shape and
         bool(_differs(base, z, atol).any()) for z in zeroed)
 
@@ -127,10 +135,16 @@ def _differs(a: torch.Tensor, b: torch.Tensor, atol: float) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class CausalPropertyParams:
-    """``nonlinear``'s threshold: the evidence of weights computed from
-    the input (a future token's change is judged with the item's atol)."""
+    """The query and key projections' attribute names (zeroed in turn:
+    weights computed from them move), and ``nonlinear``'s threshold: the
+    evidence of weights computed from the input (a future token's change
+    is judged with the item's atol)."""
 
+    projections: list[str]
     nonlinear_threshold: float = 1e-4
+
+    def __post_init__(self) -> None:
+        valid_projections(self.projections)
 
 
 @register("item", "causal_property", uses_cases=True,
@@ -166,7 +180,8 @@ class CausalProperty(CaseCheck):
             probe.id = f"{plain.id}:{label}-token-changed"
             probe.args = [change(case.tensors["x"])]
             found.append(probe)
-        found += projection_probes(case, check.timeout)
+        found += projection_probes(case, check.timeout,
+                                   check.params.projections)
         for position in range(case.tensors["x"].shape[1] - 2):
             probe = P.case_probe(case, timeout=check.timeout)
             probe.id = f"{plain.id}:tokens-after-{position}-changed"
@@ -178,7 +193,8 @@ class CausalProperty(CaseCheck):
               probes: list[Probe], ctx: Context) -> Verdict:
         """Every position but the last keeps its output when the last
         token changes; some later position changes with the first."""
-        zeroing = len(projection_probes(case, check.timeout))
+        zeroing = len(projection_probes(case, check.timeout,
+                                        check.params.projections))
         outputs = [returned_tensors(r, p, None)
                    for r, p in zip(results, probes)]
         for found, problem in outputs[:4] + outputs[4 + zeroing:]:
@@ -229,4 +245,4 @@ class CausalProperty(CaseCheck):
         return Verdict(True, evidence=nonlinear(
             [before[:, 1:], first[:, 1:], twice[:, 1:]],
             check.params.nonlinear_threshold) and follows_queries_and_keys(
-                before, zeroed, check.atol))
+                before, zeroed, check.atol, check.params.projections))

@@ -11,7 +11,7 @@ words (``PROBABILITIES``, ``WEIGHTS``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import Enum, auto
 from string import Formatter
 from typing import Any
@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from autograder import probes as P
-from autograder.checks.base import CaseCheck, Context, Verdict
+from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
-                                      projection_probes)
+                                      projection_probes, valid_projections)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.values import eval_differs
@@ -331,6 +331,16 @@ class DropoutTrainParams(DropoutParams):
     att_atol: float = 1e-5
     # Eval probabilities for x and 2x differ beyond this: the evidence.
     evidence_atol: float = 1e-4
+    # The value projection's and the output mix's attribute names: a head
+    # split the probabilities' shape says is rebuilt from their weights.
+    value_layer: str = field(kw_only=True)
+    mix_layer: str = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        for key in ("value_layer", "mix_layer"):
+            if not ATTRIBUTE_NAME.fullmatch(str(getattr(self, key))):
+                raise ValueError(f"{key} must be a layer's attribute name, "
+                                 f"e.g. \"v\" (got {getattr(self, key)!r})")
 
 
 @dataclass(frozen=True)
@@ -341,26 +351,34 @@ class DropoutOnWeightsParams(DropoutParams):
     halves_atol: float = 1e-6
     # ``causal.nonlinear``'s threshold for x, 2x, 3x: the evidence.
     nonlinear_threshold: float = 1e-4
+    # The query and key projections' attribute names, zeroed in turn: the
+    # weights must follow them (the evidence).
+    projections: list[str] = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        valid_projections(self.projections)
 
 
-def _split_value_mix(case: Case, shape: torch.Size) -> torch.Tensor | None:
+def _split_value_mix(case: Case, shape: torch.Size, value: str, mix: str
+                     ) -> torch.Tensor | None:
     """``value_mix`` (att = einsum(P, G) + mix.bias) of the head split
     that probabilities of ``shape`` [b * heads, s, s] say, from the case's
-    own v and mix weights; None if no split of ``hidden`` makes it."""
+    own ``value`` and ``mix`` layers' weights (the rubric names them);
+    None if no split of ``hidden`` makes it."""
     b, s, _ = case.tensors["x"].shape
     w = case.weights
-    if not {"v.weight", "v.bias", "mix.weight"} <= set(w):
-        return None   # not MultiHeadSelfAttention's layers
-    hidden = w["v.weight"].shape[0]
+    if not {f"{value}.weight", f"{value}.bias", f"{mix}.weight"} <= set(w):
+        return None   # the case has no such layers
+    hidden = w[f"{value}.weight"].shape[0]
     if len(shape) != 3 or tuple(shape[1:]) != (s, s) or not shape[0] or \
             shape[0] % b or hidden % (shape[0] // b):
         return None
     heads = shape[0] // b
     size = hidden // heads
-    v = case.tensors["x"].double() @ w["v.weight"].double().T + \
-        w["v.bias"].double()
+    v = case.tensors["x"].double() @ w[f"{value}.weight"].double().T + \
+        w[f"{value}.bias"].double()
     v = v.view(b, s, heads, size).transpose(1, 2)
-    w_mix = w["mix.weight"].double().view(-1, heads, size)
+    w_mix = w[f"{mix}.weight"].double().view(-1, heads, size)
     return v @ w_mix.permute(1, 2, 0)
 
 
@@ -421,7 +439,7 @@ class DropoutTrain(CaseCheck):
             # Random in eval mode (dropout left on: 2.3a says so): judge
             # against the frozen eval values instead.
             own = None
-        call = _TrainCall.of(case, *outputs, own, params.att_atol)
+        call = _TrainCall.of(case, *outputs, own, params)
         if isinstance(call, Verdict):
             return call
         verdict = _train_finding(call, float(case.init["dropout"]), params)
@@ -460,10 +478,11 @@ class _TrainCall:
     @classmethod
     def of(cls, case: Case, att: torch.Tensor, probs: torch.Tensor,
            own: list[torch.Tensor] | None,
-           att_atol: float) -> _TrainCall | Verdict:
+           params: DropoutTrainParams) -> _TrainCall | Verdict:
         """The call judged against ``own`` (its eval call's att and
         probabilities, None if unusable) or the frozen values; a failing
         verdict if its probabilities' shape cannot be judged."""
+        att_atol = params.att_atol
         frozen = case.tensors["attention"]
         b, s, _ = case.tensors["x"].shape
         h = case.init["num_heads"]
@@ -471,7 +490,7 @@ class _TrainCall:
             probs = probs.reshape(frozen.shape)   # 2.1 already says so
         eval_att = case.tensors["output"].double()
         value_mix = case.tensors["value_mix"].double()
-        bias = case.weights["mix.bias"].double()
+        bias = case.weights[f"{params.mix_layer}.bias"].double()
         value_path, own_probs = True, None
         if tuple(probs.shape) != tuple(frozen.shape):
             # A wrong head split (e.g. head_size heads of num_heads) makes
@@ -480,7 +499,8 @@ class _TrainCall:
             # and only where the split its shape says explains its own
             # eval att: else any shape would let att merely change (a
             # dropped-out copy returned, dropout on the output).
-            split = _split_value_mix(case, probs.shape)
+            split = _split_value_mix(case, probs.shape, params.value_layer,
+                                     params.mix_layer)
             if own is None or split is None \
                     or tuple(own[1].shape) != tuple(probs.shape) \
                     or tuple(own[0].shape) != tuple(att.shape):
@@ -582,21 +602,23 @@ class DropoutOnWeights(CaseCheck):
             probe.id += f"*{factor}"
             probe.args = [factor * case.tensors["x"]]
             found.append(probe)
-        return found + projection_probes(case, check.timeout)
+        return found + projection_probes(case, check.timeout,
+                                         check.params.projections)
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
-                  threshold: float, atol: float) -> bool:
+                  params: DropoutOnWeightsParams) -> bool:
         """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
         and moved by zeroing the query or the key projection (see
         ``follows_queries_and_keys``)."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:], probes[1:])]
         if None in found[:3] or not nonlinear([f[0] for f in found[:3]],
-                                              threshold):
+                                              params.nonlinear_threshold):
             return False
         return follows_queries_and_keys(
-            found[0][0], [f[0] if f else None for f in found[3:]], atol)
+            found[0][0], [f[0] if f else None for f in found[3:]],
+            params.same_atol, params.projections)
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case
@@ -635,9 +657,8 @@ class DropoutOnWeights(CaseCheck):
             # item. Here only whether dropout acts in train mode is judged.
             if close(found[0], own[0], params.same_atol, equal_nan=True):
                 return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
-            return Verdict(True, evidence=self._evidence(
-                results, probes, params.nonlinear_threshold,
-                params.same_atol))
+            return Verdict(True, evidence=self._evidence(results, probes,
+                                                         params))
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
@@ -656,5 +677,5 @@ class DropoutOnWeights(CaseCheck):
         if pattern.kind is not Pattern.OK:
             return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
                        **pattern.facts())
-        return Verdict(True, evidence=self._evidence(
-            results, probes, params.nonlinear_threshold, params.same_atol))
+        return Verdict(True, evidence=self._evidence(results, probes,
+                                                     params))

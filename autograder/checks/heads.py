@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import torch
 
 from autograder import probes as P
-from autograder.checks.base import (CaseCheck, Context, Verdict,
-                                    _explain_other_task, _failed_probe)
+from autograder.checks.base import (ATTRIBUTE_NAME, CaseCheck, Context,
+                                    Verdict, _explain_other_task,
+                                    _failed_probe)
 from autograder.checks.outputs import (diagnose, mistake_tensors,
                                        returned_tensors)
 from autograder.checks.compare import close, fmt_shape
@@ -23,12 +24,21 @@ from autograder.values import Case
 
 @dataclass(frozen=True)
 class ConcatenatedHeadsParams:
-    """The head class, and how close outputs must be to count as equal
-    (the known tensors of stand-in heads; two heads that coincide)."""
+    """The head class, the attribute holding the heads, and how close
+    outputs must be to count as equal (the known tensors of stand-in
+    heads; two heads that coincide)."""
 
     head_class: str          # the heads' class (the rubric names it)
+    heads_attribute: str     # the wrapper's list of heads: weights of
+    #                          head i are ``<heads_attribute>.<i>.*``
     stand_in_atol: float = 1e-6
     distinct_atol: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if not ATTRIBUTE_NAME.fullmatch(str(self.heads_attribute)):
+            raise ValueError(f"heads_attribute must be the attribute name "
+                             f"of the wrapper's heads, e.g. \"heads\" (got "
+                             f"{self.heads_attribute!r})")
 
 
 def _informative(heads: list[torch.Tensor], atol: float) -> bool:
@@ -84,7 +94,7 @@ class ConcatenatedHeads(CaseCheck):
         x = case.tensors["x"]
         init = {k: v for k, v in case.init.items() if k != "num_heads"}
         for i in range(case.init["num_heads"]):
-            prefix = f"heads.{i}."
+            prefix = f"{check.params.heads_attribute}.{i}."
             found.append(Probe(
                 id=f"{case.name}:head{i}:eval:x",
                 cls=check.params.head_class,

@@ -53,7 +53,7 @@ def load_questions(path: Path = QUESTIONS_FILE) -> tuple[str, ...]:
             or not all(isinstance(q, str) and _QUESTION_ID.fullmatch(q)
                        for q in found) or len(set(found)) != len(found):
         raise QuestionsError(f"{path}: `questions` must be a list of "
-                             f"distinct ids Q1, Q2, ... (got {found!r}): "
+                             f"distinct ids Q<number> (got {found!r}): "
                              f"regenerate it with `make generate`")
     return tuple(found)
 

@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "kit" / "corpus" / "diagnosis_bugs.toml"
 REFERENCE = homework.staff().reference
 MODULE = homework.current().module_name
-METHODS = {"MultiHeadSelfAttention": ("forward",)}
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,8 @@ def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
     """Run the bug's case through ``runner`` (source, filename, probes)
     on the value-recording copy and diagnose it."""
     case = cases[bug.case]
-    kwargs = {"return_attention": True} \
-        if case.cls == "MultiHeadSelfAttention" else {}
-    probe = attach.diagnosis_probe(P.case_probe(case, kwargs=kwargs), case,
-                                   {})
+    probe = attach.diagnosis_probe(P.case_probe(case, kwargs=case.call),
+                                   case, {})
     source = bug.source()
     result = runner(source, MODULE, [probe])[0]
     return attach.diagnose_case(case, result, source)

@@ -16,6 +16,7 @@ of the same code compare equal.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import re
 import sys
@@ -65,10 +66,13 @@ def verdict(grade: Any) -> dict[str, Any]:
             "limits": dict(grade.limits), "checks": checks}
 
 
-def collect(jobs: int = 2) -> dict[str, Any]:
-    """name -> verdict for every catalogue entry."""
+def collect(jobs: int = 2, only: list[str] | None = None
+            ) -> dict[str, Any]:
+    """name -> verdict for every catalogue entry (those matching one of
+    the ``only`` patterns, when given)."""
     from kit_tests.grading_batch import grade_batch
-    entries = variants.load_all()
+    entries = {k: v for k, v in variants.load_all().items()
+               if not only or any(fnmatch.fnmatchcase(k, p) for p in only)}
     graded = grade_batch({k: v.source() for k, v in entries.items()},
                          {k: v.fields["timeout"] for k, v in entries.items()
                           if "timeout" in v.fields}, jobs=jobs)
@@ -116,13 +120,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", type=Path,
                         help="an earlier --out file: print what differs")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--only", action="append", metavar="PATTERN",
+                        help="grade only the entries matching this glob "
+                             "(e.g. 'calls/*dropout*'; repeatable); "
+                             "--compare then compares only them")
     args = parser.parse_args(argv)
-    found = collect(args.jobs)
+    found = collect(args.jobs, args.only)
     if args.out:
         args.out.write_text(json.dumps(found, indent=1, sort_keys=True))
         print(f"{len(found)} entries -> {args.out}")
     if args.compare:
         before = json.loads(args.compare.read_text())
+        if args.only:
+            before = {k: v for k, v in before.items() if k in found}
         diff = differences(before, found)
         told = differences(before, found, diagnosis=True)
         for line in diff:

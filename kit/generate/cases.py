@@ -42,6 +42,16 @@ class Case:
     #                          concatenated, out_proj the identity
     same_sizes: str = ""     # why some sizes coincide (the course's and
     #                          the book's examples only; see above)
+    # How kit/generate/values.py runs and records the case (homework-neutral
+    # code; the class-specific facts are declared here):
+    call: dict = field(default_factory=dict, hash=False)
+    #                          forward's keyword arguments (recorded in the
+    #                          manifest when any); a tuple it returns is
+    #                          (output, attention), both frozen
+    extras: tuple[str, ...] = ()   # more tensors frozen, by recipe name
+    #                          ("value_mix": see kit/generate/values.py)
+    sizes_only: bool = False  # freeze the input, the parameter count and
+    #                          shapes only, no output (GPT-2's attention)
 
     @property
     def task(self) -> str:
@@ -72,10 +82,14 @@ def _sa(name, set_, input_size, hidden, batch, seq, seed, description):
 
 def _mh(name, set_, input_size, hidden, heads, causal, batch, seq, seed,
         description, dropout=0.0, mode="eval", same_sizes=""):
+    # forward(x, return_attention=True) returns the probabilities too; a
+    # train-mode case also freezes what checks a dropped-out output.
     return Case(name, set_, "MultiHeadSelfAttention",
                 {"input_size": input_size, "hidden": hidden,
                  "num_heads": heads, "causal": causal, "dropout": dropout},
-                batch, seq, seed, mode, description, same_sizes=same_sizes)
+                batch, seq, seed, mode, description, same_sizes=same_sizes,
+                call={"return_attention": True},
+                extras=("value_mix",) if mode == "train" else ())
 
 
 COURSE = "the 2022 course's sizes: batch 3 = num_heads 3 = head_size 3"
@@ -150,9 +164,9 @@ CASES: list[Case] = [
 
 
 def _p3(name, set_, cls, init, batch, seq, seed, description, mode="eval",
-        inputs="randn", weights="init", same_sizes=""):
+        inputs="randn", weights="init", same_sizes="", sizes_only=False):
     return Case(name, set_, cls, init, batch, seq, seed, mode, description,
-                inputs, weights, same_sizes)
+                inputs, weights, same_sizes, sizes_only=sizes_only)
 
 
 BOOK = "the book's example: six tokens of a context of 6, d_out 2, batch 2"
@@ -202,7 +216,7 @@ PART3: list[Case] = [
     _p3("gpt2_small", "public", "gpt2_small_attention", {}, 2, 5, 303,
         "GPT-2 small: 768 dims, 12 heads, context 1024, dropout 0.1, "
         "qkv bias", same_sizes="GPT-2's own sizes: d_in = d_out = 768 "
-        "(sizes only, no values)"),
+        "(sizes only, no values)", sizes_only=True),
 
     _p3("ca_single_token", "hidden", CA, _ca(4, 3, 5), 1, 1, 311,
         "batch 1, one token"),

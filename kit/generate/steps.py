@@ -21,11 +21,48 @@ CLASSES = ("SelfAttention", "MultiHeadSelfAttention", "CausalAttention",
            "MultiHeadAttention")
 
 
-def _layers(module: torch.nn.Module) -> tuple:
-    if hasattr(module, "W_query"):
-        return module.W_query, module.W_key, module.W_value, \
-            getattr(module, "out_proj", None)
-    return module.q, module.k, module.v, getattr(module, "mix", None)
+# Per class: the size each head's scores are divided by the root of, named
+# as the class's docstring says it, from the constructor's arguments:
+# (name, the init argument, the init argument it is divided by or None).
+SCALES = {"SelfAttention": ("hidden", "hidden", None),
+          "MultiHeadSelfAttention": ("head_size", "hidden", "num_heads"),
+          "CausalAttention": ("d_out", "d_out", None),
+          "MultiHeadAttention": ("head_dim", "d_out", "num_heads")}
+
+
+def scale(cls: str, init: dict) -> dict | None:
+    """``{"name": ..., "size": ...}``: what a case of ``cls`` scales its
+    scores by (frozen in the manifest for the diagnosis), or None for a
+    class without steps."""
+    if cls not in SCALES:
+        return None
+    name, size, per = SCALES[cls]
+    return {"name": name, "size": init[size] // (init[per] if per else 1)}
+
+
+# Per class: the layer (attribute) each projection step comes from; the
+# manifest carries it to the diagnosis, which names a layer whose bias is
+# left out.
+LAYERS = {
+    "SelfAttention": {"q": "q", "k": "k", "v": "v"},
+    "MultiHeadSelfAttention": {"q": "q", "k": "k", "v": "v",
+                               "output": "mix"},
+    "CausalAttention": {"q": "W_query", "k": "W_key", "v": "W_value"},
+    "MultiHeadAttention": {"q": "W_query", "k": "W_key", "v": "W_value",
+                           "output": "out_proj"},
+}
+
+
+def layers(cls: str) -> dict[str, str]:
+    """Step -> the attribute of the layer computing it, for ``cls`` (empty
+    for a class without steps)."""
+    return dict(LAYERS.get(cls, {}))
+
+
+def _layers(cls: str, module: torch.nn.Module) -> tuple:
+    names = LAYERS[cls]
+    return tuple(getattr(module, names[step]) if step in names else None
+                 for step in ("q", "k", "v", "output"))
 
 
 def reference_steps(cls: str, init: dict, module: torch.nn.Module,
@@ -36,7 +73,7 @@ def reference_steps(cls: str, init: dict, module: torch.nn.Module,
     if cls not in CLASSES:
         return {}
     b, s, _ = x64.shape
-    wq, wk, wv, out = _layers(module)
+    wq, wk, wv, out = _layers(cls, module)
     heads = init.get("num_heads", 1) if cls in (
         "MultiHeadSelfAttention", "MultiHeadAttention") else 1
     q, k, v = wq(x64), wk(x64), wv(x64)

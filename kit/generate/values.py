@@ -122,14 +122,22 @@ def run_case(module: ModuleType, case: Case, x: torch.Tensor,
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(output, attention)`` of ``case``'s class from ``module`` (the
     reference, or a mistake's edited copy) in float64 with the float32
-    ``weights``, in eval mode; ``attention`` is the returned probabilities
-    of Part 2's multi-head class, else None. Raises what the code raises.
-    ``case`` may be any case with ``cls`` and ``init`` (the grader's too)."""
+    ``weights``, in eval mode, called with the case's keyword arguments
+    (``call``); ``attention`` is what a call returning a pair returns
+    second (Part 2's multi-head class with ``return_attention=True``),
+    else None. Raises what the code raises. ``case`` may be any case with
+    ``cls``, ``init`` and ``call`` (the grader's too)."""
     built = _load64(getattr(module, case.cls)(**case.init), weights).eval()
     with torch.no_grad():
-        if case.cls == "MultiHeadSelfAttention":
-            return built(x.double(), return_attention=True)
-        return built(x.double()), None
+        return _pair(built(x.double(), **case.call))
+
+
+def _pair(returned: torch.Tensor | tuple
+          ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(output, attention or None) of what a case's call returned."""
+    if isinstance(returned, tuple):
+        return returned[0], returned[1]
+    return returned, None
 
 
 # How the values are computed, recorded in the manifest. Weights and inputs
@@ -157,8 +165,7 @@ def _draw_module(case: Case, reference: ModuleType, init: dict
     """The reference module of ``case`` and its seeded float32 parameters
     (the mask buffer is built by the module, not drawn)."""
     torch.manual_seed(case.seed)
-    module = (reference.gpt2_small_attention() if not init else
-              getattr(reference, case.cls)(**init)).eval()
+    module = getattr(reference, case.cls)(**init).eval()
     torch.manual_seed(case.seed)
     return module, draws.draw_parameters(module)
 
@@ -186,7 +193,7 @@ def case_record(case: Case, reference: ModuleType,
     """The tensors of one case, and the error message of each catalogue
     mistake (of ``mistakes``; none by default) that raises on it instead
     of returning an output."""
-    if case.cls == "gpt2_small_attention":
+    if case.sizes_only:
         return _size_record(case, reference), {}
     module, weights = _draw_module(case, reference, case.init)
     expected = None
@@ -207,11 +214,7 @@ def case_record(case: Case, reference: ModuleType,
     weights64 = _attention_weights(module, x64) \
         if case.weights == "dropout_probe" else None
     with torch.no_grad(), exact():
-        if case.cls == "MultiHeadSelfAttention":
-            out64, probs64 = module(x64, return_attention=True)
-        else:
-            out64 = module(x64)
-            probs64 = None
+        out64, probs64 = _pair(module(x64, **case.call))
         # kit/generate/exact.py's operations agree with torch's to float64
         # rounding.
         _assert_agree(case, out64, plain, 1e-12, "kit/generate/exact.py")
@@ -230,8 +233,11 @@ def case_record(case: Case, reference: ModuleType,
                           what="the wrapper's concatenated heads")
         errors = _mistake_records(case, mistakes or {}, runs, x, weights,
                                   tensors)
-        if case.cls == "MultiHeadSelfAttention" and case.mode == "train":
-            tensors["value_mix"] = _rounded(_value_mix(module, x64))
+        for extra in case.extras:
+            if extra not in EXTRAS:
+                raise SystemExit(f"{case.name}: unknown extra {extra!r} "
+                                 f"(known: {', '.join(EXTRAS)})")
+            tensors[extra] = _rounded(EXTRAS[extra](module, x64))
         if weights64 is not None:
             heads = case.init.get("num_heads", 1)
             b, n = x.shape[:2]
@@ -330,6 +336,10 @@ def _value_mix(module: torch.nn.Module, x64: torch.Tensor) -> torch.Tensor:
     return v @ w_mix.permute(1, 2, 0)   # [b, h, t, k] @ [h, k, d]
 
 
+# The extra tensors a case may freeze (its ``extras``), by name.
+EXTRAS = {"value_mix": _value_mix}
+
+
 # The book's 3-d embeddings of "Your journey starts with one step".
 BOOK_INPUTS = torch.tensor([[0.43, 0.15, 0.89],   # Your
                             [0.55, 0.87, 0.66],   # journey
@@ -368,9 +378,12 @@ def _concatenated(case: Case, reference: ModuleType
     """x, the fused weights and the expected output of a "concat:" case."""
     source = next(c for c in CASES if c.name == case.weights[7:])
     init = source.init
-    assert source.cls == "MultiHeadAttentionWrapper" and case.init == {
+    # The source is a stack of heads (``heads.<i>.``) of its d_out each.
+    assert case.init == {
         **init, "d_out": init["d_out"] * init["num_heads"]}, case.name
     found = case_tensors(source, reference)   # its values, no mistakes
+    assert f"heads.{init['num_heads'] - 1}.W_query.weight" in found, \
+        f"{case.name}: {source.name} is not a stack of heads"
     weights = {}
     for name in ("W_query", "W_key", "W_value"):
         for part in ("weight", "bias") if init["qkv_bias"] else ("weight",):
@@ -455,6 +468,14 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
             "description": case.description,
             "tensors": {k: list(v.shape) for k, v in sorted(tensors.items())},
         }
+        if case.call:
+            manifest["cases"][case.name]["call"] = case.call
+        scale = ref_steps.scale(case.cls, case.init)
+        if scale is not None:
+            manifest["cases"][case.name]["scale"] = scale
+        if ref_steps.layers(case.cls):
+            manifest["cases"][case.name]["layers"] = ref_steps.layers(
+                case.cls)
         if case.inputs != "randn":
             manifest["cases"][case.name]["inputs"] = case.inputs
         if case.weights != "init":

@@ -51,15 +51,16 @@ class Finding:
 
 def head_size(case: Case) -> tuple[int, str]:
     """The size each head's scores are divided by the root of, and its
-    name as the class's docstring says it."""
-    init = case.init
-    if case.cls == "SelfAttention":
-        return init["hidden"], "hidden"
-    if case.cls == "MultiHeadSelfAttention":
-        return init["hidden"] // init["num_heads"], "head_size"
-    if case.cls == "CausalAttention":
-        return init["d_out"], "d_out"
-    return init["d_out"] // init["num_heads"], "head_dim"
+    name as the class's docstring says it: the case's frozen ``scale``
+    (a case without one is never diagnosed: :func:`diagnosable`)."""
+    assert case.scale is not None, case.name
+    return case.scale.size, case.scale.name
+
+
+def diagnosable(case: Case) -> bool:
+    """Whether the case froze what the walk follows: the reference's
+    steps and the scale of its scores."""
+    return case.scale is not None and bool(case_steps(case.tensors))
 
 
 def _sizes(case: Case) -> dict[str, int]:
@@ -93,7 +94,7 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
                      if not (public_only and c.set == "hidden")]
             impl = kind(check).impl
             for case in cases:
-                if not case_steps(case.tensors):
+                if not diagnosable(case):
                     continue
                 probes = [p for p in impl.case_probes(check, case)
                           if not p.train]
@@ -109,9 +110,12 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
 
 def diagnosis_probe(probe: Probe, case: Case,
                     methods: dict[str, tuple[str, ...]]) -> Probe:
-    """The failing call again, on the value-recording copy."""
+    """The failing call again, on the value-recording copy, seeded with
+    the case's seed: code that draws in eval mode (dropout left on) gives
+    the same values, so the same line, on every run."""
     return replace(probe, id=f"{case.name}:diagnosis:{probe.id}",
                    trace_values=True, again=False, methods=dict(methods),
+                   seed=case.seed if probe.seed is None else probe.seed,
                    hidden=case.set == "hidden", groups=("diagnosis",))
 
 

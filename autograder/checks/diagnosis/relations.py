@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import torch
 
 from autograder.checks.diagnosis.flow import MASKED, tolerance
-from autograder.checks.diagnosis.steps import BIASES, LAYER_NAMES
 from autograder.values import Case
 
 SCALED = ("scaled", "scaled_masked")
@@ -260,9 +259,11 @@ def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
 
 
 def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
-         weights: dict[str, torch.Tensor]) -> Relation | None:
+         weights: dict[str, torch.Tensor], layers: dict[str, str]
+         ) -> Relation | None:
     """``got`` differs from ``expected`` by one vector at every position:
-    a bias left out (or added twice)."""
+    a bias left out (or added twice) of the layer computing ``step``
+    (``layers``: the case's step -> layer attribute)."""
     if not (torch.isfinite(got).all() and torch.isfinite(expected).all()):
         return None
     diff = got - expected
@@ -272,12 +273,11 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
     if float(mean.abs().max()) <= tol or \
             not bool(((diff - mean).abs() <= tol).all()):
         return None
-    for path in BIASES.get(step, ()):
-        b = weights.get(path)
-        if b is None or b.numel() != mean.numel():
-            continue
+    attribute = layers.get(step)
+    b = weights.get(f"{attribute}.bias") if attribute else None
+    if b is not None and b.numel() == mean.numel():
         b = b.reshape(mean.shape)
-        layer = LAYER_NAMES.get(path, path)
+        layer = f"self.{attribute}"
         if bool(((mean + b).abs() <= tol).all()):
             return Relation(f"bias missing: {layer}",
                             f"Your {step} is the expected one minus the "
@@ -326,7 +326,7 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
                   temperature(step, got, expected, raw, head, head_name,
                               sizes),
                   factor(step, got, expected, head, head_name, sizes),
-                  bias(step, got, expected, case.weights),
+                  bias(step, got, expected, case.weights, case.layers),
                   permutation(step, got, expected)):
         if found is not None:
             return found

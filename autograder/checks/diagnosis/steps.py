@@ -39,21 +39,6 @@ STEPS = {s.name: s for s in (
     Step("output", 8, "the output"),
 )}
 
-# Where a step's tensor comes from, for relations that name a layer:
-# step -> the state-dict paths of that layer's bias, by class.
-BIASES = {
-    "q": ("q.bias", "W_query.bias"),
-    "k": ("k.bias", "W_key.bias"),
-    "v": ("v.bias", "W_value.bias"),
-    "output": ("mix.bias", "out_proj.bias"),
-}
-
-# The attribute a bias path belongs to, as the student reads it.
-LAYER_NAMES = {"q.bias": "self.q", "k.bias": "self.k", "v.bias": "self.v",
-               "mix.bias": "self.mix", "W_query.bias": "self.W_query",
-               "W_key.bias": "self.W_key", "W_value.bias": "self.W_value",
-               "out_proj.bias": "self.out_proj"}
-
 
 def case_steps(tensors: dict) -> dict[str, object]:
     """The frozen steps among a case's tensors (name -> tensor), in path

@@ -1,0 +1,135 @@
+"""The grader and the shipped tools name no part of one homework in code.
+
+What a check, a student command or the values generator needs per class
+(the scale of the scores, which extra tensors a case records, which
+classes a submission must define) comes from data: the profile, the
+rubric, the cases' definitions, the manifest. This test reads the
+attention homework's class and function names (the reference's top-level
+definitions), its package and module names (the profile) and its question
+ids (``questions.toml``), and fails on any of them written in code under
+``autograder/``, ``kit/student/`` and ``kit/generate/values.py``:
+identifiers and string literals, not docstrings or comments, which may
+keep naming the attention homework's classes as examples.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+from autograder import homework
+
+ROOT = Path(__file__).resolve().parents[1]
+SCANNED = ("autograder", "kit/student", "kit/generate/values.py")
+
+
+def homework_names(root: Path = ROOT) -> set[str]:
+    """The attention homework's own names: the reference's public
+    top-level classes and functions, its package and module, its
+    question ids."""
+    profile = homework.load(root, staff=True)
+    tree = ast.parse(profile.reference.read_text(encoding="utf-8"))
+    names = {node.name for node in tree.body
+             if isinstance(node, (ast.ClassDef, ast.FunctionDef))
+             and not node.name.startswith("_")}
+    names |= {profile.package, profile.module_stem}
+    with profile.questions.open("rb") as f:
+        names |= set(tomllib.load(f)["questions"])
+    return names
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                             ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and \
+                    isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def _words(node: ast.AST) -> list[str]:
+    """The identifiers a node writes (names, attributes, definitions,
+    arguments, imports)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef,
+                         ast.AsyncFunctionDef)):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.keyword) and node.arg:
+        return [node.arg]
+    if isinstance(node, ast.alias):
+        alias = [node.asname] if node.asname else []
+        return [*node.name.split("."), *alias]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        return node.module.split(".")
+    return []
+
+
+def occurrences(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of every name of ``names`` in ``path``'s code."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    docs = _docstrings(tree)
+    word = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(
+        map(re.escape, sorted(names, key=len, reverse=True)))
+        + r")(?![A-Za-z0-9_])")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docs:
+                found += [(node.lineno, m) for m in word.findall(node.value)]
+        else:
+            found += [(getattr(node, "lineno", 0), w)
+                      for w in _words(node) if w in names]
+    return sorted(set(found))
+
+
+def _scanned_files(root: Path = ROOT) -> list[Path]:
+    files = []
+    for rel in SCANNED:
+        path = root / rel
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files
+
+
+def test_the_names_are_read_from_the_homework():
+    names = homework_names()
+    assert {"transformer_lm", "modeling_attention", "Q1"} <= names
+    assert "MultiHeadSelfAttention" in names
+
+
+def test_the_scan_sees_code_and_skips_docstrings_and_comments(tmp_path):
+    path = tmp_path / "sample.py"
+    path.write_text('"""Module doc: SelfAttention."""\n'
+                    '# SelfAttention in a comment\n'
+                    'def f(case):\n'
+                    '    """SelfAttention in a docstring."""\n'
+                    '    if case.cls == "SelfAttention":\n'
+                    '        return f"{case.name}: Q1"\n'
+                    '    import transformer_lm.modeling_attention\n')
+    found = occurrences(path, {"SelfAttention", "Q1", "transformer_lm",
+                               "modeling_attention", "Q11"})
+    assert found == [(5, "SelfAttention"), (6, "Q1"),
+                     (7, "modeling_attention"), (7, "transformer_lm")]
+
+
+def test_no_homework_name_in_the_graders_code():
+    names = homework_names()
+    found = [f"{path.relative_to(ROOT)}:{line}: {name}"
+             for path in _scanned_files()
+             for line, name in occurrences(path, names)]
+    assert not found, (
+        "the attention homework's names are written in code that must "
+        "serve any homework:\n  " + "\n  ".join(found) + "\nfix: read "
+        "what the code needs per class from data (the profile, the "
+        "rubric's parameters, the cases' definitions or the steps "
+        "definition frozen into the manifest), not from the name")

@@ -26,7 +26,10 @@ from kit_tests.grading_batch import grade_batch
 from kit_tests.test_cli import expected_row, run
 
 REFERENCE = variants.find("styles/reference").source()
-# Every forward returns a 62 MB tensor (just under a frame's 64 MB cap).
+# The first module's forward returns a 62 MB tensor (just under a frame's
+# 64 MB cap): its first result fits the submission's budget, the next
+# ones do not, each on a fresh worker (one class: each fresh worker costs
+# the test most of a second).
 BIG_RETURNS = REFERENCE + """
 
 def _big(*args, **kwargs):
@@ -36,6 +39,7 @@ def _big(*args, **kwargs):
 for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, nn.Module):
         _cls.forward = _big
+        break
 """
 # One 100,000-character expression: CPython's parser gives up on it.
 DEEP = REFERENCE + "\n_X = " + "-" * 100_000 + "1\n"
@@ -244,7 +248,7 @@ def test_results_are_bounded_per_submission_across_workers(monkeypatch):
     assert grades["alice"].score == rubric.max_score + rubric.max_bonus
     big = grades["big"]
     assert not big.internal_error and big.score < rubric.max_score
-    assert big.limits.get("crash")
+    assert big.limits.get("crash", 0) >= 2    # refused on two workers
 
 
 def _stall_the_parent(started: threading.Event, seconds: float,

@@ -99,9 +99,18 @@ def _secrets(cases) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def spied():
+def box():
+    """One sandbox for the module (starting one costs seconds of CPU)."""
+    from autograder.sandbox.pool import Sandbox
+    with Sandbox() as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def spied(box):
     cases = load_cases()
-    grade = grade_batch({"spy": _spy_source()}, {"spy": 2.0})["spy"]
+    grade = grade_batch({"spy": _spy_source()}, {"spy": 2.0},
+                        sandbox=box)["spy"]
     assert not grade.internal_error, grade.internal_error
     return grade, cases
 
@@ -171,11 +180,11 @@ def _probe(pid: str, scale: float, hidden: bool):
                  args=[x], hidden=hidden, timeout=5.0)
 
 
-def test_a_fresh_worker_after_a_hidden_crash_keeps_hidden_output_hidden():
+def test_a_fresh_worker_after_a_hidden_crash_keeps_hidden_output_hidden(
+        box):
     """Hidden probes reach the worker last, under opaque ids; after a
     crash during one, the fresh worker's import output goes with the
     hidden probe it runs first, never with a public one."""
-    from autograder.sandbox.pool import Sandbox
     source = variants.REFERENCE.read_text().replace(
         "import torch.nn as nn\n", "import torch.nn as nn\n" + CRASHER, 1)
     source = source.replace(
@@ -188,8 +197,7 @@ def test_a_fresh_worker_after_a_hidden_crash_keeps_hidden_output_hidden():
               _probe("secret_case:eval", 1e6, True),
               _probe("other_secret:eval", 2.0, True),
               _probe("second_public:eval", 3.0, False)]
-    with Sandbox() as box:
-        results = box.run(source, "m.py", probes)
+    results = box.run(source, "m.py", probes)
     by_id = {r.id: r for r in results}
     assert [r.id for r in results] == [p.id for p in probes]
     public = by_id["public_case:eval"].stdout + \

@@ -13,6 +13,7 @@ import pytest
 import autograder.rubric
 from autograder.config import load_config
 from autograder.grade import grade_source
+from autograder.local import in_process_runner
 from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
 from kit.variants import REFERENCE, apply_edits
 
@@ -47,11 +48,6 @@ def _other_rubric(folder: Path) -> Path:
     return other
 
 
-def _in_process(source: str, filename: str, probes: list) -> list:
-    from autograder.sandbox.worker import execute_probes
-    return list(execute_probes(source, filename, probes))
-
-
 def test_another_rubrics_methods_are_checked_whole(tmp_path):
     config = load_config(_other_rubric(tmp_path))
     reference = REFERENCE.read_text()
@@ -62,7 +58,8 @@ def test_another_rubrics_methods_are_checked_whole(tmp_path):
     for name, source in sources.items():
         # The worker's own code, in this process: what it traces comes
         # from the probes, with or without a jail around it.
-        grade = grade_source(source, f"{name}.py", config, _in_process)
+        grade = grade_source(source, f"{name}.py", config,
+                             in_process_runner)
         task = next(t for t in grade.tasks
                     if t.task.id == "multi_head_self_attention")
         assert all(i.outcome.passed for i in task.items), name

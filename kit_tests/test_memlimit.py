@@ -215,7 +215,7 @@ class _Dead:
 
 def _death(exitcode: int, tmp_path, monkeypatch, oom_before: int = 0,
            oom_after: int = 1):
-    from autograder.sandbox import memlimit, supervisor
+    from autograder.sandbox import supervisor
     from autograder.sandbox.protocol import Probe
     attempt = object.__new__(supervisor.Attempt)
     attempt.process, attempt.workdir = _Dead(exitcode), str(tmp_path)
@@ -254,7 +254,6 @@ def test_jobs_share_the_containers_memory(monkeypatch):
     import shutil
     from types import SimpleNamespace
 
-    from autograder.sandbox import memlimit
     from autograder.sandbox.pool import Sandbox
     room = 1000 - memlimit.PARENT_RESERVE_MB
     monkeypatch.setattr(memlimit, "headroom_bytes",

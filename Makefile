@@ -51,9 +51,11 @@ fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older 
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's
-# shared fixture (a graded batch, a built release) is built once.
+# shared fixture (a graded batch, a built release) is built once; the
+# slowest files of the last run first (kit_tests/file_seconds.py orders
+# them: xdist's own reordering is off).
 TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
-PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadfile
+PYTEST_PARALLEL = -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder
 
 test: $(SETUP) ## the quick suite: everything but the end-to-end tests, in parallel (pytest prints its time)
 	$(PY) -m pytest kit_tests $(PYTEST_PARALLEL) -m "not e2e"

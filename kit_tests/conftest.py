@@ -11,14 +11,18 @@ loop) leaves them out, ``make test-all`` (CI) runs everything.
 
 After the run, the slowest test files (their tests' setup, call and
 teardown summed, fixtures included) are listed beside pytest's total, so
-that a file that grew slow is seen in every run, CI's included.
+that a file that grew slow is seen in every run, CI's included; the
+times are kept so that the next parallel run starts the slowest files
+first (kit_tests/file_seconds.py).
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
+from kit_tests import file_seconds
 from kit_tests.fresh_stamp import stale_unless_unchanged
 
 E2E = {"test_attacks", "test_checker_parity", "test_class_report",
@@ -33,10 +37,31 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "e2e: runs a deployed thing end to end (make test-all)")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).stem in E2E:
             item.add_marker(pytest.mark.e2e)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:    # every worker orders alike: one record
+        file_seconds.slowest_first(items,
+                                   workerinput.get("file_seconds", {}))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist's parent, per worker: the files' last times, read once."""
+    node.workerinput["file_seconds"] = file_seconds.recorded(
+        node.config.getoption("markexpr") or "")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The grader computes with one thread (cli.main, the worker): so do the
+    # tests that run its code in this process. More would also spin
+    # against the other test processes for the cores.
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -71,3 +96,6 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.write_line(
         f"{sum(_seconds_per_file.values()):8.1f}  all {len(slowest)} files "
         "(summed over the test processes)")
+    file_seconds.remember(
+        terminalreporter.config.getoption("markexpr") or "",
+        _seconds_per_file)

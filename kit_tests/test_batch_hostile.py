@@ -26,7 +26,11 @@ from kit_tests.grading_batch import grade_batch
 from kit_tests.test_cli import expected_row, run
 
 REFERENCE = variants.find("styles/reference").source()
-# Every forward returns a 62 MB tensor (just under a frame's 64 MB cap).
+_FLIP = "\u202e"       # RIGHT-TO-LEFT OVERRIDE: reorders what follows
+# The first module's forward returns a 62 MB tensor (just under a frame's
+# 64 MB cap): its first result fits the submission's budget, the next
+# ones do not, each on a fresh worker (one class: each fresh worker costs
+# the test most of a second).
 BIG_RETURNS = REFERENCE + """
 
 def _big(*args, **kwargs):
@@ -36,6 +40,7 @@ def _big(*args, **kwargs):
 for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, nn.Module):
         _cls.forward = _big
+        break
 """
 # One 100,000-character expression: CPython's parser gives up on it.
 DEEP = REFERENCE + "\n_X = " + "-" * 100_000 + "1\n"
@@ -210,6 +215,25 @@ def test_a_class_report_failure_leaves_a_page_saying_so(
     assert "RecursionError: simulated" in page
 
 
+def test_failure_pages_write_invisible_characters_out(tmp_path,
+                                                      monkeypatch):
+    """The "not computed" / "not written" pages quote an exception,
+    which may name a submission's file: escaped like any student text."""
+    from autograder import graded_folder
+    (layout.submission_dir(tmp_path, "alice")).mkdir(parents=True)
+
+    def broken(*args, **kwargs):
+        raise OSError(f"cannot read alice{_FLIP}gpj.py")
+    monkeypatch.setattr(similarity, "report_section", broken)
+    page = class_report.write_report(tmp_path, {}).read_text()
+    assert "Not computed: OSError" in page
+    assert _FLIP not in page and "&lt;U+202E&gt;" in page
+    monkeypatch.setattr(class_report, "write_report", broken)
+    assert "not written" in graded_folder.write_class_report(tmp_path, {})
+    page = (tmp_path / class_report.REPORT_NAME).read_text()
+    assert _FLIP not in page and "&lt;U+202E&gt;" in page
+
+
 def test_similarity_bounds_tokens_and_time(monkeypatch):
     notes: list[str] = []
     lines = similarity.MAX_TOKENS // 3 + 1     # 3 tokens a line
@@ -244,7 +268,7 @@ def test_results_are_bounded_per_submission_across_workers(monkeypatch):
     assert grades["alice"].score == rubric.max_score + rubric.max_bonus
     big = grades["big"]
     assert not big.internal_error and big.score < rubric.max_score
-    assert big.limits.get("crash")
+    assert big.limits.get("crash", 0) >= 2    # refused on two workers
 
 
 def _stall_the_parent(started: threading.Event, seconds: float,

@@ -201,3 +201,69 @@ def test_a_worker_the_oom_killer_takes_is_the_graders_failure(container,
     assert "--jobs" not in text
     assert "used too much memory" not in text
     assert "exited" not in text
+
+
+class _Dead:
+    """A worker process that has ended with ``exitcode``."""
+
+    def __init__(self, exitcode: int):
+        self.exitcode, self.pid = exitcode, None
+
+    def join(self, timeout=None):
+        return None
+
+
+def _death(exitcode: int, tmp_path, monkeypatch, oom_before: int = 0,
+           oom_after: int = 1):
+    from autograder.sandbox import supervisor
+    from autograder.sandbox.protocol import Probe
+    attempt = object.__new__(supervisor.Attempt)
+    attempt.process, attempt.workdir = _Dead(exitcode), str(tmp_path)
+    attempt.imported, attempt.oom_kills = True, oom_before
+    attempt.memory_mb = 512
+    monkeypatch.setattr(memlimit, "oom_kills", lambda *a: oom_after)
+    return attempt._death(Probe("p", "M", {}))
+
+
+def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
+                                                          monkeypatch):
+    """The cgroup's OOM count with --jobs: the count is the
+    whole container's, so while one submission's worker is OOM-killed,
+    another that exits or segfaults is a crash, not "use less memory"
+    (and the OOM-killed one is the grader's failure, no score)."""
+    import signal
+    from autograder.sandbox.protocol import CRASH, ENVIRONMENT, MEMORY
+    exited = _death(3, tmp_path, monkeypatch)
+    assert exited.status == CRASH and "exited (code 3)" in exited.message
+    segv = _death(-signal.SIGSEGV, tmp_path, monkeypatch)
+    assert segv.status == CRASH and "SIGSEGV" in segv.message
+    killed = _death(-signal.SIGKILL, tmp_path, monkeypatch)
+    assert killed.status == ENVIRONMENT and "out-of-memory killer" in \
+        killed.message
+    quiet = _death(-signal.SIGKILL, tmp_path, monkeypatch, oom_after=0)
+    assert quiet.status == MEMORY and "out-of-memory killer" not in \
+        quiet.message
+
+
+def test_jobs_share_the_containers_memory(monkeypatch):
+    """The allowance (what the cgroup has left) with --jobs:
+    each of the workers that may run at once gets its part, so that
+    together they fit beside the parent; otherwise the kernel's OOM
+    killer picks the largest process, perhaps the parent or another
+    submission's worker."""
+    import shutil
+    from types import SimpleNamespace
+
+    from autograder.sandbox.pool import Sandbox
+    room = 1000 - memlimit.PARENT_RESERVE_MB
+    monkeypatch.setattr(memlimit, "headroom_bytes",
+                        lambda folders=None: 1000 * 2 ** 20)
+    assert memlimit.worker_allowance_mb(1024) == room
+    assert memlimit.worker_allowance_mb(1024, share=4) == \
+        max(memlimit.MIN_WORKER_MB, room // 4)
+    fake = SimpleNamespace(user=None, memory_mb=1024, output_limit=1000,
+                           readable=[], namespaces=False, landlock=False,
+                           jobs=4)
+    settings = Sandbox._settings(fake, [], None, None)
+    shutil.rmtree(settings.workdir)
+    assert settings.memory_mb == room // 4

@@ -152,3 +152,56 @@ def test_no_grading_after_a_failed_canary_or_input(monkeypatch):
         raise batch.ConfigError("no test cases found")
     with pytest.raises(batch.ConfigError, match="no test cases"):
         batch.beside_canary(FakeSandbox(), bad_values)
+
+
+def test_a_remembered_canary_leaves_the_sandbox_as_the_real_one(
+        tmp_path, monkeypatch):
+    """A cached canary restores the fallback and the refused layers, so
+    describe_jail says the same thing after a cached check as after a
+    real one."""
+    class Fake:
+        def __init__(self):
+            self.user, self.readable = (65534, 65534), ["/usr"]
+            self.namespaces, self.landlock = True, True
+            self.layers, self.refused, self.fallback = [], [], ""
+
+    def real(sandbox, timeout=60.0):
+        sandbox.namespaces = False
+        sandbox.fallback = "the jail's namespaces could not be built (x)"
+        sandbox.refused = ["namespaces: turned off for this sandbox"]
+        sandbox.layers = ["uid-drop", "landlock"]
+        return list(sandbox.layers)
+    monkeypatch.setattr(preflight, "run_preflight", real)
+    first, cached = Fake(), Fake()
+    layers = preflight.remembered_preflight(first, folder=tmp_path)
+    monkeypatch.setattr(preflight, "run_preflight", None)   # must not run
+    assert preflight.remembered_preflight(cached, folder=tmp_path) == layers
+    assert vars(cached) == vars(first)
+    assert preflight.describe_jail(cached, layers) == \
+        preflight.describe_jail(first, layers)
+
+
+def test_forget_drops_the_entry_of_a_fallen_back_sandbox(tmp_path,
+                                                         monkeypatch):
+    """forget_preflight after the namespace fallback: cmd_check
+    forgets with the same sandbox, whose namespaces the fallback (or the
+    cached entry) turned off, which changes environment_key; the entry
+    it remembered must still go, or a check whose grading failed in the
+    grader's code keeps skipping the canary."""
+    runs = []
+
+    class Fake:
+        def __init__(self):
+            self.user, self.readable = (65534, 65534), ["/usr"]
+            self.namespaces, self.landlock = True, True
+
+    def real(sandbox, timeout=60.0):
+        runs.append(sandbox)
+        sandbox.namespaces = False     # the fallback
+        return ["uid-drop", "landlock"]
+    monkeypatch.setattr(preflight, "run_preflight", real)
+    for _ in range(2):    # a real run, then a cached one
+        sandbox = Fake()
+        preflight.remembered_preflight(sandbox, folder=tmp_path)
+        preflight.forget_preflight(sandbox, folder=tmp_path)
+    assert len(runs) == 2

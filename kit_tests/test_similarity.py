@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.staff import similarity as S
+from autograder.staff.similarity import Pair
 from kit.corpus import near_copies as C
 from kit import variants
 
@@ -237,3 +238,23 @@ def test_code_is_compared_as_python_reads_it():
               "    # YOUR CODE ENDS HERE\n        pass\n")
     assert S.student_code(source, skeleton) == "    for h in x:\n"
     assert S.visible("s\u2063o\u200bft\u00admax") == "softmax"
+
+
+HIDDEN = "\u2062"      # INVISIBLE TIMES: renders as nothing
+FLIP = "\u202e"        # RIGHT-TO-LEFT OVERRIDE: reorders what follows
+
+
+def test_similarity_pages_write_invisible_characters_out(tmp_path):
+    """The side-by-side pages write student text through
+    mdsafe.html_text: a TA sees a hidden character in the code or a
+    submission's name."""
+    a, b = f"alice{FLIP}gpj.exe", "bob<script>"
+    code = f"x = a {HIDDEN}* b\ny = x\n"
+    pair = Pair(a, b, 0.9, 4.0, 99.0, detail=([(0, 5)], [(0, 5)]))
+    links = S.write_side_by_side(tmp_path, [pair], {a: code, b: code})
+    page = (tmp_path / links[(a, b)]).read_text()
+    assert HIDDEN not in page and FLIP not in page
+    assert "&lt;U+2062&gt;" in page and "&lt;U+202E&gt;" in page
+    assert "<script>" not in page and "<mark>x = a</mark>" in page
+    rows = S._rows([pair], links, {})
+    assert FLIP not in rows and "&lt;U+202E&gt;" in rows

@@ -125,3 +125,20 @@ def test_gpt2_calls_share_one_seed():
     _, _, _, made, own = size.ModuleSize()._probes(check, case)
     assert made.seed is not None and made.seed == own.seed
     assert made.drawn_seed == own.drawn_seed
+
+
+def test_a_stand_in_probe_makes_no_second_call():
+    """The second call (batch reversed) and the stand-ins (which accept
+    only the probe's own x): together a correct wrapper would fail its
+    second call, so a stand-in probe is called once."""
+    from dataclasses import replace
+
+    case = next(c for c in load_cases() if c.name == "mhw_small")
+    check = next(c for c in load_rubric().checks() if c.id == "3.2")
+    probe = replace(heads.ConcatenatedHeads._stand_in_probe(check, case),
+                    again=True)
+    module = load_module(variants.REFERENCE.read_text(),
+                         "reference.py", name="review_stand_in")
+    result = run_probe(module, probe, "reference.py")
+    assert result.ok, result.message
+    assert result.again is None and result.changed == []

@@ -160,14 +160,15 @@ def test_mistake_catalogue_differs_from_the_answer():
                     equal_nan=True)), (case.name, mid)
 
 
-def _catalogue_with(tmp_path: Path, name: str, edits: list) -> Path:
-    """A copy of kit/variants/ whose mistake ``name`` has ``edits``."""
+def _mistakes_table() -> dict:
     import tomllib
-    table = tomllib.loads((variants.CATALOGUE / "mistakes.toml").read_text())
-    assert name in table
+    return tomllib.loads((variants.CATALOGUE / "mistakes.toml").read_text())
+
+
+def _catalogue_of(tmp_path: Path, table: dict) -> Path:
+    """A copy of kit/variants/ whose mistakes.toml holds ``table``."""
     lines = []
     for mid, entry in table.items():
-        entry = {**entry, "edits": edits} if mid == name else entry
         lines += [f"[{mid}]"] + [f"{key} = {json.dumps(value)}"
                                  for key, value in entry.items()] + [""]
     folder = tmp_path / "variants"
@@ -176,14 +177,37 @@ def _catalogue_with(tmp_path: Path, name: str, edits: list) -> Path:
     return folder
 
 
+def _catalogue_with(tmp_path: Path, name: str, edits: list,
+                    alone: bool = False) -> Path:
+    """A copy of kit/variants/ whose mistake ``name`` has ``edits`` (and
+    is its only mistake if ``alone``: the generator then runs no other)."""
+    table = _mistakes_table()
+    assert name in table
+    if alone:
+        table = {name: table[name]}
+    return _catalogue_of(tmp_path, {
+        mid: {**entry, "edits": edits} if mid == name else entry
+        for mid, entry in table.items()})
+
+
 def test_the_catalogue_copy_alone_regenerates_the_values(tmp_path):
-    # Control for the two refusals below: the copy as such is accepted.
+    # Control for the refusals below: the copy as such is accepted, and
+    # only it is read (its one mistake is the only one frozen, with the
+    # committed values; every other tensor is the committed one).
+    from safetensors.torch import load_file
     folder = _catalogue_with(tmp_path, "no_mix", variants.load(
-        "mistakes")["no_mix"].edits)
+        "mistakes")["no_mix"].edits, alone=True)
     make_test_values.generate(tmp_path / "out", verbose=False,
                               catalogue=folder)
-    assert (tmp_path / "out" / "public.safetensors").read_bytes() == \
-        (DEFAULT_DIR / "public.safetensors").read_bytes()
+    made = load_file(tmp_path / "out" / "public.safetensors")
+    committed = load_file(DEFAULT_DIR / "public.safetensors")
+    mistakes = {k.split("/", 1)[1].split(".")[1] for k in made
+                if "/mistake." in k}
+    assert mistakes == {"no_mix"}
+    kept = {k for k in committed if "/mistake." not in k
+            or "/mistake.no_mix." in k}
+    assert set(made) == kept
+    assert all(torch.equal(made[k], committed[k]) for k in kept)
 
 
 def test_generator_refuses_a_mistake_that_changes_nothing(tmp_path):
@@ -191,7 +215,7 @@ def test_generator_refuses_a_mistake_that_changes_nothing(tmp_path):
     # output: the grader could never name the mistake.
     folder = _catalogue_with(tmp_path, "no_mix", [
         ["att = self.mix(att)  # [bs, seq, hidden]",
-         "att = self.mix(att * 1)  # [bs, seq, hidden]"]])
+         "att = self.mix(att * 1)  # [bs, seq, hidden]"]], alone=True)
     with pytest.raises(SystemExit, match=r"mistakes.toml \[no_mix\]: the "
                        r"edited reference gives the right answer"):
         make_test_values.generate(tmp_path / "out", verbose=False,
@@ -222,19 +246,14 @@ def test_generator_refuses_a_mistake_without_explanation(tmp_path):
 def test_generator_refuses_a_raise_not_declared(tmp_path):
     # A mistake that raises is frozen as its error only when its entry
     # says `raises = true`; else the generator stops, naming the entry and
-    # the case.
-    messages = (variants.CATALOGUE / "mistakes.toml").read_text()
-    raising = [mid for mid, entry in variants.load("mistakes").items()
-               if entry.fields.get("raises")]
+    # the case. (The raising entries alone, without it: no other mistake
+    # runs before the refusal.)
+    raising = {mid: {k: v for k, v in entry.items() if k != "raises"}
+               for mid, entry in _mistakes_table().items()
+               if entry.get("raises")}
     assert raising, ("no entry of kit/variants/mistakes.toml says `raises "
                      "= true`: this test needs one (or remove it)")
-    assert messages.count("\nraises = true\n") == len(raising), (
-        "write `raises = true` on a line of its own in "
-        "kit/variants/mistakes.toml")
-    folder = tmp_path / "variants"
-    folder.mkdir()
-    (folder / "mistakes.toml").write_text(
-        messages.replace("\nraises = true\n", "\n"))
+    folder = _catalogue_of(tmp_path, raising)
     named = "|".join(map(re.escape, raising))
     with pytest.raises(SystemExit, match=rf"\[({named})\] raises "
                        r"on \w+: \w+Error"):

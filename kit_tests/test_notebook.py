@@ -164,17 +164,15 @@ def test_committed_notebook_matches_the_builder():
         "builds: run `make build-notebook`")
 
 
-def test_cli_check_flags_a_stale_file(tmp_path, capsys):
-    stale = tmp_path / "attention.ipynb"
-    out = ["--out", str(stale), "--questions-out",
-           str(tmp_path / "questions.toml")]
-    assert notebook.main([*out, "--check"]) == 1
-    assert notebook.main(out) == 0
-    assert notebook.main([*out, "--check"]) == 0
-    assert "up to date" in capsys.readouterr().out
-    (tmp_path / "questions.toml").write_text('questions = ["Q1"]\n')
-    assert notebook.main([*out, "--check"]) == 1
-    assert "questions.toml is stale" in capsys.readouterr().out
+def test_stale_then_written_then_in_step(tmp_path, capsys):
+    out = {"out": tmp_path / "attention.ipynb",
+           "questions_out": tmp_path / "questions.toml"}
+    assert "attention.ipynb is stale" in notebook.stale(**out)
+    assert notebook.write(**out) == 0
+    assert notebook.stale(**out) is None
+    assert f"wrote {out['out']}" in capsys.readouterr().out
+    out["questions_out"].write_text('questions = ["Q1"]\n')
+    assert "questions.toml is stale" in notebook.stale(**out)
 
 
 def test_master_structure():

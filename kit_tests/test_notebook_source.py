@@ -147,8 +147,8 @@ def test_a_tab_in_the_source_is_rejected_with_its_line(tmp_path):
                        match=rf"attention.md:{line}: control character "
                              r"'\\t'"):
         notebook.build(broken)
-    assert notebook.main(["--master", str(broken), "--out",
-                          str(tmp_path / "out.ipynb")]) == 2
+    assert notebook.write(master=broken,
+                          out=tmp_path / "out.ipynb") == 2
     assert not (tmp_path / "out.ipynb").exists()
 
 

@@ -80,10 +80,9 @@ def _sixth_question_copy(tmp_path: Path) -> Path:
     source = homework.load(copy, staff=True).notebook_source
     source.write_text(source.read_text() + NEW_QUESTION)
     env = {**os.environ, "PYTHONPATH": str(copy)}
-    done = subprocess.run([sys.executable, "-m", "kit.generate.notebook"],
-                          cwd=copy,
-                          env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-m", "kit.generate",
+                           "build-notebook"], cwd=copy, env=env,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return copy
 

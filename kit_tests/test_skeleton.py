@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -85,29 +83,22 @@ def test_committed_skeleton_is_generated_from_the_reference():
         "transformer_lm/modeling_attention.py is stale: run `make skeleton`")
 
 
-@pytest.mark.e2e   # the generator's CLI in its own process (make test-all)
-def test_check_flag_reports_drift_with_a_diff(tmp_path: Path):
-    command = [sys.executable, "-m", "kit.generate.skeleton", "--check"]
-    fresh = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
-    stale = tmp_path / "modeling_attention.py"
-    stale.write_text(SKELETON_SOURCE.replace("Hint: ~3 lines.",
-                                             "Hint: ~4 lines.", 1))
-    drift = subprocess.run(command + ["--output", str(stale)], cwd=ROOT,
-                           capture_output=True, text=True)
-    assert drift.returncode == 1
-    assert "-        # input_size to hidden, with bias. Hint: ~4 lines." \
-        in drift.stdout
-    assert "+        # input_size to hidden, with bias. Hint: ~3 lines." \
-        in drift.stdout
+def test_stale_names_the_drifted_skeleton_and_the_fix(tmp_path: Path):
+    from kit.generate.skeleton import stale
+    assert stale(REFERENCE, SKELETON) is None
+    drifted = tmp_path / "modeling_attention.py"
+    drifted.write_text(SKELETON_SOURCE.replace("Hint: ~3 lines.",
+                                               "Hint: ~4 lines.", 1))
+    assert stale(REFERENCE, drifted) == (
+        f"{drifted} is stale: run `make skeleton`")
 
 
 def test_generation_writes_the_output(tmp_path: Path, capsys):
-    # The command's own main, in this process (a second interpreter would
-    # only import torch again).
-    from kit.generate.skeleton import main
+    # The generator's write, in this process (a second interpreter would
+    # only import torch again; `python -m kit.generate` is test_generate's).
+    from kit.generate.skeleton import write
     out = tmp_path / "skeleton.py"
-    assert main(["--output", str(out)]) == 0
+    assert write(output=out) == 0
     assert out.read_text() == SKELETON_SOURCE
     assert f"wrote {out}" in capsys.readouterr().out
 

@@ -48,7 +48,7 @@ def _skeleton_stale(reference: Path | None) -> list[str]:
 
 def _skeleton_write() -> int:
     from kit.generate import skeleton
-    return skeleton.main([])
+    return skeleton.write()
 
 
 def _notebook_writes() -> tuple[Path, ...]:
@@ -68,7 +68,7 @@ def _notebook_stale(reference: Path | None) -> list[str]:
 
 def _notebook_write() -> int:
     from kit.generate import notebook
-    return notebook.main([])
+    return notebook.write()
 
 
 def _facts_writes() -> tuple[Path, ...]:
@@ -84,7 +84,7 @@ def _facts_stale(reference: Path | None) -> list[str]:
 
 def _facts_write() -> int:
     from kit.generate import facts
-    return facts.main([])
+    return facts.write()
 
 
 def _mistakes_writes() -> tuple[Path, ...]:
@@ -104,7 +104,7 @@ def _mistakes_stale(reference: Path | None) -> list[str]:
 
 def _mistakes_write() -> int:
     from kit.generate import mistakes
-    return mistakes.main([])
+    return mistakes.write()
 
 
 def _values_writes() -> tuple[Path, ...]:
@@ -124,7 +124,7 @@ def _values_stale(reference: Path | None) -> list[str]:
 
 def _values_write() -> int:
     from kit.generate import values
-    return values.main([])
+    return values.write()
 
 
 # In the order they run: the skeleton syncs the reference's task headers

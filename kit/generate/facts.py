@@ -11,14 +11,13 @@ relative to its folder), so a homework's facts reach its documents only::
     ...generated from the rubric...
     <!-- /facts -->
 
-``python -m kit.generate.facts`` rewrites every block from the rubric;
-``--check`` exits 1 naming each stale block (``make test`` runs it through
-kit_tests/test_facts.py), so a changed point is one edit plus
-``make facts``.
+``make facts`` (``python -m kit.generate facts [--check]``) rewrites every
+block from the rubric, or lists each stale document (``make test`` checks
+them through kit_tests/test_facts.py), so a changed point is one edit
+plus ``make facts``.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -154,32 +153,17 @@ def stale(rubric: Rubric, root: Path | None = None) -> list[str]:
             != (root / doc).read_text()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit.generate.facts",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a document's facts are stale")
-    parser.add_argument("--rubric", type=Path, default=None,
-                        help="rubric file (default autograder/rubric.toml)")
-    args = parser.parse_args(argv)
-    rubric = load_rubric(args.rubric)
+def write(rubric_path: Path | None = None) -> int:
+    """Rewrite every stale document's facts blocks from the rubric; 0, or
+    2 when a document's blocks cannot be filled (said on stderr)."""
+    rubric = load_rubric(rubric_path)
     try:
         outdated = stale(rubric)
     except FactsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.check:
-        for doc in outdated:
-            print(f"{doc}: its facts differ from autograder/rubric.toml "
-                  f"or shape_notation.toml: run `make facts`",
-                  file=sys.stderr)
-        return 1 if outdated else 0
     for doc in outdated:
         path = home() / doc
         path.write_text(fill(path.read_text(), rubric, doc))
         print(f"updated {path}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

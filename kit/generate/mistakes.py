@@ -3,15 +3,14 @@
 A common mistake has one home, its entry in ``kit/variants/mistakes.toml``
 (the edits that make it, and what the student is told). The grader ships
 only the student-facing part, generated here in catalogue order (the order
-the grader tries the mistakes in): ``python -m kit.generate.mistakes`` (part of
-``make generate``) writes it, after checking every edit of the whole
-catalogue and listing each that no longer matches the reference once;
-``--check`` exits 1 naming ``make generate`` when the shipped file is not
-what the catalogue gives. No torch.
+the grader tries the mistakes in): ``make mistakes`` (part of ``make
+generate``; ``python -m kit.generate mistakes``) writes it, after checking
+every edit of the whole catalogue and listing each that no longer matches
+the reference once; ``stale`` names ``make generate`` when the shipped
+file is not what the catalogue gives. No torch.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -80,31 +79,15 @@ def report_catalogue(problems: list[str]) -> bool:
     return bool(problems)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the shipped file is stale")
-    args = parser.parse_args(argv)
-    if not args.check and report_catalogue(variants.catalogue_problems()):
+def write() -> int:
+    """Check the whole catalogue (every problem listed), then write the
+    shipped file; 0, or 1 when the catalogue has a problem."""
+    if report_catalogue(variants.catalogue_problems()):
         return 1
     try:
-        if args.check:
-            problem = stale()
-        else:
-            SHIPPED.write_text(render())
+        SHIPPED.write_text(render())
     except variants.VariantError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    name = SHIPPED.relative_to(homework.staff().root)
-    if not args.check:
-        print(f"wrote {name}")
-    elif problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 1
-    else:
-        print(f"{name} is up to date")
+    print(f"wrote {SHIPPED.relative_to(homework.staff().root)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,10 @@
 """Build the otter-assign master notebook ``assignment/attention.ipynb``
 from its text source ``assignment/attention.md``.
 
-``python -m kit.generate.notebook`` writes it;
-``python -m kit.generate.notebook --check`` exits 1 when the committed
-file differs from what the source builds.
-``--master`` and ``--rubric`` build from other files (a copy under test).
+``make build-notebook`` (``python -m kit.generate build-notebook
+[--check]``) writes it, or says when the committed file differs from
+what the source builds; ``write`` and ``stale`` take other files (a copy
+under test).
 
 The source is a jupytext MyST notebook (open it in JupyterLab with
 jupytext, or read it as markdown; review it as a diff). The build is a
@@ -55,7 +55,6 @@ heading line.
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import inspect
 import json
@@ -410,38 +409,19 @@ def stale(master: Path = MASTER, out: Path = OUT,
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Write the notebook, or with --check compare it to the file."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--master", type=Path, default=MASTER,
-                        help="the MyST source (default: %(default)s)")
-    parser.add_argument("--rubric", type=Path, default=None,
-                        help="the rubric (default: the grader's)")
-    parser.add_argument("--questions-out", type=Path, default=QUESTIONS_OUT,
-                        help="the grader's list of questions (default: "
-                             "%(default)s)")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the file is not what the source "
-                             "builds")
-    args = parser.parse_args(argv)
+def write(master: Path = MASTER, out: Path = OUT, rubric: Path | None = None,
+          questions_out: Path = QUESTIONS_OUT) -> int:
+    """Write the notebook built from ``master`` and the grader's list of
+    questions; 0, or 2 when the source cannot be built (said on
+    stderr, nothing written)."""
     try:
-        if args.check:
-            problem = stale(args.master, args.out, args.rubric,
-                            args.questions_out)
-            print(problem or f"{args.out} is up to date")
-            return 1 if problem else 0
-        nb = build(args.master, args.rubric)
+        nb = build(master, rubric)
     except MasterError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    for path, text in ((args.out, nbformat.writes(nb) + "\n"),
-                       (args.questions_out, render_questions(nb))):
+    for path, text in ((out, nbformat.writes(nb) + "\n"),
+                       (questions_out, render_questions(nb))):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {path}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,21 +5,16 @@ of the reference is replaced by a single ``raise NotImplementedError(...)``
 that names the region's task (from the nearest ``# Task X.Y`` header above)
 and what to do (the header's first clause). Header comments, markers,
 docstrings and all given code are kept verbatim, so the skeleton is fully
-determined by the reference: ``--check`` reports drift. The points in the
+determined by the reference: ``stale`` reports drift. The points in the
 task headers ("# Task 1.2 (3 points, +1 bonus ...") are written from
 autograder/rubric.toml into both files: change a point there only.
-
-    python -m kit.generate.skeleton          # writes the skeleton
-    python -m kit.generate.skeleton --check  # exit 1 with a diff if stale
+``make skeleton`` (``python -m kit.generate skeleton [--check]``) runs it.
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import difflib
 import io
 import re
-import sys
 import textwrap
 import tokenize
 from pathlib import Path
@@ -199,41 +194,14 @@ def stale(reference_path: Path = REFERENCE, output: Path = SKELETON,
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Write the skeleton, or with ``--check`` compare it; 1 when stale."""
-    parser = argparse.ArgumentParser(prog="python -m kit.generate.skeleton",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 with a diff if the "
-                             "skeleton differs from a fresh generation")
-    parser.add_argument("--reference", type=Path, default=REFERENCE)
-    parser.add_argument("--output", type=Path, default=SKELETON)
-    args = parser.parse_args(argv)
-
-    reference = args.reference.read_text()
-    synced = sync_points(reference, load_rubric())
-    generated = generate_skeleton(reference)
-    if not args.check:
-        if synced != reference:
-            args.reference.write_text(synced)
-            print(f"updated the points in {args.reference} from the rubric")
-        args.output.write_text(generated)
-        print(f"wrote {args.output}")
-        return 0
-    problem = stale(args.reference, args.output)
-    if problem is None:
-        print(f"{args.output} is up to date")
-        return 0
-    if synced == reference:      # the file itself: show how it differs
-        current = args.output.read_text() if args.output.exists() else ""
-        sys.stdout.writelines(difflib.unified_diff(
-            current.splitlines(keepends=True),
-            generated.splitlines(keepends=True),
-            f"{args.output} (committed)", f"{args.output} (generated)"))
-        print()
-    print(problem)
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def write(reference: Path = REFERENCE, output: Path = SKELETON) -> int:
+    """Write the skeleton from ``reference``, and the rubric's points into
+    both; 0 (the generators' ``write`` status)."""
+    text = reference.read_text()
+    synced = sync_points(text, load_rubric())
+    if synced != text:
+        reference.write_text(synced)
+        print(f"updated the points in {reference} from the rubric")
+    output.write_text(generate_skeleton(text))
+    print(f"wrote {output}")
+    return 0

@@ -15,13 +15,11 @@ touches (its ``raises`` says whether it may raise instead).
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import importlib
 import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -504,30 +502,8 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
     return manifest
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kit.generate.values", description=__doc__)
-    parser.add_argument("--out", type=Path, default=OUT,
-                        help="output directory (default: test_values/)")
-    parser.add_argument("--reference", type=Path, default=REFERENCE,
-                        help="reference implementation to freeze")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if the values are "
-                             "stale (the reference, the cases, the "
-                             "mistakes' variants or the generator "
-                             "changed)")
-    args = parser.parse_args(argv)
-    if args.check:
-        try:
-            check_fresh(args.out, args.reference)
-        except StaleValues as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"{args.out}/ is up to date")
-        return 0
-    generate(args.out, args.reference)
+def write(out: Path = OUT, reference: Path = REFERENCE) -> int:
+    """Freeze the values into ``out`` (the generators' ``write``: 0);
+    ``make test-values`` (``python -m kit.generate test-values``)."""
+    generate(out, reference)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

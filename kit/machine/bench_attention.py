@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     chart(rows, args.chart, title)
     print(f"\nchart written to {args.chart}; "
-          f"`python -m kit.generate.notebook` embeds it in the notebook")
+          f"`make build-notebook` embeds it in the notebook")
     return 0
 
 

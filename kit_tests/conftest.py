@@ -18,6 +18,7 @@ first (kit_tests/file_seconds.py).
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,15 +65,49 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         torch.set_num_threads(1)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if hasattr(session.config, "workerinput"):   # an xdist worker
-        return
-    from kit.generate import stale
-    lines = stale_unless_unchanged(stale)
+_GENERATED: dict = {}     # the generated-files check's thread and answer
+
+
+def _check_generated() -> None:
+    try:
+        from kit.generate import stale
+        _GENERATED["lines"] = stale_unless_unchanged(stale)
+    except BaseException as exc:       # re-raised where the tests wait
+        _GENERATED["error"] = exc
+
+
+def _stop_if_stale() -> None:
+    if "error" in _GENERATED:
+        raise _GENERATED["error"]
+    lines = _GENERATED.get("lines")
     if lines:
         pytest.exit("generated files are stale:\n  " + "\n  ".join(lines)
                     + "\n(`make generate` runs them all, then `make test`)",
                     returncode=1)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):   # an xdist worker
+        return
+    if session.config.pluginmanager.hasplugin("dsession"):
+        # The parallel run's parent collects nothing: the check (its
+        # imports are most of its seconds) runs while the workers start
+        # and collect; no test is handed out before its answer.
+        _GENERATED["thread"] = threading.Thread(
+            target=_check_generated, name="generated-files", daemon=True)
+        _GENERATED["thread"].start()
+        return
+    _check_generated()
+    _stop_if_stale()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session):
+    thread = _GENERATED.pop("thread", None)
+    if thread is not None:
+        thread.join()
+        _stop_if_stale()
+    yield
 
 
 SLOWEST_FILES = 12

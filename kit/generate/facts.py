@@ -147,23 +147,32 @@ def fill(text: str, rubric: Rubric, where: str = "document") -> str:
 def stale(rubric: Rubric, root: Path | None = None) -> list[str]:
     """Documents (under ``root``, default the homework's folder) whose
     facts blocks differ from ``rubric``."""
-    root = root or home()
-    return [doc for doc in documents()
-            if fill((root / doc).read_text(), rubric, doc)
-            != (root / doc).read_text()]
+    return list(_refilled(rubric, root or home()))
 
 
-def write(rubric_path: Path | None = None) -> int:
+def _refilled(rubric: Rubric, root: Path) -> dict[str, str]:
+    """Document -> its text with the blocks filled from ``rubric``, for
+    each document whose blocks differ (each read and filled once)."""
+    found = {}
+    for doc in documents():
+        text = (root / doc).read_text()
+        filled = fill(text, rubric, doc)
+        if filled != text:
+            found[doc] = filled
+    return found
+
+
+def write() -> int:
     """Rewrite every stale document's facts blocks from the rubric; 0, or
     2 when a document's blocks cannot be filled (said on stderr)."""
-    rubric = load_rubric(rubric_path)
+    root = home()
     try:
-        outdated = stale(rubric)
+        refilled = _refilled(load_rubric(), root)
     except FactsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for doc in outdated:
-        path = home() / doc
-        path.write_text(fill(path.read_text(), rubric, doc))
+    for doc, text in refilled.items():
+        path = root / doc
+        path.write_text(text)
         print(f"updated {path}")
     return 0

@@ -471,9 +471,9 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         scale = ref_steps.scale(case.cls, case.init)
         if scale is not None:
             manifest["cases"][case.name]["scale"] = scale
-        if ref_steps.layers(case.cls):
-            manifest["cases"][case.name]["layers"] = ref_steps.layers(
-                case.cls)
+        layers = ref_steps.layers(case.cls)
+        if layers:
+            manifest["cases"][case.name]["layers"] = layers
         if case.inputs != "randn":
             manifest["cases"][case.name]["inputs"] = case.inputs
         if case.weights != "init":

@@ -17,6 +17,7 @@ first (kit_tests/file_seconds.py).
 """
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from pathlib import Path
@@ -49,10 +50,16 @@ def pytest_collection_modifyitems(config: pytest.Config,
                                    workerinput.get("file_seconds", {}))
 
 
+@functools.lru_cache(maxsize=None)
+def _last_seconds(marks: str) -> dict[str, float]:
+    return file_seconds.recorded(marks)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """xdist's parent, per worker: the files' last times, read once."""
-    node.workerinput["file_seconds"] = file_seconds.recorded(
+    """xdist's parent, per worker: the files' last times (the record read
+    once for all the workers)."""
+    node.workerinput["file_seconds"] = _last_seconds(
         node.config.getoption("markexpr") or "")
 
 
@@ -115,13 +122,16 @@ _seconds_per_file: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    path = report.nodeid.split("::", 1)[0]
+    path = file_seconds.file_of(report.nodeid)
     _seconds_per_file[path] = _seconds_per_file.get(path, 0.0) + getattr(
         report, "duration", 0.0)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if not _seconds_per_file:
+    # Only the parent of a parallel run: it sees every file's reports, and
+    # a worker writing its own part of the record would race it.
+    if hasattr(terminalreporter.config, "workerinput") or \
+            not _seconds_per_file:
         return
     slowest = sorted(_seconds_per_file.items(), key=lambda kv: -kv[1])
     terminalreporter.write_sep("=", f"slowest {SLOWEST_FILES} test files "

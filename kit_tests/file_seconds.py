@@ -20,7 +20,8 @@ from pathlib import Path
 RECORD = Path(__file__).resolve().parents[1] / "build" / ".test-seconds.json"
 
 
-def _path(nodeid: str) -> str:
+def file_of(nodeid: str) -> str:
+    """The test file of a test's node id."""
     return nodeid.split("::", 1)[0]
 
 
@@ -61,10 +62,10 @@ def slowest_first(items: list, seconds: dict[str, float]) -> None:
     seconds, by the number of tests, most first."""
     if seconds:
         def key(item) -> float:
-            return -seconds.get(_path(item.nodeid), math.inf)
+            return -seconds.get(file_of(item.nodeid), math.inf)
     else:
-        counts = Counter(_path(item.nodeid) for item in items)
+        counts = Counter(file_of(item.nodeid) for item in items)
 
         def key(item) -> float:
-            return -counts[_path(item.nodeid)]
+            return -counts[file_of(item.nodeid)]
     items.sort(key=key)

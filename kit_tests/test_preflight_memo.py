@@ -181,27 +181,15 @@ def test_a_remembered_canary_leaves_the_sandbox_as_the_real_one(
         preflight.describe_jail(first, layers)
 
 
-def test_forget_drops_the_entry_of_a_fallen_back_sandbox(tmp_path,
-                                                         monkeypatch):
+def test_forget_drops_the_entry_of_a_fallen_back_sandbox(canaries,
+                                                         tmp_path):
     """forget_preflight after the namespace fallback: cmd_check
     forgets with the same sandbox, whose namespaces the fallback (or the
     cached entry) turned off, which changes environment_key; the entry
     it remembered must still go, or a check whose grading failed in the
     grader's code keeps skipping the canary."""
-    runs = []
-
-    class Fake:
-        def __init__(self):
-            self.user, self.readable = (65534, 65534), ["/usr"]
-            self.namespaces, self.landlock = True, True
-
-    def real(sandbox, timeout=60.0):
-        runs.append(sandbox)
-        sandbox.namespaces = False     # the fallback
-        return ["uid-drop", "landlock"]
-    monkeypatch.setattr(preflight, "run_preflight", real)
     for _ in range(2):    # a real run, then a cached one
-        sandbox = Fake()
+        sandbox = FakeSandbox()
         preflight.remembered_preflight(sandbox, folder=tmp_path)
         preflight.forget_preflight(sandbox, folder=tmp_path)
-    assert len(runs) == 2
+    assert len(canaries) == 2

@@ -30,7 +30,10 @@ REFERENCE = (ROOT / "solutions/transformer_lm/modeling_attention.py"
 SA_INIT = {"input_size": 7, "hidden": 9}
 MH_INIT = {"input_size": 7, "hidden": 9, "num_heads": 3, "causal": True,
            "dropout": 0.0}
-TIMEOUT_S = 2.0
+# Probes expected to finish get a generous limit: a wall-clock verdict on
+# a loaded machine (make test-fresh's root suite once ran at load 35) is
+# not what these tests check. Probes expected to time out set their own.
+TIMEOUT_S = 30.0
 is_root = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not is_root,
                                 reason="privilege drop needs root")
@@ -155,11 +158,17 @@ def test_run_probes_module_function(sandbox, monkeypatch):
 def test_twenty_submissions_in_a_row_and_in_threads(sandbox):
     probes = [sa(), mh()]
     for _ in range(20):
-        assert all(r.ok for r in run(sandbox, REFERENCE, probes))
+        results = run(sandbox, REFERENCE, probes)
+        assert all(r.ok for r in results), _statuses(results)
     with ThreadPoolExecutor(4) as pool:
         batches = list(pool.map(lambda _: run(sandbox, REFERENCE, probes),
                                 range(12)))
-    assert all(r.ok for batch in batches for r in batch)
+    results = [r for batch in batches for r in batch]
+    assert all(r.ok for r in results), _statuses(results)
+
+
+def _statuses(results) -> list[tuple[str, str, str]]:
+    return [(r.id, r.status, r.message) for r in results if not r.ok]
 
 
 def test_not_implemented_message_is_verbatim(sandbox):
@@ -176,7 +185,7 @@ def test_not_implemented_message_is_verbatim(sandbox):
 # ---------------------------------------------------------------- hostile
 
 def test_infinite_loop_times_out_and_later_probes_run(sandbox):
-    probes = [mh("mh1"), sa(), mh("mh2", seed=3)]
+    probes = [mh("mh1"), sa(timeout=2.0), mh("mh2", seed=3)]
     first, loop, last = run(sandbox, hostile("infinite_loop_sa"), probes)
     assert loop.status == TIMEOUT and "probe sa" in loop.message
     assert_correct(first, probes[0])

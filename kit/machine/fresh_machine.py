@@ -147,6 +147,24 @@ def pip_carry(python: str) -> tuple[list[Path], dict[str, str], list[Path]]:
     return files, env, paths
 
 
+def failure_excerpt(log: str, head: int = 80, tail: int = 20) -> str:
+    """What a failed step's log shows CI: pytest's failure tracebacks (the
+    first ``head`` lines of its FAILURES section), then the log's last
+    ``tail`` lines. CI prints only part of the output, and a suite's last
+    lines are its timing table and summary, which name a failed test but
+    not why it failed."""
+    lines = log.splitlines(True)
+    start = next((i for i, line in enumerate(lines)
+                  if re.match(r"=+ FAILURES =+$", line.strip())), None)
+    if start is None:
+        return "".join(lines[-(head + tail):])
+    failures = lines[start:start + head]
+    rest = lines[max(start + head, len(lines) - tail):]
+    cut = len(lines) - tail - (start + head)
+    return "".join(failures + ([f"[... {cut} lines]\n"] if cut > 0 else [])
+                   + rest)
+
+
 def _run(argv: list, **kw) -> None:
     subprocess.run([str(a) for a in argv], check=True, **kw)
 
@@ -394,8 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"test-fresh:   exit {code} in {seconds:.0f} s "
                       f"(log {log.relative_to(ROOT)})", flush=True)
                 if code:
-                    print("".join(log.read_text(errors="replace")
-                                  .splitlines(True)[-40:]), file=sys.stderr)
+                    print(failure_excerpt(log.read_text(errors="replace")),
+                          file=sys.stderr)
                     status = 1
                     if phase == "student" or not is_suite(line):
                         break   # a failed kit suite stops nothing: the

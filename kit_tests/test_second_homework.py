@@ -149,9 +149,11 @@ def dist(tmp_path_factory) -> Path:
     return out
 
 
-def _unzipped(dist: Path, where: Path) -> Path:
-    """student.zip unpacked in ``where``: its one folder, as students get
-    it."""
+@pytest.fixture(scope="module")
+def release(dist, tmp_path_factory) -> Path:
+    """student.zip unpacked once: its one folder, as students get it.
+    A test that edits a file in it puts the file back."""
+    where = tmp_path_factory.mktemp("ffn-release")
     with zipfile.ZipFile(dist / "student.zip") as zf:
         assert {n.split("/")[0] for n in zf.namelist()} == {
             _profile()["release"]["folder"]}
@@ -185,7 +187,8 @@ def _notebook_verdicts(release: Path) -> dict[str, list[bool]]:
         .relative_to(FFN)
     env = {k: v for k, v in os.environ.items()
            if k not in ("HOMEWORK", "AUTOGRADER_VALUES", "AUTOGRADER_ROOT")}
-    env["PYTHONPATH"] = str(release)
+    # no bytecode: the release stays as unzipped for the other tests
+    env.update(PYTHONPATH=str(release), PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(
         [sys.executable, "-c", NOTEBOOK_CHECKS, str(notebook)],
         cwd=notebook.parent, env=env, capture_output=True, text=True,
@@ -195,15 +198,18 @@ def _notebook_verdicts(release: Path) -> dict[str, list[bool]]:
 
 
 @pytest.mark.e2e
-def test_its_notebook_checks_work_as_unzipped(dist, tmp_path):
-    release = _unzipped(dist, tmp_path)
+def test_its_notebook_checks_work_as_unzipped(release):
     tasks = _notebook_tasks()
     skeleton = _notebook_verdicts(release)
     assert set(skeleton) == tasks
     assert all(v == [False, False] for v in skeleton.values()), skeleton
     module = release / _profile()["module"]["file"]
+    shipped = module.read_bytes()
     module.write_text((FFN / _profile()["module"]["reference"]).read_text())
-    reference = _notebook_verdicts(release)
+    try:
+        reference = _notebook_verdicts(release)
+    finally:
+        module.write_bytes(shipped)
     assert reference == {task: [True, True] for task in tasks}
 
 
@@ -234,8 +240,7 @@ GUARDED_ELSEWHERE = re.compile(r"autograder/.*\.py")
 
 
 @pytest.mark.e2e
-def test_its_release_names_nothing_of_the_attention_homework(dist, tmp_path):
-    release = _unzipped(dist, tmp_path)
+def test_its_release_names_nothing_of_the_attention_homework(release):
     names = _attention_names()
     assert {"transformer_lm", "the attention homework"} <= names
     word = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(

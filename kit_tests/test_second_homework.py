@@ -22,6 +22,7 @@ import pytest
 
 from autograder import homework
 from kit_tests.gradescope_layout import unzip_autograder
+from kit_tests.homework_env import homework_env
 
 ROOT = Path(__file__).resolve().parents[1]
 FFN = ROOT / "homeworks" / "ffn"
@@ -53,12 +54,6 @@ print(json.dumps(found))
 """
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}
-    env.update(HOMEWORK=str(FFN), PYTHONPATH=str(ROOT))
-    return env
-
-
 def _profile() -> dict:
     return tomllib.loads((FFN / "homework.toml").read_text())
 
@@ -66,8 +61,8 @@ def _profile() -> dict:
 @pytest.mark.e2e   # ~10 s quiet: a fresh process imports torch, builds
 def test_its_generated_files_are_in_step_with_its_sources():
     done = subprocess.run([sys.executable, "-m", "kit.generate", "--check"],
-                          cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+                          cwd=ROOT, env=homework_env(FFN),
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (
         f"homeworks/ffn is stale: run `make generate HOMEWORK=homeworks/"
         f"ffn`:\n{done.stdout}{done.stderr[-2000:]}")
@@ -103,8 +98,8 @@ def test_the_grader_scores_its_reference_skeleton_and_mistakes(tmp_path):
     subs = sorted(str(p) for p in (tmp_path / "subs").iterdir())
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", "--out", str(out),
-         *subs], cwd=ROOT, env=_env(), capture_output=True, text=True,
-        timeout=600)
+         *subs], cwd=ROOT, env=homework_env(FFN), capture_output=True,
+        text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {row["submission"]: row for row in
             csv.DictReader((out / "grades.csv").open())}
@@ -142,7 +137,7 @@ def dist(tmp_path_factory) -> Path:
     for tool in ("kit.release.student", "kit.release.gradescope"):
         done = subprocess.run(
             [sys.executable, "-m", tool, "--out", str(out)],
-            cwd=ROOT, env=_env(), capture_output=True, text=True,
+            cwd=ROOT, env=homework_env(FFN), capture_output=True, text=True,
             timeout=900)
         assert done.returncode == 0, (tool, done.stdout[-2000:],
                                       done.stderr[-3000:])

@@ -122,8 +122,8 @@ def test_a_fake_export_in_a_batch_changes_no_other_row(tmp_path):
 
 def test_an_exports_paths_name_its_folders_and_stay_text(tmp_path):
     """grades.csv's path column names each folder in the export as given,
-    and the export's annotation keeps it text (a folder ``1e5`` is no
-    number), after the names it inserts."""
+    the export's annotation keeps it text (a folder ``1e5`` is no number)
+    after the names it inserts, and the class report reads the file."""
     from autograder.report import results
     folder = tmp_path / "x"
     (folder / "submission_1").mkdir(parents=True)
@@ -132,12 +132,16 @@ def test_an_exports_paths_name_its_folders_and_stay_text(tmp_path):
     assert opened.given == [str(folder / "submission_1")]
     results.write_grades_csv(
         [{"name": "submission_1", "score": 2.0, "max_score": 2.0,
-          "tasks": {"t": 2.0}, "note": ""}], ["t"],
+          "tasks": {}, "note": ""}], [],
         tmp_path / "grades.csv", {"submission_1": "1e5"})
     gse.annotate(tmp_path, gse.Export(folder, [], opened.submitters))
     with open(tmp_path / "grades.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows == [["submission", "submission_id", "name", "email", "sid",
-                     "score", "max_score", "t", "path"],
-                    ["submission_1", "1", "alice", "", "", "2", "2", "2",
-                     "1e5"]]
+                     "score", "max_score", "path"],
+                    ["submission_1", "1", "alice", "", "", "2", "2", "1e5"]]
+    # the class report's table shows the export's columns, not the path
+    from autograder.staff import class_report
+    batch = class_report.read_batch(tmp_path)
+    assert [s.name for s in batch.submissions] == ["submission_1"]
+    assert batch.csv_extra == ["submission_id", "name", "email", "sid"]

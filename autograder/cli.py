@@ -57,12 +57,13 @@ holds exactly one {module}; {package}/ is preferred), or a
 .zip of either. To grade every entry of a folder of submissions pass
 FOLDER/* (or `make grade SUBMISSIONS=FOLDER`).
 
-Writes OUT/grades.csv (submission, score, max_score, one column per task)
-and, per submission, OUT/submissions/<name>/results.json (Gradescope
+Writes OUT/grades.csv (submission, score, max_score, one column per task,
+path) and, per submission, OUT/submissions/<name>/results.json (Gradescope
 format) and feedback.md. A submission whose code cannot be found (no
 {module} in its folder or zip, an unsafe zip) gets 0 with the
 reason; it does not stop the batch. Submission names come from the file,
-folder or zip name (repeats get -2, -3, ...).
+folder or zip name, made safe (repeats get -2, -3, ...); the path column
+holds the PATH each was graded from, as given.
 
 Gradescope's "Export Submissions" archive (the zip, or its folder with
 submission_metadata.yml) is accepted as it comes: each submission_<id>

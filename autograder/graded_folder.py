@@ -50,15 +50,16 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
     export_dir = Path(tempfile.mkdtemp(prefix="autograder-export-"))
     try:
         export = _open_export(paths, export_dir)
+        given = [str(p) for p in paths]   # grades.csv's path column
         if export is not None:
-            paths = export.paths
+            paths, given = export.paths, export.given
         try:   # before the sandbox and its canary: OUT can hold the batch
             outdir.check_out(out, len(paths))
         except outdir.OutDirError as exc:
             raise ConfigError(str(exc)) from None
         with sandbox_factory() as sandbox:
             config, failed = _grade_into(
-                paths, sandbox, export, out=out, rubric=rubric,
+                paths, given, sandbox, export, out=out, rubric=rubric,
                 values=values, jobs=jobs, timeout=timeout,
                 public_only=public_only)
             try:
@@ -95,12 +96,13 @@ def _grader_error_status(failed: list[str]) -> int:
     return GRADER_ERROR_EXIT
 
 
-def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
-                rubric: Path | None, values: Path | None, jobs: int,
-                timeout: float | None, public_only: bool
-                ) -> tuple[GradingConfig, list[str]]:
-    """Grade ``paths`` into ``out`` by the command's config; returns it and
-    the names of the submissions the grader failed to grade."""
+def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
+                export: Any, *, out: Path, rubric: Path | None,
+                values: Path | None, jobs: int, timeout: float | None,
+                public_only: bool) -> tuple[GradingConfig, list[str]]:
+    """Grade ``paths`` (``given``: each as the grader named it) into
+    ``out`` by the command's config; returns it and the names of the
+    submissions the grader failed to grade."""
     config = read_config(rubric, values, ("public",) if public_only
                          else ("public", "hidden"))
     if not public_only and not any(c.set == "hidden" for c in config.cases):
@@ -130,7 +132,8 @@ def _grade_into(paths: list[Path], sandbox: Any, export: Any, *, out: Path,
                            layers=layers, progress=Progress(len(paths)).step,
                            resume=state)
         task_ids = [t.id for t in config.rubric.tasks]
-        report.write_grades_csv(graded.rows, task_ids, out / "grades.csv")
+        report.write_grades_csv(graded.rows, task_ids, out / "grades.csv",
+                                dict(zip(names, given)))
         _write_question_pages(graded.answers, out)
         state.write(batch_state.COMPLETE)
     except batch_state.IncompleteError as exc:

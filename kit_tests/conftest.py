@@ -72,6 +72,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="module")
+def box():
+    """One grading sandbox per test module (starting one costs seconds of
+    CPU); a module that needs another kind defines its own ``box``."""
+    from autograder.sandbox.pool import Sandbox
+    with Sandbox() as sandbox:
+        yield sandbox
+
+
 _GENERATED: dict = {}     # the generated-files check's thread and answer
 
 

@@ -6,8 +6,8 @@ tests last).
 
 Kept per mark expression (the quick suite's ``not e2e`` and the whole
 suite time a file differently) in ``build/.test-seconds.json``; a file
-not timed yet counts as slow (it goes first). Without the record (a
-fresh clone), files go in xdist's order: the most tests first.
+not timed yet counts as slow (it goes first). Files not timed (all of
+them in a fresh clone) go in xdist's order: the most tests first.
 """
 from __future__ import annotations
 
@@ -58,14 +58,12 @@ def remember(marks: str, seconds: dict[str, float],
 
 def slowest_first(items: list, seconds: dict[str, float]) -> None:
     """Sort ``items`` (in place, each file's tests kept together and in
-    their order) by their file's ``seconds``, slowest first; without any
-    seconds, by the number of tests, most first."""
-    if seconds:
-        def key(item) -> float:
-            return -seconds.get(file_of(item.nodeid), math.inf)
-    else:
-        counts = Counter(file_of(item.nodeid) for item in items)
+    their order) by their file's ``seconds``, slowest first; files not
+    timed (every file, without a record) by their number of tests, most
+    first, as xdist's own order would."""
+    counts = Counter(file_of(item.nodeid) for item in items)
 
-        def key(item) -> float:
-            return -counts[file_of(item.nodeid)]
+    def key(item) -> tuple[float, int]:
+        path = file_of(item.nodeid)
+        return -seconds.get(path, math.inf), -counts[path]
     items.sort(key=key)

@@ -21,6 +21,7 @@ from autograder.staff import class_report, similarity
 from autograder.report import layout
 from autograder.sandbox import wire
 from autograder.rubric import load_rubric
+from autograder.text import csvsafe
 from kit import variants
 from kit_tests.grading_batch import grade_batch
 from kit_tests.test_cli import expected_row, run
@@ -72,9 +73,11 @@ def _bad_utf8_zip(path: Path, source: str) -> None:
 
 
 def _rows(out: Path) -> dict[str, list[str]]:
+    """grades.csv's cells after each name, up to its path (the last)."""
     with open(out / "grades.csv", newline="") as handle:
         rows = list(csv.reader(handle))
-    return {r[0]: r[1:] for r in rows[1:]}
+    assert rows[0][-1] == "path"
+    return {r[0]: r[1:-1] for r in rows[1:]}
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +119,13 @@ def test_every_submission_gets_its_row(hostile_batch):
     long = [n for n in rows if n.startswith("xxx")]
     assert len(long) == 1 and len(long[0]) <= 80 and rows[long[0]] == full
     assert "deep" in rows
+    # the path of the renamed ones, as given, on one line and readable
+    paths = {r["submission"]: r["path"]
+             for r in csvsafe.read_dicts(out / "grades.csv")[1]}
+    assert paths["ev_il_31m"].endswith("/ev\ufffdil<U+0001><U+001B>[31m")
+    assert paths["a_b"].endswith("/a_b.py") and \
+        paths["a_b-2"].endswith("/a b.py")
+    assert paths[long[0]].endswith("/" + "x" * 240 + ".py")
 
 
 @pytest.mark.e2e   # the CLI in its own process

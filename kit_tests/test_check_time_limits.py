@@ -9,7 +9,6 @@ import pytest
 
 from autograder import batch
 from autograder.report.results import check_text
-from autograder.sandbox.pool import Sandbox
 from kit_tests.reference_source import FULL_REFERENCE
 
 pytestmark = pytest.mark.e2e   # a sandbox and a 1 s limit hit (~1 min)
@@ -18,12 +17,6 @@ SLOW = FULL_REFERENCE.replace(
     '            softmax(q k^T / sqrt(hidden)) v.\n        """\n',
     '            softmax(q k^T / sqrt(hidden)) v.\n        """\n'
     '        import time\n        time.sleep(1.5)\n', 1)
-
-
-@pytest.fixture(scope="module")
-def box():
-    with Sandbox() as sandbox:
-        yield sandbox
 
 
 def _check(box, tmp_path, source: str, timeout: float | None = None) -> str:

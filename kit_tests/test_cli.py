@@ -74,9 +74,14 @@ def test_grade_exits_zero_and_writes_csv(batch):
         rows = list(csv.reader(handle))
     rubric = load_rubric()
     tasks = [t.id for t in rubric.tasks]
-    assert rows[0] == ["submission", "score", "max_score", *tasks]
+    assert rows[0] == ["submission", "score", "max_score", *tasks, "path"]
     assert tasks[:2] == ["self_attention", "multi_head_self_attention"]
-    scores = {r[0]: r[1:] for r in rows[1:]}
+    scores = {r[0]: r[1:-1] for r in rows[1:]}
+    # the path each was graded from, as given: alice-2 is again/alice.py
+    paths = {r[0]: Path(r[-1]) for r in rows[1:]}
+    assert paths["alice-2"].parts[-2:] == ("again", "alice.py")
+    assert paths["alice"].parent == paths["carol"].parent == \
+        paths["alice-2"].parent.parent and paths["carol"].name == "carol.zip"
     nothing = ["0", f"{rubric.max_score:g}", *["0"] * len(tasks)]
     assert scores == {"alice": expected_row("styles/reference"),
                       "bob": expected_row("examples/merge_no_transpose"),

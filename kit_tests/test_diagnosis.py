@@ -125,11 +125,9 @@ def test_correct_styles_stay_on_the_path(name):
 # The bugs outside the catalogue, through the real sandbox
 
 @pytest.fixture(scope="module")
-def runner():
+def runner(box):
     from autograder.grade import sandbox_runner
-    from autograder.sandbox.pool import Sandbox
-    with Sandbox() as sandbox:
-        yield sandbox_runner(sandbox)
+    return sandbox_runner(box)
 
 
 def test_the_bug_table_is_large_and_outside_the_catalogue():

@@ -32,6 +32,7 @@ from autograder.graded_folder import GRADER_ERROR_EXIT
 from autograder.rubric import load_rubric
 from autograder.sandbox import memlimit, supervisor
 from autograder.sandbox.protocol import ENVIRONMENT, MEMORY, Probe
+from kit_tests.worker_death import death
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
@@ -108,28 +109,8 @@ def test_grading_commands_refuse_before_the_canary(monkeypatch):
 # --------------------------------------------------------------------------
 # Who is at fault for a worker's death
 
-class _Dead:
-    """A worker process that already died from ``signal``."""
-
-    def __init__(self, sig: int):
-        self.exitcode, self.pid = -sig, None
-
-    def join(self, timeout=None) -> None:
-        pass
-
-
-def _death(tmp_path: Path, monkeypatch, oom_before: int, oom_after: int,
-           sig: int = signal.SIGKILL) -> supervisor.Failure:
-    attempt = object.__new__(supervisor.Attempt)
-    attempt.process = _Dead(sig)
-    attempt.workdir, attempt.imported = str(tmp_path), True
-    attempt.oom_kills, attempt.memory_mb = oom_before, 300
-    monkeypatch.setattr(memlimit, "oom_kills", lambda: oom_after)
-    return attempt._death(Probe("p1", "SelfAttention", {}))
-
-
 def test_oom_kill_within_the_limit_is_the_graders(tmp_path, monkeypatch):
-    failure = _death(tmp_path, monkeypatch, 3, 4)
+    failure = death(tmp_path, monkeypatch, -signal.SIGKILL, 3, 4)
     assert failure.status == ENVIRONMENT
     assert "within its own limit of 300 MB" in failure.message
     assert "no score was written" in failure.message
@@ -137,9 +118,10 @@ def test_oom_kill_within_the_limit_is_the_graders(tmp_path, monkeypatch):
 
 
 def test_a_kill_without_the_oom_killer_is_unchanged(tmp_path, monkeypatch):
-    assert _death(tmp_path, monkeypatch, 3, 3).status == MEMORY
-    assert _death(tmp_path, monkeypatch, 3, 4,
-                  signal.SIGSEGV).status != ENVIRONMENT
+    assert death(tmp_path, monkeypatch, -signal.SIGKILL, 3,
+                 3).status == MEMORY
+    assert death(tmp_path, monkeypatch, -signal.SIGSEGV, 3,
+                 4).status != ENVIRONMENT
 
 
 def test_oom_kill_stops_the_submissions_workers(tmp_path):

@@ -21,6 +21,13 @@ def test_the_slowest_file_goes_first_and_files_stay_whole():
         "b.py::t1", "a.py::t1", "a.py::t2"]
 
 
+def test_files_not_timed_go_first_the_most_tests_first():
+    items = _items("d.py::t1", "a.py::t1", "c.py::t1", "c.py::t2")
+    file_seconds.slowest_first(items, {"a.py": 1.0})
+    assert [i.nodeid for i in items] == ["c.py::t1", "c.py::t2", "d.py::t1",
+                                         "a.py::t1"]
+
+
 def test_without_a_record_the_most_tests_go_first():
     items = _items("a.py::t1", "b.py::t1", "b.py::t2")
     file_seconds.slowest_first(items, {})

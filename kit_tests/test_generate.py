@@ -4,7 +4,6 @@ command that refreshes it, and the values' check needs no torch."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 import kit.generate as gen
 from kit.generate import sources, values
 from kit.generate.__main__ import main
+from kit_tests.homework_env import homework_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,11 +100,9 @@ def test_the_values_check_is_one_and_names_a_changed_source(tmp_path):
 
 
 def _generate(*args: str, homework: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}
-    env.update(HOMEWORK=str(homework), PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "kit.generate", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          cwd=ROOT, env=homework_env(homework),
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_another_homework_s_facts_are_its_own_documents(monkeypatch):

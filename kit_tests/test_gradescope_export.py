@@ -87,6 +87,7 @@ def test_grades_csv_names_every_submission(graded_zip):
     assert (ada["submission_id"], ada["name"], ada["email"], ada["sid"]) \
         == ("111", "Ada Lovelace", "ada@example.edu", "1815")
     assert pair["name"] == "Alan Turing; Grace Hopper"
+    assert ada["path"] == str(base / "export.zip" / "submission_111")
     assert float(ada["score"]) > float(pair["score"]) > 0
     assert "submission_333" in stdout          # listed, without files
 
@@ -118,6 +119,8 @@ def test_the_unzipped_folder_as_make_globs_it(tmp_path):
     # the metadata file is no stray submission
     assert sorted(r["submission"] for r in rows) == ["submission_111",
                                                      "submission_222"]
+    assert sorted(r["path"] for r in rows) == [
+        str(folder / "submission_111"), str(folder / "submission_222")]
 
 
 def test_an_unsafe_entry_of_an_export_is_left_out(tmp_path):

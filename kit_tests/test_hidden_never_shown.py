@@ -99,14 +99,6 @@ def _secrets(cases) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def box():
-    """One sandbox for the module (starting one costs seconds of CPU)."""
-    from autograder.sandbox.pool import Sandbox
-    with Sandbox() as sandbox:
-        yield sandbox
-
-
-@pytest.fixture(scope="module")
 def spied(box):
     cases = load_cases()
     grade = grade_batch({"spy": _spy_source()}, {"spy": 2.0},

@@ -18,6 +18,7 @@ import pytest
 
 from autograder.sandbox import memlimit
 from kit import variants
+from kit_tests.worker_death import death
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -203,28 +204,6 @@ def test_a_worker_the_oom_killer_takes_is_the_graders_failure(container,
     assert "exited" not in text
 
 
-class _Dead:
-    """A worker process that has ended with ``exitcode``."""
-
-    def __init__(self, exitcode: int):
-        self.exitcode, self.pid = exitcode, None
-
-    def join(self, timeout=None):
-        return None
-
-
-def _death(exitcode: int, tmp_path, monkeypatch, oom_before: int = 0,
-           oom_after: int = 1):
-    from autograder.sandbox import supervisor
-    from autograder.sandbox.protocol import Probe
-    attempt = object.__new__(supervisor.Attempt)
-    attempt.process, attempt.workdir = _Dead(exitcode), str(tmp_path)
-    attempt.imported, attempt.oom_kills = True, oom_before
-    attempt.memory_mb = 512
-    monkeypatch.setattr(memlimit, "oom_kills", lambda *a: oom_after)
-    return attempt._death(Probe("p", "M", {}))
-
-
 def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
                                                           monkeypatch):
     """The cgroup's OOM count with --jobs: the count is the
@@ -233,14 +212,14 @@ def test_another_workers_oom_kill_is_not_this_ones_memory(tmp_path,
     (and the OOM-killed one is the grader's failure, no score)."""
     import signal
     from autograder.sandbox.protocol import CRASH, ENVIRONMENT, MEMORY
-    exited = _death(3, tmp_path, monkeypatch)
+    exited = death(tmp_path, monkeypatch, 3)
     assert exited.status == CRASH and "exited (code 3)" in exited.message
-    segv = _death(-signal.SIGSEGV, tmp_path, monkeypatch)
+    segv = death(tmp_path, monkeypatch, -signal.SIGSEGV)
     assert segv.status == CRASH and "SIGSEGV" in segv.message
-    killed = _death(-signal.SIGKILL, tmp_path, monkeypatch)
+    killed = death(tmp_path, monkeypatch, -signal.SIGKILL)
     assert killed.status == ENVIRONMENT and "out-of-memory killer" in \
         killed.message
-    quiet = _death(-signal.SIGKILL, tmp_path, monkeypatch, oom_after=0)
+    quiet = death(tmp_path, monkeypatch, -signal.SIGKILL, oom_after=0)
     assert quiet.status == MEMORY and "out-of-memory killer" not in \
         quiet.message
 

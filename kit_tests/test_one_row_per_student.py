@@ -107,11 +107,41 @@ def test_a_fake_export_in_a_batch_changes_no_other_row(tmp_path):
         capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     with open(out / "grades.csv", newline="") as handle:
-        rows = {r["submission"]: float(r["score"])
-                for r in csv.DictReader(handle)}
+        table = list(csv.DictReader(handle))
+    rows = {r["submission"]: float(r["score"]) for r in table}
+    # each row names the file it came from, the renamed one too
+    assert {r["submission"]: r["path"] for r in table}["bob-2"] == str(
+        subs / "bob!.py")
     full = load_rubric().max_score + load_rubric().max_bonus
     assert set(rows) == {"alice", "carol", "bob", "bob-2", "mallory"}
     assert rows["alice"] == rows["carol"] == rows["bob"] == full
     assert rows["bob-2"] == 0
     assert "graded as one submission" in done.stderr
     assert "graded as bob-2" in done.stderr
+
+
+def test_an_exports_paths_name_its_folders_and_stay_text(tmp_path):
+    """grades.csv's path column names each folder in the export as given,
+    the export's annotation keeps it text (a folder ``1e5`` is no number)
+    after the names it inserts, and the class report reads the file."""
+    from autograder.report import results
+    folder = tmp_path / "x"
+    (folder / "submission_1").mkdir(parents=True)
+    (folder / gse.METADATA).write_text(FAKE_METADATA)
+    opened = gse.open_export(folder, tmp_path)
+    assert opened.given == [str(folder / "submission_1")]
+    results.write_grades_csv(
+        [{"name": "submission_1", "score": 2.0, "max_score": 2.0,
+          "tasks": {}, "note": ""}], [],
+        tmp_path / "grades.csv", {"submission_1": "1e5"})
+    gse.annotate(tmp_path, gse.Export(folder, [], opened.submitters))
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows == [["submission", "submission_id", "name", "email", "sid",
+                     "score", "max_score", "path"],
+                    ["submission_1", "1", "alice", "", "", "2", "2", "1e5"]]
+    # the class report's table shows the export's columns, not the path
+    from autograder.staff import class_report
+    batch = class_report.read_batch(tmp_path)
+    assert [s.name for s in batch.submissions] == ["submission_1"]
+    assert batch.csv_extra == ["submission_id", "name", "email", "sid"]

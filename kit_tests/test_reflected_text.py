@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -360,6 +361,10 @@ def test_csv_names_read_back_exactly_and_scores_stay_numbers(graded):
     raw = _raw_cells(graded / "grades.csv")
     assert all(re.fullmatch(r"\d+(\.\d+)?", row[raw[0].index("score")])
                for row in raw[1:])
+    # the export's folder each was graded from, after the Gradescope
+    # columns and the scores
+    assert header[-1] == "path" and first["path"].endswith(
+        "/assignment_7_export/submission_101")
 
 
 @pytest.mark.e2e   # the CLI in its own process (make test-all)
@@ -379,6 +384,46 @@ def test_csv_cell_round_trip(tmp_path, value):
     assert not raw[0].startswith(FORMULA_START)
     assert raw[1] == "-1.5"                      # a number stays a number
     assert csvsafe.read_rows(path)[1] == [value, "-1.5"]
+
+
+# A path as a grader may give it: newlines, commas, a formula start, control
+# and invisible characters, bytes that are not UTF-8, and 10,000 characters.
+HOSTILE_PATHS = ["=cmd|' /C calc'!A0,\n,x.py", "-2\r\n\"q\",.py",
+                 "subs/ev" + os.fsdecode(b"\xff") + "il\x01\x1b[31m\u202e",
+                 "subs/" + "y" * 10_000 + ".py", "+1", "1e5"]
+
+
+def test_grades_csv_names_each_path_as_given_on_one_safe_line(tmp_path):
+    from autograder.report import results
+    names = [f"s{i}" for i in range(len(HOSTILE_PATHS))]
+    rows = [{"name": n, "score": 1.0, "max_score": 2.0, "tasks": {"t": 1.0},
+             "note": ""} for n in names]
+    path = tmp_path / "grades.csv"
+    results.write_grades_csv(rows, ["t"], path,
+                             dict(zip(names, HOSTILE_PATHS)))
+    raw = _raw_cells(path)
+    assert raw[0] == ["submission", "score", "max_score", "t", "path"]
+    assert [r[0] for r in raw[1:]] == names      # one row per submission
+    assert len(path.read_text().splitlines()) == len(names) + 1
+    for row in raw[1:]:
+        assert not row[-1].startswith(FORMULA_START), row[-1]
+        assert len(row[-1]) <= 8 * results.PATH_CHARS + 3
+    shown = [r["path"] for r in csvsafe.read_dicts(path)[1]]
+    assert shown[0] == "=cmd|' /C calc'!A0,<U+000A>,x.py"   # read back
+    assert shown[1] == "-2<U+000D><U+000A>\"q\",.py"
+    assert shown[2] == "subs/ev\ufffdil<U+0001><U+001B>[31m<U+202E>"
+    assert shown[3] == ("subs/" + "y" * 10_000)[:results.PATH_CHARS] + "..."
+    assert shown[4:] == ["+1", "1e5"]            # text, never a number
+    assert raw[5][-1] == "'+1"
+
+
+def test_grades_csv_without_paths_keeps_its_columns(tmp_path):
+    from autograder.report import results
+    path = tmp_path / "grades.csv"
+    results.write_grades_csv([{"name": "a", "score": 0.0, "max_score": 2.0,
+                               "tasks": {}, "note": ""}], ["t"], path)
+    assert _raw_cells(path) == [["submission", "score", "max_score", "t"],
+                                ["a", "0", "2", "0"]]
 
 
 # --------------------------------------------------------------------------

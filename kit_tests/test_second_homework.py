@@ -22,6 +22,7 @@ import pytest
 
 from autograder import homework
 from kit_tests.gradescope_layout import unzip_autograder
+from kit_tests.homework_env import homework_env
 
 ROOT = Path(__file__).resolve().parents[1]
 FFN = ROOT / "homeworks" / "ffn"
@@ -53,12 +54,6 @@ print(json.dumps(found))
 """
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}
-    env.update(HOMEWORK=str(FFN), PYTHONPATH=str(ROOT))
-    return env
-
-
 def _profile() -> dict:
     return tomllib.loads((FFN / "homework.toml").read_text())
 
@@ -66,8 +61,8 @@ def _profile() -> dict:
 @pytest.mark.e2e   # ~10 s quiet: a fresh process imports torch, builds
 def test_its_generated_files_are_in_step_with_its_sources():
     done = subprocess.run([sys.executable, "-m", "kit.generate", "--check"],
-                          cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+                          cwd=ROOT, env=homework_env(FFN),
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (
         f"homeworks/ffn is stale: run `make generate HOMEWORK=homeworks/"
         f"ffn`:\n{done.stdout}{done.stderr[-2000:]}")
@@ -103,8 +98,8 @@ def test_the_grader_scores_its_reference_skeleton_and_mistakes(tmp_path):
     subs = sorted(str(p) for p in (tmp_path / "subs").iterdir())
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", "--out", str(out),
-         *subs], cwd=ROOT, env=_env(), capture_output=True, text=True,
-        timeout=600)
+         *subs], cwd=ROOT, env=homework_env(FFN), capture_output=True,
+        text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {row["submission"]: row for row in
             csv.DictReader((out / "grades.csv").open())}
@@ -142,16 +137,18 @@ def dist(tmp_path_factory) -> Path:
     for tool in ("kit.release.student", "kit.release.gradescope"):
         done = subprocess.run(
             [sys.executable, "-m", tool, "--out", str(out)],
-            cwd=ROOT, env=_env(), capture_output=True, text=True,
+            cwd=ROOT, env=homework_env(FFN), capture_output=True, text=True,
             timeout=900)
         assert done.returncode == 0, (tool, done.stdout[-2000:],
                                       done.stderr[-3000:])
     return out
 
 
-def _unzipped(dist: Path, where: Path) -> Path:
-    """student.zip unpacked in ``where``: its one folder, as students get
-    it."""
+@pytest.fixture(scope="module")
+def release(dist, tmp_path_factory) -> Path:
+    """student.zip unpacked once: its one folder, as students get it.
+    A test that edits a file in it puts the file back."""
+    where = tmp_path_factory.mktemp("ffn-release")
     with zipfile.ZipFile(dist / "student.zip") as zf:
         assert {n.split("/")[0] for n in zf.namelist()} == {
             _profile()["release"]["folder"]}
@@ -185,7 +182,8 @@ def _notebook_verdicts(release: Path) -> dict[str, list[bool]]:
         .relative_to(FFN)
     env = {k: v for k, v in os.environ.items()
            if k not in ("HOMEWORK", "AUTOGRADER_VALUES", "AUTOGRADER_ROOT")}
-    env["PYTHONPATH"] = str(release)
+    # no bytecode: the release stays as unzipped for the other tests
+    env.update(PYTHONPATH=str(release), PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(
         [sys.executable, "-c", NOTEBOOK_CHECKS, str(notebook)],
         cwd=notebook.parent, env=env, capture_output=True, text=True,
@@ -195,15 +193,18 @@ def _notebook_verdicts(release: Path) -> dict[str, list[bool]]:
 
 
 @pytest.mark.e2e
-def test_its_notebook_checks_work_as_unzipped(dist, tmp_path):
-    release = _unzipped(dist, tmp_path)
+def test_its_notebook_checks_work_as_unzipped(release):
     tasks = _notebook_tasks()
     skeleton = _notebook_verdicts(release)
     assert set(skeleton) == tasks
     assert all(v == [False, False] for v in skeleton.values()), skeleton
     module = release / _profile()["module"]["file"]
+    shipped = module.read_bytes()
     module.write_text((FFN / _profile()["module"]["reference"]).read_text())
-    reference = _notebook_verdicts(release)
+    try:
+        reference = _notebook_verdicts(release)
+    finally:
+        module.write_bytes(shipped)
     assert reference == {task: [True, True] for task in tasks}
 
 
@@ -234,8 +235,7 @@ GUARDED_ELSEWHERE = re.compile(r"autograder/.*\.py")
 
 
 @pytest.mark.e2e
-def test_its_release_names_nothing_of_the_attention_homework(dist, tmp_path):
-    release = _unzipped(dist, tmp_path)
+def test_its_release_names_nothing_of_the_attention_homework(release):
     names = _attention_names()
     assert {"transformer_lm", "the attention homework"} <= names
     word = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(

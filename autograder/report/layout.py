@@ -16,6 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 SUBMISSIONS = "submissions"
+# grades.csv's last column: each submission's path as the grader named it
+# (the submission's name is that path's name made safe and distinct)
+PATH_COLUMN = "path"
 # The batch's own entries of an old-layout OUT: never a submission there.
 _BATCH_ENTRIES = {SUBMISSIONS, "answers", "similarity"}
 
@@ -54,5 +57,5 @@ def submission_dirs(out: Path | str, holding: str = "") -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-__all__ = ["SUBMISSIONS", "submission_dir", "submission_dirs",
+__all__ = ["PATH_COLUMN", "SUBMISSIONS", "submission_dir", "submission_dirs",
            "submission_link"]

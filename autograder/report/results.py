@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic
+from autograder.report import atomic, layout
 from autograder.text import csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
@@ -306,11 +306,14 @@ _MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 # grades.csv's note (and the summary's) for a submission the grader failed
 GRADER_ERROR = "GRADER ERROR"
+PATH_CHARS = 400     # of grades.csv's path column (then "...")
 
 
-def csv_columns(task_ids: list[str]) -> list[str]:
-    """grades.csv's header: submission, score, max_score, task ids."""
-    return ["submission", "score", "max_score", *task_ids]
+def csv_columns(task_ids: list[str], paths: bool = False) -> list[str]:
+    """grades.csv's header: submission, score, max_score, task ids (and
+    with ``paths``, the path column)."""
+    return ["submission", "score", "max_score", *task_ids,
+            *([layout.PATH_COLUMN] if paths else [])]
 
 
 def grade_row(grade: GradeResult | dict[str, Any]) -> dict[str, Any]:
@@ -332,21 +335,27 @@ def grade_row(grade: GradeResult | dict[str, Any]) -> dict[str, Any]:
 
 
 def write_grades_csv(grades: list[GradeResult | dict[str, Any]],
-                     task_ids: list[str], path: Path) -> None:
+                     task_ids: list[str], path: Path,
+                     given: dict[str, str] | None = None) -> None:
     """One row per submission (a grade, or its :func:`grade_row`); a task
     column holds the task's points (its bonus included, so the task
     columns add up to the score). A submission the grader failed to grade
     has its score and task cells blank: no score was written for it.
-    Cells go through autograder/text/csvsafe.py (no spreadsheet
-    formula)."""
-    rows: list[list[object]] = [csv_columns(task_ids)]
+    With ``given`` (submission name -> the path it was graded from), a
+    last column holds that path as one bounded line. Cells go through
+    autograder/text/csvsafe.py (no spreadsheet formula)."""
+    rows: list[list[object]] = [csv_columns(task_ids, given is not None)]
     for row in map(grade_row, grades):
         if row["note"] == GRADER_ERROR:   # no score: blank, never a 0
-            rows.append([row["name"], "", row["max_score"],
-                         *("" for _ in task_ids)])
-            continue
-        rows.append([row["name"], row["score"], row["max_score"],
-                     *(row["tasks"].get(t, 0.0) for t in task_ids)])
+            cells = [row["name"], "", row["max_score"],
+                     *("" for _ in task_ids)]
+        else:
+            cells = [row["name"], row["score"], row["max_score"],
+                     *(row["tasks"].get(t, 0.0) for t in task_ids)]
+        if given is not None:
+            cells.append(csvsafe.one_line(given.get(row["name"], ""),
+                                          PATH_CHARS))
+        rows.append(cells)
     csvsafe.write_rows(path, rows)
 
 

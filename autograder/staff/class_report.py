@@ -243,8 +243,10 @@ def read_batch(out: Path | str) -> Batch:
         subs.append(read_submission(layout.submission_dir(out, name),
                                     name))
     task_ids = list(dict.fromkeys(t for s in subs for t in s.tasks))
-    # Columns besides the scores (names, emails of a Gradescope export)
-    known = {"submission", "score", "max_score", *task_ids}
+    # Columns besides the scores (names, emails of a Gradescope export);
+    # not the paths: the table keeps to names (each links its feedback)
+    known = {"submission", "score", "max_score", layout.PATH_COLUMN,
+             *task_ids}
     extra_cols = [c for c in header if c not in known]
     by_name = {r.get("submission", ""): r for r in rows}
     for sub in subs:

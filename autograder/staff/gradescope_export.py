@@ -29,6 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from autograder.report.layout import PATH_COLUMN
 from autograder.text import csvsafe
 from autograder.submission.locate import (SubmissionError, safe_extract,
                                           shown_name, zip_names)
@@ -69,6 +70,8 @@ class Export:
     # grades.csv's submission name -> its folder (set by ``grade``: names
     # are made safe and unique, so they may differ from the folder's)
     folders: dict[str, str] = field(default_factory=dict)
+    # each of ``paths`` as the grader knows it: in the export it named
+    given: list[str] = field(default_factory=list)
 
 
 def find_export(paths: list[Path]) -> Path | None:
@@ -206,7 +209,8 @@ def open_export(source: Path, workdir: Path) -> Export:
             paths.append(root / name)
         else:
             missing.append(shown_name(name))
-    return Export(root, paths, submitters, missing, skipped)
+    return Export(root, paths, submitters, missing, skipped,
+                  given=[str(source / p.name) for p in paths])
 
 
 def _is_folder(root: Path, name: str) -> bool:
@@ -238,8 +242,10 @@ def annotate(out: Path, export: Export) -> str:
         folder = export.folders.get(row[0], row[0])
         people = export.submitters.get(folder, [])
         sub_id = folder.removeprefix("submission_")
-        # score, max_score and the tasks stay numbers (csvsafe.cell)
-        numbers = [_number(value) for value in row[at:]]
+        # score, max_score and the tasks stay numbers (csvsafe.cell), a
+        # path stays text
+        numbers = [value if column == PATH_COLUMN else _number(value)
+                   for column, value in zip(header[at:], row[at:])]
         annotated.append([*row[:at], sub_id,
                           "; ".join(p.name for p in people),
                           "; ".join(p.email for p in people),

@@ -10,16 +10,20 @@ starting with one of those characters is prefixed with a single quote, and
 ``csv`` quotes every cell holding a separator or quote. A text cell that
 itself starts with a quote gets one more, so :func:`read_rows` gives back
 exactly the text written. Numbers are written as numbers (``f"{x:g}"``):
-a score of -1 stays a number, a name ``-1`` does not.
+a score of -1 stays a number, a name ``-1`` does not. Text from outside
+the grader (a path a grader typed, a file name a student chose) is made
+one bounded line first (:func:`one_line`).
 """
 from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
 from autograder.report import atomic
+from autograder.text.mdsafe import invisible, visible
 
 # The characters that start a formula, and the quote that marks text.
 DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
@@ -36,6 +40,24 @@ def cell(value: object) -> str:
     if text.startswith(DANGEROUS) or text.startswith(QUOTE):
         return QUOTE + text
     return text
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one line of at most ``limit`` characters (then
+    ``...``): undecodable bytes (surrogate escapes) as U+FFFD, control
+    and invisible characters written out (``<U+000A>``), so that a cell
+    is one line in any tool and shows what it holds."""
+    try:    # a path's undecodable bytes, as os.fsdecode escaped them
+        text = text.encode("utf-8", "surrogateescape").decode(
+            "utf-8", "replace")
+    except UnicodeEncodeError:
+        pass    # a lone surrogate of another origin: replaced below
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return "".join(
+        "\ufffd" if unicodedata.category(char) == "Cs" else
+        visible(char) if unicodedata.category(char) == "Cc" or
+        invisible(char) else char for char in text)
 
 
 def uncell(text: str) -> str:
@@ -69,5 +91,5 @@ def read_dicts(path: Path | str) -> tuple[list[str], list[dict[str, str]]]:
     return header, [dict(zip(header, row)) for row in rows[1:]]
 
 
-__all__ = ["DANGEROUS", "cell", "read_dicts", "read_rows", "uncell",
-           "write_rows"]
+__all__ = ["DANGEROUS", "cell", "one_line", "read_dicts", "read_rows",
+           "uncell", "write_rows"]

@@ -78,6 +78,9 @@ def test_killed_mid_write_of_each_output_then_resumed(tmp_path, subs,
     assert _stamped(out) == 3
     h.killed_at(out, subs, "report.html:1")
     h.assert_same_grades(out, clean)
+    # grades.csv of kept rows only: each still names its path as given
+    assert [row[-1] for row in h.csv_rows(out)] == [
+        "path", *sorted(str(p) for p in subs.iterdir())]
     assert not (out / "report.html").exists()
     again = h.run_here("report", str(out))
     assert again.returncode == 0, again.stderr

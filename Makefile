@@ -99,9 +99,13 @@ test-values: $(SETUP) ## regenerate the frozen test values from the reference
 check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py on the public cases
 	$(PY) -m autograder check $(FILE)
 
+# A folder's entries are globbed by the shell when the grading line runs:
+# make expands a recipe before its first line, when the examples that line
+# writes do not exist yet on a first run. No entries: the path itself.
 grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.corpus.examples; fi
-	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(wildcard $(SUBMISSIONS)/*),$(SUBMISSIONS)/*,$(SUBMISSIONS))
+	shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
+	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) "$${paths[@]:-$(SUBMISSIONS)}"
 
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.machine.bench

@@ -8,8 +8,10 @@ Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
 invalid rubric, a machine where the canary submission fails: see
 autograder/sandbox/preflight.py) and for an output folder that cannot be
-written (a file, read-only, full: autograder/report/outdir.py, atomic.py).
-No score is written unless the canary passed.
+written (a file, read-only, full: autograder/report/outdir.py, atomic.py);
+3 for a ``grade`` batch in which the grader's own environment failed some
+submissions (autograder/graded_folder.py). No score is written unless the
+canary passed.
 """
 from __future__ import annotations
 
@@ -47,8 +49,11 @@ Autograder of {title} ({tasks}).
 {points} points{bonus}; points, tolerances and test cases per item are in
 autograder/rubric.toml.
 Exit status: 0 when grading ran (whatever the scores), 2 for a usage or
-configuration error (bad path, missing test values, invalid rubric, or a
-grader environment that fails its canary: then no score is written).
+configuration error (bad path, missing test values, invalid rubric, an
+output folder that cannot be written, or a grader environment that fails
+its canary: then no score is written), 3 when `grade` could not grade some
+submissions because its own environment failed (their scores are left
+blank; the others are graded).
 """
 
 GRADE_HELP = """\

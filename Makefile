@@ -28,7 +28,7 @@ OUT ?= grades
 
 .DEFAULT_GOAL := help
 .PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
-        bench bench-attention release autograder demo clean
+        bench bench-attention release autograder demo clean fresh-all
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -48,6 +48,9 @@ python-version: # with PY=: stop at once unless it is Python >= 3.11
 
 fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older than what generates them
 	@$(PY) -m kit.generate --check test-values mistakes >/dev/null   # no torch
+
+fresh-all: $(SETUP) # stop if any generated file is older than what generates it (the releases ship the notebook, facts and questions too)
+	@$(PY) -m kit.generate --check >/dev/null
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's
@@ -113,13 +116,13 @@ bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) a
 bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
 	$(PY) -m kit.machine.bench_attention $(ARGS)
 
-release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
+release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
 	$(PY) -m kit.release.student
 
-autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
+autograder: $(SETUP) fresh-all ## build dist/autograder.zip for Gradescope
 	$(PY) -m kit.release.gradescope
 
-demo: $(SETUP) fresh-values ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
+demo: $(SETUP) fresh-all ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
 	$(PY) -m kit.release.demo
 
 clean: ## remove build outputs (keeps .venv)

@@ -107,7 +107,8 @@ check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_a
 # writes do not exist yet on a first run. No entries: the path itself.
 grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.corpus.examples; fi
-	shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
+	@shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
+	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(SUBMISSIONS)$${paths:+/*}"; \
 	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) "$${paths[@]:-$(SUBMISSIONS)}"
 
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory

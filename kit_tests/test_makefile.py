@@ -41,9 +41,15 @@ def _make(folder: Path, *args: str, stale: bool = False
 
 
 def _grade_arguments(folder: Path, *assignments: str) -> str:
+    """The grader's arguments; the command shown first names what staff
+    gave (a folder's entries as FOLDER/*)."""
     done = _make(folder, "grade", *assignments)
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    shown, arguments = done.stdout.splitlines()
+    given = "".join(f"[{w}]" for w in shown.split()[3:])
+    assert given == arguments.replace(
+        "[build/examples/a b.py][build/examples/c.py]", "[build/examples/*]")
+    return arguments
 
 
 def test_the_default_examples_are_graded_one_by_one_on_a_first_run(folder):

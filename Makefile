@@ -99,7 +99,7 @@ mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/varian
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.generate test-values
 
-check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py on the public cases
+check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py (FILE=other.py: another file) on the public cases
 	$(PY) -m autograder check $(FILE)
 
 # A folder's entries are globbed by the shell when the grading line runs:

@@ -81,13 +81,13 @@ test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal
 
 # The generators are one list (kit/generate/__init__.py); each target below
 # runs one of them. `python -m kit.generate --check` lists what is stale.
-generate: $(SETUP) ## after changing the reference, rubric or cases: regenerate everything derived from them
+generate: $(SETUP) ## after changing the reference, rubric, cases, mistakes or notebook source: regenerate everything derived from them
 	$(PY) -m kit.generate
 
 build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb (and autograder/questions.toml) from assignment/attention.md and the rubric
 	$(PY) -m kit.generate build-notebook
 
-facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README
+facts: $(SETUP) ## rewrite the rubric's facts blocks in the homework's documents (README.md, the student README, ...: python -m kit.generate --list)
 	$(PY) -m kit.generate facts
 
 skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference

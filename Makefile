@@ -32,7 +32,7 @@ OUT ?= grades
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
-	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-19s %s\n", $$1, $$2}'
 
 install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
 

@@ -1,0 +1,24 @@
+"""The command line's words in process (no grading, no sandbox): the
+exit statuses its help promises, and what a missing file is told."""
+from __future__ import annotations
+
+from autograder import cli, graded_folder
+
+
+def test_the_help_names_every_exit_status():
+    text = " ".join(cli.build_parser().format_help().split())
+    assert "0 when grading ran" in text
+    assert f"{cli.USAGE_ERROR} for a usage or configuration error" in text
+    assert (f"{graded_folder.GRADER_ERROR_EXIT} when `grade` could not "
+            "grade some submissions") in text
+
+
+def test_check_on_a_missing_file_gives_the_make_and_the_python_forms(
+        tmp_path, capsys):
+    missing = tmp_path / "nope.py"
+    assert cli.main(["check", str(missing)]) == cli.USAGE_ERROR
+    err = " ".join(capsys.readouterr().err.split())
+    name = cli.DEFAULT_CHECK_FILE.name
+    assert err.startswith(f"error: {missing}: no such file")
+    assert f"`make check FILE=path/to/{name}`" in err
+    assert f"`python -m autograder check path/to/{name}`" in err

@@ -114,7 +114,7 @@ grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Grade
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.machine.bench
 
-bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
+bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size and write the notebook's chart (ARGS=--small: a quick run, charted under build/)
 	$(PY) -m kit.machine.bench_attention $(ARGS)
 
 release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)

@@ -47,7 +47,7 @@ Autograder of {title} ({tasks}).
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
 {points} points{bonus}; points, tolerances and test cases per item are in
-autograder/rubric.toml.
+{rubric}.
 Exit status: 0 when grading ran (whatever the scores), 2 for a usage or
 configuration error (bad path, missing test values, invalid rubric, an
 output folder that cannot be written, or a grader environment that fails
@@ -182,6 +182,15 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 # Parser
 
+def _shown(path: Path) -> str:
+    """``path`` as the user can open it: relative to the current folder
+    where it is inside it (the homework in use may be another's)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _description() -> str:
     """The CLI's description, with the default rubric's tasks and points
     (they are the rubric's facts, not the code's)."""
@@ -189,11 +198,13 @@ def _description() -> str:
         rubric = load_rubric()
     except (OSError, RubricError) as exc:   # help must still print
         return DESCRIPTION.format(tasks="rubric unreadable", points="?",
-                                  bonus=f" ({exc})", title=TITLE)
+                                  bonus=f" ({exc})", title=TITLE,
+                                  rubric=_shown(DEFAULT_RUBRIC))
     tasks = ", ".join(t.title.split(": ", 1)[-1] for t in rubric.tasks)
     bonus = f" (+{rubric.max_bonus:g} bonus)" if rubric.max_bonus else ""
     text = DESCRIPTION.format(tasks=tasks, points=f"{rubric.max_score:g}",
-                              bonus=bonus, title=TITLE)
+                              bonus=bonus, title=TITLE,
+                              rubric=_shown(DEFAULT_RUBRIC))
     first, rest = text.split("\n", 1)
     return textwrap.fill(first, 76) + "\n" + rest
 

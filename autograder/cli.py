@@ -187,7 +187,7 @@ def _shown(path: Path) -> str:
     where it is inside it (the homework in use may be another's)."""
     try:
         return Path(path).resolve().relative_to(Path.cwd()).as_posix()
-    except ValueError:
+    except (ValueError, OSError):   # outside it, or no current folder
         return str(path)
 
 

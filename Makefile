@@ -28,11 +28,11 @@ OUT ?= grades
 
 .DEFAULT_GOAL := help
 .PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
-        bench bench-attention release autograder demo clean
+        bench bench-attention release autograder demo clean fresh-all
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
-	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-19s %s\n", $$1, $$2}'
 
 install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
 
@@ -48,6 +48,9 @@ python-version: # with PY=: stop at once unless it is Python >= 3.11
 
 fresh-values: $(SETUP) # stop if test_values/ or the shipped mistakes are older than what generates them
 	@$(PY) -m kit.generate --check test-values mistakes >/dev/null   # no torch
+
+fresh-all: $(SETUP) # stop if any generated file is older than what generates it (the releases ship the notebook, facts and questions too)
+	@$(PY) -m kit.generate --check >/dev/null
 
 # Test processes: one more than the cores (the end-to-end tests wait on
 # subprocesses); one file per process (--dist loadfile) so that a module's
@@ -78,13 +81,13 @@ test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal
 
 # The generators are one list (kit/generate/__init__.py); each target below
 # runs one of them. `python -m kit.generate --check` lists what is stale.
-generate: $(SETUP) ## after changing the reference, rubric or cases: regenerate everything derived from them
+generate: $(SETUP) ## after changing the reference, rubric, cases, mistakes or notebook source: regenerate everything derived from them
 	$(PY) -m kit.generate
 
 build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb (and autograder/questions.toml) from assignment/attention.md and the rubric
 	$(PY) -m kit.generate build-notebook
 
-facts: $(SETUP) ## rewrite the rubric's points in README.md and the student README
+facts: $(SETUP) ## rewrite the rubric's facts blocks in the homework's documents (README.md, the student README, ...: python -m kit.generate --list)
 	$(PY) -m kit.generate facts
 
 skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
@@ -96,26 +99,31 @@ mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/varian
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.generate test-values
 
-check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py on the public cases
+check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py (FILE=other.py: another file) on the public cases
 	$(PY) -m autograder check $(FILE)
 
+# A folder's entries are globbed by the shell when the grading line runs:
+# make expands a recipe before its first line, when the examples that line
+# writes do not exist yet on a first run. No entries: the path itself.
 grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.corpus.examples; fi
-	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(wildcard $(SUBMISSIONS)/*),$(SUBMISSIONS)/*,$(SUBMISSIONS))
+	@shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
+	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(SUBMISSIONS)$${paths:+/*}"; \
+	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) "$${paths[@]:-$(SUBMISSIONS)}"
 
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.machine.bench
 
-bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size (ARGS=--small); writes the notebook's chart
+bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size and write the notebook's chart (ARGS=--small: a quick run, charted under build/)
 	$(PY) -m kit.machine.bench_attention $(ARGS)
 
-release: $(SETUP) fresh-values ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
+release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
 	$(PY) -m kit.release.student
 
-autograder: $(SETUP) fresh-values ## build dist/autograder.zip for Gradescope
+autograder: $(SETUP) fresh-all ## build dist/autograder.zip for Gradescope
 	$(PY) -m kit.release.gradescope
 
-demo: $(SETUP) fresh-values ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
+demo: $(SETUP) fresh-all ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
 	$(PY) -m kit.release.demo
 
 clean: ## remove build outputs (keeps .venv)

@@ -8,8 +8,10 @@ Exit status: 0 whenever grading ran (whatever the scores); 2 for usage or
 configuration errors (a path that does not exist, missing test values, an
 invalid rubric, a machine where the canary submission fails: see
 autograder/sandbox/preflight.py) and for an output folder that cannot be
-written (a file, read-only, full: autograder/report/outdir.py, atomic.py).
-No score is written unless the canary passed.
+written (a file, read-only, full: autograder/report/outdir.py, atomic.py);
+3 for a ``grade`` batch in which the grader's own environment failed some
+submissions (autograder/graded_folder.py). No score is written unless the
+canary passed.
 """
 from __future__ import annotations
 
@@ -45,10 +47,13 @@ Autograder of {title} ({tasks}).
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
 {points} points{bonus}; points, tolerances and test cases per item are in
-autograder/rubric.toml.
+{rubric}.
 Exit status: 0 when grading ran (whatever the scores), 2 for a usage or
-configuration error (bad path, missing test values, invalid rubric, or a
-grader environment that fails its canary: then no score is written).
+configuration error (bad path, missing test values, invalid rubric, an
+output folder that cannot be written, or a grader environment that fails
+its canary: then no score is written), 3 when `grade` could not grade some
+submissions because its own environment failed (their scores are left
+blank; the others are graded).
 """
 
 GRADE_HELP = """\
@@ -125,9 +130,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Preview on the public cases, printed for the student."""
     path = Path(args.file or DEFAULT_CHECK_FILE)
     if not path.is_file():
+        name = DEFAULT_CHECK_FILE.name
         raise ConfigError(f"{path}: no such file (run from the homework "
-                          f"folder, or give the file: `python -m autograder"
-                          f" check path/to/{DEFAULT_CHECK_FILE.name}`)")
+                          f"folder, or give the file: `make check "
+                          f"FILE=path/to/{name}`, or `python -m autograder"
+                          f" check path/to/{name}`)")
     with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)
@@ -176,6 +183,15 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 # Parser
 
+def _shown(path: Path) -> str:
+    """``path`` as the user can open it: relative to the current folder
+    where it is inside it (the homework in use may be another's)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd()).as_posix()
+    except (ValueError, OSError):   # outside it, or no current folder
+        return str(path)
+
+
 def _description() -> str:
     """The CLI's description, with the default rubric's tasks and points
     (they are the rubric's facts, not the code's)."""
@@ -183,11 +199,13 @@ def _description() -> str:
         rubric = load_rubric()
     except (OSError, RubricError) as exc:   # help must still print
         return DESCRIPTION.format(tasks="rubric unreadable", points="?",
-                                  bonus=f" ({exc})", title=TITLE)
+                                  bonus=f" ({exc})", title=TITLE,
+                                  rubric=_shown(DEFAULT_RUBRIC))
     tasks = ", ".join(t.title.split(": ", 1)[-1] for t in rubric.tasks)
     bonus = f" (+{rubric.max_bonus:g} bonus)" if rubric.max_bonus else ""
     text = DESCRIPTION.format(tasks=tasks, points=f"{rubric.max_score:g}",
-                              bonus=bonus, title=TITLE)
+                              bonus=bonus, title=TITLE,
+                              rubric=_shown(DEFAULT_RUBRIC))
     first, rest = text.split("\n", 1)
     return textwrap.fill(first, 76) + "\n" + rest
 

@@ -76,3 +76,17 @@ def test_main_writes_table_and_chart(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| cpu | fused (view/transpose) |" in out
     assert chart.exists()
+
+
+def test_a_quick_run_leaves_the_notebooks_chart(monkeypatch, tmp_path,
+                                                capsys):
+    monkeypatch.setitem(bench_attention.SIZES, "small",
+                        dict(batch=1, tokens=4, dim=8, heads=2))
+    quick = tmp_path / "build" / "quick.png"
+    monkeypatch.setattr(bench_attention, "QUICK_CHART", quick)
+    notebooks = tmp_path / "figures" / "chart.png"
+    monkeypatch.setattr(bench_attention, "CHART", notebooks)
+    assert bench_attention.main(["--small", "--repeats", "1"]) == 0
+    assert quick.exists() and not notebooks.exists()
+    assert f"the notebook's chart ({notebooks}) is unchanged" in \
+        capsys.readouterr().out

@@ -344,3 +344,21 @@ def test_an_empty_folder_is_filled_not_refused(tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     assert install_deps.ensure_venv(str(tmp_path / "empty")) == "python"
     assert made == [str(tmp_path / "empty")]
+
+
+@pytest.mark.parametrize("root, args, status, hinted", [
+    (True, [], 1, True),
+    (True, ["--allow-root"], 1, False),   # asked for: JupyterLab's own fault
+    (True, [], 0, False),
+    (False, [], 1, False),
+])
+def test_a_notebook_refused_as_root_names_the_option(
+        monkeypatch, capsys, root, args, status, hinted):
+    # JupyterLab as root stops at once naming only its own option; the
+    # student runs make: the hint gives the make and homework.py forms
+    monkeypatch.setattr(homework, "as_root", lambda: root)
+    monkeypatch.setattr(homework.subprocess, "call", lambda *a, **k: status)
+    assert homework.run("notebook", "python", args) == status
+    err = capsys.readouterr().err
+    assert ("make notebook ARGS=--allow-root" in err) == hinted
+    assert ("python3 homework.py notebook --allow-root" in err) == hinted

@@ -110,6 +110,11 @@ def run(root: Path, sandbox_factory: Callable[[], Any], *,
     sandbox ``sandbox_factory()`` gives (or, if it cannot start, the
     module's default one); print the score. Returns the exit status."""
     results = root / "results" / "results.json"
+    if not (root / "submission").exists():   # a local try, set up wrong
+        print(f"autograder: no {root / 'submission'}: put the submission "
+              f"there (Gradescope does; locally, AUTOGRADER_ROOT or --root "
+              f"names the folder holding submission/ and results/)",
+              file=sys.stderr)
     try:
         sandbox = sandbox_factory()
     except Exception:   # noqa: BLE001 - grade anyway, on the default one

@@ -96,7 +96,9 @@ def build(dest: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the class and say how many submissions it holds."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.corpus.class_batch",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("dest", nargs="?", type=Path,
                         default=ROOT / "build" / "class_batch")
     args = parser.parse_args(argv)

@@ -76,7 +76,9 @@ def write_batch(folder: Path, n: int) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Grade the batch and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.corpus.hostile_batch",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=2.0,

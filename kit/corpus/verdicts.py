@@ -115,7 +115,9 @@ def _part(check: dict[str, Any] | None, diagnosis: bool) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.corpus.verdicts",
+        description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, help="write the verdicts here")
     parser.add_argument("--compare", type=Path,
                         help="an earlier --out file: print what differs")

@@ -9,6 +9,10 @@ import sys
 from autograder.homework import HomeworkError
 from kit.generate import GENERATORS, ROOT, UnknownGenerator, select, stale
 
+DESCRIPTION = ("Write, check or list the generated files of the homework "
+               "in use (HOMEWORK=homeworks/NAME picks another): all of "
+               "them in order, or the generators named.")
+
 
 def _list(chosen) -> None:
     for g in chosen:
@@ -20,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     """Exit 0 when written (or in step), 1 when stale or a generator
     failed, 2 on an unknown name."""
     parser = argparse.ArgumentParser(prog="python -m kit.generate",
-                                     description=__doc__.splitlines()[0])
+                                     description=DESCRIPTION)
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="generators to run (default: all, in order: "
                              + ", ".join(g.name for g in GENERATORS) + ")")

@@ -285,7 +285,9 @@ def otter_line(n: int, per_warm: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.machine.bench",
+        description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=60,
                         help="submissions graded with the sandbox")
     parser.add_argument("--jobs", type=int, default=2,

@@ -134,7 +134,9 @@ def otter_seconds(paths: list[Path], workdir: Path) -> list[float]:
 
 def main(argv: list[str] | None = None) -> None:
     """Print the one-submission figures (and the otter baseline)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.machine.bench_startup",
+        description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--otter", type=int, default=0, metavar="N",
                         help="also grade N references the otter way")

@@ -333,7 +333,9 @@ def remove(root: Path) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.machine.fresh_machine",
+        description=__doc__.splitlines()[0])
     parser.add_argument("--quick-start-only", action="store_true",
                         help="leave out the suite (the make test lines)")
     parser.add_argument("--keep", action="store_true",

@@ -147,7 +147,9 @@ def build(out: Path = ROOT / "dist") -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the zip; exit 1 with the reason if it is not fit."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.release.gradescope",
+        description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
     args = parser.parse_args(argv)
     start = time.monotonic()

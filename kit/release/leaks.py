@@ -361,7 +361,9 @@ def scan_tree(root: Path, secrets: Secrets | None = None) -> list[Leak]:
 
 def main(argv: list[str] | None = None) -> int:
     """Scan the given directories or zips; exit 1 if anything leaks."""
-    parser = argparse.ArgumentParser(description="scan a release for leaks")
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.release.leaks",
+        description="scan a release for leaks")
     parser.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args(argv)
     secrets = Secrets.load()

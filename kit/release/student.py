@@ -256,7 +256,9 @@ def build(out: Path = ROOT / "dist", python: str = sys.executable,
 
 def main(argv: list[str] | None = None) -> int:
     """Build and verify the release; exit 1 with the reason if unsafe."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.release.student",
+        description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the leak scan and the self-grading")

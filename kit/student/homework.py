@@ -204,9 +204,26 @@ def run(command, python, args=()):
     argv = [python] + COMMANDS[command] + list(args)
     print("homework: " + " ".join(argv), flush=True)
     try:
-        return subprocess.call(argv, cwd=ROOT, env=env)
+        status = subprocess.call(argv, cwd=ROOT, env=env)
     except KeyboardInterrupt:
         return 130
+    if status and command == "notebook" and as_root() \
+            and "--allow-root" not in args:
+        print(ROOT_NOTEBOOK, file=sys.stderr)
+    return status
+
+
+# JupyterLab stops at once as root (a container, a root shell), in a line
+# among its log's that names only its own option.
+ROOT_NOTEBOOK = (
+    "homework: JupyterLab does not run as root: run it as your own user, "
+    "or pass its option: make notebook ARGS=--allow-root (without make: "
+    "python3 homework.py notebook --allow-root)")
+
+
+def as_root():
+    """Whether this process is root (never on Windows)."""
+    return getattr(os, "geteuid", lambda: 1)() == 0
 
 
 def main(argv=None):

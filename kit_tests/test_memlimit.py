@@ -243,6 +243,6 @@ def test_jobs_share_the_containers_memory(monkeypatch):
     fake = SimpleNamespace(user=None, memory_mb=1024, output_limit=1000,
                            readable=[], namespaces=False, landlock=False,
                            jobs=4)
-    settings = Sandbox._settings(fake, [], None, None)
+    settings = Sandbox._settings(fake, [], None, None, None)
     shutil.rmtree(settings.workdir)
     assert settings.memory_mb == room // 4

@@ -16,6 +16,7 @@ server; the rest lives along its seams:
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -33,6 +34,7 @@ from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.sandbox.supervisor import supervise
 from autograder.sandbox.worker_jail import SCRATCH, WorkerSettings
+from autograder.sandbox.worker_uids import WorkerUids
 
 DEFAULT_USER = "autograder-worker"
 GRADER_HOME = Path(__file__).resolve().parents[2]   # kit or source root
@@ -79,6 +81,8 @@ class Sandbox:
         self.context = multiprocessing.get_context("forkserver")
         self.start_lock = threading.Lock()
         self.user = _resolve_user()
+        # As root, each running worker's own uid (the account's if free)
+        self.uids = WorkerUids(self.user) if self.user is not None else None
         # The worker reads the Python installation, never the grader's
         # checkout (solution, values, other submissions' outputs).
         self.readable = jail.default_readable(exclude=[str(GRADER_HOME)])
@@ -140,7 +144,25 @@ class Sandbox:
         """One result per probe, in order; never raises because of what
         the submission does. ``total_seconds`` bounds the wall clock of all
         the probes together (default ``self.total_seconds``)."""
-        settings = self._settings(probes, memory_mb, output_limit)
+        with self._worker_user() as user:
+            return self._run(source, filename, probes, user, memory_mb,
+                             output_limit, total_seconds)
+
+    def _worker_user(self) -> contextlib.AbstractContextManager:
+        """The (uid, gid) one run's workers drop to: None when not root.
+        A test may set ``user`` to another account: it is then used as
+        is, shared by the runs."""
+        if self.uids is None or self.user is None:
+            return contextlib.nullcontext(self.user)
+        if self.user != self.uids.account:
+            return contextlib.nullcontext(self.user)
+        return self.uids.take()
+
+    def _run(self, source: str, filename: str, probes: list[Probe],
+             user: tuple[int, int] | None, memory_mb: int | None,
+             output_limit: int | None, total_seconds: float | None
+             ) -> list[ProbeResult]:
+        settings = self._settings(probes, memory_mb, output_limit, user)
         limit = total_seconds or self.total_seconds
         try:
             results, layers, refused = supervise(
@@ -154,7 +176,8 @@ class Sandbox:
         return results
 
     def _settings(self, probes: list[Probe], memory_mb: int | None,
-                  output_limit: int | None) -> WorkerSettings:
+                  output_limit: int | None,
+                  user: tuple[int, int] | None) -> WorkerSettings:
         # The keeper's files (output, staff log) in workdir; the inmate's
         # in its scratch subfolder, which the worker user owns: it may
         # pass through workdir (0711) but list or read nothing there.
@@ -162,8 +185,8 @@ class Sandbox:
         scratch = os.path.join(workdir, SCRATCH)
         os.mkdir(scratch, 0o700)
         uid = gid = None
-        if self.user is not None:
-            uid, gid = self.user
+        if user is not None:
+            uid, gid = user
             os.chmod(workdir, 0o711)
             os.chown(scratch, uid, gid)
         return WorkerSettings.for_probes(

@@ -19,6 +19,8 @@ import pytest
 import torch
 
 from autograder.sandbox import pool as sb
+from autograder.sandbox import supervisor
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          OK, TIMEOUT, Probe)
 from kit import variants
@@ -391,3 +393,53 @@ def test_frame_that_stops_after_its_length_times_out(sandbox):
     assert time.monotonic() - start < 20
     assert stalled.status == TIMEOUT and "probe mh" in stalled.message
     assert_correct(fine, probes[1])
+
+
+# A correct submission that computes its projections on a thread (the
+# standard library's executor; nothing forbids it).
+THREADED = REFERENCE.replace(
+    "        q, k, v = self.q(x), self.k(x), self.v(x)  # [bs, seq, hidden]\n",
+    "        from concurrent.futures import ThreadPoolExecutor\n"
+    "        with ThreadPoolExecutor(1) as pool:\n"
+    "            q, k, v = pool.submit(\n"
+    "                lambda: (self.q(x), self.k(x), self.v(x))).result()\n",
+    1)
+
+
+@needs_root
+@pytest.mark.xfail(strict=True, reason=(
+    "RLIMIT_NPROC counts every process of the one worker user: another "
+    "worker's fork bomb uses up this worker's processes (a per-worker "
+    "count needs a user namespace per inmate, a uid per job or a pid "
+    "cgroup)"))
+def test_a_neighbours_processes_cost_no_correct_submission_a_thread(
+        sandbox, monkeypatch):
+    # Every worker runs as the same user; another worker's fork bomb fills
+    # the user's process count up to its own limit. Here processes of the
+    # worker user appear (as a neighbour's bomb's would) once this worker
+    # is running, just before it asks for its hidden probe: the threaded
+    # submission must still start its thread.
+    assert THREADED != REFERENCE
+    uid, gid = sandbox.user
+    neighbours: list[subprocess.Popen] = []
+    send_hidden = supervisor.Attempt._send_hidden
+
+    def crowded(self, *args):
+        neighbours.extend(
+            subprocess.Popen(["sleep", "600"], user=uid, group=gid,
+                             extra_groups=[])
+            for _ in range(LIMITS.extra_processes + 16))
+        return send_hidden(self, *args)
+
+    monkeypatch.setattr(supervisor.Attempt, "_send_hidden", crowded)
+    probes = [sa(), sa("hidden", seed=3, hidden=True)]
+    try:
+        results = run(sandbox, THREADED, probes)
+    finally:
+        for process in neighbours:
+            process.kill()
+            process.wait()
+    assert neighbours, "the worker never asked for its hidden probe"
+    assert all(r.ok for r in results), _statuses(results)
+    for result, probe in zip(results, probes):
+        assert_correct(result, probe)

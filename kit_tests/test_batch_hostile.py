@@ -7,9 +7,9 @@ rows of grades.csv and the class report."""
 from __future__ import annotations
 
 import csv
+import ctypes
 import os
 import struct
-import sys
 import threading
 import time
 import zipfile
@@ -284,21 +284,22 @@ def test_results_are_bounded_per_submission_across_workers(monkeypatch):
 def _stall_the_parent(started: threading.Event, seconds: float,
                       times: int) -> None:
     """Once grading has started, hold the interpreter lock ``times``
-    times for ``seconds`` each (a busy loop that never gives it up within
-    the switch interval), as the answers regex once held it in C."""
+    times for ``seconds`` each, as the answers regex once held it in C:
+    a C sleep called through ``ctypes.PyDLL``, which keeps the lock
+    (no other thread runs) and, unlike a busy loop, no CPU."""
+    hold = ctypes.PyDLL(None).usleep
     started.wait(60)
     for _ in range(times):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            pass
+        hold(int(seconds * 1_000_000))
         time.sleep(0.3)
 
 
-@pytest.mark.e2e   # 15 s of a stalled parent, by design
+@pytest.mark.e2e   # 75 s of a stalled parent (asleep), by design
 def test_a_stalled_parent_costs_no_neighbour_its_grade():
-    # Three stalls of 5 s while two correct submissions are graded with a
-    # total limit of 10 s each (they need about 2): counted as their
-    # time, the stalls would use up the limit and fail their last probes.
+    # Three stalls of 25 s while two correct submissions are graded with
+    # a total limit of 60 s each (they need about 2 quiet, and under a
+    # load of 35 still well under 60): counted as their time, the stalls
+    # would use up the limit and fail their last probes.
     from autograder import batch
     from autograder.config import load_config
     from autograder.grade import sandbox_runner
@@ -308,17 +309,15 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
     sources = {"alice": REFERENCE,
                "bob": variants.find("examples/merge_no_transpose").source()}
     started = threading.Event()
-    old = sys.getswitchinterval()
     with Sandbox() as sandbox:
-        runner = sandbox_runner(sandbox, total_seconds=10.0)
+        runner = sandbox_runner(sandbox, total_seconds=60.0)
 
         def watched(*args):
             started.set()
             return runner(*args)
 
         stall = threading.Thread(target=_stall_the_parent,
-                                 args=(started, 5.0, 3), daemon=True)
-        sys.setswitchinterval(30.0)   # the busy thread keeps the lock
+                                 args=(started, 25.0, 3), daemon=True)
         try:
             stall.start()
             graded = batch.grade_all(
@@ -327,10 +326,10 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
                 jobs=2)
         finally:
             stall.join()
-            sys.setswitchinterval(old)
     grades = dict(zip(sources, graded.grades))
-    assert grades["alice"].score == rubric.max_score + rubric.max_bonus
-    assert not grades["alice"].limits and not grades["bob"].limits
+    seen = {name: (g.score, g.limits) for name, g in grades.items()}
+    assert grades["alice"].score == rubric.max_score + rubric.max_bonus, seen
+    assert not grades["alice"].limits and not grades["bob"].limits, seen
     expected = variants.expect(variants.find("examples/merge_no_transpose"),
                                rubric).scores
     assert grades["bob"].score == pytest.approx(sum(expected.values()))

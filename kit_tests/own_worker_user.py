@@ -1,48 +1,29 @@
-"""A worker user of a test's own (as root).
+"""A worker uid of a test's own (as root).
 
-Every worker runs as the one worker user, and RLIMIT_NPROC counts every
-process of a user: a test whose submission fills the process count (a fork
-bomb) would make a fork or a thread of another test's worker, in another
-test process of a parallel run, fail. Such tests, and those whose
-submission must fork, run their workers as a uid no other test uses (the
-jail needs no account for it).
+A test that fills a uid's process count on purpose (a fork bomb), or that
+must know which uid its worker ran as, runs its workers as a spare uid it
+holds through the sandbox's own allocator (autograder/sandbox/
+worker_uids.py): no other worker, in this test process or another, is
+given that uid meanwhile.
 """
 from __future__ import annotations
 
-import os
-import pwd
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 
-def unused_uid() -> int:
-    """A uid with no account and no process."""
-    running = set()
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit():
-                running.add(os.stat(f"/proc/{entry}").st_uid)
-        except OSError:   # it ended meanwhile
-            pass
-    return next(uid for uid in range(61_000, 62_000)
-                if uid not in running and not _has_account(uid))
-
-
-def _has_account(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
-
-
+@contextmanager
 def own_worker_user(sandbox, monkeypatch: pytest.MonkeyPatch
-                    ) -> tuple[int, int] | None:
-    """Make ``sandbox``'s workers run as an unused uid for this test (with
-    the worker user's group); returns (uid, gid), or None when not root
-    (the workers run as the grader's user)."""
+                    ) -> Iterator[tuple[int, int] | None]:
+    """Within the block ``sandbox``'s workers run as a spare uid held for
+    this test; yields (uid, gid), or None when not root (the workers run
+    as the grader's user)."""
     if sandbox.user is None:
-        return None
-    user = (unused_uid(), sandbox.user[1])
-    monkeypatch.setattr(sandbox, "user", user)
-    return user
+        yield None
+        return
+    with sandbox.uids.take(spare=True) as user:
+        with monkeypatch.context() as patch:
+            patch.setattr(sandbox, "user", user)
+            yield user

@@ -98,6 +98,6 @@ def test_control_files_under_the_bound_are_fine(box, how):
 
 def test_a_forked_child_holding_them_is_counted(box, monkeypatch):
     # Its fork must not meet another test's fork bomb in the process count.
-    own_worker_user(box, monkeypatch)
-    result = _run(box, "child", 12)
+    with own_worker_user(box, monkeypatch):
+        result = _run(box, "child", 12)
     assert result.status == MEMORY, (result.status, result.message)

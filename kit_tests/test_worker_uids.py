@@ -32,6 +32,12 @@ def test_the_account_first_then_a_spare_uid_per_running_worker(tmp_path):
         assert again == ACCOUNT
 
 
+def test_a_spare_uid_when_asked(tmp_path):
+    pool = uids(tmp_path)
+    with pool.take(spare=True) as spare, pool.take() as account:
+        assert spare == (61_000, 991) and account == ACCOUNT
+
+
 def test_a_uid_with_an_account_or_a_process_is_never_handed_out(tmp_path):
     pool = uids(tmp_path, accounts={61_000}, running={61_001})
     with pool.take(), pool.take() as spare:

@@ -104,11 +104,11 @@ class WorkerUids:
         self._lock = threading.Lock()
 
     @contextmanager
-    def take(self) -> Iterator[tuple[int, int]]:
-        """(uid, gid) for one run, held until it ends. The worker
-        account's group always: the gid grants nothing (no file of the
-        grader's is group-readable by it)."""
-        uid, handle = self._claim()
+    def take(self, spare: bool = False) -> Iterator[tuple[int, int]]:
+        """(uid, gid) for one run, held until it ends (``spare``: never
+        the account's). The worker account's group always: the gid grants
+        nothing (no file of the grader's is group-readable by it)."""
+        uid, handle = self._claim(spare)
         try:
             yield uid, self.account[1]
         finally:
@@ -117,9 +117,10 @@ class WorkerUids:
             if handle is not None:
                 os.close(handle)   # releases the flock
 
-    def _claim(self) -> tuple[int, int | None]:
+    def _claim(self, spare: bool) -> tuple[int, int | None]:
         running: set[int] | None = None
-        for uid in (self.account[0], *self.spare):
+        first = [] if spare else [self.account[0]]
+        for uid in (*first, *self.spare):
             if uid != self.account[0]:
                 if self._has_account(uid):
                     continue

@@ -81,8 +81,13 @@ class Sandbox:
         self.context = multiprocessing.get_context("forkserver")
         self.start_lock = threading.Lock()
         self.user = _resolve_user()
-        # As root, each running worker's own uid (the account's if free)
-        self.uids = WorkerUids(self.user) if self.user is not None else None
+        # As root, each running worker's own uid (the account's if free).
+        # An account chosen by AUTOGRADER_WORKER_USER may have rights of its
+        # own (the preflight's remedy for an unreadable Python): its
+        # workers all run as it, as a spare uid could not read the same.
+        self.uids = None if self.user is None else WorkerUids(
+            self.user, range(0) if os.environ.get("AUTOGRADER_WORKER_USER")
+            else range(*LIMITS.spare_uids))
         # The worker reads the Python installation, never the grader's
         # checkout (solution, values, other submissions' outputs).
         self.readable = jail.default_readable(exclude=[str(GRADER_HOME)])

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from autograder.report.layout import submission_dir
-from autograder.sandbox.preflight import PreflightError, run_preflight
+from autograder.sandbox.preflight import (PreflightError, make_canary,
+                                          prove_spare_uids, run_preflight)
 from autograder.sandbox.protocol import CRASH, OK, ProbeResult
 from autograder.sandbox.pool import Sandbox
 from kit_tests.reference_source import FULL_REFERENCE
@@ -189,3 +190,41 @@ def _assert_grades_reference_fully(python: Path, folder: Path,
                        "results.json").read_text())
     rubric = load_rubric()
     assert data["score"] == rubric.max_score + rubric.max_bonus
+
+
+class _UidSandbox:
+    """Runs the real canary's sums in this process, failing (as an
+    unreadable Python would) when the run's uid is not the account's."""
+
+    def __init__(self, tmp_path, spare_works: bool):
+        from autograder.sandbox.worker_uids import WorkerUids
+        self.user = (990, 991)
+        self.uids = WorkerUids(self.user, range(61_000, 61_002), tmp_path,
+                               has_account=lambda uid: False, running=set,
+                               mapped=lambda: [range(0, 1 << 32)])
+        self.spare_works, self.seen = spare_works, []
+        self.layers, self.readable = ["uid-drop"], []
+
+    def run(self, source, filename, probes):
+        with self.uids.take() as (uid, _):
+            self.seen.append(uid)
+            if uid != self.user[0] and not self.spare_works:
+                return [ProbeResult("preflight", CRASH, "Permission denied")]
+            canary = make_canary()
+            return [ProbeResult("preflight", OK,
+                                outputs=[canary.expected.clone()])]
+
+
+def test_a_spare_uid_is_proven_before_workers_run_side_by_side(tmp_path):
+    fake = _UidSandbox(tmp_path, spare_works=True)
+    assert prove_spare_uids(fake) == ""
+    assert fake.seen == [61_000] and fake.uids.spare == [61_000, 61_001]
+
+
+def test_a_spare_uid_that_fails_the_canary_is_not_used(tmp_path):
+    fake = _UidSandbox(tmp_path, spare_works=False)
+    warning = prove_spare_uids(fake)
+    assert fake.seen == [61_000] and fake.uids.spare == []
+    assert "Permission denied" in warning and "share the account" in warning
+    with fake.uids.take() as first, fake.uids.take() as second:
+        assert first == second == fake.user   # shared, as before

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 import pytest
 
 from autograder.sandbox import worker_uids
-from autograder.sandbox.worker_uids import WorkerUids
+from autograder.sandbox.worker_uids import NoSpareUid, WorkerUids
 
 ACCOUNT = (990, 991)
 SPARE = range(61_000, 61_004)
@@ -44,6 +44,21 @@ def test_a_uid_with_an_account_or_a_process_is_never_handed_out(tmp_path):
         assert spare[0] == 61_002
 
 
+def test_an_account_still_running_processes_is_skipped(tmp_path):
+    # Left by an earlier run (a keeper killed mid-sweep): their count
+    # would be the next worker's.
+    pool = uids(tmp_path, running={ACCOUNT[0]})
+    with pool.take() as first:
+        assert first == (61_000, 991)
+
+
+def test_no_spare_free_is_said_when_a_spare_is_asked(tmp_path):
+    pool = uids(tmp_path, mapped=[range(0, 1000)])
+    with pytest.raises(NoSpareUid):
+        with pool.take(spare=True):
+            pass
+
+
 def test_another_process_holding_a_uid_keeps_it(tmp_path):
     # Two graders (here two pools on one lock folder) never share a uid.
     mine, theirs = uids(tmp_path), uids(tmp_path)
@@ -67,6 +82,22 @@ def test_every_uid_busy_shares_the_account(tmp_path):
         [ACCOUNT[0], *SPARE, ACCOUNT[0]]
 
 
+def test_a_shared_account_ending_frees_nothing(tmp_path):
+    # The run that shared the account never held it: its end leaves the
+    # account busy for the one holding it.
+    pool = WorkerUids(ACCOUNT, SPARE, None, has_account=lambda uid: False,
+                      running=set, mapped=lambda: [range(0, 1 << 32)])
+    with ExitStack() as holders:
+        for _ in range(1 + len(SPARE) - 1):
+            holders.enter_context(pool.take())
+        with pool.take() as last_spare:
+            with pool.take() as shared:
+                assert shared == ACCOUNT
+        assert last_spare[0] == SPARE[-1]
+        with pool.take() as next_one:   # the spare just freed
+            assert next_one[0] == SPARE[-1]
+
+
 def test_a_lock_folder_someone_else_made_is_not_used(tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()
@@ -79,6 +110,13 @@ def test_a_lock_folder_someone_else_made_is_not_used(tmp_path):
     (tmp_path / "fresh").mkdir()
     fresh = worker_uids.lock_folder(str(tmp_path / "fresh"))
     assert fresh is not None and oct(fresh.stat().st_mode & 0o777) == "0o700"
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)   # no sticky bit: a folder anyone swaps
+    assert worker_uids.lock_folder(str(open_to_all)) is None
+    # The first usable base is taken.
+    assert worker_uids.lock_folder(str(open_to_all),
+                                   str(tmp_path / "fresh")) == fresh
 
 
 def test_without_a_lock_folder_uids_are_kept_apart_in_this_process():

@@ -39,9 +39,9 @@ class SandboxLimits:
     file_bytes: int = 64 * _MIB            # RLIMIT_FSIZE
     extra_processes: int = 64              # RLIMIT_NPROC over the user's
     # As root, a worker whose account is busy with another worker runs as
-    # one of these uids (no account, no process: worker_uids.py); Debian
-    # reserves 60000-64999 for users created on demand.
-    spare_uids: tuple[int, int] = (61_000, 61_500)
+    # one of these uids (no account, no process: worker_uids.py): the
+    # range systemd's uid table leaves unused, below its dynamic users'.
+    spare_uids: tuple[int, int] = (60_578, 61_184)
     scratch_bytes: int = 64 * _MIB         # all the inmate may write
     scratch_entries: int = 10_000          # files the scratch may hold
     watch_seconds: float = 0.05            # the keeper's check interval

@@ -106,6 +106,28 @@ def run_preflight(sandbox, timeout: float = 60.0) -> list[str]:
     return _run_canary(sandbox, timeout)
 
 
+def prove_spare_uids(sandbox, timeout: float = 60.0) -> str:
+    """Before workers run side by side as root: the canary once more, as
+    a spare uid (the account held meanwhile), since the first proved the
+    account's rights only. When it fails, the workers share the account
+    (a fork bomb's processes then count against its neighbours, as before
+    spare uids) and the returned warning says why; "" otherwise."""
+    uids = getattr(sandbox, "uids", None)
+    if uids is None or not uids.spare or sandbox.user != uids.account:
+        return ""
+    with uids.take():   # the account: this run gets a spare
+        try:
+            _run_canary(sandbox, timeout)
+            return ""
+        except PreflightError as error:
+            cause = error.cause
+    uids.spare = []
+    return (f"the canary failed as a spare worker uid ({cause[:300]}), "
+            f"so the workers share the account {_user_name(uids.account[0])}"
+            f" (make the grader's Python readable by every user to give "
+            f"each worker a uid of its own)")
+
+
 def _namespace_hint(cause: str) -> str:
     if "mount('/'" in cause and "EINVAL" in cause or "pivot_root" in cause:
         return ("; / is not a mount point here, as in a plain chroot: "
@@ -331,5 +353,6 @@ def _user_name(uid: int) -> str:
 
 
 __all__ = ["CANARY_SOURCE", "Canary", "PreflightError", "cache_dir",
+           "prove_spare_uids",
            "describe_jail", "environment_key", "forget_preflight",
            "make_canary", "remembered_preflight", "run_preflight"]

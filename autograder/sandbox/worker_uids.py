@@ -6,13 +6,17 @@ submission would fill the count that a neighbour graded at the same time
 (``grade --jobs``, or another grader on the machine) needs for a thread or
 a fork, and the neighbour would lose points for it. So each worker runs as
 a uid no other running worker has: the worker account's when it is free,
-else one of ``LIMITS.spare_uids`` that has no account and runs no process
-(the jail needs no account: it gives the inmate its scratch folder and
-reads only world-readable files).
+else one of ``LIMITS.spare_uids`` that has no account (the jail needs
+none: it gives the inmate its scratch folder, and everything else it
+reads is world-readable; ``preflight.prove_spare_uids`` checks that with
+the canary before a batch uses them). A uid that runs a process (left by
+an earlier run, or anyone's) is skipped.
 
 A uid is held with an exclusive ``flock`` on a file named after it in a
-folder only root may write, so that graders in other processes never pick
-the same one; the lock goes with the process, whatever kills it.
+folder only root may write (under /run), so that graders in other
+processes never pick the same one; the lock goes with the process,
+whatever kills it. When every uid is busy, or no such folder can be had,
+workers share the account as they did before.
 """
 from __future__ import annotations
 
@@ -29,6 +33,10 @@ from pathlib import Path
 from autograder.sandbox.limits import LIMITS
 
 LOCK_FOLDER = "autograder-worker-uids"
+
+
+class NoSpareUid(RuntimeError):
+    """Every spare uid is busy (or there is none here)."""
 
 
 def has_account(uid: int) -> bool:
@@ -68,20 +76,26 @@ def mapped_uids(proc: Path = Path("/proc/self")) -> list[range]:
     return ranges
 
 
-def lock_folder(base: str | None = None) -> Path | None:
-    """The shared folder of uid locks: ours (root's), mode 700, no link.
-    None when another user made it first (their locks would be theirs to
-    hold): the uids are then kept apart within this process only."""
-    folder = Path(base or tempfile.gettempdir()) / LOCK_FOLDER
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or \
-            info.st_mode & 0o022:
-        return None
-    return folder
+def lock_folder(*bases: str) -> Path | None:
+    """The shared folder of uid locks in the first of ``bases`` (default
+    /run, then the temp folder) that no other user can write: ours,
+    mode 700, no link. None when there is none (another user made it
+    first: their locks would be theirs to hold); the uids are then kept
+    apart within this process only."""
+    for base in bases or ("/run", tempfile.gettempdir()):
+        try:
+            parent = os.stat(base)
+            if parent.st_mode & 0o002 and not parent.st_mode & stat.S_ISVTX:
+                continue   # anyone could swap our folder for a link
+            folder = Path(base) / LOCK_FOLDER
+            folder.mkdir(mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() \
+                and not info.st_mode & 0o077:
+            return folder
+    return None
 
 
 class WorkerUids:
@@ -105,54 +119,59 @@ class WorkerUids:
 
     @contextmanager
     def take(self, spare: bool = False) -> Iterator[tuple[int, int]]:
-        """(uid, gid) for one run, held until it ends (``spare``: never
-        the account's). The worker account's group always: the gid grants
-        nothing (no file of the grader's is group-readable by it)."""
+        """(uid, gid) for one run, held until it ends. The worker
+        account's group always: the gid grants nothing (no file of the
+        grader's is group-readable by it). ``spare``: never the account's
+        (NoSpareUid when none is free)."""
         uid, handle = self._claim(spare)
         try:
             yield uid, self.account[1]
         finally:
-            with self._lock:
-                self._mine.discard(uid)
-            if handle is not None:
-                os.close(handle)   # releases the flock
+            if handle is not None:   # closing it releases the flock
+                self._release(uid, handle)
 
     def _claim(self, spare: bool) -> tuple[int, int | None]:
-        running: set[int] | None = None
-        first = [] if spare else [self.account[0]]
-        for uid in (*first, *self.spare):
-            if uid != self.account[0]:
-                if self._has_account(uid):
-                    continue
-                if running is None:
-                    running = self._running()
-                if uid in running:
-                    continue
-            claimed, handle = self._hold(uid)
-            if claimed:
+        """A free uid and its lock's descriptor (-1: no lock folder);
+        None for the account shared unheld (every uid busy)."""
+        for uid in ([] if spare else [self.account[0]]) + self.spare:
+            if uid != self.account[0] and self._has_account(uid):
+                continue
+            handle = self._hold(uid)
+            if handle is None:
+                continue
+            if uid not in self._running():   # none left by anyone
                 return uid, handle
-        # Every uid busy (a thousand workers at once): share the
-        # account's, as before there was a uid per worker.
+            self._release(uid, handle)
+        if spare:
+            raise NoSpareUid("no spare worker uid is free here")
         return self.account[0], None
 
-    def _hold(self, uid: int) -> tuple[bool, int | None]:
+    def _hold(self, uid: int) -> int | None:
         with self._lock:
             if uid in self._mine:
-                return False, None
-            handle = None
+                return None
+            handle = -1
             if self.folder is not None:
                 try:
                     handle = os.open(self.folder / str(uid),
                                      os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
                                      | os.O_CLOEXEC, 0o600)
+                except OSError:
+                    return None
+                try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
-                    if handle is not None:
-                        os.close(handle)
-                    return False, None
+                    os.close(handle)
+                    return None
             self._mine.add(uid)
-            return True, handle
+            return handle
+
+    def _release(self, uid: int, handle: int) -> None:
+        with self._lock:
+            self._mine.discard(uid)
+        if handle >= 0:
+            os.close(handle)
 
 
-__all__ = ["WorkerUids", "has_account", "lock_folder", "mapped_uids",
-           "running_uids"]
+__all__ = ["LOCK_FOLDER", "NoSpareUid", "WorkerUids", "has_account",
+           "lock_folder", "mapped_uids", "running_uids"]

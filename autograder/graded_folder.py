@@ -114,7 +114,7 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
         _warn_if_values_exposed(values)
     # --jobs workers at once share the container's memory (memlimit).
     sandbox.jobs = max(1, jobs)
-    if jobs > 1:   # side by side as root: a uid each, proven first
+    if min(jobs, len(paths)) > 1:   # side by side: a uid each, proven
         from autograder.sandbox.preflight import prove_spare_uids
         warning = prove_spare_uids(sandbox)
         if warning:

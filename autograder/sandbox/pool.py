@@ -157,9 +157,7 @@ class Sandbox:
         """The (uid, gid) one run's workers drop to: None when not root.
         A test may set ``user`` to another account: it is then used as
         is, shared by the runs."""
-        if self.uids is None or self.user is None:
-            return contextlib.nullcontext(self.user)
-        if self.user != self.uids.account:
+        if self.uids is None or self.user != self.uids.account:
             return contextlib.nullcontext(self.user)
         return self.uids.take()
 

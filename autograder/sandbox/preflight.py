@@ -353,6 +353,6 @@ def _user_name(uid: int) -> str:
 
 
 __all__ = ["CANARY_SOURCE", "Canary", "PreflightError", "cache_dir",
-           "prove_spare_uids",
            "describe_jail", "environment_key", "forget_preflight",
-           "make_canary", "remembered_preflight", "run_preflight"]
+           "make_canary", "prove_spare_uids", "remembered_preflight",
+           "run_preflight"]

@@ -9,7 +9,7 @@ given that uid meanwhile.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
@@ -25,16 +25,13 @@ def own_worker_user(sandbox, monkeypatch: pytest.MonkeyPatch
     if sandbox.user is None:
         yield None
         return
-    try:
-        held = sandbox.uids.take(spare=True)
-        user = held.__enter__()
-    except NoSpareUid:
-        # The account's count is every parallel test's: never fill it.
-        pytest.skip("no spare worker uid here (a uid map without them, "
-                    "or AUTOGRADER_WORKER_USER set)")
-    try:
+    with ExitStack() as held:
+        try:
+            user = held.enter_context(sandbox.uids.take(spare=True))
+        except NoSpareUid:
+            # The account's count is every parallel test's: never fill it.
+            pytest.skip("no spare worker uid here (a uid map without "
+                        "them, or AUTOGRADER_WORKER_USER set)")
         with monkeypatch.context() as patch:
             patch.setattr(sandbox, "user", user)
             yield user
-    finally:
-        held.__exit__(None, None, None)

@@ -4,6 +4,7 @@ stand-in heads that return known tensors.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +40,44 @@ class ConcatenatedHeadsParams:
             raise ValueError(f"heads_attribute must be the attribute name "
                              f"of the wrapper's heads, e.g. \"heads\" (got "
                              f"{self.heads_attribute!r})")
+
+
+def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
+                      atol: float) -> str | None:
+    """How ``out`` arranges the student's own heads' outputs when not side
+    by side in their order, proven by rebuilding it: another order of the
+    heads, their features interleaved (stacked on a new last dimension
+    and flattened), or stacked on another dimension and reshaped (which
+    mixes positions); None when no arrangement rebuilds it."""
+    count = len(heads)
+    if count < 2 or count > 6:
+        return None
+    for order in itertools.permutations(range(count)):
+        if list(order) == list(range(count)):
+            continue
+        joined = torch.cat([heads[i] for i in order], dim=-1)
+        if tuple(joined.shape) == tuple(out.shape) and \
+                close(out, joined, atol, equal_nan=True):
+            which = ("in reverse order (the last head first)"
+                     if list(order) == list(range(count))[::-1] else
+                     f"in another order (heads {list(order)})")
+            return (f"concatenated along the last dimension {which}: "
+                    f"concatenate them in the order of the wrapper's "
+                    f"heads, head 0 first")
+    shape = tuple(out.shape)
+    for dim in range(heads[0].dim() + 1):
+        stacked = torch.stack(heads, dim=dim)
+        if stacked.numel() != out.numel():
+            return None
+        if close(out, stacked.reshape(shape), atol, equal_nan=True):
+            what = ("interleaved (stacked on a new last dimension and "
+                    "flattened: feature i of every head side by side)"
+                    if dim == heads[0].dim() else
+                    f"stacked on dimension {dim} and reshaped to "
+                    f"{fmt_shape(shape)}, which mixes positions and heads")
+            return (f"{what}: concatenate them along the last dimension "
+                    f"instead, `torch.cat(..., dim=-1)`")
+    return None
 
 
 def _informative(heads: list[torch.Tensor], atol: float) -> bool:
@@ -245,9 +284,17 @@ class ConcatenatedHeads(CaseCheck):
         except RuntimeError:
             return verdict
         if not close(found[0], joined, check.atol, equal_nan=True):
-            return Verdict(False, verdict.message + "; nor is it your own "
-                           "heads' outputs concatenated along the last "
-                           "dimension", verdict.short, verdict.mistake,
-                           verdict.candidates)
+            # A catalogued mistake keeps its own message.
+            how = None if verdict.mistake else heads_arrangement(
+                found[0], heads, check.atol)
+            if how is None or not _informative(heads,
+                                               check.params.distinct_atol):
+                return Verdict(False, verdict.message + "; nor is it your "
+                               "own heads' outputs concatenated along the "
+                               "last dimension", verdict.short,
+                               verdict.mistake, verdict.candidates)
+            return Verdict(False, f"{verdict.message}; it is your own "
+                           f"heads' outputs {how}", verdict.short,
+                           verdict.mistake, verdict.candidates)
         return Verdict(True, evidence=stand_in.ok or _informative(
             heads, check.params.distinct_atol))

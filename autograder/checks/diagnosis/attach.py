@@ -13,6 +13,7 @@ tools comparing verdicts can keep it apart.
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -20,7 +21,7 @@ import torch
 
 from autograder.checks.compare import close
 from autograder.checks.diagnosis import relations
-from autograder.checks.diagnosis.flow import Divergence, walk
+from autograder.checks.diagnosis.flow import Divergence, matches, walk
 from autograder.checks.diagnosis.steps import STEPS, case_steps
 from autograder.text import mdsafe
 from autograder.checks.entries import select_cases
@@ -41,6 +42,8 @@ class Finding:
     divergence: Divergence
     relation: relations.Relation | None
     code: str
+    roles: str = ""     # what each tensor of a line binding several is
+    missing: tuple[str, ...] = ()   # q, k or v: no recorded tensor is it
 
     @property
     def key(self) -> str:
@@ -147,15 +150,80 @@ def sentence(finding: Finding) -> str:
              f"`{case.name}`")
     if d.last is None or d.last == "x":
         before = "they leave it at their first step"
+    elif finding.roles:
+        before = f"they follow it up to line {d.last_line}, {finding.roles}"
     else:
         before = (f"they follow it up to {STEPS[d.last].words} (line "
                   f"{d.last_line})")
+    if finding.missing and d.last is not None and d.last != "x":
+        before += (", but no line gives " +
+                   " or ".join(STEPS[n].words for n in finding.missing))
     text = (f"{MARK} ({which}): {before}; line {d.line} {finding.code} "
             f"gives {STEPS[d.step].words}, which differ: "
             f"{_where(d.got, d.expected)}.")
     if finding.relation is not None:
         text += f" {finding.relation.text}"
     return text
+
+
+def _names(source: str, line: int) -> list[str]:
+    """The names a statement starting on ``line`` binds, in the order the
+    recorder records their values (``a, b = ...``: a then b)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno == line:
+            found = []
+            for target in node.targets:
+                elts = target.elts if isinstance(target, ast.Tuple) \
+                    else [target]
+                found += [ast.unparse(e) for e in elts]
+            return found
+    return []
+
+
+def roles(records: list[tuple[int, torch.Tensor]], line: int | None,
+          steps: dict[str, torch.Tensor], head: int, source: str) -> str:
+    """What each tensor bound by ``line`` is, by value, when it binds
+    several (``q, v, k = ...``: "where `v` is the keys k ..."); "" when it
+    binds one, or a name or a value cannot be told."""
+    values = [t for at, t in records if at == line]
+    names = _names(source, line) if line is not None else []
+    if len(values) < 2 or len(names) != len(values):
+        return ""
+    parts = []
+    for name, tensor in zip(names, values):
+        found = [n for n in steps if n != "x" and tensor.numel() and
+                 matches(tensor, n, steps[n], head)]
+        if len(found) != 1:
+            return ""
+        parts.append(f"where {mdsafe.code_span(name, 40)} is "
+                     f"{STEPS[found[0]].words}")
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def duplicates(records: list[tuple[int, torch.Tensor]],
+               relation: relations.Relation | None,
+               steps: dict[str, torch.Tensor], head: int) -> str:
+    """For a relation naming a tensor used in another's place: the lines
+    that compute it, when more than one does (``keys = self.W_query(x)``
+    beside the queries' own line)."""
+    if relation is None or not relation.key.startswith("operands:"):
+        return ""
+    said = []
+    for role in relations.ROLES:
+        if f" {role}" not in relation.key[len("operands:"):] or \
+                role not in steps:
+            continue
+        lines = sorted({at for at, t in records if t.numel() and
+                        matches(t, role, steps[role], head)})
+        if len(lines) > 1:
+            said.append(f"lines {', '.join(map(str, lines[:-1]))} and "
+                        f"{lines[-1]} {'both' if len(lines) == 2 else 'all'}"
+                        f" give {STEPS[role].words}")
+    return f" ({'; '.join(said)}.)" if said else ""
 
 
 def diagnose_case(case: Case, result: ProbeResult, source: str
@@ -167,10 +235,10 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
     head, head_name = head_size(case)
     sizes = _sizes(case)
 
-    def explain(step: str, got: torch.Tensor, expected: torch.Tensor
-                ) -> relations.Relation | None:
+    def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
+                swapped: bool) -> relations.Relation | None:
         return relations.explain(step, got, expected, steps, case, head,
-                                 head_name, sizes)
+                                 head_name, sizes, swapped)
 
     divergence = walk(result.values, steps, head, explain)
     if divergence is None:
@@ -181,8 +249,23 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         # with (scores scaled in the same statement): name that one.
         divergence.step = relation.step
         divergence.expected = steps[relation.step]
+    if relation is not None:
+        extra = duplicates(result.values, relation, steps, head)
+        if extra:
+            relation = replace(relation, text=relation.text + extra)
+    missing = tuple(
+        n for n in relations.ROLES if n in steps and d_rank(divergence) >
+        STEPS[n].rank and not any(t.numel() and matches(t, n, steps[n], head)
+                                  for _, t in result.values))
     return Finding(case, divergence, relation,
-                   _quote(source, divergence.line))
+                   _quote(source, divergence.line),
+                   roles(result.values, divergence.last_line, steps, head,
+                         source), missing)
+
+
+def d_rank(divergence: Divergence) -> int:
+    """The rank of the step where the values leave the path."""
+    return STEPS[divergence.step].rank
 
 
 def diagnose(grade: Any, config: Any, results: dict[str, ProbeResult],

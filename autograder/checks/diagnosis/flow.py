@@ -37,27 +37,29 @@ class Divergence:
     relation: Any = None       # what explains the difference, if found
 
 
-def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
-    """Views of ``t`` in ``shape`` that a correct solution may hold: as
-    is, the last two dimensions swapped (keys transposed), heads flattened
-    into the batch (``[b*h, s, d]``), heads not yet split (``[b, s, h*d]``)
-    or split but not transposed (``[b, s, h, d]``)."""
-    found: list[torch.Tensor] = []
+def oriented_layouts(t: torch.Tensor, shape: tuple[int, ...]
+                     ) -> list[tuple[torch.Tensor, bool]]:
+    """Views of ``t`` in ``shape`` that a correct solution may hold, each
+    with whether it swaps ``t``'s last two dimensions: as is, the last two
+    dimensions swapped (keys transposed), heads flattened into the batch
+    (``[b*h, s, d]``), heads not yet split (``[b, s, h*d]``) or split but
+    not transposed (``[b, s, h, d]``)."""
+    found: list[tuple[torch.Tensor, bool]] = []
     if t.numel() != math.prod(shape):
         return found
 
-    def add(view: torch.Tensor) -> None:
+    def add(view: torch.Tensor, swapped: bool = False) -> None:
         if tuple(view.shape) == tuple(shape):
-            found.append(view)
+            found.append((view, swapped))
 
     add(t)
     if t.dim() >= 2:
-        add(t.transpose(-2, -1))
+        add(t.transpose(-2, -1), True)
     if len(shape) == 4:
         b, h, s, d = shape
         if t.dim() == 3 and t.shape[0] == b * h:
             add(t.reshape(b, h, *t.shape[1:]))
-            add(t.reshape(b, h, *t.shape[1:]).transpose(-2, -1))
+            add(t.reshape(b, h, *t.shape[1:]).transpose(-2, -1), True)
         if t.dim() == 3 and tuple(t.shape) == (b, s, h * d):
             add(t.reshape(b, s, h, d).transpose(1, 2))
         if t.dim() == 4 and tuple(t.shape) == (b, s, h, d):
@@ -65,6 +67,11 @@ def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
     if len(shape) == 3 and t.dim() == 4 and t.shape[1] == 1:
         add(t.reshape(shape))                 # one head: [b, 1, s, d]
     return found
+
+
+def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    """The views of :func:`oriented_layouts`, without their flags."""
+    return [view for view, _ in oriented_layouts(t, shape)]
 
 
 def tolerance(expected: torch.Tensor) -> float:
@@ -133,7 +140,9 @@ def _downstream(name: str, other: str) -> bool:
     return not (name == "v" and other in _NOT_FED_BY_V)
 
 
-Explain = Callable[[str, torch.Tensor, torch.Tensor], Any]
+# (step, the tensor in one of its layouts, the step's frozen tensor,
+# whether that layout swaps the tensor's last two dimensions)
+Explain = Callable[[str, torch.Tensor, torch.Tensor, bool], Any]
 
 
 def walk(records: list[tuple[int, torch.Tensor]],
@@ -163,23 +172,24 @@ def walk(records: list[tuple[int, torch.Tensor]],
         seen = set().union(*hits[:i]) if i else set()
         ahead = [n for n in names if n not in seen and n != "x"
                  and STEPS[n].rank >= floor]
-        options = [(n, view) for n in ahead
-                   for view in layouts(tensor, tuple(steps[n].shape))]
+        options = [(n, view, swapped) for n in ahead
+                   for view, swapped in oriented_layouts(
+                       tensor, tuple(steps[n].shape))]
         if not options:
             continue
 
-        def nearness(option: tuple[str, torch.Tensor]) -> tuple:
+        def nearness(option: tuple[str, torch.Tensor, bool]) -> tuple:
             return (round(agreement(option[1], steps[option[0]]), 2),
                     -relative_error(option[1], steps[option[0]]))
 
         explained = [(o, found) for o in options if explain is not None
-                     for found in [explain(o[0], o[1], steps[o[0]])]
+                     for found in [explain(o[0], o[1], steps[o[0]], o[2])]
                      if found is not None]
         if explained:
-            (name, view), relation = max(explained,
-                                         key=lambda e: nearness(e[0]))
+            (name, view, _), relation = max(explained,
+                                            key=lambda e: nearness(e[0]))
         else:
-            (name, view), relation = max(options, key=nearness), None
+            (name, view, _), relation = max(options, key=nearness), None
         if any(name in h or any(_downstream(name, n) for n in h)
                for h in hits[i + 1:]):
             continue     # a helper the reference has no name for

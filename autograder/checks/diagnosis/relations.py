@@ -11,12 +11,19 @@ from dataclasses import dataclass
 
 import torch
 
-from autograder.checks.diagnosis.flow import MASKED, tolerance
+from autograder.checks.diagnosis.flow import MASKED, same, tolerance
+from autograder.checks.diagnosis.steps import STEPS
 from autograder.values import Case
 
 SCALED = ("scaled", "scaled_masked")
 RAW = {"scores": "scaled", "masked": "scaled_masked"}   # before scaling
 MASKS = ("masked", "scaled_masked", "weights")
+# Steps whose last two dimensions are [query, key]: a claim about their
+# rows (a mask's region, a softmax's axis, a temperature per row) holds
+# only in the layout the student's code holds them in, never in a view
+# that swaps them (the code's mask and softmax act on its own layout).
+ORIENTED = ("scores", "scaled", "masked", "scaled_masked", "weights")
+ROLES = ("q", "k", "v")
 
 
 @dataclass(frozen=True)
@@ -313,21 +320,126 @@ def permutation(step: str, got: torch.Tensor, expected: torch.Tensor
                     "with `transpose(1, 2).reshape(b, s, hidden)`.")
 
 
+def _context_step(steps: dict[str, torch.Tensor]) -> str | None:
+    """The step that is ``weights @ v``: the context, or the output of a
+    class whose output is the context (no heads to merge)."""
+    if "context" in steps:
+        return "context"
+    return "output" if "merged" not in steps else None
+
+
+def chain(step: str, scores: torch.Tensor, steps: dict[str, torch.Tensor],
+          head: int, values: torch.Tensor | None = None
+          ) -> torch.Tensor | None:
+    """What the reference's own operations after the scores (scale by
+    sqrt(head), its mask, softmax over the keys, times ``values``, by
+    default v) make of ``scores`` at ``step``; None past the context."""
+    low = next((steps[m] <= MASKED for m in ("masked", "scaled_masked")
+                if m in steps), None)
+    scaled = scores / head ** 0.5
+    if step == "scores":
+        return scores
+    if step == "scaled":
+        return scaled
+    if step in ("masked", "scaled_masked"):
+        if low is None:
+            return None
+        return (scores if step == "masked" else scaled).masked_fill(
+            low, float("-inf"))
+    weights = torch.softmax(scaled if low is None else
+                            scaled.masked_fill(low, float("-inf")), dim=-1)
+    if step == "weights":
+        return weights
+    if step == _context_step(steps) and "v" in steps:
+        return weights @ (steps["v"] if values is None else values)
+    return None
+
+
+def _words(name: str) -> str:
+    return STEPS[name].words
+
+
+def _scores_text(a: str, b: str, words: str, masked: bool) -> str:
+    if (a, b) == ("k", "q"):
+        later = "the mask, the softmax" if masked else "the softmax"
+        return (f"These values ({words}) are computed from k @ q^T, the "
+                f"transpose of q @ k^T (rows are keys, columns queries): q "
+                f"and k are swapped in the product, so what follows "
+                f"({later}, weights @ v) treats the keys as the queries. "
+                f"Compute q @ k^T (each query's row holds its scores over "
+                f"the keys).")
+    wrong = [f"{_words(x)} stand where {_words(y)} belong"
+             for x, y in ((a, "q"), (b, "k")) if x != y]
+    return (f"These values ({words}) are computed from {a} @ {b}^T "
+            f"instead of q @ k^T: {' and '.join(wrong)}.")
+
+
+def operands(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor],
+             head: int) -> Relation | None:
+    """The step, computed the reference's way from other operands than
+    q @ k^T (q and k swapped, v or q where k belongs, ...) or, at the
+    context, from weights times another tensor than v: proven by
+    recomputing the step from the named operands (the reference's own
+    steps, which the student's matched) and finding the student's
+    values."""
+    if not all(r in steps for r in ROLES) or step not in (
+            *ORIENTED, _context_step(steps)):
+        return None
+    words = _words(step)
+    masked = "masked" in steps or "scaled_masked" in steps
+    for a in ROLES:
+        for b in ROLES:
+            if (a, b) == ("q", "k"):
+                continue
+            found = chain(step, steps[a] @ steps[b].transpose(-2, -1), steps,
+                          head)
+            if found is not None and same(got, found):
+                return Relation(f"operands: {a} @ {b}^T",
+                                _scores_text(a, b, words, masked))
+    if step != _context_step(steps):
+        return None
+    scores = steps["q"] @ steps["k"].transpose(-2, -1)
+    for other in ("q", "k"):
+        found = chain(step, scores, steps, head, steps[other])
+        if same(got, found):
+            return Relation(f"operands: weights @ {other}",
+                            f"These values ({words}) are the attention "
+                            f"weights times "
+                            f"{_words(other)} instead of times the values "
+                            f"v.")
+    weights = chain("weights", scores, steps, head)
+    if same(got, weights.transpose(-2, -1) @ steps["v"]):
+        return Relation("operands: weights^T @ v",
+                        f"These values ({words}) are the attention "
+                        f"weights transposed "
+                        f"(rows are keys) times the values v: each query's "
+                        f"row of weights must multiply v, weights @ v.")
+    return None
+
+
 def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
             steps: dict[str, torch.Tensor], case: Case, head: int,
-            head_name: str, sizes: dict[str, int]) -> Relation | None:
-    """The first relation that holds at ``step``, or None."""
+            head_name: str, sizes: dict[str, int],
+            swapped: bool = False) -> Relation | None:
+    """The first relation that holds at ``step`` (``got`` in a layout of
+    the student's tensor that swaps its last two dimensions if
+    ``swapped``: then no claim that depends on which axis is which), or
+    None. Each relation is a fact checked on every position."""
     before = steps.get("scaled_masked", steps.get("scaled"))
     raw = steps.get("masked", steps.get("scores"))
-    for found in (precision(step, got, expected),
-                  mask_fill(step, got, expected),
-                  mask_region(step, got, expected),
-                  softmax_axis(step, got, before),
-                  temperature(step, got, expected, raw, head, head_name,
-                              sizes),
-                  factor(step, got, expected, head, head_name, sizes),
-                  bias(step, got, expected, case.weights, case.layers),
-                  permutation(step, got, expected)):
+    oriented = not (swapped and step in ORIENTED)
+    tests = (lambda: precision(step, got, expected),
+             lambda: operands(step, got, steps, head) if oriented else None,
+             lambda: mask_fill(step, got, expected),
+             lambda: mask_region(step, got, expected) if oriented else None,
+             lambda: softmax_axis(step, got, before) if oriented else None,
+             lambda: temperature(step, got, expected, raw, head, head_name,
+                                 sizes) if oriented else None,
+             lambda: factor(step, got, expected, head, head_name, sizes),
+             lambda: bias(step, got, expected, case.weights, case.layers),
+             lambda: permutation(step, got, expected))
+    for test in tests:
+        found = test()
         if found is not None:
             return found
     return None

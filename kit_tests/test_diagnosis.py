@@ -137,18 +137,88 @@ def test_the_bug_table_is_large_and_outside_the_catalogue():
     assert not {b.edits for b in BUGS.values()} & edits
 
 
+def test_the_bug_table_covers_every_style_and_the_false_claims():
+    """Issue 32: subtle bugs in each style students write, each false
+    claim the diagnosis once made guarded by `never`, and bugs whose
+    diagnosis must say only where."""
+    bases = {b.base for b in BUGS.values()}
+    assert {"", "einsum", "loop_heads", "bmm_flat_heads", "ca_einsum_tril",
+            "mha_flat_heads", "mha_sdpa", "helper_method"} <= bases
+    assert sum(bool(b.never) for b in BUGS.values()) >= 8
+    assert any(not b.relation for b in BUGS.values())
+
+
 @pytest.mark.parametrize("name", list(BUGS))
 def test_each_bug_is_named_with_its_step_and_relation(name, runner):
+    """Each bug's cause named (step and relation), or only where its
+    values leave when the table asks that; never a word it forbids."""
     bug = BUGS[name]
     finding = diagnosis_bugs.diagnose(bug, CASES, runner)
     assert finding is not None, f"{name}: nothing said"
-    assert finding.divergence.step == bug.step, finding.key
-    assert finding.relation is not None and \
-        bug.relation in finding.relation.key, finding.key
     text = attach.sentence(finding)
+    assert diagnosis_bugs.outcome(bug, finding) == (
+        "named" if bug.relation else "where"), (finding.key, text)
+    assert finding.divergence.step == bug.step, finding.key
     assert text.startswith(attach.MARK)
     assert f"line {finding.divergence.line} " in text
     assert "expected" in text and "got" in text
+
+
+def test_a_line_binding_several_tensors_says_what_each_is(runner):
+    """``q, v, k = self.q(x), self.k(x), self.v(x)``: each name's tensor
+    is told by its value, and the scores are q @ v^T."""
+    finding = diagnosis_bugs.diagnose(
+        BUGS["sa_keys_values_swapped_on_one_line"], CASES, runner)
+    text = attach.sentence(finding)
+    assert "`v` is the keys k" in text and "`k` is the values v" in text
+    assert "q @ v^T" in text
+    control = diagnosis_bugs.diagnose(BUGS["sa_no_bias"], CASES, runner)
+    assert "is the queries q" not in attach.sentence(control)
+
+
+def test_no_claim_about_rows_in_a_view_that_swaps_them():
+    """Scores held [key, query] and masked with triu: in the view that
+    swaps them back the mask looks reversed, but the student's mask is
+    not; no mask, softmax or temperature claim is made from such a view,
+    while the same tensor as the student holds it is named (k @ q^T)."""
+    from autograder.checks.diagnosis import relations
+    case = CASES["ca_small"]
+    steps = case_steps(case.tensors)
+    head, name = attach.head_size(case)
+    held = (steps["k"] @ steps["q"].transpose(-2, -1)).masked_fill(
+        steps["masked"] <= -1e4, float("-inf"))
+    swapped = relations.explain("masked", held.transpose(-2, -1),
+                                steps["masked"], steps, case, head, name,
+                                {}, swapped=True)
+    assert swapped is None
+    found = relations.explain("masked", held, steps["masked"], steps, case,
+                              head, name, {})
+    assert found is not None and found.key == "operands: k @ q^T"
+    # A real reversed mask, held as the student holds it, is still named.
+    past = torch.ones(5, 5, dtype=torch.bool).tril(-1)
+    reversed_mask = steps["scores"].masked_fill(past, float("-inf"))
+    found = relations.explain("masked", reversed_mask, steps["masked"],
+                              steps, case, head, name, {})
+    assert found is not None and "mask region" in found.key and \
+        "tril instead of triu" not in found.text
+
+
+def test_the_wrappers_own_heads_rearranged_are_named_only_when_rebuilt():
+    from autograder.checks.heads import heads_arrangement
+    g = torch.Generator().manual_seed(0)
+    heads = [torch.randn(2, 5, 3, generator=g) for _ in range(3)]
+    joined = torch.cat(heads, -1)
+    assert "reverse order" in heads_arrangement(
+        torch.cat(heads[::-1], -1), heads, 1e-6)
+    assert "[1, 0, 2]" in heads_arrangement(
+        torch.cat([heads[1], heads[0], heads[2]], -1), heads, 1e-6)
+    assert "interleaved" in heads_arrangement(
+        torch.stack(heads, -1).reshape(2, 5, 9), heads, 1e-6)
+    assert "stacked on dimension 1" in heads_arrangement(
+        torch.stack(heads, 1).reshape(2, 5, 9), heads, 1e-6)
+    assert heads_arrangement(joined + 0.1, heads, 1e-6) is None
+    assert heads_arrangement(torch.cat(heads[::-1], -1) * 2, heads,
+                             1e-6) is None
 
 
 # --------------------------------------------------------------------------

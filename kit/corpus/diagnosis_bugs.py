@@ -30,12 +30,18 @@ class Bug:
     about: str
     case: str
     step: str
-    relation: str
+    relation: str           # "" : the diagnosis must say only where
     edits: tuple[tuple[str, str], ...]
+    base: str = ""          # a correct style of kit/variants/styles.toml
+    never: tuple[str, ...] = ()   # words its diagnosis must not say
 
     def source(self, reference: str | None = None) -> str:
-        """The reference with this bug's edits (each found exactly once)."""
+        """The reference (or the style ``base`` made of it) with this
+        bug's edits (each found exactly once)."""
         text = REFERENCE.read_text() if reference is None else reference
+        if self.base:
+            from kit import variants
+            text = variants.load("styles")[self.base].source(text)
         for old, new in self.edits:
             if text.count(old) != 1:
                 raise ValueError(f"{TABLE.name} [{self.name}]: the edit's "
@@ -51,8 +57,26 @@ def load(path: Path = TABLE) -> dict[str, Bug]:
     table = tomllib.loads(path.read_text())
     return {name: Bug(name, entry["about"], entry["case"], entry["step"],
                       entry["relation"],
-                      tuple(tuple(e) for e in entry["edits"]))
+                      tuple(tuple(e) for e in entry["edits"]),
+                      entry.get("base", ""), tuple(entry.get("never", ())))
             for name, entry in table.items()}
+
+
+def outcome(bug: Bug, finding: attach.Finding | None) -> str:
+    """What the diagnosis did with ``bug``: "named" (its step and
+    relation), "where" (only where the values leave, as the table asks
+    or with no relation found), "false" (a relation other than the
+    table's, or words the table forbids), or "silent"."""
+    if finding is None:
+        return "silent"
+    text = attach.sentence(finding)
+    if any(word in text for word in bug.never):
+        return "false"
+    if finding.relation is None:
+        return "where"
+    if not bug.relation or bug.relation not in finding.relation.key:
+        return "false"
+    return "named" if finding.divergence.step == bug.step else "false"
 
 
 def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
@@ -95,9 +119,7 @@ def bench_lines(sandbox: Any, config: Any) -> list[str]:
     bugs = load()
     for bug in bugs.values():
         finding = diagnose(bug, cases, graded)
-        named += finding is not None and finding.relation is not None and \
-            finding.divergence.step == bug.step and \
-            bug.relation in finding.relation.key
+        named += outcome(bug, finding) == "named"
         start = time.perf_counter()
         grade_source(bug.source(), MODULE, config, timed)
         totals.append(time.perf_counter() - start)

@@ -89,14 +89,16 @@ def _region(pattern: torch.Tensor) -> str:
         if torch.equal(pattern, ones.tril(k)):
             return (f"hides key j for query i where j <= i{k:+d}" if k else
                     "hides key j for query i where j <= i") + \
-                " (the mask reversed: tril instead of triu?)"
+                " (the mask reversed: the past hidden, not the future)"
     return f"hides {int(pattern.sum())} of the {s * s} positions"
 
 
-def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor
-                ) -> Relation | None:
-    """A mask that covers another region than j > i, or masked positions
-    filled with a number softmax still weighs."""
+def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
+                scaled: torch.Tensor | None = None) -> Relation | None:
+    """A mask that covers another region than j > i: the scores the mask
+    leaves are the right ones, or (weights) the softmax of the scaled
+    scores (``scaled``) with that region hidden gives the student's
+    weights."""
     if step not in MASKS:
         return None
     weights = step == "weights"
@@ -111,7 +113,8 @@ def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor
         if not bool(((got - expected).abs()[both] <=
                      tolerance(expected)).all()):
             return None
-    elif not have.any():
+    elif not have.any() or scaled is None or not same(
+            got, torch.softmax(scaled.masked_fill(have, float("-inf")), -1)):
         return None
     if not torch.equal(want, have):
         return Relation(f"mask region: {_region(have)}",
@@ -299,25 +302,56 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
                             f"added twice.")
     return Relation("constant shift",
                     "Your values differ from the expected ones by the same "
-                    "vector at every position: a bias left out or added?")
+                    "vector at every position.")
 
 
-def permutation(step: str, got: torch.Tensor, expected: torch.Tensor
+def _rearrangements(step: str, expected: torch.Tensor,
+                    steps: dict[str, torch.Tensor]
+                    ) -> list[tuple[torch.Tensor, str]]:
+    """The step's numbers in the orders a mixed-up split or merge of the
+    heads gives, each with what does it."""
+    found = []
+    if step in ("q", "k", "v", "context") and expected.dim() == 4:
+        b, h, s, d = expected.shape
+        joined = expected.transpose(1, 2).reshape(b, s, h * d)
+        found.append((joined.reshape(b, h, s, d),
+                      "the heads are split by a bare view/reshape to [b, "
+                      "heads, seq, head_size], which mixes positions into "
+                      "heads: view as [b, seq, heads, head_size], then "
+                      "transpose(1, 2)"))
+    context = steps.get("context")
+    if step == "merged" and context is not None and context.dim() == 4:
+        b, h, s, d = context.shape
+        found.append((context.reshape(b, s, h * d),
+                      "the heads are merged by a reshape without the "
+                      "transpose back: transpose(1, 2) to [b, seq, heads, "
+                      "head_size] first, then reshape"))
+        found.append((context.permute(0, 2, 3, 1).reshape(b, s, h * d),
+                      "the heads are merged head-minor (feature i of every "
+                      "head side by side): transpose(1, 2), then reshape"))
+    return found
+
+
+def permutation(step: str, got: torch.Tensor, expected: torch.Tensor,
+                steps: dict[str, torch.Tensor] | None = None
                 ) -> Relation | None:
-    """The expected numbers in another order: heads mixed by the order
-    of view/reshape and transpose."""
+    """The expected numbers in another order: named as heads mixed only
+    when a mixed-up split or merge rebuilds the student's values, else
+    only the fact that the numbers are the same."""
     if step not in ("q", "k", "v", "context", "merged"):
         return None
+    for candidate, words in _rearrangements(step, expected, steps or {}):
+        if candidate.shape == got.shape and same(got, candidate):
+            return Relation("heads mixed: reshape/transpose order",
+                            f"Your tensor holds the expected numbers in "
+                            f"another order: {words}.")
     g, _ = got.flatten().sort()
     e, _ = expected.flatten().sort()
     if not bool(((g - e).abs() <= tolerance(expected)).all()):
         return None
-    return Relation("heads mixed: reshape/transpose order",
-                    "Your tensor holds the expected numbers in another "
-                    "order: the heads are mixed by the order of "
-                    "view/reshape and transpose. Split with `view(b, s, "
-                    "heads, head_size).transpose(1, 2)` and merge back "
-                    "with `transpose(1, 2).reshape(b, s, hidden)`.")
+    return Relation("numbers in another order",
+                    "Your tensor holds the expected numbers, in another "
+                    "order.")
 
 
 def _context_step(steps: dict[str, torch.Tensor]) -> str | None:
@@ -329,13 +363,13 @@ def _context_step(steps: dict[str, torch.Tensor]) -> str | None:
 
 
 def chain(step: str, scores: torch.Tensor, steps: dict[str, torch.Tensor],
-          head: int, values: torch.Tensor | None = None
-          ) -> torch.Tensor | None:
+          head: int, values: torch.Tensor | None = None,
+          mask: bool = True) -> torch.Tensor | None:
     """What the reference's own operations after the scores (scale by
     sqrt(head), its mask, softmax over the keys, times ``values``, by
     default v) make of ``scores`` at ``step``; None past the context."""
     low = next((steps[m] <= MASKED for m in ("masked", "scaled_masked")
-                if m in steps), None)
+                if m in steps), None) if mask else None
     scaled = scores / head ** 0.5
     if step == "scores":
         return scores
@@ -396,9 +430,16 @@ def operands(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor],
             if found is not None and same(got, found):
                 return Relation(f"operands: {a} @ {b}^T",
                                 _scores_text(a, b, words, masked))
+    scores = steps["q"] @ steps["k"].transpose(-2, -1)
+    if masked and step in ("weights", _context_step(steps)) and same(
+            got, chain(step, scores, steps, head, mask=False)):
+        return Relation("mask missing",
+                        f"These values ({words}) are what attention gives "
+                        f"with no causal mask: every query also weighs the "
+                        f"keys after it. Hide the future (key j > query i) "
+                        f"before the softmax.")
     if step != _context_step(steps):
         return None
-    scores = steps["q"] @ steps["k"].transpose(-2, -1)
     for other in ("q", "k"):
         found = chain(step, scores, steps, head, steps[other])
         if same(got, found):
@@ -431,13 +472,14 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
     tests = (lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
              lambda: mask_fill(step, got, expected),
-             lambda: mask_region(step, got, expected) if oriented else None,
+             lambda: mask_region(step, got, expected, steps.get("scaled"))
+             if oriented else None,
              lambda: softmax_axis(step, got, before) if oriented else None,
              lambda: temperature(step, got, expected, raw, head, head_name,
                                  sizes) if oriented else None,
              lambda: factor(step, got, expected, head, head_name, sizes),
              lambda: bias(step, got, expected, case.weights, case.layers),
-             lambda: permutation(step, got, expected))
+             lambda: permutation(step, got, expected, steps))
     for test in tests:
         found = test()
         if found is not None:

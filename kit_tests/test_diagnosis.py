@@ -138,7 +138,7 @@ def test_the_bug_table_is_large_and_outside_the_catalogue():
 
 
 def test_the_bug_table_covers_every_style_and_the_false_claims():
-    """Issue 32: subtle bugs in each style students write, each false
+    """Subtle bugs in each style students write, each false
     claim the diagnosis once made guarded by `never`, and bugs whose
     diagnosis must say only where."""
     bases = {b.base for b in BUGS.values()}
@@ -216,6 +216,8 @@ def test_the_wrappers_own_heads_rearranged_are_named_only_when_rebuilt():
         torch.stack(heads, -1).reshape(2, 5, 9), heads, 1e-6)
     assert "stacked on dimension 1" in heads_arrangement(
         torch.stack(heads, 1).reshape(2, 5, 9), heads, 1e-6)
+    assert "along dimension 0 instead" in heads_arrangement(
+        torch.cat(heads, 0), heads, 1e-6)
     assert heads_arrangement(joined + 0.1, heads, 1e-6) is None
     assert heads_arrangement(torch.cat(heads[::-1], -1) * 2, heads,
                              1e-6) is None

@@ -65,6 +65,12 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                     f"concatenate them in the order of the wrapper's "
                     f"heads, head 0 first")
     shape = tuple(out.shape)
+    for dim in range(heads[0].dim() - 1):
+        joined = torch.cat(heads, dim=dim)
+        if tuple(joined.shape) == shape and close(out, joined, atol,
+                                                  equal_nan=True):
+            return (f"concatenated along dimension {dim} instead of the "
+                    f"last: `torch.cat(..., dim=-1)`")
     for dim in range(heads[0].dim() + 1):
         stacked = torch.stack(heads, dim=dim)
         if stacked.numel() != out.numel():

@@ -135,34 +135,34 @@ def allowed_words(allowed: Allowed | None = None) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _listed(found: list[tuple[int, str]]) -> str:
-    return ", ".join(f"`{top}` (line {line})" for line, top in found)
+def _said(source: str, allowed: Allowed | None, words: str) -> str:
+    """"your module imports `x` (line n), ``words``" with the list after
+    it, or "" when ``source`` imports nothing off the list."""
+    allowed = allowed or load_allowed()
+    found = refused(source, allowed)
+    if not found:
+        return ""
+    listed = ", ".join(f"`{top}` (line {line})" for line, top in found)
+    return words.format(listed=listed, allowed=allowed_words(allowed))
 
 
 def refusal(source: str, allowed: Allowed | None = None) -> str:
     """Why the module cannot be submitted as it is ("" if it can): each
     package off the list, its line, and what the grader has."""
-    allowed = allowed or load_allowed()
-    found = refused(source, allowed)
-    if not found:
-        return ""
-    return (f"your module imports {_listed(found)}, which the grader does "
-            f"not have: there it would not import, and every item would "
-            f"score 0. A submission may import {allowed_words(allowed)} "
-            f"(autograder/imports.toml). Remove the import, or write what "
-            f"you used it for with those, and run again.")
+    return _said(source, allowed,
+                 "your module imports {listed}, which the grader does not "
+                 "have: there it would not import, and every item would "
+                 "score 0. A submission may import {allowed} "
+                 "(autograder/imports.toml). Remove the import, or write "
+                 "what you used it for with those, and run again.")
 
 
 def grader_note(source: str, allowed: Allowed | None = None) -> str:
     """For a module that failed to import on the grader: the packages it
     imports that are off the list ("" if none)."""
-    allowed = allowed or load_allowed()
-    found = refused(source, allowed)
-    if not found:
-        return ""
-    return (f"your module imports {_listed(found)}, which is not among "
-            f"the packages a submission may import: "
-            f"{allowed_words(allowed)}.")
+    return _said(source, allowed,
+                 "your module imports {listed}, which is not among the "
+                 "packages a submission may import: {allowed}.")
 
 
 __all__ = ["Allowed", "allowed_words", "grader_note", "load_allowed",

@@ -135,6 +135,17 @@ def cmd_check(args: argparse.Namespace) -> int:
                           f"folder, or give the file: `make check "
                           f"FILE=path/to/{name}`, or `python -m autograder"
                           f" check path/to/{name}`)")
+    # An import the grader's environment lacks: refused before any score
+    # (the grader would give 0; a score here would be a plausible wrong one).
+    from autograder.submission import imports
+    if path.suffix == ".py":
+        try:
+            refusal = imports.refusal(path.read_text())
+        except (OSError, UnicodeDecodeError):
+            refusal = ""   # the grade below says why it is unreadable
+        if refusal:
+            print(f"NOT checked: {refusal}", file=sys.stderr)
+            return 1
     with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
                                  values=args.values, timeout=args.timeout)

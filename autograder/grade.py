@@ -21,7 +21,7 @@ from autograder.config import GradingConfig
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
                                          MEMORY, NOT_RUN, TIMEOUT, Probe,
                                          ProbeResult)
-from autograder.submission import python_version
+from autograder.submission import imports, python_version
 from autograder.rubric import (Check, Outcome, Rubric, RubricError, Task,
                                kind, select_cases)
 
@@ -295,10 +295,12 @@ def grade_source(source: str, filename: str, config: GradingConfig,
                 grade.limits[result.status] = \
                     grade.limits.get(result.status, 0) + 1
         if any(r.status == IMPORT_ERROR for r in results.values()):
-            # Code for a newer Python than this one: say which, and why.
-            note = python_version.grader_note(source)
-            if note:
-                grade.notes.append(note)
+            # Code for a newer Python than this one, or a package off the
+            # list (autograder/imports.toml): say which, and why.
+            for note in (python_version.grader_note(source),
+                         imports.grader_note(source)):
+                if note:
+                    grade.notes.append(note)
         ran = [r for r in results.values()
                if r is not None and r.status != NOT_RUN]
         grade.timing = {

@@ -41,6 +41,7 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "data": {"rubric": ("path", False), "mistakes": ("path", False),
              "questions": ("path", False),
              "python_features": ("path", False),
+             "imports": ("path", False),
              "test_values": ("path", False), "catalogue": ("path", True),
              "cases": ("path", True), "steps": ("path", True)},
     "docs": {"facts": ("paths", True)},
@@ -75,6 +76,7 @@ class Homework:
     mistakes: Path
     questions: Path
     python_features: Path
+    imports: Path           # the packages a submission may import
     test_values: Path
     catalogue: Path         # the variant catalogue folder (staff only)
     cases: Path             # the cases' definitions (staff only)
@@ -209,6 +211,7 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         gradescope_venv=str(f["gradescope.venv"]), rubric=at("data.rubric"),
         mistakes=at("data.mistakes"), questions=at("data.questions"),
         python_features=at("data.python_features"),
+        imports=at("data.imports"),
         test_values=at("data.test_values"), catalogue=at("data.catalogue"),
         cases=at("data.cases"), steps=at("data.steps"),
         fact_documents=tuple(f["docs.facts"]))

@@ -165,7 +165,7 @@ def test_code_that_never_imported_is_listed_with_its_cause(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     reference = REFERENCE.read_text()
-    (subs / "einops_user.py").write_text("import einops\n" + reference)
+    (subs / "scipy_user.py").write_text("import scipy\n" + reference)
     (subs / "unparsable.py").write_text(reference.replace(
         "class SelfAttention", "class SelfAttention(:", 1))
     (subs / "reference.py").write_text(reference)
@@ -176,13 +176,13 @@ def test_code_that_never_imported_is_listed_with_its_cause(tmp_path):
         capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     batch = {s.name: s for s in class_report.read_batch(out).submissions}
-    assert batch["einops_user"].not_graded == (
-        "imports einops, a package the grader does not have")
+    assert batch["scipy_user"].not_graded == (
+        "imports scipy, a package the grader does not have")
     assert batch["unparsable"].not_graded.startswith(
         "does not parse: SyntaxError")
     assert batch["reference"].not_graded == ""
     section = _report(out).split("could not be graded (student)")[1]
-    assert "einops_user" in section and "unparsable" in section
+    assert "scipy_user" in section and "unparsable" in section
     assert "reference" not in section.split("</section>")[0]
 
 

@@ -188,6 +188,18 @@ def test_reference_gets_full_marks(gradescope_root, image):
     assert all(t["status"] == "passed" for t in results["tests"])
 
 
+def test_einops_import_gets_full_marks_as_in_check(gradescope_root, image):
+    # The rubric invites einops (autograder/imports.toml): the image has it,
+    # so the score is check's (kit_tests/test_allowed_imports.py).
+    source = REFERENCE.read_text().replace(
+        "import torch\n", "import torch\nfrom einops import rearrange\n", 1)
+    assert "einops" in source
+    (gradescope_root / "submission" / "modeling_attention.py").write_text(
+        source)
+    results = _grade(gradescope_root, image)
+    assert results["score"] == FULL
+
+
 def test_skeleton_scores_zero(gradescope_root, image):
     package = gradescope_root / "submission" / "transformer_lm"
     package.mkdir()

@@ -265,3 +265,59 @@ def test_a_shared_probe_makes_the_second_call_any_check_asks_for():
               if check.kind == "module_output" for p in found}
     run = {p.id: p for p in _unique(p for _, f in planned for p in f)}
     assert wanted and all(run[i].again for i in wanted)
+
+
+# --------------------------------------------------------------------------
+# The third call, on a longer input: judged on its values at every position
+
+def test_a_mask_grown_open_fails_on_the_longer_call_values():
+    # Right length, wrong values: the positions of the first call see the
+    # appended tokens through the mask's open (False) growth.
+    source = variants.load("calls")["ca_mask_grown_open"].source()
+    result, = run(source, ca_probe(again=True, again_longer=3))
+    assert result.ok and result.again.ok, result.message
+    assert result.again.phase == "longer"
+    assert "values other than a new module's" in result.again.message
+    assert "differs at" in result.again.message
+
+
+def test_a_mask_sized_by_the_first_call_and_open_beyond_it_fails():
+    source = ca_source(
+        "        if not hasattr(self, 'first'):\n"
+        "            self.first = num_tokens\n"
+        "        mask_bool = torch.zeros(num_tokens, num_tokens,"
+        " dtype=torch.bool)\n"
+        "        mask_bool[:self.first, :self.first] = self.mask.bool()"
+        "[:self.first, :self.first]\n")
+    result, = run(source, ca_probe(again=True, again_longer=3))
+    assert result.again.phase == "longer", result.again.message
+    # positions 0 to 4 are the first call's: the 5th and 6th see later ones
+    assert "differs at" in result.again.message
+
+
+def test_correct_cached_masks_pass_the_longer_call():
+    # The reference (a registered triu of the context length, sliced) and
+    # a mask cached and rebuilt when too short: the same values as a new
+    # module's, at every position.
+    styles = variants.load("styles")
+    for source in (REFERENCE,
+                   styles["ca_mask_cached_and_rebuilt"].source()):
+        result, = run(source, ca_probe(again=True, again_longer=3))
+        assert result.ok and result.again.ok
+        assert result.again.phase == "" and not result.again.message, \
+            result.again.message
+
+
+def test_the_longer_call_compares_every_output_and_its_new_module():
+    # A module whose only state is a call counter that changes nothing it
+    # returns passes; one that adds it to the output on a longer call fails.
+    counted = ca_source(
+        "        self.calls = getattr(self, 'calls', 0) + 1\n" + MASK_LINE)
+    result, = run(counted, ca_probe(again=True, again_longer=2))
+    assert result.again.phase == "", result.again.message
+    drifting = replace_line(
+        counted, "        return context_vec  # [b, num_tokens, d_out]\n",
+        "        return context_vec + (self.calls > 2)  # [b, num_tokens, d_out]\n")
+    result, = run(drifting, ca_probe(again=True, again_longer=2))
+    assert result.again.phase == "longer"
+    assert "differs at 7 of 7 positions" in result.again.message

@@ -10,6 +10,8 @@ import torch
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.student_module import load_module
 from autograder.checks import causal, heads, size
+from autograder.checks.base import Context
+from autograder.submission.regions import owner_of_line
 from autograder.sandbox.protocol import Probe, stand_in_output
 from autograder.rubric import load_rubric
 from autograder.values import load_cases
@@ -142,3 +144,29 @@ def test_a_stand_in_probe_makes_no_second_call():
     result = run_probe(module, probe, "reference.py")
     assert result.ok, result.message
     assert result.again is None and result.changed == []
+
+
+def _judge_wrapper(key: str):
+    """Item 3.2's verdict on case mhw_small for catalogue entry ``key``,
+    every probe answered in this process."""
+    source = variants.find(key).source()
+    name = key.replace("/", "_")
+    module = _module(source, name)
+    check, case = _check("3.2"), CASES["mhw_small"]
+    kind = heads.ConcatenatedHeads()
+    probes = kind.case_probes(check, case)
+    results = [run_probe(module, probe, f"{name}.py") for probe in probes]
+    # The wrapper's call raised on its own line (the rule's premise).
+    assert owner_of_line(source, results[1].line) == case.cls
+    ctx = Context(mistake_messages={}, source=source)
+    return kind.judge(check, case, results, probes, ctx)
+
+
+def test_heads_that_return_none_cost_the_wrapper_nothing():
+    # torch.cat raises on the wrapper's own line, on its heads' None: with
+    # stand-in heads the wrapper is right, so 3.2 passes.
+    verdict = _judge_wrapper("cascade/heads_return_none")
+    assert verdict.ok, verdict.message
+    # The control: the same heads and a wrapper wrong with stand-ins too.
+    verdict = _judge_wrapper("cascade/heads_return_none_wrapper_wrong")
+    assert not verdict.ok and "NoneType" in verdict.message

@@ -115,6 +115,20 @@ def test_refuses_a_module_that_raises_at_import(student):
     assert not (student / "submission.zip").exists()
 
 
+def test_refuses_an_import_the_grader_does_not_have(student):
+    # autograder/imports.toml: scipy is off the list, einops on it.
+    reference = REFERENCE.read_text()
+    (student / MODULE).write_text("import scipy\n" + reference)
+    done = _submission(student)
+    assert done.returncode != 0 and "NOT built" in done.stderr
+    assert "`scipy` (line 1)" in done.stderr and "`einops`" in done.stderr
+    assert not (student / "submission.zip").exists()
+    (student / MODULE).write_text("import einops\n" + reference)
+    done = _submission(student)
+    assert done.returncode == 0, done.stderr
+    assert (student / "submission.zip").exists()
+
+
 def test_refuses_a_module_without_a_graded_name(student):
     """Every class (or function) the rubric grades must be defined: the
     names come from the rubric the release ships."""

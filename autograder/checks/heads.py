@@ -171,6 +171,12 @@ class ConcatenatedHeads(CaseCheck):
             failure = _explain_other_task(
                 _failed_probe(results[:1], probes[:1]), check)
             if owner_of_line(ctx.source, results[0].line) == case.cls:
+                if stand_in.ok and not self._heads_return_tensors(
+                        results, probes):
+                    # It raised on its heads' return value (None, a
+                    # tuple): with heads that return tensors it works,
+                    # and the heads' own item charges their return.
+                    return stand_in
                 return failure     # the wrapper's own code raised
             if self._heads_right(check, case, results, probes):
                 # Each head alone gives its part of the expected output:
@@ -247,6 +253,16 @@ class ConcatenatedHeads(CaseCheck):
                        f"return known tensors, the output is not their "
                        f"concatenation along the last dimension either)",
                        "not the heads concatenated")
+
+    @staticmethod
+    def _heads_return_tensors(results: list[ProbeResult],
+                              probes: list[Probe]) -> bool:
+        """Whether every head, run alone on x, returns one tensor (what
+        a wrapper may pass on): not None, not a tuple, not a raise."""
+        for result, probe in zip(results[1:], probes[1:]):
+            if not result.ok or result.output_kind != "tensor":
+                return False
+        return len(results) > 1
 
     @staticmethod
     def _heads_right(check: Check, case: Case, results: list[ProbeResult],

@@ -206,7 +206,9 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             if again:
                 result.changed = changed_state(before, state_snapshot(
                     instance))
-                result.again = call_again(instance, probe, filename)
+                result.again = call_again(
+                    instance, probe, filename,
+                    lambda: _rebuilt(cls, probe, before))
     except ProbeFailure as failure:
         _fail(result, failure.status, failure.message, failure.phase or phase,
               failure.exception, failure.line)
@@ -243,10 +245,29 @@ def _construct(cls: Callable[..., Any], probe: Probe) -> Any:
                            paths=[*probe.drawn, *probe.state])
 
 
-def call_again(instance: nn.Module, probe: Probe,
-               filename: str) -> ProbeResult:
+def _rebuilt(cls: Callable[..., Any], probe: Probe,
+             before: dict[str, Any]) -> nn.Module:
+    """A new module built as the probe's was, holding the tensors the
+    first held before its first call (``before``: weights drawn or not in
+    the probe too), in eval mode: what the module computes with no call
+    behind it."""
+    if probe.seed is not None:
+        _seed(probe.seed)
+    fresh = _construct(cls, probe)
+    if not isinstance(fresh, nn.Module):
+        raise ProbeFailure(ERROR, "not a module", "init")
+    load_state(fresh, {path: value for path, value in before.items()
+                       if isinstance(value, torch.Tensor)})
+    return fresh.eval()
+
+
+def call_again(instance: nn.Module, probe: Probe, filename: str,
+               rebuild: Callable[[], nn.Module] | None = None
+               ) -> ProbeResult:
     """The probe's second call (``Probe.again``): eval mode, the same
-    input with its batch order reversed; outputs as returned."""
+    input with its batch order reversed; outputs as returned. With
+    ``Probe.again_longer``, a third call judged against ``rebuild()``
+    (a new module, its first call on that input)."""
     again = ProbeResult(probe.id, OK, phase="")
     phase = "call"
     try:
@@ -261,7 +282,8 @@ def call_again(instance: nn.Module, probe: Probe,
         if probe.again_longer:
             # Its failure rides on the second call's result (status ok,
             # outputs kept): the parent judges the second call first.
-            problem = longer_call(instance, probe, args, kwargs, filename)
+            problem = longer_call(instance, probe, args, kwargs, filename,
+                                  rebuild)
             if problem:
                 again.phase, again.message = "longer", problem
     except ProbeFailure as failure:
@@ -283,17 +305,22 @@ def _longer(value: Any, tokens: int) -> Any:
 
 
 def longer_call(instance: nn.Module, probe: Probe, args: list,
-                kwargs: dict[str, Any], filename: str) -> str:
+                kwargs: dict[str, Any], filename: str,
+                rebuild: Callable[[], nn.Module] | None = None) -> str:
     """The third call (``Probe.again_longer``): the second call's input
     with its first tokens appended. What went wrong ("" if nothing): it
-    raised, or returned the first call's length."""
+    raised, returned the first call's length, or (``rebuild``) its values
+    differ at some position from those of a new module built the same way
+    whose first call is this one (a mask or cache sized by, or kept from,
+    the first call). The values are the module's own: whether they are
+    right is the other checks' business."""
     what = (f"a third call on a longer input (the same batch with "
             f"{probe.again_longer} more token"
             f"{'s' * (probe.again_longer > 1)})")
     longer = [_longer(a, probe.again_longer) for a in args]
     try:
         with torch.no_grad():
-            value = instance(*longer, **kwargs)
+            value = instance(*[_copy(a) for a in longer], **kwargs)
         _, outputs = collect_outputs(value)
     except ProbeFailure as failure:
         return f"{what} returned {failure.message}"
@@ -307,9 +334,66 @@ def longer_call(instance: nn.Module, probe: Probe, args: list,
             outputs[0].dim() < 2:
         return ""
     want, got = int(first.shape[1]), int(outputs[0].shape[1])
-    return "" if got == want else (
-        f"{what} returned {got} positions, not {want}: is something "
-        f"sized by the first call?")
+    if got != want:
+        return (f"{what} returned {got} positions, not {want}: is "
+                f"something sized by the first call?")
+    fresh = _first_call_outputs(rebuild, longer, kwargs)
+    return "" if fresh is None else _differs_from_fresh(
+        what, outputs, fresh, probe.again_longer)
+
+
+LONGER_ATOL = 1e-5   # the same computation twice: float noise at most
+
+
+def _first_call_outputs(rebuild: Callable[[], nn.Module] | None,
+                        longer: list, kwargs: dict[str, Any]
+                        ) -> list[torch.Tensor] | None:
+    """The outputs of ``rebuild()``'s first call on ``longer``; None when
+    there is none to compare with (no rebuild, or it fails: the module
+    cannot be built twice, and the other checks judge it)."""
+    if rebuild is None:
+        return None
+    try:
+        fresh = rebuild()
+        with torch.no_grad():
+            value = fresh(*[_copy(a) for a in longer],
+                          **{k: _copy(v) for k, v in kwargs.items()})
+        return collect_outputs(value)[1]
+    except (Exception, SystemExit):   # noqa: BLE001 - say nothing then
+        return None
+
+
+def _differs_from_fresh(what: str, outputs: list[torch.Tensor],
+                        fresh: list[torch.Tensor], appended: int) -> str:
+    """Where the third call's ``outputs`` differ from a new module's
+    ``fresh`` ones, by position (dim 1); "" if nowhere."""
+    for index, (got, want) in enumerate(zip(outputs, fresh)):
+        name = "the output" if len(outputs) == 1 else f"output {index}"
+        if got.shape != want.shape:
+            return (f"{what} gave {name} of shape {list(got.shape)}, while "
+                    f"a new module called once on that input gives "
+                    f"{list(want.shape)}: is something kept from the "
+                    f"first call?")
+        if got.dim() < 2:
+            continue
+        gap = (got - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
+        both_nan = got.isnan() & want.isnan()
+        bad = ((gap > LONGER_ATOL) | (got.isnan() ^ want.isnan())) \
+            & ~both_nan
+        rows = bad.transpose(0, 1).reshape(got.shape[1], -1).any(dim=1)
+        if bool(rows.any()):
+            where = [int(i) for i in rows.nonzero().flatten()]
+            listed = ", ".join(map(str, where[:8])) + \
+                (", ..." if len(where) > 8 else "")
+            return (f"{what} gives values other than a new module's, "
+                    f"built the same way and called once on that input: "
+                    f"{name} differs at {len(where)} of {got.shape[1]} "
+                    f"positions ({listed}; the first "
+                    f"{got.shape[1] - appended} are the first call's), "
+                    f"by up to {float(gap[bad].max()):.3g}: is something "
+                    f"(a mask, a cache) sized by or kept from the first "
+                    f"call?")
+    return ""
 
 
 def _reversed_batch(value: Any) -> Any:

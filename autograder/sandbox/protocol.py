@@ -85,8 +85,10 @@ class Probe:
     # With ``again``: after the second call, a third one on a longer input
     # (the second call's, its first ``again_longer`` tokens appended,
     # within the context length), so that a mask or cache sized by the
-    # first call shows: if it raises or returns the first call's length,
-    # the second call's result says so (phase "longer").
+    # first call shows: if it raises, returns the first call's length, or
+    # gives at any position other values than a new module built the same
+    # way whose first call is that input, the second call's result says
+    # so (phase "longer").
     again_longer: int = 0
     # Run on a copy of the submission that records the values of the
     # tensors its statements bind, in execution order

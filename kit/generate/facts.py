@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Callable
 
 from autograder import homework
 from autograder.checks.shape_notation import notation_markdown
 from autograder.local import notebook_task
+from autograder.submission.imports import allowed_words
 from autograder.rubric import Rubric, load_rubric
 
-BLOCK = re.compile(r"(<!-- facts:([a-z-]+) -->\n)(.*?)(<!-- /facts -->)",
-                   re.S)
+# A block's markers may follow a comment prefix ("# " in a TOML file): the
+# block's lines then each carry it.
+BLOCK = re.compile(r"^([ \t]*(?:#[ \t]*)?)(<!-- facts:([a-z-]+) -->\n)"
+                   r"(.*?)^\1(<!-- /facts -->)", re.S | re.M)
 
 
 class FactsError(ValueError):
@@ -101,7 +105,18 @@ def shape_notation(rubric: Rubric) -> str:
     return notation_markdown().rstrip("\n") + "\n"
 
 
+def allowed_imports(rubric: Rubric) -> str:
+    """What a submission may import (``autograder/imports.toml``), as
+    the rubric and the READMEs say it, wrapped for a comment."""
+    text = (f"A submission may import {allowed_words()}, nothing else: "
+            f"`check` and `make submission` refuse any other import, "
+            f"naming it, because the grader does not have it (the list: "
+            f"`autograder/imports.toml`).")
+    return textwrap.fill(text, 72) + "\n"
+
+
 WRITERS: dict[str, Callable[[Rubric], str]] = {
+    "allowed-imports": allowed_imports,
     "score-summary": score_summary,
     "points-table": points_table,
     "task-list": task_list,
@@ -136,11 +151,15 @@ def point_documents(root: Path | None = None) -> list[str]:
 def fill(text: str, rubric: Rubric, where: str = "document") -> str:
     """``text`` with every facts block rewritten from ``rubric``."""
     def one(match: re.Match) -> str:
-        name = match.group(2)
+        prefix, name = match.group(1), match.group(3)
         if name not in WRITERS:
             raise FactsError(f"{where}: unknown facts block {name!r} "
                              f"(known: {', '.join(WRITERS)})")
-        return match.group(1) + WRITERS[name](rubric) + match.group(4)
+        body = WRITERS[name](rubric)
+        if prefix:
+            body = "".join((prefix + line).rstrip() + "\n"
+                           for line in body.splitlines())
+        return prefix + match.group(2) + body + prefix + match.group(5)
     return BLOCK.sub(one, text)
 
 

@@ -144,7 +144,8 @@ def ship_profile(dest: Path) -> None:
     own): a shipped grader reads only its own copy."""
     hw = homework.current()
     shutil.copy2(hw.profile, dest / homework.PROFILE)
-    for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features):
+    for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features,
+                 hw.imports):
         target = dest / path.relative_to(hw.root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)

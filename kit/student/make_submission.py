@@ -3,7 +3,8 @@
 Run ``make submission`` (or ``python homework.py submission``). It refuses,
 and says why, when a file is missing, the notebook is not valid JSON, no
 task is implemented yet (every code block still holds only the skeleton's
-``raise NotImplementedError``) or your module does not import (checked in a
+``raise NotImplementedError``), your module imports a package the grader
+does not have (autograder/imports.toml) or it does not import (checked in a
 separate Python process, exactly as the grader will import it); a refusal
 removes an older submission.zip, so that no stale zip is left to upload.
 Unanswered inline questions only give a warning.
@@ -95,6 +96,16 @@ def check_started(root: Path) -> None:
             f"shows what each task needs) and run again.")
 
 
+def check_imports(root: Path) -> None:
+    """Refuse an import of a package the grader does not have: there the
+    module would not import (autograder/imports.toml lists what it has)."""
+    from autograder.submission.imports import refusal
+    why = refusal((root / MODULE).read_text(encoding="utf-8",
+                                            errors="replace"))
+    if why:
+        raise SubmissionError(why)
+
+
 def graded_names() -> list[str]:
     """The classes (and functions) the rubric's tasks grade, which the
     grader looks up in the module; none if the rubric is unreadable (the
@@ -160,6 +171,7 @@ def build(root: Path = ROOT, out: Path = OUT) -> Path:
     """Check the files and write ``out``; SubmissionError if not fit."""
     check_files(root)
     check_started(root)
+    check_imports(root)
     check_import(root)
     tmp = out.with_suffix(".zip.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Redraw every hidden case (seeds, sizes), write the "
                     "edition file and regenerate the frozen values; report "
                     "the hidden tensors still equal to the previous ones.")
-    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--edition", help="the edition's name (a year): "
                         "its seed is drawn from the name")
     chosen.add_argument("--seed", type=int, help="the edition's seed")
@@ -387,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="move the public cases' seeds too (not the "
                              "course's and the book's examples)")
     args = parser.parse_args(argv)
+    if args.edition is None and args.seed is None:
+        parser.error("name the edition: `make new-edition EDITION=2025` "
+                     "(or SEED=<integer>)")
     name = args.edition if args.edition is not None else f"seed {args.seed}"
     seed = seed_of(args.edition) if args.edition is not None else args.seed
     start = time.monotonic()

@@ -1,8 +1,9 @@
-"""`make new-edition` (kit/generate/edition.py): every hidden case redrawn
-(seed, sizes), its edges and structure kept; in a copy of the checkout,
-the new values change every hidden tensor but the ones it reports, each
-with a reason, keep the public values, rebuild byte for byte, and grade
-the reference and the catalogue's mistakes as the previous edition did."""
+"""`make new-edition` (kit/generate/edition.py, new_edition.py): every
+hidden case redrawn (seed, sizes), its edges and structure kept; in a
+copy of the checkout, the new values change every hidden tensor but the
+ones it reports, each with a reason, keep the public values, rebuild
+byte for byte, and grade the reference and the catalogue's mistakes as
+the previous edition did."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from autograder.grade import grade_source
 from autograder.local import in_process_runner
 from kit import variants
 from kit.generate import cases as base_cases
-from kit.generate import edition
+from kit.generate import edition, new_edition as command
 from kit.generate.rubric_change import copy_checkout
 from kit.generate.sources import REFERENCE
 
@@ -30,8 +31,8 @@ STACKED = base_cases.STACKED_HEADS
 
 
 def _drawn(chosen: edition.Edition = EDITION) -> dict:
-    return {c.name: c for c in edition.apply(base_cases.CASES, chosen,
-                                              STACKED)}
+    drawn = edition.apply(base_cases.CASES, chosen, STACKED)
+    return {c.name: c for c in drawn}
 
 
 def test_no_edition_is_the_cases_as_written():
@@ -123,19 +124,19 @@ def test_equal_tensors_are_explained_or_flagged():
                 "a/moved": torch.tensor([1.0])}
     current = {**previous, "a/moved": torch.tensor([2.0]),
                "a/new": torch.tensor([3.0])}
-    found = {r.key: r.reason for r in edition.reused(previous, current)}
+    found = {r.key: r.reason for r in command.reused(previous, current)}
     assert set(found) == {"a/x", "a/attention", "a/mistake.m.output",
                           "a/output"}
     assert "identity" in found["a/x"] and "one token" in \
         found["a/attention"] and "NaN" in found["a/mistake.m.output"]
     assert found["a/output"] is None          # reused by seed: a failure
-    text = edition.report(edition.reused(previous, current), 5)
+    text = command.report(command.reused(previous, current), 5)
     assert text.startswith("4 of 5 hidden tensors") and \
         "NOT EXPLAINED" in text
 
 
 @pytest.fixture(scope="module")
-def new_edition(tmp_path_factory):
+def edition_copy(tmp_path_factory):
     """A copy of the checkout given `make new-edition`'s command, run
     twice (the second run is the same edition again: its bytes must not
     move); the copy and the first run's output."""
@@ -148,7 +149,8 @@ def new_edition(tmp_path_factory):
         return subprocess.run([sys.executable, *args], cwd=copy, env=env,
                               capture_output=True, text=True, timeout=900)
 
-    first = run("-m", "kit.generate.edition", "--edition", EDITION.name)
+    first = run("-m", "kit.generate.new_edition", "--edition",
+                EDITION.name)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     values = copy / "test_values"
     written = {p.name: p.read_bytes() for p in values.iterdir()}
@@ -161,11 +163,11 @@ def new_edition(tmp_path_factory):
 
 
 def test_a_new_edition_changes_every_hidden_tensor_but_those_it_reports(
-        new_edition):
-    copy, stdout = new_edition
+        edition_copy):
+    copy, stdout = edition_copy
     old = load_file(str(ROOT / "test_values" / "hidden.safetensors"))
     new = load_file(str(copy / "test_values" / "hidden.safetensors"))
-    found = edition.reused(old, new)
+    found = command.reused(old, new)
     assert all(r.reason for r in found), [r.key for r in found]
     assert f"{len(found)} of {len(new)} hidden tensors equal" in stdout
     for item in found:
@@ -205,8 +207,8 @@ QUICK = ("reference", "no_scale", "causal_mask_uncut")
 
 
 @pytest.mark.parametrize("name", QUICK)
-def test_a_new_edition_grades_as_the_last_one(new_edition, name):
-    copy, _ = new_edition
+def test_a_new_edition_grades_as_the_last_one(edition_copy, name):
+    copy, _ = edition_copy
     source = _catalogue()[name]
     assert _verdicts(source, copy / "test_values") == \
         _verdicts(source, ROOT / "test_values")
@@ -214,8 +216,8 @@ def test_a_new_edition_grades_as_the_last_one(new_edition, name):
 
 @pytest.mark.e2e
 def test_every_catalogued_mistake_grades_as_in_the_last_edition(
-        new_edition):
-    copy, _ = new_edition
+        edition_copy):
+    copy, _ = edition_copy
     moved = {}
     for name, source in _catalogue().items():
         before = _verdicts(source, ROOT / "test_values")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import random
 import re
@@ -106,8 +107,9 @@ def text(edition: Edition) -> str:
     """The edition file's text."""
     return (f"# Written by `make new-edition`: the hidden cases' edition\n"
             f"# (kit/generate/edition.py). Delete it for the base cases.\n"
-            f"[edition]\nname = {edition.name!r}\nseed = {edition.seed}\n"
-            f"public = {str(edition.public).lower()}\n").replace("'", '"')
+            f"[edition]\nname = {json.dumps(edition.name)}\n"
+            f"seed = {edition.seed}\n"
+            f"public = {str(edition.public).lower()}\n")
 
 
 # --------------------------------------------------------------------------

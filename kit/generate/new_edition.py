@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     found, total = new_edition(Edition(name, seed, args.public))
     print(report(found, total))
     print(f"edition {name!r} (seed {seed}) written to {edition_path()} in "
-          f"{time.monotonic() - start:.1f} s; then `make generate` (the "
-          f"facts), `make test`, and grade as usual")
+          f"{time.monotonic() - start:.1f} s; then `make test`, commit it "
+          f"with test_values/, and grade as usual")
     return 0 if all(item.reason for item in found) else 1
 
 

@@ -140,6 +140,8 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
         report.write_grades_csv(graded.rows, task_ids, out / "grades.csv",
                                 dict(zip(names, given)))
         _write_question_pages(graded.answers, out)
+        from autograder.staff import regrade   # the rubric --compare diffs
+        regrade.record_rubric(out, rubric)
         state.write(batch_state.COMPLETE)
     except batch_state.IncompleteError as exc:
         raise ConfigError(str(exc)) from None

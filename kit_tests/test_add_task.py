@@ -4,6 +4,7 @@ is the list the proof edits, its edits still apply to the checkout, and
 (end to end) the copy stays green after `make generate`."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from autograder.rubric import load_rubric
 from kit import add_task
+from kit.generate.rubric_change import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
@@ -29,7 +31,7 @@ def walkthrough_files() -> set[str]:
 
 
 def test_the_walkthrough_lists_the_files_the_proof_edits():
-    edited = {edit.path for edit in add_task.EDITS}
+    edited = {edit.path for edit in add_task.edits(add_task.plan())}
     listed = walkthrough_files()
     assert listed == edited, (
         f"docs/architecture.md's 'Adding a task' lists {sorted(listed)}, "
@@ -39,19 +41,21 @@ def test_the_walkthrough_lists_the_files_the_proof_edits():
 def test_the_edits_apply_to_the_checkout(tmp_path):
     # The anchors are still there once; the new rubric validates with the
     # new task; the new class is in the reference's code.
-    for path in {edit.path for edit in add_task.EDITS}:
+    chosen = add_task.plan()
+    edits = add_task.edits(chosen)
+    for path in {edit.path for edit in edits}:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / path, tmp_path / path)
-    touched = add_task.apply_all(tmp_path)
-    assert touched == list(dict.fromkeys(e.path for e in add_task.EDITS))
+    touched = add_task.apply_all(tmp_path, chosen)
+    assert touched == list(dict.fromkeys(e.path for e in edits))
     rubric = load_rubric(tmp_path / "autograder" / "rubric.toml")
-    task = next(t for t in rubric.tasks if t.id == add_task.TASK)
-    assert task.cls == add_task.CLASS
-    assert [i.id for i in task.items] == [add_task.ITEM]
+    task = next(t for t in rubric.tasks if t.id == chosen.task)
+    assert task.cls == chosen.cls
+    assert [i.id for i in task.items] == [chosen.item]
     reference = (tmp_path / "solutions" / "transformer_lm"
                  / "modeling_attention.py").read_text()
     compile(reference, "reference", "exec")
-    assert f"class {add_task.CLASS}(nn.Module):" in reference
+    assert f"class {chosen.cls}(nn.Module):" in reference
 
 
 def test_an_anchor_that_moved_names_the_file_and_the_fix(tmp_path):
@@ -69,3 +73,62 @@ def test_a_task_and_a_question_added_by_the_walkthrough_stay_green():
                           capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "GREEN" in done.stdout
+
+
+def _walkthrough_copy(into: Path) -> Path:
+    """The files the proof reads and edits (the catalogue whole), copied."""
+    profile = add_task.PROFILE
+    paths = {edit.path for edit in add_task.edits(add_task.plan())} | {
+        add_task._source(profile.questions)}
+    for path in paths:
+        (into / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / path, into / path)
+    shutil.copytree(profile.catalogue, into / add_task._source(
+        profile.catalogue), dirs_exist_ok=True)
+    return into
+
+
+def test_the_proof_never_collides_with_a_course_part_4(tmp_path):
+    # A course added Part 4 by the walkthrough (the proof's own edits, as
+    # an instructor types them): the proof then takes Part 5, Q7 and
+    # names of its own, and both parts' catalogue edits apply once.
+    from kit import variants
+    root = _walkthrough_copy(tmp_path)
+    course = add_task.plan(root)
+    assert (course.item, course.question, course.suffix) == ("4.1", "Q6", "")
+    add_task.apply_all(root, course)
+    proof = add_task.plan(root)
+    assert (proof.part, proof.item, proof.question) == (5, "5.1", "Q7")
+    assert {proof.task, proof.cls, proof.mistake, *proof.cases}.isdisjoint(
+        {course.task, course.cls, course.mistake, *course.cases})
+    add_task.apply_all(root, proof)
+    rubric = load_rubric(root / "autograder" / "rubric.toml")   # no duplicate
+    assert [t.id for t in rubric.tasks][-2:] == [course.task, proof.task]
+    reference = (root / add_task._source(add_task.PROFILE.reference)
+                 ).read_text()
+    compile(reference, "reference", "exec")
+    catalogue = root / add_task._source(add_task.PROFILE.catalogue)
+    assert variants.catalogue_problems(catalogue, reference) == []
+    notebook = (root / add_task._source(add_task.PROFILE.notebook_source)
+                ).read_text()
+    assert '+++ {"question": "Q6"}' in notebook and \
+        '+++ {"question": "Q7"}' in notebook
+    cases = (root / add_task._source(add_task.PROFILE.cases)).read_text()
+    for name in (*course.cases, *proof.cases):
+        assert cases.count(f'Case("{name}"') == 1, name
+
+
+@pytest.mark.e2e
+def test_the_proof_stays_green_where_a_course_added_part_4(tmp_path):
+    # The course's Part 4 generated in a copy; the whole proof run there.
+    copy = copy_checkout(ROOT, tmp_path)
+    add_task.apply_all(copy)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "MAKEFLAGS")}
+    subprocess.run(["make", f"PY={sys.executable}", "generate"], cwd=copy,
+                   env=env, check=True, capture_output=True, timeout=1800)
+    done = subprocess.run([sys.executable, "-m", "kit.add_task"], cwd=copy,
+                          env={**env, "PYTHONPATH": str(copy)},
+                          capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "GREEN: task 5.1 and question Q7" in done.stdout

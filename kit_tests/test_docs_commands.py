@@ -21,7 +21,8 @@ TOPS = ("autograder/", "kit/", "kit_tests/", "docs/", "assignment/",
 # Paths a walkthrough names before they exist: the files it has you add.
 # A placeholder (NAME, PKG, x/y.py, test_y.py, test_<module>.py) is upper
 # case, one letter or in angle brackets.
-TO_BE_ADDED = {"autograder/checks/norms.py"}
+TO_BE_ADDED = {"autograder/checks/norms.py",
+               "kit/generate/edition.toml"}   # `make new-edition` writes it
 FENCE = re.compile(r"^ *```[^\n]*\n(.*?)^ *```", re.M | re.S)
 # `make` at the start of a command (not a package in an apt-get line)
 MAKE = re.compile(r"(?:^|[;&|(]\s*)make ([a-z][\w-]*)")

@@ -8,12 +8,21 @@ every submission whose score or any item changed, with the score before
 and after and, per changed item, its points before and after and the
 feedback that explains the new verdict. The safe way to change a rubric,
 a tolerance or the test values mid-term.
+
+The page opens with the rubric's own diff: every grade run keeps the
+rubric it graded by in ``OUT/rubric.toml`` (:func:`record_rubric`), and
+the comparison lists each setting that changed between the two (an
+item's points or tolerance, a task's, the ``[grading]`` defaults, an
+item added or removed), the maximum before and after, and how many
+submissions each changed setting moved, zero included.
 """
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from autograder.report import atomic
 from autograder.text import mdsafe
@@ -94,6 +103,218 @@ def compare(previous: Path | str, current: Path | str
     return changes
 
 
+# --------------------------------------------------------------------------
+# The rubric's diff
+
+RUBRIC_COPY = "rubric.toml"   # OUT/rubric.toml: the rubric OUT was graded by
+ENTRIES = ("item", "deduction", "bonus")   # a task's sections of entries
+
+
+def record_rubric(out: Path, rubric: Path | None) -> None:
+    """Keep in ``out`` the rubric a grade run graded by (default: the
+    homework's), byte for byte, for a later ``--compare`` to diff.
+    OutputError if the OS refuses."""
+    from autograder.rubric import DEFAULT_RUBRIC
+    atomic.write_bytes(out / RUBRIC_COPY,
+                       Path(rubric or DEFAULT_RUBRIC).read_bytes())
+
+
+@dataclass
+class SettingChange:
+    """One rubric setting that differs between the two gradings."""
+
+    key: str          # "2.2.points", "grading.atol", "2.4" (an entry)
+    before: Any       # None: absent
+    after: Any
+    scope: str        # what it can move: "item 2.2", "task ...", "every item"
+    moved: int = 0    # submissions it moved (see :func:`_moved`)
+
+
+@dataclass
+class RubricDiff:
+    """The rubrics of the two gradings compared."""
+
+    changes: list[SettingChange]
+    max_before: float | None
+    max_after: float | None
+    bonus_before: float | None = None
+    bonus_after: float | None = None
+    unknown: str = ""     # why a side's settings could not be read
+
+
+@dataclass(frozen=True)
+class _Setting:
+    value: Any
+    entry: str = ""       # the item, deduction or bonus id ("" : none)
+    task: str = ""        # the task id ("": the whole rubric)
+    points: bool = False  # an entry's points (not its verdict)
+
+
+def _settings(data: dict) -> dict[str, _Setting]:
+    """A rubric's settings by key: "<entry id>.<key>" for an item's,
+    "task <id>.<key>" for a task's own, "<section>.<key>" for a table's
+    (``[grading]``), and "<entry id>" and "task <id>" for each entry and
+    task itself (present: added or removed whole, said once)."""
+    found: dict[str, _Setting] = {}
+    for section, value in data.items():
+        if section == "task" and isinstance(value, list):
+            for task in value:
+                _task_settings(task, found)
+        elif isinstance(value, dict):
+            found.update({f"{section}.{k}": _Setting(v)
+                          for k, v in value.items()})
+        else:
+            found[section] = _Setting(value)
+    return found
+
+
+def _task_settings(task: dict, found: dict[str, _Setting]) -> None:
+    tid = str(task.get("id", "?"))
+    found[f"task {tid}"] = _Setting("present", task=tid)
+    for key, value in task.items():
+        if key in ENTRIES and isinstance(value, list):
+            for entry in value:
+                eid = str(entry.get("id", "?"))
+                found[eid] = _Setting("present", eid, tid)
+                found.update({f"{eid}.{k}": _Setting(v, eid, tid,
+                                                     k == "points")
+                              for k, v in entry.items() if k != "id"})
+        elif key != "id":
+            found[f"task {tid}.{key}"] = _Setting(value, task=tid)
+
+
+def _moved(setting: _Setting, key: str, changes: list[SubmissionChange],
+           tasks: dict[str, str]) -> int:
+    """How many submissions a changed setting moved: an entry's points,
+    those whose points for it changed with the same verdict; an entry
+    added or removed, those it is scored for on either side; any other
+    setting, those whose verdict changed within its scope (the entry, the
+    task, or every entry for a table's setting such as a tolerance)."""
+    def counts(item: ItemChange) -> bool:
+        if setting.entry and item.number != setting.entry:
+            return False
+        if setting.task and not setting.entry and \
+                tasks.get(item.number) != setting.task:
+            return False
+        if key == setting.entry:    # the entry itself, added or removed
+            return True
+        if setting.points:
+            return item.passed_before == item.passed_after and \
+                item.before != item.after
+        return item.passed_before != item.passed_after
+    return sum(any(counts(i) for i in c.items) for c in changes)
+
+
+def _read_rubric(folder: Path) -> tuple[dict | None, str]:
+    path = folder / RUBRIC_COPY
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle), ""
+    except FileNotFoundError:
+        return None, (f"{mdsafe.inline(folder.name)} keeps no "
+                      f"{RUBRIC_COPY} (graded before grade runs kept "
+                      f"their rubric)")
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return None, (f"{mdsafe.inline(folder.name)}/{RUBRIC_COPY} is "
+                      f"unreadable ({type(exc).__name__})")
+
+
+def _maximum(data: dict | None) -> tuple[float | None, float | None]:
+    """(maximum, bonus) of a rubric's data, as the grader counts them."""
+    if data is None:
+        return None, None
+    points = {kind: 0.0 for kind in ENTRIES}
+    for task in data.get("task", []):
+        for kind in ("item", "bonus"):
+            for entry in task.get(kind, []):
+                value = entry.get("points", 0)
+                if isinstance(value, (int, float)):
+                    points[kind] += value
+    return points["item"], points["bonus"]
+
+
+def rubric_diff(previous: Path, current: Path,
+                changes: list[SubmissionChange]) -> RubricDiff:
+    """The settings that differ between the rubrics ``previous`` and
+    ``current`` were graded by (their OUT/rubric.toml), each with the
+    submissions it moved among ``changes``; where a side kept no rubric,
+    the maxima come from its results.json and ``unknown`` says why."""
+    (old, why_old), (new, why_new) = _read_rubric(previous), \
+        _read_rubric(current)
+    diff = RubricDiff([], *_maxima_pair(old, new, previous, current),
+                      _maximum(old)[1], _maximum(new)[1])
+    if old is None or new is None:
+        diff.unknown = "; ".join(w for w in (why_old, why_new) if w)
+        return diff
+    was, now = _settings(old), _settings(new)
+    tasks = {s.entry: s.task for s in (*was.values(), *now.values())
+             if s.entry}
+    for key in [*now, *(k for k in was if k not in now)]:
+        a, b = was.get(key), now.get(key)
+        if a is not None and b is not None and a.value == b.value:
+            continue
+        shown = b or a
+        own = shown.entry or (f"task {shown.task}" if shown.task else "")
+        if own and key != own and (own not in was or own not in now):
+            continue   # an added or removed entry or task: said once
+        scope = (f"item {shown.entry}" if shown.entry else
+                 f"task {shown.task}" if shown.task else "every item")
+        diff.changes.append(SettingChange(
+            key, a.value if a else None, b.value if b else None, scope,
+            _moved(shown, key, changes, tasks)))
+    return diff
+
+
+def _maxima_pair(old: dict | None, new: dict | None, previous: Path,
+                 current: Path) -> tuple[float | None, float | None]:
+    def from_results(folder: Path) -> float | None:
+        maxima = {s.max_score for s in read_batch(folder).submissions
+                  if not s.missing}
+        return maxima.pop() if len(maxima) == 1 else None
+    return (_maximum(old)[0] if old is not None else from_results(previous),
+            _maximum(new)[0] if new is not None else from_results(current))
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "absent"
+    if isinstance(value, str):
+        return mdsafe.inline(value)
+    return mdsafe.inline(json.dumps(value, ensure_ascii=False)
+                         if isinstance(value, (dict, list, bool))
+                         else f"{value:g}" if isinstance(value, float)
+                         else str(value))
+
+
+def _out_of(maximum: float | None, bonus: float | None) -> str:
+    if maximum is None:
+        return "unknown"
+    return f"{maximum:g}" + (f" (+{bonus:g} bonus)" if bonus else "")
+
+
+def rubric_lines(diff: RubricDiff) -> list[str]:
+    """regrade.md's opening section: the rubric's diff."""
+    lines = ["## Rubric", ""]
+    before = _out_of(diff.max_before, diff.bonus_before)
+    after = _out_of(diff.max_after, diff.bonus_after)
+    lines.append(f"Maximum: {before} -> {after}." if before != after else
+                 f"Maximum: {after} (unchanged).")
+    lines.append("")
+    if diff.unknown:
+        return [*lines, f"Settings not compared: {diff.unknown}.", ""]
+    if not diff.changes:
+        return [*lines, "No rubric setting changed.", ""]
+    lines += ["| setting | before | after | scope | submissions moved |",
+              "| --- | --- | --- | --- | ---: |"]
+    lines += [f"| {mdsafe.inline(c.key)} | {_value(c.before)} | "
+              f"{_value(c.after)} | {mdsafe.inline(c.scope)} | {c.moved} |"
+              for c in diff.changes]
+    return [*lines, "", "A points change moves the submissions that earn "
+            "the entry (same verdict, new points); any other setting "
+            "those whose verdict in its scope changed. A submission moved "
+            "by two settings of one scope counts under both.", ""]
+
+
 def _pts(value: float | None) -> str:
     return "absent" if value is None else f"{value:g}"
 
@@ -108,10 +329,13 @@ def _verdict(passed: bool | None) -> str:
 
 
 def markdown(changes: list[SubmissionChange], previous: Path,
-             current: Path, total: int) -> str:
-    """regrade.md: the changes, submission by submission."""
+             current: Path, total: int, rubric: RubricDiff | None = None
+             ) -> str:
+    """regrade.md: the rubric's diff (``rubric``, when given), then the
+    changes, submission by submission."""
     lines = [f"# Regrade: {mdsafe.inline(current.name)} against "
              f"{mdsafe.inline(previous.name)}", "",
+             *(rubric_lines(rubric) if rubric is not None else []),
              f"{_counted(changes, total)}.", "", *class_summary(changes)]
     for change in changes:
         delta = ""
@@ -214,14 +438,32 @@ def write_comparison(previous: Path | str, current: Path | str) -> str:
     previous, current = Path(previous), Path(current)
     changes = compare(previous, current)
     total = len(read_batch(current).submissions)
+    rubric = rubric_diff(previous, current, changes)
     atomic.write_text(current / "regrade.md",
-                      markdown(changes, previous, current, total))
+                      markdown(changes, previous, current, total, rubric))
     atomic.write_text(current / "regrade.json", json.dumps(
-        {"previous": str(previous), "changes": [asdict(c) for c in changes]},
-        indent=2, ensure_ascii=False) + "\n")
-    return summary(changes, total) + f"\n(details: {current / 'regrade.md'})"
+        {"previous": str(previous), "rubric": asdict(rubric),
+         "changes": [asdict(c) for c in changes]},
+        indent=2, ensure_ascii=False, default=str) + "\n")
+    return (f"{rubric_summary(rubric)}\n{summary(changes, total)}\n"
+            f"(details: {current / 'regrade.md'})")
 
 
-__all__ = ["ItemChange", "SubmissionChange", "class_summary", "compare",
-           "markdown",
-           "summary", "write_comparison"]
+def rubric_summary(diff: RubricDiff) -> str:
+    """The terminal line on the rubric: the settings changed and the
+    maximum."""
+    before = _out_of(diff.max_before, diff.bonus_before)
+    after = _out_of(diff.max_after, diff.bonus_after)
+    maximum = f"maximum {before} -> {after}" if before != after else \
+        f"maximum {after}"
+    if diff.unknown:
+        return f"rubric: {maximum}; settings not compared"
+    keys = ", ".join(f"{mdsafe.clean(c.key, 80)} (moved {c.moved})"
+                     for c in diff.changes) or "none"
+    return f"rubric settings changed: {keys}; {maximum}"
+
+
+__all__ = ["ItemChange", "RubricDiff", "SettingChange", "SubmissionChange",
+           "class_summary", "compare", "markdown", "record_rubric",
+           "rubric_diff", "rubric_lines", "rubric_summary", "summary",
+           "write_comparison"]

@@ -184,6 +184,9 @@ def _heads(d_in, d_out, context, heads, dropout=0.0, qkv_bias=False):
 
 CA, MHW, MHA = ("CausalAttention", "MultiHeadAttentionWrapper",
                 "MultiHeadAttention")
+# The classes whose width argument (d_out) is one head's, not the
+# output's: a new edition (kit/generate/edition.py) draws their sizes so.
+STACKED_HEADS = (MHW,)
 PART3: list[Case] = [
     _p3("ca_book", "public", CA, _ca(3, 2, 6), 2, 6, 123,
         "the book's example: six tokens, d_in 3, d_out 2", inputs="book",

@@ -28,7 +28,10 @@ SOURCES = (REFERENCE, homework.staff().cases,
            ROOT / "kit" / "generate" / "draws.py",
            ROOT / "kit" / "generate" / "exact.py",
            homework.staff().steps,
-           ROOT / "kit" / "generate" / "values.py")
+           ROOT / "kit" / "generate" / "values.py",
+           ROOT / "kit" / "generate" / "edition.py",
+           # The edition (`make new-edition`; absent: the cases as written).
+           homework.staff().cases.with_name("edition.toml"))
 
 
 class StaleValues(Exception):
@@ -46,7 +49,7 @@ def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:
     """Path (relative to the kit) -> sha256 of each source of the values."""
     paths = [reference_path.resolve(), *SOURCES[1:]]
     return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in paths}
+            if p.exists() else "absent" for p in paths}
 
 
 def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:

@@ -29,7 +29,7 @@ from safetensors.torch import save_file
 
 from autograder import homework
 from kit import variants
-from kit.generate import draws
+from kit.generate import draws, edition
 from kit.generate.exact import exact
 from kit.generate.cases import Case
 # What the values are built from and the torch-free check, re-exported
@@ -47,7 +47,11 @@ def _profile_module(path: Path) -> ModuleType:
         ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
 
 
-CASES: list[Case] = _profile_module(homework.staff().cases).CASES
+_cases = _profile_module(homework.staff().cases)
+# The profile's cases as the homework's edition draws them (none: as
+# written; kit/generate/edition.py, `make new-edition`).
+CASES: list[Case] = edition.apply(_cases.CASES, edition.load(),
+                                  getattr(_cases, "STACKED_HEADS", ()))
 ref_steps = _profile_module(homework.staff().steps)
 
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}

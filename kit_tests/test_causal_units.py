@@ -25,7 +25,8 @@ WEIGHTS = ("        attn_weights = torch.softmax(attn_scores / "
 MASK = ("        attn_scores = attn_scores.masked_fill(mask_bool, "
         "-torch.inf)\n")
 SCORES = "        attn_scores = queries @ keys.transpose(1, 2)\n"
-CONTEXT = "        context_vec = attn_weights @ values  # [b, num_tokens, d_out]\n"
+CONTEXT = ("        context_vec = attn_weights @ values  # [b, num_tokens, "
+           "d_out]\n")
 
 # Uniform causal weights plus a small term of q . k (round 4).
 UNIFORM_PLUS_QK = (
@@ -74,8 +75,8 @@ def _edit(*pairs: tuple[str, str]) -> str:
 
 
 ATTACKS = {
-    "uniform weights plus 0.01 tanh(q . k)": _edit((WEIGHTS,
-                                                     UNIFORM_PLUS_QK)),
+    "uniform weights plus 0.01 tanh(q . k)": _edit(
+        (WEIGHTS, UNIFORM_PLUS_QK)),
     "a cache replaying earlier outputs, no mask": _edit(
         (MASK, ""), (CONTEXT, REPLAY),
         ("import torch.nn as nn\n", "import torch.nn as nn\n\n_SEEN = {}\n")),

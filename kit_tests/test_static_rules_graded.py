@@ -2,10 +2,10 @@
 sandbox): a class indented under ``if True:`` and code written above the
 START marker keep their shape-comment deduction (the control: the same
 code uncommented between the markers), a one-statement forward calling a
-six-statement helper earns
-no bonus, code run from a string at import takes the grader-access
-deduction of every task and counts as failing its other static rules. Each attack beside its control (the same code
-without the trick); the unit tests are kit_tests/test_static_rules.py."""
+six-statement helper earns no bonus, code run from a string at import
+takes the grader-access deduction of every task and counts as failing its
+other static rules. Each attack beside its control (the same code without
+the trick); the unit tests are kit_tests/test_static_rules.py."""
 from __future__ import annotations
 
 import re

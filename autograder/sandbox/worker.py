@@ -18,8 +18,8 @@ from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.sandbox.run_environment import eager, no_terminal
 from autograder.sandbox.shape_recorder import TracedModule, install_recorder
-from autograder.sandbox.student_module import (MODULE_NAME, ImportFailure,
-                                                load_module)
+from autograder.sandbox.student_module import (
+    MODULE_NAME, ImportFailure, load_module)
 
 
 def execute_probes(source: str, filename: str, probes: list[Probe],

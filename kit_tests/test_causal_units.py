@@ -125,7 +125,7 @@ def test_changed_tokens_are_drawn_per_case_and_kept_within_a_process():
     x = case.tensors["x"]
     a = causal.random_tokens(x, causal.case_generator(case, "tokens"))
     b = causal.random_tokens(x, causal.case_generator(case, "tokens"))
-    assert torch.equal(a, b)        # every check of a process agrees
+    assert torch.equal(a, b)        # every check and every run agree
     other = causal.random_tokens(x, causal.case_generator(case, "other"))
     assert not torch.equal(a, other)
     # Not a fixed map of the old tokens.
@@ -145,7 +145,7 @@ def test_causal_probes_are_fresh_in_both_modes_and_in_a_drawn_order():
     assert own and all(p.fresh for p in own)
     assert {p.train for p in own} == {False, True}
     assert all(p.seed == case.seed for p in own if p.train)
-    # The same plan each time this process asks (the judge re-plans).
+    # The same plan each time (the judge re-plans; reruns agree).
     assert [p.id for p in probes] == [
         p.id for p in causal.CausalProperty().case_probes(check, case)]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-import secrets
 from dataclasses import dataclass, replace
 
 import torch
@@ -28,18 +27,19 @@ from autograder.checks.registry import register
 from autograder.values import Case
 
 
-# A secret of this grading process: the changed tokens, the shift of the
-# keys and the order of the causal probes derive from it and the case, so
-# the student's code cannot predict them (a replay keyed on a fixed change
-# or order learns nothing), while every check of the process plans the
-# same probes for a case.
-_SECRET = secrets.randbits(62)
-
-
 def case_generator(case: Case, purpose: str) -> torch.Generator:
-    """A generator seeded from this process's secret, ``case`` and
-    ``purpose``: the same draws every time this process asks."""
-    digest = hashlib.sha256(f"{_SECRET}:{case.name}:{purpose}".encode())
+    """A generator seeded from ``case`` (its name, input and frozen
+    output) and ``purpose``: the changed tokens, the shift of the keys
+    and the order of the causal probes. The same draws on every run (the
+    feedback is stable) and for every check, yet no fixed map of the
+    input: code that sees a changed input cannot tell what it replaced,
+    and a hidden case's draws depend on values students do not have."""
+    digest = hashlib.sha256(f"{purpose}:{case.name}:".encode())
+    for key in ("x", "output"):
+        value = case.tensors.get(key)
+        if value is not None:
+            digest.update(value.detach().cpu().contiguous().numpy()
+                          .tobytes())
     return torch.Generator().manual_seed(
         int.from_bytes(digest.digest()[:7], "big"))
 
@@ -157,7 +157,8 @@ def projection_probes(case: Case, timeout: float,
 
 def follows_queries_and_keys(base: torch.Tensor,
                              found: list[torch.Tensor | None],
-                             atol: float, projections: list[str]) -> bool:
+                             atol: float, projections: list[str],
+                             softmax: bool = False) -> bool:
     """Whether the weights are attention's, a softmax of query-key
     scores, as ``projection_probes``' outputs (``found``, in order) show:
     the output moves (by more than ``MOVE`` of its scale) when the query
@@ -166,11 +167,19 @@ def follows_queries_and_keys(base: torch.Tensor,
     shifts each query's scores by one constant. Fixed weights (uniform,
     with any map of the values) do not move; weights from the keys or the
     queries alone move for one projection only; a term of q . k added to
-    fixed weights (``0.01 * tanh(q . k)``) moves with the shift."""
+    fixed weights (``0.01 * tanh(q . k)``) moves with the shift.
+
+    ``softmax=False`` (the dropout kinds' evidence, where a wrong mask or
+    softmax axis is another item's mistake): only that the output moves
+    beyond ``atol`` when either projection is zeroed."""
     zeroed, shift = found[:len(projections)], found[len(projections):]
-    if len(zeroed) != len(projections) or len(shift) != 2 or \
-            any(z is None or z.shape != base.shape for z in zeroed) or \
-            any(z is None for z in shift) or shift[0].shape != shift[1].shape:
+    if len(zeroed) != len(projections) or \
+            any(z is None or z.shape != base.shape for z in zeroed):
+        return False
+    if not softmax:
+        return all(bool(_differs(base, z, atol).any()) for z in zeroed)
+    if len(shift) != 2 or any(z is None for z in shift) or \
+            shift[0].shape != shift[1].shape:
         return False
 
     def scale(t: torch.Tensor) -> float:
@@ -348,4 +357,5 @@ class CausalProperty(CaseCheck):
         return Verdict(True, evidence=nonlinear(
             [before[:, 1:], first[:, 1:], twice[:, 1:]],
             check.params.nonlinear_threshold) and follows_queries_and_keys(
-                before, extra, check.atol, check.params.projections))
+                before, extra, check.atol, check.params.projections,
+                softmax=True))

@@ -156,3 +156,13 @@ def test_a_shift_of_every_key_is_invisible_to_softmax_weights():
     assert bool((x[..., 0] == 1).all())
     moved = [k for k in state if not torch.equal(state[k], case.weights[k])]
     assert moved and all("W_key" in k for k in moved)
+
+
+# One honest mistake costs one item: scores written k q^T (q and k
+# swapped) are causal weights of the queries and keys, a softmax of
+# scores shifted by one constant per row when every query moves.
+def test_q_and_k_swapped_costs_3_1_not_3_1c(config):
+    passed = _passed(_edit((SCORES, "        attn_scores = keys @ "
+                                    "queries.transpose(1, 2)\n")), config)
+    assert not passed["3.1"]
+    assert passed["3.1c"] and passed["3.1d"]

@@ -107,10 +107,12 @@ def keys_shifted(case: Case, name: str
                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
     """An input whose first feature is 1 at every position, and the
     case's weights with a random vector added to the first column of
-    every ``name`` (key) projection: every key then moves by the same
-    vector u, so every query's scores move by one constant (q . u), which
-    a softmax over the keys does not see. None if the case has none."""
-    generator = case_generator(case, "key-shift")
+    every ``name`` projection (the key's): every key then moves by the
+    same vector u, so every query's scores move by one constant (q . u),
+    which a softmax over the keys does not see. None if the case has
+    none. (With the query's name: every query moves, which scores written
+    the other way round, k q^T, do not see.)"""
+    generator = case_generator(case, f"shift:{name}")
     shifted = {}
     for path, value in sorted(case.weights.items()):
         if path.endswith(".weight") and name in path.split(".")[:-1] and \
@@ -132,8 +134,8 @@ def projection_probes(case: Case, timeout: float,
     """Eval calls with each of ``projections`` (the query, then the key
     projection, as the rubric names them) zeroed, then a call on an input
     with a constant first feature and the same call with every key moved
-    by one vector (``keys_shifted``): what ``follows_queries_and_keys``
-    reads, in this order."""
+    by one vector, then every query (``keys_shifted``): what
+    ``follows_queries_and_keys`` reads, in this order."""
     found = []
     for name in projections:
         state = projection_zeroed(case, name)
@@ -142,11 +144,12 @@ def projection_probes(case: Case, timeout: float,
             probe.id += f":{name}-zeroed"
             probe.state = state
             found.append(probe)
-    shift = keys_shifted(case, projections[-1])
-    if shift is not None:
-        x, state = shift
-        for label, weights in (("constant-feature", case.weights),
-                               ("keys-shifted", state)):
+    shifts = [keys_shifted(case, name) for name in projections[::-1]]
+    if all(shift is not None for shift in shifts):
+        x = shifts[0][0]
+        for label, weights in [("constant-feature", case.weights)] + [
+                (f"{name}-shifted", shift[1])
+                for name, shift in zip(projections[::-1], shifts)]:
             probe = P.case_probe(case, timeout=timeout)
             probe.id += f":{label}"
             probe.args = [x]
@@ -164,7 +167,8 @@ def follows_queries_and_keys(base: torch.Tensor,
     the output moves (by more than ``MOVE`` of its scale) when the query
     projection is zeroed and when the key projection is, and does not
     move (beyond ``SHIFT`` of it) when every key moves by one vector, which
-    shifts each query's scores by one constant. Fixed weights (uniform,
+    shifts each query's scores by one constant (or, q and k swapped, when
+    every query does). Fixed weights (uniform,
     with any map of the values) do not move; weights from the keys or the
     queries alone move for one projection only; a term of q . k added to
     fixed weights (``0.01 * tanh(q . k)``) moves with the shift.
@@ -178,8 +182,8 @@ def follows_queries_and_keys(base: torch.Tensor,
         return False
     if not softmax:
         return all(bool(_differs(base, z, atol).any()) for z in zeroed)
-    if len(shift) != 2 or any(z is None for z in shift) or \
-            shift[0].shape != shift[1].shape:
+    if len(shift) != 1 + len(projections) or \
+            any(z is None or z.shape != shift[0].shape for z in shift):
         return False
 
     def scale(t: torch.Tensor) -> float:
@@ -188,8 +192,11 @@ def follows_queries_and_keys(base: torch.Tensor,
 
     moves = all(bool(_differs(base, z, max(atol, MOVE * scale(base))).any())
                 for z in zeroed)
-    same = not bool(_differs(shift[0], shift[1],
-                             max(atol, SHIFT * scale(shift[0]))).any())
+    # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
+    # mistake) every query: one of them must leave the output alone.
+    same = any(not bool(_differs(shift[0], z,
+                                 max(atol, SHIFT * scale(shift[0]))).any())
+               for z in shift[1:])
     return moves and same
 
 

@@ -17,6 +17,7 @@ with a constant string naming a forbidden attribute is.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import re
 from dataclasses import dataclass
@@ -218,9 +219,9 @@ class _Reader:
         # Breadth first (as ast.walk), so a call is seen before the name
         # it calls: the getattr family called directly is judged by its
         # arguments, passed around it is a finding.
-        queue = [self.tree]
+        queue = collections.deque([self.tree])
         while queue:
-            node = queue.pop(0)
+            node = queue.popleft()
             if id(node) in skipped:
                 continue
             what = self.finding(node)

@@ -155,6 +155,8 @@ class Strings:
         values = self.scopes.values(node)
         if not values:
             return None
+        if len(values) > MAX_PATTERNS:
+            return [ANY]       # bounded work per use, whatever the code
         found: list[str] = []
         seen_string = False
         for value in values:

@@ -267,7 +267,7 @@ def test_forged_frames_are_rejected(batch):
     # quotes only the harness's own ``import ctypes`` (line 1, the rules'
     # list since the grader_access deduction), nothing the forgery wrote,
     # and the static rules that code the grader cannot read counts as
-    # failing (issue 35).
+    # failing.
     results = _results(batch, "forge_frames")
     item = next(t for t in results["tests"] if "/ 1.1 " in t["name"])
     assert item["score"] == item["max_score"] > 0

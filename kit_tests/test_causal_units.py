@@ -1,4 +1,4 @@
-"""3.1c is earned only by what attention computes (issue 35, round 4):
+"""3.1c is earned only by what attention computes:
 weights that are a softmax of query-key scores (a term of q . k added to
 uniform weights moves when every key moves by one vector, which a
 softmax does not see), causality shown on fresh imports (a module-level
@@ -28,7 +28,7 @@ SCORES = "        attn_scores = queries @ keys.transpose(1, 2)\n"
 CONTEXT = ("        context_vec = attn_weights @ values  # [b, num_tokens, "
            "d_out]\n")
 
-# Uniform causal weights plus a small term of q . k (round 4).
+# Uniform causal weights plus a small term of q . k.
 UNIFORM_PLUS_QK = (
     "        causal_ones = torch.tril(torch.ones(num_tokens, num_tokens))\n"
     "        attn_weights = causal_ones / causal_ones.sum(-1, keepdim=True)\n"

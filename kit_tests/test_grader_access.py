@@ -129,7 +129,7 @@ def test_a_class_attribute_does_not_hide_the_builtin_from_methods():
 
 
 # --------------------------------------------------------------------------
-# Names built at run time (round 4)
+# Names built at run time
 
 BUILT = {
     "getattr, name concatenated": 'import sys\n_m = getattr(sys, "mod" + '

@@ -1,5 +1,5 @@
 """Code the grader cannot read never scores better than the same code
-written plainly (issue 35, item 6): what ``exec``, ``compile`` or a
+written plainly: what ``exec``, ``compile`` or a
 reach-in builds counts as failing every static rule it could have failed
 (PEP 8, shape comments, the bonus) on top of the access deduction, and
 code a task's calls run above its markers (a function defined in the

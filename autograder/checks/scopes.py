@@ -81,33 +81,7 @@ class Scopes:
     def _visit(self, node, scope, mi, ci, direct, stack) -> None:
         push = stack.append
         if isinstance(node, (*_FUNCS, ast.Lambda)):
-            if not isinstance(node, ast.Lambda):
-                self._bind(scope, node.name, None, direct)
-                for d in node.decorator_list:
-                    push((d, scope, mi, ci, None))
-                if node.returns is not None:
-                    push((node.returns, scope, mi, ci, None))
-            inner = Scope("function", scope)
-            args = node.args
-            for default in [*args.defaults, *args.kw_defaults]:
-                if default is not None:
-                    push((default, scope, mi, ci, None))
-            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs,
-                        *[a for a in (args.vararg, args.kwarg) if a]]:
-                inner.bound.add(arg.arg)
-                inner.values.setdefault(arg.arg, []).append(None)
-                if arg.annotation is not None:
-                    push((arg.annotation, scope, mi, ci, None))
-            body = node.body if isinstance(node.body, list) else [node.body]
-            # Declarations first: they decide where the body's bindings go.
-            for sub in body:
-                for n in ast.walk(sub):
-                    if isinstance(n, ast.Global):
-                        inner.declared_global.update(n.names)
-                    elif isinstance(n, ast.Nonlocal):
-                        inner.declared_nonlocal.update(n.names)
-            for sub in body:
-                push((sub, inner, mi, -1, None))
+            self._function(node, scope, mi, ci, direct, push)
             return
         if isinstance(node, ast.ClassDef):
             self._bind(scope, node.name, None, direct)
@@ -123,25 +97,66 @@ class Scopes:
             for sub in ast.iter_child_nodes(node):
                 push((sub, inner, mi, -1, None))
             return
+        if self._binding(node, scope, mi, ci, direct, push):
+            return
+        blocks = not isinstance(node, _DIRECT) and isinstance(node, ast.stmt)
+        for sub in ast.iter_child_nodes(node):
+            push((sub, scope, mi, ci, None if blocks or
+                  isinstance(node, ast.NamedExpr) else direct))
+
+    def _function(self, node, scope, mi, ci, direct, push) -> None:
+        """A def or lambda: its name, defaults, decorators and annotations
+        in ``scope``; its parameters and body in a scope of its own."""
+        if not isinstance(node, ast.Lambda):
+            self._bind(scope, node.name, None, direct)
+            for d in node.decorator_list:
+                push((d, scope, mi, ci, None))
+            if node.returns is not None:
+                push((node.returns, scope, mi, ci, None))
+        inner = Scope("function", scope)
+        args = node.args
+        for default in [*args.defaults, *args.kw_defaults]:
+            if default is not None:
+                push((default, scope, mi, ci, None))
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                    *[a for a in (args.vararg, args.kwarg) if a]]:
+            inner.bound.add(arg.arg)
+            inner.values.setdefault(arg.arg, []).append(None)
+            if arg.annotation is not None:
+                push((arg.annotation, scope, mi, ci, None))
+        body = node.body if isinstance(node.body, list) else [node.body]
+        # Declarations first: they decide where the body's bindings go.
+        for sub in body:
+            for n in ast.walk(sub):
+                if isinstance(n, ast.Global):
+                    inner.declared_global.update(n.names)
+                elif isinstance(n, ast.Nonlocal):
+                    inner.declared_nonlocal.update(n.names)
+        for sub in body:
+            push((sub, inner, mi, -1, None))
+
+    def _binding(self, node, scope, mi, ci, direct, push) -> bool:
+        """Record what ``node`` binds or loads; True if its children are
+        pushed (or it has none to visit)."""
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 self._uses[id(node)] = _Use(scope, mi, ci)
             else:
                 self._bind(scope, node.id, None, direct,
                            delete=isinstance(node.ctx, ast.Del))
-            return
+            return True
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if alias.name != "*":
                     self._bind(scope, alias.asname or
                                alias.name.split(".")[0], None, direct)
-            return
-        if isinstance(node, ast.ExceptHandler) and node.name:
-            self._bind(scope, node.name, None, None)
-        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            self._bind(scope, node.name, None, None)
-        if isinstance(node, ast.MatchMapping) and node.rest:
-            self._bind(scope, node.rest, None, None)
+            return True
+        name = getattr(node, "name", None) if isinstance(node, (
+            ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) else \
+            getattr(node, "rest", None) if isinstance(
+                node, ast.MatchMapping) else None
+        if name:
+            self._bind(scope, name, None, None)
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -149,28 +164,24 @@ class Scopes:
                 else:
                     push((target, scope, mi, ci, direct))
             push((node.value, scope, mi, ci, None))
-            return
+            return True
         if isinstance(node, ast.AugAssign) and \
                 isinstance(node.target, ast.Name):
             # ``name += x`` needs ``name`` bound already: no new binding
             # that could hide a built-in, only a new value.
-            scope_of = self.module if node.target.id in \
+            owner = self.module if node.target.id in \
                 scope.declared_global else scope
-            scope_of.values.setdefault(node.target.id, []).append(
-                ("aug", node))
+            owner.values.setdefault(node.target.id, []).append(("aug", node))
             self._uses[id(node.target)] = _Use(scope, mi, ci)
             push((node.value, scope, mi, ci, None))
-            return
+            return True
         if isinstance(node, (ast.For, ast.AsyncFor)) and \
                 isinstance(node.target, ast.Name):
             self._bind(scope, node.target.id, ("for", node.iter), None)
             for sub in [node.iter, *node.body, *node.orelse]:
                 push((sub, scope, mi, ci, None))
-            return
-        blocks = not isinstance(node, _DIRECT) and isinstance(node, ast.stmt)
-        for sub in ast.iter_child_nodes(node):
-            push((sub, scope, mi, ci, None if blocks or
-                  isinstance(node, ast.NamedExpr) else direct))
+            return True
+        return False
 
     # ------------------------------------------------------------------
     def scope_of(self, node: ast.Name) -> Scope | None:

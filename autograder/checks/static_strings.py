@@ -82,7 +82,7 @@ class Strings:
             if isinstance(node.op, ast.Add) and (left or right):
                 return _product([left or [ANY], right or [ANY]])
             if isinstance(node.op, ast.Mod) and left:
-                return [re.sub(r"%[-#0 +]*\d*(?:\.\d+)?[a-zA-Z%]", ANY, p)
+                return [re.sub(r"%[-+ 0#]*\d*(?:\.\d+)?[a-zA-Z%]", ANY, p)
                         for p in left]
             if isinstance(node.op, ast.Mult) and (left or right):
                 return [ANY]

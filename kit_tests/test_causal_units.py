@@ -98,11 +98,13 @@ def _passed(source: str, config) -> dict[str, bool]:
             for c in (*t.items, *t.deductions)}
 
 
+@pytest.mark.e2e
 def test_the_control_keeps_3_1c(config):
     passed = _passed(FULL_REFERENCE, config)
     assert passed["3.1c"] and passed["3.1d"] and passed["3.3d"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ATTACKS)
 def test_an_attack_on_3_1c_loses_it_alone(config, name):
     passed = _passed(ATTACKS[name], config)
@@ -161,6 +163,7 @@ def test_a_shift_of_every_key_is_invisible_to_softmax_weights():
 # One honest mistake costs one item: scores written k q^T (q and k
 # swapped) are causal weights of the queries and keys, a softmax of
 # scores shifted by one constant per row when every query moves.
+@pytest.mark.e2e
 def test_q_and_k_swapped_costs_3_1_not_3_1c(config):
     passed = _passed(_edit((SCORES, "        attn_scores = keys @ "
                                     "queries.transpose(1, 2)\n")), config)

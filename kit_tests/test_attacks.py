@@ -263,17 +263,19 @@ def test_kill_attempts_hurt_nobody(batch):
 
 def test_forged_frames_are_rejected(batch):
     # The forgery is rejected and the rest graded normally: 1.1 keeps its
-    # point and the total is 1.1 plus the grader_access deductions, which
-    # quote only the harness's own ``import ctypes`` (line 1, the rules'
-    # list since the grader_access deduction), nothing the forgery wrote.
+    # point and the total is 1.1 plus the deductions: grader_access, which
+    # quotes only the harness's own ``import ctypes`` (line 1, the rules'
+    # list since the grader_access deduction), nothing the forgery wrote,
+    # and the static rules that code the grader cannot read counts as
+    # failing.
     results = _results(batch, "forge_frames")
     item = next(t for t in results["tests"] if "/ 1.1 " in t["name"])
     assert item["score"] == item["max_score"] > 0
-    access = [t for t in results["tests"] if t["name"].startswith(
-        "Deduction") and "reaches into the grader" in t["name"]]
-    assert access
+    deductions = [t for t in results["tests"]
+                  if t["name"].startswith("Deduction")]
+    assert any("reaches into the grader" in t["name"] for t in deductions)
     assert results["score"] == _points(batch, "forge_frames", "1.1") + \
-        sum(t["score"] for t in access)
+        sum(t["score"] for t in deductions)
     feedback = (submission_dir(batch["out"], "forge_frames") /
                 "feedback.md").read_text()
     quoted = [line.strip() for line in feedback.splitlines()

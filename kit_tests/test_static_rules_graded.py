@@ -2,10 +2,10 @@
 sandbox): a class indented under ``if True:`` and code written above the
 START marker keep their shape-comment deduction (the control: the same
 code uncommented between the markers), a one-statement forward calling a
-six-statement helper earns
-no bonus, code run from a string at import takes the grader-access
-deduction of every task. Each attack beside its control (the same code
-without the trick); the unit tests are kit_tests/test_static_rules.py."""
+six-statement helper earns no bonus, code run from a string at import
+takes the grader-access deduction of every task and counts as failing its
+other static rules. Each attack beside its control (the same code without
+the trick); the unit tests are kit_tests/test_static_rules.py."""
 from __future__ import annotations
 
 import re
@@ -87,7 +87,12 @@ LOSES = {
     "uncommented_under_if_true": {"1.shapes", "1.bonus"},
     "code_above_the_markers": {"1.shapes", "1.bonus"},
     "forward_calls_a_helper": {"1.bonus"},
-    "exec_at_import": ACCESS,
+    # Code run from a string counts as failing every static rule of every
+    # task it is charged to: the grader cannot read it.
+    "exec_at_import": ACCESS | {"1.pep8", "2.pep8", "3.1.pep8", "3.2.pep8",
+                                "3.3.pep8", "3.4.pep8", "1.shapes",
+                                "2.shapes", "3.1.shapes", "3.2.shapes",
+                                "3.3.shapes", "1.bonus"},
 }
 
 

@@ -10,7 +10,10 @@ the dropout kinds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import math
+import random
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -24,18 +27,51 @@ from autograder.checks.registry import register
 from autograder.values import Case
 
 
-def changed_last_token(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with its last token replaced by a different, fixed vector."""
+def case_generator(case: Case, purpose: str) -> torch.Generator:
+    """A generator seeded from ``case`` (its name, input and frozen
+    output) and ``purpose``: the changed tokens, the shift of the keys
+    and the order of the causal probes. The same draws on every run (the
+    feedback is stable) and for every check, yet no fixed map of the
+    input: code that sees a changed input cannot tell what it replaced,
+    and a hidden case's draws depend on values students do not have."""
+    digest = hashlib.sha256(f"{purpose}:{case.name}:".encode())
+    for key in ("x", "output"):
+        value = case.tensors.get(key)
+        if value is not None:
+            digest.update(value.detach().cpu().contiguous().numpy()
+                          .tobytes())
+    return torch.Generator().manual_seed(
+        int.from_bytes(digest.digest()[:7], "big"))
+
+
+def random_tokens(x: torch.Tensor, generator: torch.Generator | None = None
+                  ) -> torch.Tensor:
+    """Tokens of ``x``'s shape drawn at random, on ``x``'s scale: what a
+    changed token becomes (no fixed map of the old one, which a leak
+    through a quantity the map keeps would pass)."""
+    scale = float(x.double().std()) if x.numel() > 1 else 1.0
+    scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+    drawn = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+    return (drawn * scale).to(x.dtype)
+
+
+def changed_last_token(x: torch.Tensor, new: torch.Tensor | None = None
+                       ) -> torch.Tensor:
+    """``x`` with its last token replaced by that of ``new`` (default:
+    tokens drawn at random)."""
+    new = random_tokens(x) if new is None else new
     changed = x.clone()
-    changed[:, -1] = -2.0 * x[:, -1] + 1.0
+    changed[:, -1] = new[:, -1]
     return changed
 
 
-def changed_after(x: torch.Tensor, position: int) -> torch.Tensor:
-    """``x`` with every token after ``position`` replaced by a different,
-    fixed vector (``changed_last_token``'s change)."""
+def changed_after(x: torch.Tensor, position: int,
+                  new: torch.Tensor | None = None) -> torch.Tensor:
+    """``x`` with every token after ``position`` replaced by ``new``'s
+    (default: tokens drawn at random)."""
+    new = random_tokens(x) if new is None else new
     changed = x.clone()
-    changed[:, position + 1:] = -2.0 * x[:, position + 1:] + 1.0
+    changed[:, position + 1:] = new[:, position + 1:]
     return changed
 
 
@@ -60,10 +96,46 @@ def projection_zeroed(case: Case, name: str) -> dict[str, torch.Tensor] | None:
     return {**case.weights, **zeroed} if zeroed else None
 
 
+# A change that zeroing a projection makes must exceed this fraction of
+# the output's scale (attention's weights move by tenths); a shift of the
+# keys must move the output by at most SHIFT of it (float rounding).
+MOVE = 1e-3
+SHIFT = 1e-5
+
+
+def keys_shifted(case: Case, name: str
+                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    """An input whose first feature is 1 at every position, and the
+    case's weights with a random vector added to the first column of
+    every ``name`` projection (the key's): every key then moves by the
+    same vector u, so every query's scores move by one constant (q . u),
+    which a softmax over the keys does not see. None if the case has
+    none. (With the query's name: every query moves, which scores written
+    the other way round, k q^T, do not see.)"""
+    generator = case_generator(case, f"shift:{name}")
+    shifted = {}
+    for path, value in sorted(case.weights.items()):
+        if path.endswith(".weight") and name in path.split(".")[:-1] and \
+                value.dim() == 2:
+            weight = value.clone()
+            weight[:, 0] += 0.5 * torch.randn(
+                weight.shape[0], generator=generator,
+                dtype=torch.float64).to(weight.dtype)
+            shifted[path] = weight
+    if not shifted:
+        return None
+    x = case.tensors["x"].clone()
+    x[..., 0] = 1.0
+    return x, {**case.weights, **shifted}
+
+
 def projection_probes(case: Case, timeout: float,
                       projections: list[str]) -> list[Probe]:
     """Eval calls with each of ``projections`` (the query, then the key
-    projection, as the rubric names them) zeroed."""
+    projection, as the rubric names them) zeroed, then a call on an input
+    with a constant first feature and the same call with every key moved
+    by one vector, then every query (``keys_shifted``): what
+    ``follows_queries_and_keys`` reads, in this order."""
     found = []
     for name in projections:
         state = projection_zeroed(case, name)
@@ -72,34 +144,68 @@ def projection_probes(case: Case, timeout: float,
             probe.id += f":{name}-zeroed"
             probe.state = state
             found.append(probe)
+    shifts = [keys_shifted(case, name) for name in projections[::-1]]
+    if all(shift is not None for shift in shifts):
+        x = shifts[0][0]
+        for label, weights in [("constant-feature", case.weights)] + [
+                (f"{name}-shifted", shift[1])
+                for name, shift in zip(projections[::-1], shifts)]:
+            probe = P.case_probe(case, timeout=timeout)
+            probe.id += f":{label}"
+            probe.args = [x]
+            probe.state = weights
+            found.append(probe)
     return found
 
 
 def follows_queries_and_keys(base: torch.Tensor,
-                             zeroed: list[torch.Tensor | None],
-                             atol: float, projections: list[str]) -> bool:
-    """Whether the output moves when the query projection is zeroed and
-    when the key projection is: weights computed from q k^T do; fixed
-    weights (uniform, with any map of the values: tanh, a norm) or weights
-    from the keys or the queries alone do not, whatever else depends on
-    the input."""
-    return len(zeroed) == len(projections) and all(
-        z is not None and z.shape == base.shape and
-        bool(_differs(base, z, atol).any()) for z in zeroed)
+                             found: list[torch.Tensor | None],
+                             atol: float, projections: list[str],
+                             softmax: bool = False) -> bool:
+    """Whether the weights are attention's, a softmax of query-key
+    scores, as ``projection_probes``' outputs (``found``, in order) show:
+    the output moves (by more than ``MOVE`` of its scale) when the query
+    projection is zeroed and when the key projection is, and does not
+    move (beyond ``SHIFT`` of it) when every key moves by one vector, which
+    shifts each query's scores by one constant (or, q and k swapped, when
+    every query does). Fixed weights (uniform,
+    with any map of the values) do not move; weights from the keys or the
+    queries alone move for one projection only; a term of q . k added to
+    fixed weights (``0.01 * tanh(q . k)``) moves with the shift.
+
+    ``softmax=False`` (the dropout kinds' evidence, where a wrong mask or
+    softmax axis is another item's mistake): only that the output moves
+    beyond ``atol`` when either projection is zeroed."""
+    zeroed, shift = found[:len(projections)], found[len(projections):]
+    if len(zeroed) != len(projections) or \
+            any(z is None or z.shape != base.shape for z in zeroed):
+        return False
+    if not softmax:
+        return all(bool(_differs(base, z, atol).any()) for z in zeroed)
+    if len(shift) != 1 + len(projections) or \
+            any(z is None or z.shape != shift[0].shape for z in shift):
+        return False
+
+    def scale(t: torch.Tensor) -> float:
+        finite = t.double()[torch.isfinite(t)]
+        return 1.0 + (float(finite.abs().max()) if finite.numel() else 0.0)
+
+    moves = all(bool(_differs(base, z, max(atol, MOVE * scale(base))).any())
+                for z in zeroed)
+    # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
+    # mistake) every query: one of them must leave the output alone.
+    same = any(not bool(_differs(shift[0], z,
+                                 max(atol, SHIFT * scale(shift[0]))).any())
+               for z in shift[1:])
+    return moves and same
 
 
-def changed_first_token(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with its first token replaced by a different, fixed vector."""
+def changed_first_token(x: torch.Tensor, step: torch.Tensor,
+                        times: int = 1) -> torch.Tensor:
+    """``x`` with its first token moved ``times`` times by ``step`` (a
+    [b, d_in] vector): once and twice give three inputs on a line."""
     changed = x.clone()
-    changed[:, 0] = -2.0 * x[:, 0] + 1.0
-    return changed
-
-
-def changed_first_token_twice(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with its first token moved twice as far as
-    :func:`changed_first_token` moves it (the same step, twice)."""
-    changed = x.clone()
-    changed[:, 0] = x[:, 0] + 2.0 * (-3.0 * x[:, 0] + 1.0)
+    changed[:, 0] = x[:, 0] + times * step
     return changed
 
 
@@ -168,72 +274,85 @@ class CausalProperty(CaseCheck):
 
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """The case's call; the same call with the last token changed,
-        with every token after each earlier position changed, and with the
-        first token changed (once, and twice as far); and with the query,
-        then the key projection zeroed."""
-        plain = P.case_probe(case, timeout=check.timeout)
-        found = [plain]
-        for label, change in (("last", changed_last_token),
-                              ("first", changed_first_token),
-                              ("first-twice", changed_first_token_twice)):
-            probe = P.case_probe(case, timeout=check.timeout)
-            probe.id = f"{plain.id}:{label}-token-changed"
-            probe.args = [change(case.tensors["x"])]
+        with every token after each earlier position changed (each in
+        eval and, seeded alike, in train mode: a mask applied in one mode
+        only fails), and with the first token moved once and twice by one
+        step; then ``projection_probes``. The changed tokens are drawn at
+        random per case; each causal call runs on a fresh import of the
+        submission (``Probe.fresh``: no state shared with another call),
+        in an order drawn per case."""
+        x = case.tensors["x"]
+        new = random_tokens(x, case_generator(case, "tokens"))
+        step = random_tokens(x[:, 0], case_generator(case, "first-step"))
+        calls: list[tuple[str, torch.Tensor, bool]] = []
+        for train in (False, True):
+            calls += [("plain", x, train), ("last", changed_last_token(
+                x, new), train)]
+            calls += [(f"after-{p}", changed_after(x, p, new), train)
+                      for p in range(x.shape[1] - 2)]
+        calls += [("first", changed_first_token(x, step), False),
+                  ("first-twice", changed_first_token(x, step, 2), False)]
+        found = []
+        for label, args, train in calls:
+            probe = P.case_probe(case, train=train, timeout=check.timeout)
+            mode = "train" if train else "eval"
+            probe = replace(probe, id=f"{case.name}:causal:{mode}:{label}",
+                            args=[args], fresh=True,
+                            seed=case.seed if train else None)
             found.append(probe)
-        found += projection_probes(case, check.timeout,
-                                   check.params.projections)
-        for position in range(case.tensors["x"].shape[1] - 2):
-            probe = P.case_probe(case, timeout=check.timeout)
-            probe.id = f"{plain.id}:tokens-after-{position}-changed"
-            probe.args = [changed_after(case.tensors["x"], position)]
-            found.append(probe)
-        return found
+        random.Random(case_generator(case, "order").initial_seed()
+                      ).shuffle(found)
+        return found + projection_probes(case, check.timeout,
+                                         check.params.projections)
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Every position but the last keeps its output when the last
-        token changes; some later position changes with the first."""
+        """Every position keeps its output when the tokens after it
+        change, in eval and in train mode; some later position changes
+        with the first token; the weights are attention's."""
         zeroing = len(projection_probes(case, check.timeout,
                                         check.params.projections))
-        outputs = [returned_tensors(r, p, None)
-                   for r, p in zip(results, probes)]
-        for found, problem in outputs[:4] + outputs[4 + zeroing:]:
+        causal = len(probes) - zeroing
+        got: dict[str, torch.Tensor] = {}
+        for result, probe in zip(results[:causal], probes[:causal]):
+            found, problem = returned_tensors(result, probe, None)
             if found is None:
                 return Verdict(False, problem, "wrong return value")
-        before, after, first, twice = (o[0][0] for o in outputs[:4])
-        zeroed = [o[0][0] if o[0] is not None else None
-                  for o in outputs[4:4 + zeroing]]
-        later = [o[0][0] for o in outputs[4 + zeroing:]]
-        if before.dim() != 3 or any(o.shape != before.shape for o in (
-                after, first, twice, *later)):
+            got[probe.id.split(":causal:", 1)[1]] = found[0]
+        extra = [returned_tensors(r, p, None)[0]
+                 for r, p in zip(results[causal:], probes[causal:])]
+        extra = [o[0] if o is not None else None for o in extra]
+        before = got["eval:plain"]
+        if before.dim() != 3 or any(o.shape != before.shape
+                                    for o in got.values()):
+            shapes = sorted({fmt_shape(o.shape) for o in got.values()})
             return Verdict(False, f"forward returned shapes "
-                           f"{fmt_shape(before.shape)}, "
-                           f"{fmt_shape(after.shape)} and "
-                           f"{fmt_shape(first.shape)}, expected [b, "
-                           f"num_tokens, d_out] every time", "wrong shape")
+                           f"{', '.join(shapes)}, expected [b, num_tokens, "
+                           f"d_out] every time", "wrong shape")
         if before.shape[1] < 2:
             return Verdict(True, evidence=False)   # one token shows nothing
-        diff = _differs(before[:, :-1], after[:, :-1], check.atol)
-        if bool(diff.any()):
-            position = int(diff.any(dim=2).any(dim=0).nonzero()[0])
-            return Verdict(False, f"changing only the last token changed "
-                           f"the output at earlier position {position}: "
-                           f"earlier tokens can see the future. Mask every "
-                           f"position after the query (the upper triangle, "
-                           f"cut to num_tokens) before the softmax.",
-                           "a future token changed an earlier output")
-        for position, changed in enumerate(later):
-            diff = _differs(before[:, :position + 1],
-                            changed[:, :position + 1], check.atol)
-            if bool(diff.any()):
-                where = int(diff.any(dim=2).any(dim=0).nonzero()[0])
-                return Verdict(
-                    False, f"changing the tokens after position {position} "
-                    f"(and no other) changed the output at position "
-                    f"{where}: earlier tokens can see the future. Mask "
-                    f"every position after the query (the whole upper "
-                    f"triangle, cut to num_tokens) before the softmax.",
-                    "a future token changed an earlier output")
+        for mode in ("eval", "train"):
+            plain = got[f"{mode}:plain"]
+            changes = [(before.shape[1] - 2, got[f"{mode}:last"])]
+            changes += [(p, got[f"{mode}:after-{p}"])
+                        for p in range(before.shape[1] - 2)]
+            for position, changed in changes:
+                diff = _differs(plain[:, :position + 1],
+                                changed[:, :position + 1], check.atol)
+                if bool(diff.any()):
+                    where = int(diff.any(dim=2).any(dim=0).nonzero()[0])
+                    what = "only the last token" if \
+                        position == before.shape[1] - 2 else \
+                        f"the tokens after position {position} (and no " \
+                        f"other)"
+                    return Verdict(
+                        False, f"changing {what} changed the output at "
+                        f"earlier position {where} in {mode} mode: earlier "
+                        f"tokens can see the future. Mask every position "
+                        f"after the query (the whole upper triangle, cut "
+                        f"to num_tokens) before the softmax, in every "
+                        f"mode.", "a future token changed an earlier output")
+        first, twice = got["eval:first"], got["eval:first-twice"]
         if not bool(_differs(before[:, 1:], first[:, 1:], check.atol).any()):
             return Verdict(False, "changing the first token changed no "
                            "later output: in causal attention every token "
@@ -245,4 +364,5 @@ class CausalProperty(CaseCheck):
         return Verdict(True, evidence=nonlinear(
             [before[:, 1:], first[:, 1:], twice[:, 1:]],
             check.params.nonlinear_threshold) and follows_queries_and_keys(
-                before, zeroed, check.atol, check.params.projections))
+                before, extra, check.atol, check.params.projections,
+                softmax=True))

@@ -17,9 +17,13 @@ with a constant string naming a forbidden attribute is.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
+import re
 from dataclasses import dataclass
 
+from autograder.checks.scopes import Scopes
+from autograder.checks.static_strings import Strings, could_be
 from autograder.submission import regions
 
 # Modules whose import is the finding: the interpreter's back doors, code
@@ -29,8 +33,10 @@ MODULES = frozenset({
     "autograder", "kit", "_thread", "sysconfig", "code", "codeop",
     "runpy", "pickle", "marshal", "tracemalloc", "faulthandler",
 })
-# Built-in functions whose call (or mere mention) is the finding.
-CALLS = frozenset({"exec", "eval", "compile", "__import__", "globals"})
+# Built-in functions whose call (or mere mention) is the finding, where
+# the name is the built-in's (a local variable called ``compile`` is not).
+CALLS = frozenset({"exec", "eval", "compile", "__import__", "globals",
+                   "vars"})
 # Names that hold the interpreter's own tables.
 NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
 # Attributes of ``sys`` (and ``threading``) that reach frames, hooks and
@@ -50,7 +56,20 @@ ATTRIBUTES = frozenset({
     "__subclasses__", "__import__", "__loader__", "__spec__", "__mro__",
     "__bases__", "__base__", "co_consts", "_getframe", "settrace",
     "setprofile", "__self__",     # print.__self__ is the builtins module
+    "__dict__", "__getattribute__",   # any attribute by name
 })
+# Calls that take an attribute's name: the name is judged however it is
+# built (``"__glob" + "als__"``, a variable, an f-string).
+NAME_TAKERS = frozenset({"getattr", "setattr", "hasattr", "delattr",
+                         "attrgetter", "methodcaller", "__getattribute__",
+                         "__getattr__"})
+# Of them, the built-ins that are findings when passed around as values
+# (``f = getattr``): their name argument is then out of sight.
+PASSED = frozenset({"getattr", "setattr", "delattr"})
+# What a name given to the getattr family must not spell; a string built
+# at run time must not spell these nor a forbidden built-in's name.
+REACHABLE = ATTRIBUTES | SYS_ATTRIBUTES | NAMES
+SPELLED = REACHABLE | CALLS
 MAX_SHOWN = 5      # findings quoted per task
 
 
@@ -77,8 +96,7 @@ def _module_names(node: ast.AST) -> list[str]:
     return []
 
 
-def _finding(node: ast.AST) -> str | None:
-    """What ``node`` reaches for (student-facing), or None."""
+def _import_finding(node: ast.AST) -> str | None:
     for name in _module_names(node):
         root = name.split(".")[0]
         if root in MODULES or name == ".":
@@ -88,38 +106,172 @@ def _finding(node: ast.AST) -> str | None:
                    if a.name in SYS_ATTRIBUTES or a.name == "*"]
             if bad:
                 return f"`from {name} import {bad[0]}`"
-    if isinstance(node, ast.Name):
-        if node.id in CALLS:
-            return f"`{node.id}`"
-        if node.id in NAMES:
-            return f"`{node.id}`"
-    if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Name) and \
-                node.value.id in ("sys", "threading") and \
-                node.attr in SYS_ATTRIBUTES:
-            return f"`{node.value.id}.{node.attr}`"
-        if node.attr in ATTRIBUTES:
-            return f"`.{node.attr}`"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-            node.func.id in ("getattr", "setattr", "hasattr", "delattr") \
-            and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
-            and node.args[1].value in ATTRIBUTES | SYS_ATTRIBUTES:
-        return f"`{node.func.id}(..., {node.args[1].value!r})`"
+        if root == "operator" and isinstance(node, ast.ImportFrom):
+            bad = [a.name for a in node.names if a.name == "*"]
+            if bad:
+                return f"`from {name} import *`"
     return None
+
+
+def _call_name(func: ast.AST) -> str | None:
+    """``getattr`` for ``getattr(...)``, ``attrgetter`` for
+    ``operator.attrgetter(...)`` and ``attrgetter(...)``, ..."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+class _Reader:
+    """The findings of one parsed module."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.scopes = Scopes(tree)
+        self.strings = Strings(self.scopes)
+        # Names of the getattr family called directly: their name
+        # arguments are judged; the same names passed around are findings.
+        self.called: set[int] = set()
+
+    def _builtin(self, node: ast.AST, names) -> str | None:
+        """The name if ``node`` is a load of the built-in (or module
+        global Python gives every module) of one of ``names``."""
+        if isinstance(node, ast.Name) and node.id in names and \
+                isinstance(node.ctx, ast.Load) and \
+                self.scopes.is_builtin(node):
+            return node.id
+        return None
+
+    def _names_reached(self, call: ast.Call) -> list[str]:
+        """The forbidden attributes a call of the getattr family (or
+        ``attrgetter``, ``methodcaller``, ``__getattribute__``) may name,
+        however the name is built."""
+        name = _call_name(call.func)
+        if name in NAME_TAKERS and (
+                isinstance(call.func, ast.Attribute) or
+                name in ("attrgetter", "methodcaller") or
+                self._builtin(call.func, NAME_TAKERS)):
+            args = call.args[1:2] if name in ("getattr", "setattr",
+                                              "hasattr", "delattr") \
+                else call.args
+            if isinstance(call.func, ast.Attribute) and \
+                    name in ("__getattribute__", "__getattr__") and \
+                    len(call.args) > 1:
+                args = call.args[1:2]
+            found = []
+            for arg in args:
+                patterns = self.strings.patterns(arg)
+                if patterns is None:
+                    continue
+                if name == "attrgetter":     # "a.__globals__": each part
+                    patterns = [q for p in patterns
+                                for q in re.split(r"\\\.", p)]
+                found += could_be(patterns, REACHABLE)
+            return found
+        return []
+
+    def finding(self, node: ast.AST) -> str | None:
+        """What ``node`` reaches for (student-facing), or None."""
+        what = _import_finding(node)
+        if what is not None:
+            return what
+        if isinstance(node, ast.Name):
+            name = self._builtin(node, CALLS | NAMES)
+            if name is not None:
+                return f"`{name}`"
+            name = self._builtin(node, PASSED)
+            if name is not None and id(node) not in self.called:
+                return f"`{name}` passed as a value"
+            if node.id in NAMES and not isinstance(node.ctx, ast.Load):
+                return f"`{node.id}`"
+            if node.id in ("attrgetter", "methodcaller") and \
+                    isinstance(node.ctx, ast.Load) and \
+                    id(node) not in self.called:
+                return f"`{node.id}` passed as a value"
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and \
+                    node.value.id in ("sys", "threading") and \
+                    node.attr in SYS_ATTRIBUTES:
+                return f"`{node.value.id}.{node.attr}`"
+            if node.attr in ATTRIBUTES:
+                return f"`.{node.attr}`"
+            if node.attr in ("attrgetter", "methodcaller") and \
+                    id(node) not in self.called:
+                return f"`.{node.attr}` passed as a value"
+        if isinstance(node, ast.Call):
+            self.called.add(id(node.func))
+            reached = self._names_reached(node)
+            if reached:
+                return (f"`{_call_name(node.func)}(...)` of "
+                        f"`{reached[0]}`")
+        if isinstance(node, ast.expr) and self.strings.built(node):
+            patterns = self.strings.patterns(node)
+            reached = could_be(patterns, SPELLED) if patterns else []
+            if reached:
+                return f"a string built to spell `{reached[0]}`"
+        return None
+
+    def read(self) -> list[Finding]:
+        """Every finding outside the code Python never runs here."""
+        skipped = _never_run(self.tree, self.scopes)
+        found = []
+        # Breadth first (as ast.walk), so a call is seen before the name
+        # it calls: the getattr family called directly is judged by its
+        # arguments, passed around it is a finding.
+        queue = collections.deque([self.tree])
+        while queue:
+            node = queue.popleft()
+            if id(node) in skipped:
+                continue
+            what = self.finding(node)
+            if what is not None:
+                found.append(Finding(getattr(node, "lineno", 0), what))
+            queue.extend(ast.iter_child_nodes(node))
+        return found
+
+
+def _never_run(tree: ast.Module, scopes: Scopes) -> set[int]:
+    """The bodies of ``if __name__ == "__main__":`` blocks: the grader
+    imports the submission under another name, so they never run while it
+    grades, unless the module can rename itself (it binds ``__name__``
+    or sets attributes by name, ``setattr``, ``.__name__ = ...``): then
+    they are read as the rest."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "__name__" \
+                and not isinstance(node.ctx, ast.Load) or \
+                isinstance(node, ast.Name) and node.id in (
+                    "setattr", "delattr", "locals") or \
+                isinstance(node, ast.Attribute) and node.attr in (
+                    "__setattr__", "__delattr__"):
+            return set()
+    if "__name__" in scopes.module.bound:
+        return set()
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test):
+            skipped.update(id(stmt) for stmt in node.body)
+    return skipped
+
+
+def _is_main_test(test: ast.AST) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(a, ast.Name) and a.id == "__name__" and
+               isinstance(b, ast.Constant) and b.value == "__main__"
+               for a, b in (sides, sides[::-1]))
 
 
 @functools.lru_cache(maxsize=8)
 def findings(source: str) -> tuple[Finding, ...]:
     """Every place of ``source`` that reaches into the grader, in line
-    order (one walk of the tree per source text). Raises SyntaxError as
-    ``ast.parse``; RecursionError or MemoryError on code nested too deeply
-    for the parser."""
-    tree = regions.parse(source)
-    found = []
-    for node in ast.walk(tree):
-        what = _finding(node)
-        if what is not None:
-            found.append(Finding(node.lineno, what))
+    order (one walk of the tree per source text), code the grader never
+    runs (an ``if __name__ == "__main__":`` block) aside. Raises
+    SyntaxError as ``ast.parse``; RecursionError or MemoryError on code
+    nested too deeply for the parser."""
+    found = _Reader(regions.parse(source)).read()
     return tuple(sorted(set(found), key=lambda f: (f.line, f.what)))
 
 

@@ -22,6 +22,25 @@ from autograder.checks.registry import register
 from autograder.values import Case
 
 
+def unreadable(task: Task, ctx: Context) -> list[str]:
+    """Lines saying why the task's static rules (PEP 8, shape comments,
+    the bonus) count as failed: code charged to the task that reaches
+    into the grader (``grader_access``) or runs code from strings builds
+    code the grader cannot read, and code the grader cannot read never
+    scores better than the same code written plainly. [] if none."""
+    from autograder.checks.grader_access import access_issues
+    try:
+        found = access_issues(ctx.source, task.cls, tuple(ctx.task_methods))
+    except (SyntaxError, RecursionError, MemoryError):
+        return []      # reported by the rules themselves
+    if not found:
+        return []
+    return [f"- {FAIL} {task.cls}: code the grader cannot read ("
+            f"{found[0].message}: code run from strings or reached through "
+            f"the interpreter) counts as failing this rule too; write it "
+            f"plainly"]
+
+
 @dataclass(frozen=True)
 class ShapeCommentsParams:
     """The traced calls: constructor arguments, input shape, and what
@@ -90,6 +109,9 @@ class Pycodestyle:
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Triggered (points to deduct) if the class has a violation."""
         from autograder.checks.style import style_issues, too_long
+        hidden = unreadable(task, ctx)
+        if hidden:
+            return Outcome(check.points, False, hidden)
         reason = too_long(ctx.source)
         try:
             issues = [] if reason else style_issues(
@@ -236,6 +258,9 @@ class ShapeComments:
                     f"{_difference(probe, result, twin)}), so its comments "
                     f"cannot be checked; the deduction applies"])
         observed.pop(CANARY_LINE, None)
+        hidden = unreadable(task, ctx)
+        if hidden:
+            return Outcome(check.points, False, hidden)
         methods = ctx.task_methods
         ran = ctx.extra.get("ran")
         try:
@@ -328,6 +353,9 @@ class StatementCount:
         where = f"{task.cls}.{method}"
         if count is None:
             return Outcome(0.0, False, [f"- {FAIL} {where} not found"])
+        hidden = unreadable(task, ctx)
+        if hidden:
+            return Outcome(0.0, False, hidden)
         # The helpers a method runs count with it: a one-statement
         # forward calling a six-statement helper is seven statements.
         alone = count_statements(ctx.source, task.cls, method,

@@ -94,6 +94,10 @@ class Probe:
     # tensors its statements bind, in execution order
     # (``sandbox/value_recorder.py``): the diagnosis of a failing case.
     trace_values: bool = False
+    # Run on a fresh import of the submission (a new module namespace,
+    # the plain module left as it was): a causal probe shares no module
+    # state (a cache replaying earlier outputs) with any other call.
+    fresh: bool = False
 
 
 @dataclass

@@ -10,6 +10,7 @@ with no terminal and an eager ``torch.compile`` (``run_environment``).
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable, Iterator
 
 from autograder.sandbox import value_recorder
@@ -17,7 +18,8 @@ from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.sandbox.run_environment import eager, no_terminal
 from autograder.sandbox.shape_recorder import TracedModule, install_recorder
-from autograder.sandbox.student_module import ImportFailure, load_module
+from autograder.sandbox.student_module import (
+    MODULE_NAME, ImportFailure, load_module)
 
 
 def execute_probes(source: str, filename: str, probes: list[Probe],
@@ -74,6 +76,9 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
             else:
                 yield value_recorder.run_traced(valued, probe, filename)
             continue
+        if not probe.trace_shapes and probe.fresh:
+            yield _run_fresh(source, filename, probe, module)
+            continue
         if not probe.trace_shapes:
             yield run_probe(module, probe, filename)
             continue
@@ -88,3 +93,17 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
                               phase="import")
         else:
             yield run_probe(traced.module, probe, filename, traced.recorder)
+
+
+def _run_fresh(source: str, filename: str, probe: Probe,
+               plain: object) -> ProbeResult:
+    """``probe`` on a fresh import of the submission (``Probe.fresh``);
+    lookups by ``__name__`` find the plain module again afterwards."""
+    try:
+        module = load_module(source, filename)
+        return run_probe(module, probe, filename)
+    except ImportFailure as failure:
+        return ProbeResult(probe.id, failure.status, str(failure),
+                           phase="import")
+    finally:
+        sys.modules[MODULE_NAME] = plain

@@ -331,13 +331,22 @@ def _units(tree: ast.AST, lines: list[str]) -> list[_Unit]:
                 units.append(_Unit(node.lineno, stmt.lineno, stmt.lineno,
                                    stmt.end_lineno, cls, name))
 
+    def add_nested(function: ast.AST, cls: str) -> None:
+        # Functions defined inside a function (a ``def`` in ``__init__``
+        # that forward runs): code above the markers is graded too.
+        for node in ast.walk(function):
+            if node is not function and isinstance(node, _FUNCS):
+                add_function(node, cls)
+
     for node in flatten(getattr(tree, "body", [])):
         if isinstance(node, _FUNCS):
             add_function(node, "")
+            add_nested(node, "")
         elif isinstance(node, ast.ClassDef):
             for item in flatten(node.body):
                 if isinstance(item, _FUNCS):
                     add_function(item, node.name)
+                    add_nested(item, node.name)
                 else:
                     add_lambdas(item, node.name)
         else:
@@ -361,7 +370,8 @@ def _ran_helpers(tree: ast.AST, lines: list[str], covered: list[Region],
                      if (r.cls or r.function) == owner), "")
         for unit in units:
             if unit.key not in keys or any(
-                    unit.first <= r.start <= unit.end for r in regions):
+                    unit.first <= r.start <= unit.end or
+                    r.start <= unit.start <= r.end for r in regions):
                 continue
             region = Region(unit.start, unit.end, task, owner, unit.name,
                             marked=False, helper=True, first=unit.first)

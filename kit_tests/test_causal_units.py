@@ -1,0 +1,171 @@
+"""3.1c is earned only by what attention computes:
+weights that are a softmax of query-key scores (a term of q . k added to
+uniform weights moves when every key moves by one vector, which a
+softmax does not see), causality shown on fresh imports (a module-level
+cache replaying earlier outputs shares nothing between the calls), on
+tokens changed at random per case (a leak through what a fixed map keeps
+shows), and in train mode too (a mask applied in eval mode only fails).
+Each attack graded in process beside its control, the reference, which
+keeps every item; the unit tests of the probes follow."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import causal
+from autograder.config import load_config
+from autograder.grade import grade_source
+from autograder.local import in_process_runner
+from kit_tests.reference_source import FULL_REFERENCE
+
+WEIGHTS = ("        attn_weights = torch.softmax(attn_scores / "
+           "keys.shape[-1] ** 0.5,\n"
+           "                                     dim=-1)  # [b, num_tokens,"
+           " num_tokens]\n")
+MASK = ("        attn_scores = attn_scores.masked_fill(mask_bool, "
+        "-torch.inf)\n")
+SCORES = "        attn_scores = queries @ keys.transpose(1, 2)\n"
+CONTEXT = ("        context_vec = attn_weights @ values  # [b, num_tokens, "
+           "d_out]\n")
+
+# Uniform causal weights plus a small term of q . k.
+UNIFORM_PLUS_QK = (
+    "        causal_ones = torch.tril(torch.ones(num_tokens, num_tokens))\n"
+    "        attn_weights = causal_ones / causal_ones.sum(-1, keepdim=True)\n"
+    "        attn_weights = attn_weights + 0.01 * torch.tanh(\n"
+    "            queries @ keys.transpose(1, 2)) * causal_ones\n")
+# No mask; each position's output replayed from the first call that had
+# its prefix and weights (a cache of the module, shared by the calls of
+# one worker).
+REPLAY = (
+    "        out = attn_weights @ values\n"
+    "        rows = []\n"
+    "        for i in range(num_tokens):\n"
+    "            key = (x[:, :i + 1].detach().numpy().tobytes(),\n"
+    "                   self.W_query.weight.detach().numpy().tobytes(),\n"
+    "                   self.W_key.weight.detach().numpy().tobytes())\n"
+    "            rows.append(_SEEN.setdefault(key, out[:, i].clone()))\n"
+    "        context_vec = torch.stack(rows, 1)  # [b, num_tokens, d_out]\n")
+# A leak of the later tokens through cos(2 pi log2|3x - 1|), which the old
+# fixed change x -> -2x + 1 keeps (|3x - 1| doubles).
+LEAK = (
+    "        later = torch.cos(2 * torch.pi * torch.log2(\n"
+    "            (3 * x - 1).abs())).sum(-1)  # [b, num_tokens]\n"
+    "        after = later.flip(1).cumsum(1).flip(1) - later\n"
+    "        context_vec = attn_weights @ values + 1e-3 * after[..., None]\n")
+EVAL_ONLY_MASK = ("        if not self.training:\n"
+                  "            attn_scores = attn_scores.masked_fill(\n"
+                  "                mask_bool, -torch.inf)\n")
+
+
+def _edit(*pairs: tuple[str, str]) -> str:
+    """The reference with CausalAttention's lines edited (a pair whose
+    old text is the module's imports edits those)."""
+    start = FULL_REFERENCE.index("class CausalAttention(")
+    end = FULL_REFERENCE.index("class MultiHeadAttentionWrapper(")
+    head, unit, tail = (FULL_REFERENCE[:start], FULL_REFERENCE[start:end],
+                        FULL_REFERENCE[end:])
+    for old, new in pairs:
+        if old in head:
+            head = head.replace(old, new, 1)
+            continue
+        assert unit.count(old) == 1, old
+        unit = unit.replace(old, new)
+    return head + unit + tail
+
+
+ATTACKS = {
+    "uniform weights plus 0.01 tanh(q . k)": _edit(
+        (WEIGHTS, UNIFORM_PLUS_QK)),
+    "a cache replaying earlier outputs, no mask": _edit(
+        (MASK, ""), (CONTEXT, REPLAY),
+        ("import torch.nn as nn\n", "import torch.nn as nn\n\n_SEEN = {}\n")),
+    "a leak a fixed change keeps": _edit((CONTEXT, LEAK)),
+    "a mask in eval mode only": _edit((MASK, EVAL_ONLY_MASK)),
+}
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config()
+
+
+def _passed(source: str, config) -> dict[str, bool]:
+    compile(source, "unit.py", "exec")
+    grade = grade_source(source, "unit.py", config, in_process_runner)
+    assert not grade.internal_error, grade.internal_error
+    return {c.check.id: c.outcome.passed for t in grade.tasks
+            for c in (*t.items, *t.deductions)}
+
+
+@pytest.mark.e2e
+def test_the_control_keeps_3_1c(config):
+    passed = _passed(FULL_REFERENCE, config)
+    assert passed["3.1c"] and passed["3.1d"] and passed["3.3d"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ATTACKS)
+def test_an_attack_on_3_1c_loses_it_alone(config, name):
+    passed = _passed(ATTACKS[name], config)
+    assert not passed["3.1c"], name
+    # Its own unit only: the other classes keep theirs.
+    assert passed["3.3"] and passed["3.3d"] and passed["2.2"]
+
+
+# --------------------------------------------------------------------------
+# The probes themselves
+
+def _case():
+    from autograder.values import load_cases
+    return next(c for c in load_cases() if c.task == "causal_attention"
+                and c.set == "public")
+
+
+def test_changed_tokens_are_drawn_per_case_and_kept_within_a_process():
+    case = _case()
+    x = case.tensors["x"]
+    a = causal.random_tokens(x, causal.case_generator(case, "tokens"))
+    b = causal.random_tokens(x, causal.case_generator(case, "tokens"))
+    assert torch.equal(a, b)        # every check and every run agree
+    other = causal.random_tokens(x, causal.case_generator(case, "other"))
+    assert not torch.equal(a, other)
+    # Not a fixed map of the old tokens.
+    assert not torch.allclose(a, -2 * x + 1)
+    changed = causal.changed_after(x, 1, a)
+    assert torch.equal(changed[:, :2], x[:, :2])
+    assert bool((changed[:, 2:] != x[:, 2:]).all())
+
+
+def test_causal_probes_are_fresh_in_both_modes_and_in_a_drawn_order():
+    from autograder.rubric import load_rubric
+    check = next(i for t in load_rubric().tasks for i in t.items
+                 if i.id == "3.1c")
+    case = _case()
+    probes = causal.CausalProperty().case_probes(check, case)
+    own = [p for p in probes if ":causal:" in p.id]
+    assert own and all(p.fresh for p in own)
+    assert {p.train for p in own} == {False, True}
+    assert all(p.seed == case.seed for p in own if p.train)
+    # The same plan each time (the judge re-plans; reruns agree).
+    assert [p.id for p in probes] == [
+        p.id for p in causal.CausalProperty().case_probes(check, case)]
+
+
+def test_a_shift_of_every_key_is_invisible_to_softmax_weights():
+    case = _case()
+    x, state = causal.keys_shifted(case, "W_key")
+    assert bool((x[..., 0] == 1).all())
+    moved = [k for k in state if not torch.equal(state[k], case.weights[k])]
+    assert moved and all("W_key" in k for k in moved)
+
+
+# One honest mistake costs one item: scores written k q^T (q and k
+# swapped) are causal weights of the queries and keys, a softmax of
+# scores shifted by one constant per row when every query moves.
+@pytest.mark.e2e
+def test_q_and_k_swapped_costs_3_1_not_3_1c(config):
+    passed = _passed(_edit((SCORES, "        attn_scores = keys @ "
+                                    "queries.transpose(1, 2)\n")), config)
+    assert not passed["3.1"]
+    assert passed["3.1c"] and passed["3.1d"]

@@ -73,8 +73,15 @@ holds the PATH each was graded from, as given.
 Gradescope's "Export Submissions" archive (the zip, or its folder with
 submission_metadata.yml) is accepted as it comes: each submission_<id>
 folder is graded, grades.csv gains the submission id, names, emails and
-SIDs, and OUT/gradescope_scores.csv (Name, SID, Email, Score) is ready to
-upload back to Gradescope or an LMS gradebook.
+SIDs, and OUT/gradescope_scores.csv, canvas_grades.csv and
+moodle_grades.csv are ready to upload to Gradescope, Canvas or Moodle.
+
+The course folder (--course, default course/ beside homework.toml)
+holds what staff decide: policy.toml (due date, grace, late penalty,
+extensions), scores.csv (question scores), adjustments.csv and
+submitted.csv (a local folder's submission times). They are checked
+whole before grading and applied after it: grades.csv gains the
+submission time, lateness, question points, adjustments and the total.
 """.format(module=DEFAULT_CHECK_FILE.name,
            package=homework.current().package)
 
@@ -123,7 +130,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         [Path(p) for p in args.paths], _sandbox_context, out=Path(args.out),
         rubric=args.rubric, values=args.values, jobs=args.jobs,
         timeout=args.timeout, public_only=args.public_only,
-        compare=args.compare)
+        compare=args.compare, course=args.course)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -239,6 +246,10 @@ def _add_grade(commands: argparse._SubParsersAction) -> None:
                        help="after grading, write OUT/regrade.md: per "
                             "submission, which items changed since "
                             "PREVIOUS_OUT and why")
+    grade.add_argument("--course", type=Path, default=None, metavar="DIR",
+                       help="the course folder: policy.toml, scores.csv, "
+                            "adjustments.csv, submitted.csv (default: "
+                            "course/ beside homework.toml)")
     grade.add_argument("--public-only", action="store_true",
                        help="grade on the public cases only (no hidden "
                             "values available)")

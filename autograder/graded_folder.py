@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
 from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
 from autograder.config import GradingConfig, load_mistake_messages
@@ -35,11 +36,14 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 out: Path, rubric: Path | None = None,
                 values: Path | None = None, jobs: int = 1,
                 timeout: float | None = None, public_only: bool = False,
-                compare: Path | None = None) -> int:
+                compare: Path | None = None, course: Path | None = None
+                ) -> int:
     """Grade every path (a Gradescope export among them is opened) into
     ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
-    folders, grades.csv, the answer pages and the staff's outputs; print
-    the summary. Returns the exit status."""
+    folders, grades.csv, the answer pages and the staff's outputs, with
+    the course folder's decisions (``course``, default course/ beside
+    the profile: checked whole before anything is graded); print the
+    summary. Returns the exit status."""
     paths = [p for p in paths if not p.name.startswith(".")]
     for path in paths:
         check_path(path)
@@ -53,6 +57,7 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         given = [str(p) for p in paths]   # grades.csv's path column
         if export is not None:
             paths, given = export.paths, export.given
+        term = _load_term(course, rubric, paths, export)
         try:   # before the sandbox and its canary: OUT can hold the batch
             outdir.check_out(out, len(paths))
         except outdir.OutDirError as exc:
@@ -63,7 +68,8 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 values=values, jobs=jobs, timeout=timeout,
                 public_only=public_only)
             try:
-                lines = _staff_outputs(out, config.mistakes, compare, export)
+                lines = _staff_outputs(out, config.mistakes, compare, export,
+                                       term)
             except OutputError as exc:
                 raise ConfigError(
                     f"{exc} (grades.csv and every submission's results "
@@ -225,6 +231,33 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
     return export
 
 
+def _load_term(course: Path | None, rubric: Path | None,
+               paths: list[Path], export: Any) -> Any:
+    """The course folder's decisions, checked whole against the batch
+    (autograder/term/course.py) with the rubric they mark; a usage error
+    naming every problem's file, line and fix."""
+    from autograder.rubric import RubricError, load_rubric
+    from autograder.term.course import Roster, default_folder, load_course
+    from autograder.term.files import StaffFileError
+    names, _ = submission_names(paths)
+    aliases: dict[str, list[str]] = {}
+    missing: list[str] = []
+    if export is not None:
+        folders = {n: p.name for n, p in zip(names, paths)}
+        missing = [f for f in export.submitters if f not in
+                   set(folders.values())]
+        for name, folder in [*folders.items(), *((f, f) for f in missing)]:
+            aliases[name] = [folder, folder.removeprefix("submission_"),
+                             *(x for p in export.submitters.get(folder, [])
+                               for x in (p.sid, p.email))]
+    try:
+        loaded = load_rubric(rubric)
+        return load_course(course or default_folder(), loaded,
+                           Roster(names, aliases, missing)), loaded
+    except (RubricError, StaffFileError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _write_question_pages(by_submission: dict[str, dict[str, str]],
                           out: Path) -> None:
     """One page per question with every student's answer, for TAs (an OS
@@ -236,14 +269,21 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
 
 
 def _staff_outputs(out: Path, messages: dict[str, str],
-                   compare: Path | None, export: Any = None) -> list[str]:
-    """Names from a Gradescope export, the class report and, with
-    --compare, the regrade diff; written after the grades, never at their
-    expense."""
+                   compare: Path | None, export: Any = None,
+                   term: Any = None) -> list[str]:
+    """Names from a Gradescope export, the term's totals, the upload
+    files, the class report and, with --compare, the regrade diff;
+    written after the grades, never at their expense."""
     lines = []
     if export is not None:
         from autograder.staff import gradescope_export
         lines.append(gradescope_export.annotate(out, export))
+    finals = _apply_term(out, term, export, lines)
+    if export is not None and term is not None:
+        from autograder.staff import lms_exports
+        lines.append(lms_exports.write_all(
+            out, export, term[1].max_score, term[1].bonus_policy,
+            homework.current().name, finals))
     lines.append(write_class_report(out, messages))
     if compare is not None:
         try:
@@ -255,6 +295,32 @@ def _staff_outputs(out: Path, messages: dict[str, str],
             lines.append(f"comparison: not written ({type(exc).__name__}: "
                          f"{exc})")
     return [line for line in lines if line]
+
+
+def _apply_term(out: Path, term: Any, export: Any,
+                lines: list[str]) -> dict[str, Any]:
+    """The course's totals into grades.csv and each final.md (none, and
+    no stale final.md, where the course decides nothing)."""
+    if term is None:
+        return {}
+    from autograder.term import outputs
+    course, rubric = term
+    if not course.active:
+        outputs.remove_finals(out)
+        return {}
+    times = {}
+    if export is not None:
+        times = {name: export.created[folder]
+                 for name, folder in export.folders.items()
+                 if folder in export.created}
+    finals = outputs.apply(out, course, rubric.max_score,
+                           rubric.bonus_policy, times)
+    pending = sum(f.total is None for f in finals.values())
+    lines.append(f"term ({course.folder}): {len(finals) - pending} totals"
+                 f" in grades.csv and each {outputs.FINAL_NAME}"
+                 + (f", {pending} pending (see the pending column)"
+                    if pending else ""))
+    return finals
 
 
 def write_class_report(out: Path, messages: dict[str, str]) -> str:

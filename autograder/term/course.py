@@ -119,7 +119,7 @@ def load_course(folder: Path, rubric: Rubric, roster: Roster,
             rows = read(folder / name)
         except StaffFileError as exc:
             problems += exc.problems
-            continue
+            rows = exc.good
         for mark in rows:
             sub = _one(roster, mark.student, mark.path, mark.line, problems)
             if sub is None:

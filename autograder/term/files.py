@@ -20,6 +20,7 @@ class StaffFileError(ValueError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
+        self.good: list = []   # a marks file's rows without a problem
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)
         super().__init__("\n  ".join(

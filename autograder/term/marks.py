@@ -118,7 +118,9 @@ def _load(path: Path, columns: tuple[str, ...], optional: tuple[str, ...],
         marks.append(Mark(row["student"], marked, points,
                           row.get(words, ""), path, line))
     if problems:
-        raise StaffFileError(problems)
+        error = StaffFileError(problems)
+        error.good = marks   # checked against the batch too
+        raise error
     return marks
 
 

@@ -139,8 +139,11 @@ def _line_of(text: str, key: str) -> int | None:
     """The line where ``key`` is written (TOML keeps no positions)."""
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip().lstrip("[").strip()
-        if stripped.startswith((key, f'"{key}"', f"'{key}'")):
-            return number
+        for written in (key, f'"{key}"', f"'{key}'"):
+            rest = stripped[len(written):].lstrip() \
+                if stripped.startswith(written) else ""
+            if rest.startswith(("=", "]")):
+                return number
     return None
 
 

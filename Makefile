@@ -27,7 +27,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
+.PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade term \
         bench bench-attention release autograder demo clean fresh-all
 
 help: ## list the targets
@@ -110,6 +110,9 @@ grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Grade
 	@shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
 	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(if $(COURSE),--course $(COURSE) )$(SUBMISSIONS)$${paths:+/*}"; \
 	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(COURSE),--course $(COURSE)) "$${paths[@]:-$(SUBMISSIONS)}"
+
+term: $(SETUP) ## apply the course folder (COURSE=DIR, default course/) to the graded folder OUT=grades again, without grading
+	$(PY) -m autograder term $(OUT) $(if $(COURSE),--course $(COURSE))
 
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.machine.bench

@@ -43,6 +43,8 @@ Autograder of {title} ({tasks}).
   check       preview of your grade on the public test cases (students)
   report      OUT/report.html: the class report of a graded folder
   similarity  rank pairs of a graded folder's submissions by similarity
+  term        apply the course folder (scores, adjustments, deadlines) to
+              a graded folder again, without grading
   gradescope  grade $AUTOGRADER_ROOT/submission into
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
@@ -165,6 +167,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """(Re)write OUT/report.html from a graded folder."""
     print(graded_folder.rewrite_report(Path(args.out)))
+    return 0
+
+
+def cmd_term(args: argparse.Namespace) -> int:
+    """Apply the course folder to a graded folder again."""
+    for line in graded_folder.apply_course(Path(args.out), args.course):
+        print(line)
     return 0
 
 
@@ -295,6 +304,20 @@ def _add_folder_commands(commands: argparse._SubParsersAction) -> None:
                     "verdict.")
     similar.add_argument("out", metavar="OUT", help="a graded folder")
     similar.set_defaults(run=cmd_similarity)
+
+    term = commands.add_parser(
+        "term", help="apply the course folder to a graded folder (staff)",
+        description="Read the course folder (policy.toml, scores.csv, "
+                    "adjustments.csv, submitted.csv; checked whole) and "
+                    "apply it to a graded folder without grading: "
+                    "grades.csv's term columns, each final.md and, for a "
+                    "Gradescope export, the upload files. `grade` does "
+                    "this too.")
+    term.add_argument("out", metavar="OUT", help="a graded folder")
+    term.add_argument("--course", type=Path, default=None, metavar="DIR",
+                      help="the course folder (default: course/ beside "
+                           "homework.toml)")
+    term.set_defaults(run=cmd_term)
 
 
 def _add_gradescope(commands: argparse._SubParsersAction) -> None:

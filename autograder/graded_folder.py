@@ -234,16 +234,26 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
 def _load_term(course: Path | None, rubric: Path | None,
                paths: list[Path], export: Any) -> Any:
     """The course folder's decisions, checked whole against the batch
-    (autograder/term/course.py) with the rubric they mark; a usage error
-    naming every problem's file, line and fix."""
+    about to be graded, with the rubric they mark (see ``load_term``)."""
+    names, _ = submission_names(paths)
+    folders = {n: p.name for n, p in zip(names, paths)} \
+        if export is not None else {}
+    return load_term(course, rubric, names, export, folders)
+
+
+def load_term(course: Path | None, rubric: Path | None, names: list[str],
+              export: Any, folders: dict[str, str],
+              questions: dict[str, float] | None = None) -> Any:
+    """(Course, Rubric): the course folder (default course/ beside the
+    profile) checked whole against the submissions ``names`` and, for an
+    export, their folders and submitters (autograder/term/course.py); a
+    usage error naming every problem's file, line and fix."""
     from autograder.rubric import RubricError, load_rubric
     from autograder.term.course import Roster, default_folder, load_course
     from autograder.term.files import StaffFileError
-    names, _ = submission_names(paths)
     aliases: dict[str, list[str]] = {}
     missing: list[str] = []
     if export is not None:
-        folders = {n: p.name for n, p in zip(names, paths)}
         missing = [f for f in export.submitters if f not in
                    set(folders.values())]
         for name, folder in [*folders.items(), *((f, f) for f in missing)]:
@@ -253,9 +263,53 @@ def _load_term(course: Path | None, rubric: Path | None,
     try:
         loaded = load_rubric(rubric)
         return load_course(course or default_folder(), loaded,
-                           Roster(names, aliases, missing)), loaded
+                           Roster(names, aliases, missing),
+                           questions), loaded
     except (RubricError, StaffFileError) as exc:
         raise ConfigError(str(exc)) from None
+
+
+def apply_course(out: Path, course: Path | None = None,
+                 rubric: Path | None = None,
+                 questions: dict[str, float] | None = None) -> list[str]:
+    """``term OUT``: apply the course folder to a graded folder again
+    (after a TA's edits) without grading: grades.csv's term columns, each
+    final.md and the upload files; the lines for the terminal."""
+    _require_complete(out, f"python -m autograder term {out}")
+    if not (out / "grades.csv").is_file():
+        raise ConfigError(f"{out}: no grades.csv (grade into it first: "
+                          f"python -m autograder grade --out {out} PATH...)")
+    from autograder.text import csvsafe
+    names = [r["submission"] for r in
+             csvsafe.read_dicts(out / "grades.csv")[1]]
+    export = None
+    try:
+        from autograder.staff import gradescope_export as gse
+    except ImportError:   # a copy of the grader without the staff tools
+        gse = None
+    if gse is not None:
+        try:
+            export = gse.load_kept(out)
+        except gse.ExportError as exc:
+            raise ConfigError(str(exc)) from None
+    term = load_term(course, rubric, names, export,
+                     export.folders if export is not None else {},
+                     questions)
+    lines: list[str] = []
+    finals = _apply_term(out, term, export, lines)
+    _write_exports(out, term, export, finals, lines)
+    return lines
+
+
+def _write_exports(out: Path, term: Any, export: Any,
+                   finals: dict[str, Any], lines: list[str]) -> None:
+    """The upload files of a Gradescope export (none without one)."""
+    if export is None or term is None:
+        return
+    from autograder.staff import lms_exports
+    lines.append(lms_exports.write_all(
+        out, export, term[1].max_score, term[1].bonus_policy,
+        homework.current().name, finals))
 
 
 def _write_question_pages(by_submission: dict[str, dict[str, str]],
@@ -279,11 +333,7 @@ def _staff_outputs(out: Path, messages: dict[str, str],
         from autograder.staff import gradescope_export
         lines.append(gradescope_export.annotate(out, export))
     finals = _apply_term(out, term, export, lines)
-    if export is not None and term is not None:
-        from autograder.staff import lms_exports
-        lines.append(lms_exports.write_all(
-            out, export, term[1].max_score, term[1].bonus_policy,
-            homework.current().name, finals))
+    _write_exports(out, term, export, finals, lines)
     lines.append(write_class_report(out, messages))
     if compare is not None:
         try:
@@ -305,9 +355,6 @@ def _apply_term(out: Path, term: Any, export: Any,
         return {}
     from autograder.term import outputs
     course, rubric = term
-    if not course.active:
-        outputs.remove_finals(out)
-        return {}
     times = {}
     if export is not None:
         times = {name: export.created[folder]
@@ -315,6 +362,8 @@ def _apply_term(out: Path, term: Any, export: Any,
                  if folder in export.created}
     finals = outputs.apply(out, course, rubric.max_score,
                            rubric.bonus_policy, times)
+    if not course.active:
+        return finals
     pending = sum(f.total is None for f in finals.values())
     lines.append(f"term ({course.folder}): {len(finals) - pending} totals"
                  f" in grades.csv and each {outputs.FINAL_NAME}"

@@ -100,7 +100,9 @@ def test_upload_csv_has_one_row_per_student(graded_zip):
     assert [r["Email"] for r in upload] == [
         "ada@example.edu", "alan@example.edu", "grace@example.edu"]
     assert list(upload[0]) == ["Name", "SID", "Email", "Score",
-                               "Submission ID"]
+                               "Submission ID", "Max Points",
+                               "Bonus Policy"]
+    assert {row["Max Points"] for row in upload} == {"16"}
     for row in upload:
         assert row["Score"] == grades[row["Submission ID"]]
 

@@ -244,3 +244,62 @@ def test_exports_parse_in_their_documented_formats(tmp_path):
                          "Feedback"]
     cy = next(r for r in moodle if r[0] == "Cy")
     assert cy[3] == "" and "no files" in cy[4]
+
+
+def _results(score: float) -> dict:
+    return {"score": score, "tests": [{"name": "1.1", "score": score,
+                                       "max_score": 16.0}]}
+
+
+def test_gradescope_applies_the_students_own_due_date(tmp_path):
+    from autograder.term import gradescope_late
+    from autograder.term.policy import load_policy
+    (tmp_path / "policy.toml").write_text(POLICY)
+    policy = load_policy(tmp_path / "policy.toml")
+    meta = tmp_path / "submission_metadata.json"
+    meta.write_text(
+        '{"created_at": "2026-11-22T10:00:00.000000-08:00", "assignment": '
+        '{"due_date": "2026-11-20T23:59:00.000000-08:00"}, "users": [{"name":'
+        ' "A", "assignment": {"due_date": "2026-11-20T23:59:00-08:00"}}]}')
+    late = gradescope_late.adjust(_results(15), meta, policy, 16,
+                                  "extra_credit")
+    assert late["score"] == 12 and late["tests"][-1]["score"] == -3
+    assert "2 day(s) late" in late["tests"][-1]["output"]
+    # a group: one member's extension (Gradescope's own) is the group's
+    meta.write_text(meta.read_text().replace(
+        '"users": [', '"users": [{"assignment": {"due_date": '
+        '"2026-11-23T00:00:00Z"}}, '))
+    on_time = gradescope_late.adjust(_results(15), meta, policy, 16,
+                                     "extra_credit")
+    assert on_time["score"] == 15 and "On time" in \
+        on_time["tests"][-1]["output"]
+    meta.unlink()     # no time: no penalty, and it says so
+    unknown = gradescope_late.adjust(_results(15), meta, policy, 16,
+                                     "extra_credit")
+    assert unknown["score"] == 15
+    assert "could not be read" in unknown["tests"][-1]["output"]
+
+
+def test_gradescope_caps_a_bonus_as_a_test_of_its_own():
+    from autograder.term import gradescope_late
+    capped = gradescope_late.adjust(_results(17), Path("/nonexistent"),
+                                    None, 16, "capped")
+    assert capped["score"] == 16
+    assert capped["tests"][-1]["name"].startswith("Bonus above")
+    kept = gradescope_late.adjust(_results(17), Path("/nonexistent"),
+                                  None, 16, "extra_credit")
+    assert kept["score"] == 17 and len(kept["tests"]) == 1
+
+
+def test_the_autograder_zip_ships_the_policy_without_extensions(tmp_path):
+    from kit.release.gradescope import ship_policy
+    from autograder.term.policy import load_policy
+    (tmp_path / "course").mkdir()
+    (tmp_path / "course" / "policy.toml").write_text(POLICY)
+    ship_policy(tmp_path, tmp_path / "zip")
+    shipped = tmp_path / "zip" / "course" / "policy.toml"
+    assert "bob" not in shipped.read_text()
+    again = load_policy(shipped)
+    assert (again.due, again.grace, again.percent_per_day,
+            again.cap_percent) == (DUE, timedelta(minutes=15), 10, 30)
+    assert not again.extensions

@@ -26,6 +26,7 @@ policy reads it (autograder/term/).
 """
 from __future__ import annotations
 
+import json
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from autograder.report.layout import PATH_COLUMN
+from autograder.report.results import write_json
 from autograder.text import csvsafe
 from autograder.submission.locate import (SubmissionError, safe_extract,
                                           shown_name, zip_names)
@@ -258,6 +260,39 @@ def _is_folder(root: Path, name: str) -> bool:
         return False
 
 
+KEPT = "export.json"    # OUT's copy of the export's names and times
+
+
+def keep(out: Path, export: Export) -> None:
+    """Write OUT/export.json: each graded submission's folder, every
+    folder's submitters and submission time (``term OUT`` reads it)."""
+    write_json({
+        "folders": export.folders,
+        "submitters": {f: [[p.name, p.sid, p.email] for p in people]
+                       for f, people in export.submitters.items()},
+        "created": {f: t.isoformat() for f, t in export.created.items()}},
+        out / KEPT)
+
+
+def load_kept(out: Path) -> Export | None:
+    """The export kept in OUT/export.json, or None where OUT was not
+    graded from one; ExportError if the file is damaged."""
+    path = out / KEPT
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Export(out, [], {
+            f: [Submitter(*map(str, p)) for p in people]
+            for f, people in data["submitters"].items()},
+            folders=dict(data["folders"]),
+            created={f: datetime.fromisoformat(t)
+                     for f, t in data["created"].items()})
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ExportError(f"{path} is damaged ({exc}): grade the export "
+                          f"into OUT again") from None
+
+
 def annotate(out: Path, export: Export) -> str:
     """Add submission id, names, emails and SIDs to OUT/grades.csv;
     returns a line for the terminal (the upload files are
@@ -289,6 +324,7 @@ def annotate(out: Path, export: Export) -> str:
     # Names, emails and SIDs come from the export (students typed them):
     # csvsafe neutralises a cell that a spreadsheet would run as a formula.
     csvsafe.write_rows(grades, [new_header, *annotated])
+    keep(out, export)
     note = (f"; listed without files: {', '.join(export.missing)}"
             if export.missing else "")
     if export.skipped:
@@ -306,6 +342,6 @@ def _number(text: str) -> float | str:
         return text
 
 
-__all__ = ["Export", "ExportError", "Submitter", "annotate", "created",
-           "find_export", "lookalikes", "open_export", "read_metadata",
-           "submitters"]
+__all__ = ["Export", "ExportError", "KEPT", "Submitter", "annotate",
+           "created", "find_export", "keep", "load_kept", "lookalikes",
+           "open_export", "read_metadata", "submitters"]

@@ -30,9 +30,17 @@ def apply(out: Path, course: Course, max_score: float, bonus_policy: str,
     export. Returns name -> Final."""
     grades = out / "grades.csv"
     rows = csvsafe.read_rows(grades)
-    if not rows or not course.active:
+    if not rows:
         return {}
     header, body = rows[0], rows[1:]
+    if BEFORE[0] in header:   # applied before (`term OUT`): applied anew
+        cut = header.index(BEFORE[0])
+        header, body = header[:cut], [row[:cut] for row in body]
+        if not course.active:
+            csvsafe.write_rows(grades, [header, *body])
+    if not course.active:
+        remove_finals(out)
+        return {}
     at_score = header.index("score")
     finals = {}
     new_rows = [[*header, *term_columns(course)]]

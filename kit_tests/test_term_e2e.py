@@ -239,3 +239,16 @@ def test_a_mistake_in_a_staff_file_grades_nothing(term):
     assert done.returncode == 2
     assert f"{bad / 'adjustments.csv'}:4: unknown student" in done.stderr
     assert not (out / "grades.csv").exists()
+
+
+def test_a_regrade_into_a_new_folder_keeps_the_decisions(term):
+    base, env, course, archive, out, _ = term
+    again = base / "regraded"
+    done = _run(env, "grade", "--out", str(again), "--jobs", "2",
+                "--course", str(course), "--compare", str(out), str(archive))
+    assert done.returncode == 0, done.stderr
+    new, old = _dicts(again / "grades.csv"), _dicts(out / "grades.csv")
+    assert {n: r["total"] for n, r in new.items()} == \
+        {n: r["total"] for n, r in old.items()}
+    assert (again / "canvas_grades.csv").read_text() == \
+        (out / "canvas_grades.csv").read_text()

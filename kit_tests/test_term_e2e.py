@@ -10,7 +10,6 @@ carry points here through a profile whose questions.toml declares them
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kit.corpus.examples import example_sources
+from kit_tests import test_term
 from kit_tests.homework_env import homework_env
 
 pytestmark = pytest.mark.e2e
@@ -54,18 +54,9 @@ submission_333:
     :sid: '1939'
     :email: barbara@example.edu
 """
-POLICY = """\
-[deadline]
-due = 2026-11-20T23:59:00-08:00
-grace_minutes = 15
-
-[late]
-percent_per_day = 10
-cap_percent = 30
-
-[extensions]
-"edsger@example.edu" = 2026-11-23T23:59:00-08:00
-"""
+# test_term's policy (due 2026-11-20T23:59-08:00, 15 minutes' grace, 10%
+# a day, at most 30%), Edsger's extension instead of bob's
+POLICY = test_term.POLICY.replace('"bob"', '"edsger@example.edu"')
 SCORES = """\
 student,question,points,comment
 ada@example.edu,Q1,2,"clear, with the variance argument"

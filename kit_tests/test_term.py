@@ -303,3 +303,17 @@ def test_the_autograder_zip_ships_the_policy_without_extensions(tmp_path):
     assert (again.due, again.grace, again.percent_per_day,
             again.cap_percent) == (DUE, timedelta(minutes=15), 10, 30)
     assert not again.extensions
+
+
+def test_without_a_deadline_the_late_columns_are_blank(tmp_path):
+    course = _course(tmp_path / "c", scores_csv=(
+        "student,question,points\nada,Q1,2\nada,Q2,3\n"))
+    out = tmp_path / "out"
+    _graded(out, [("ada", 10)])
+    outputs.apply(out, course, 16, "extra_credit")
+    row = csvsafe.read_dicts(out / "grades.csv")[1][0]
+    assert (row["submitted_at"], row["late_days"], row["late_penalty"]) \
+        == ("", "", "")
+    assert row["total"] == "15" and row["pending"] == ""
+    assert "late" not in (out / "submissions" / "ada" / "final.md"
+                          ).read_text()

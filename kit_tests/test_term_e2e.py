@@ -166,6 +166,10 @@ def test_grades_csv_carries_the_terms_totals(term):
     assert "2 totals" in stdout and "1 pending" in stdout
     final = (out / "submissions" / "submission_111" / "final.md").read_text()
     assert "lecture notes" in final and "variance argument" in final
+    # the class report's table shows the term's columns (grades.csv's)
+    report = (out / "report.html").read_text()
+    assert "title='sort'>total</th>" in report
+    assert "title='sort'>pending</th>" in report
 
 
 def test_every_export_parses_and_carries_the_totals(term):

@@ -86,9 +86,7 @@ def _cells(one: Final, course: Course) -> list[object]:
     def blank(value):
         return "" if value is None else value
     return [one.submitted_at.isoformat() if one.submitted_at else "",
-            blank(one.late_days),
-            "" if one.total is None and one.penalty_percent else
-            blank(one.penalty),
+            blank(one.late_days), blank(one.penalty),
             *("" if m is None else m.points for m in one.questions.values()),
             one.adjusted, blank(one.total), one.total_max,
             "; ".join(one.pending)]

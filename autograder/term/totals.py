@@ -27,9 +27,9 @@ class Final:
     autograded: float | None
     submitted_at: datetime | None = None
     due: datetime | None = None
-    late_days: int | None = 0
+    late_days: int | None = None      # None: no deadline, or no time
     penalty_percent: float = 0.0
-    penalty: float | None = 0.0
+    penalty: float | None = None
     questions: dict[str, Mark | None] = field(default_factory=dict)
     adjustments: list[Mark] = field(default_factory=list)
     total: float | None = None
@@ -59,20 +59,21 @@ def final(name: str, autograded: float | None, course: Course,
         out.pending.append("grader error")
     out.pending += [q for q, m in out.questions.items() if m is None]
     policy = course.policy
-    if policy is not None and policy.due is not None or name in course.due:
-        out.due = course.due.get(name) or (policy.due if policy else None)
-        if out.submitted_at is None:
-            out.late_days, out.penalty = None, None
-            out.pending.append("submission time")
-        else:
-            out.late_days, out.penalty_percent = policy.lateness(
-                out.submitted_at, out.due) if policy else (0, 0.0)
+    if policy is not None:
+        out.due = course.due.get(name) or policy.due
+    if out.due is not None and out.submitted_at is None:
+        out.pending.append("submission time")
+    elif out.due is not None:
+        out.late_days, out.penalty_percent = policy.lateness(
+            out.submitted_at, out.due)
     if out.pending:
         return out
     subtotal = autograded + sum(m.points for m in out.questions.values()) \
         + sum(m.points for m in out.adjustments if m.target != TOTAL)
-    out.penalty = round(max(subtotal, 0.0) * out.penalty_percent / 100, 4)
-    total = subtotal - out.penalty + sum(m.points for m in out.adjustments
+    if out.due is not None:
+        out.penalty = round(max(subtotal, 0.0) * out.penalty_percent / 100,
+                            4)
+    total = subtotal - (out.penalty or 0.0) + sum(m.points for m in out.adjustments
                                          if m.target == TOTAL)
     if bonus_policy == "capped":
         total = min(total, out.total_max)

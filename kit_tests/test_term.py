@@ -252,7 +252,7 @@ def _results(score: float) -> dict:
 
 
 def test_gradescope_applies_the_students_own_due_date(tmp_path):
-    from autograder.term import gradescope_late
+    from autograder.term import results_policy
     from autograder.term.policy import load_policy
     (tmp_path / "policy.toml").write_text(POLICY)
     policy = load_policy(tmp_path / "policy.toml")
@@ -261,33 +261,33 @@ def test_gradescope_applies_the_students_own_due_date(tmp_path):
         '{"created_at": "2026-11-22T10:00:00.000000-08:00", "assignment": '
         '{"due_date": "2026-11-20T23:59:00.000000-08:00"}, "users": [{"name":'
         ' "A", "assignment": {"due_date": "2026-11-20T23:59:00-08:00"}}]}')
-    late = gradescope_late.adjust(_results(15), meta, policy, 16,
-                                  "extra_credit")
+    late = results_policy.adjust(_results(15), meta, policy, 16,
+                                 "extra_credit")
     assert late["score"] == 12 and late["tests"][-1]["score"] == -3
     assert "2 day(s) late" in late["tests"][-1]["output"]
     # a group: one member's extension (Gradescope's own) is the group's
     meta.write_text(meta.read_text().replace(
         '"users": [', '"users": [{"assignment": {"due_date": '
         '"2026-11-23T00:00:00Z"}}, '))
-    on_time = gradescope_late.adjust(_results(15), meta, policy, 16,
-                                     "extra_credit")
+    on_time = results_policy.adjust(_results(15), meta, policy, 16,
+                                    "extra_credit")
     assert on_time["score"] == 15 and "On time" in \
         on_time["tests"][-1]["output"]
     meta.unlink()     # no time: no penalty, and it says so
-    unknown = gradescope_late.adjust(_results(15), meta, policy, 16,
-                                     "extra_credit")
+    unknown = results_policy.adjust(_results(15), meta, policy, 16,
+                                    "extra_credit")
     assert unknown["score"] == 15
     assert "could not be read" in unknown["tests"][-1]["output"]
 
 
 def test_gradescope_caps_a_bonus_as_a_test_of_its_own():
-    from autograder.term import gradescope_late
-    capped = gradescope_late.adjust(_results(17), Path("/nonexistent"),
-                                    None, 16, "capped")
+    from autograder.term import results_policy
+    capped = results_policy.adjust(_results(17), Path("/nonexistent"),
+                                   None, 16, "capped")
     assert capped["score"] == 16
     assert capped["tests"][-1]["name"].startswith("Bonus above")
-    kept = gradescope_late.adjust(_results(17), Path("/nonexistent"),
-                                  None, 16, "extra_credit")
+    kept = results_policy.adjust(_results(17), Path("/nonexistent"),
+                                 None, 16, "extra_credit")
     assert kept["score"] == 17 and len(kept["tests"]) == 1
 
 

@@ -54,10 +54,10 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
         if grade is not None:
             data = report.results_json(grade)
             if grade.tasks and not (grade.error or grade.internal_error):
-                from autograder.term import gradescope_late
-                data = gradescope_late.adjust(
+                from autograder.term import results_policy
+                data = results_policy.adjust(
                     data, Path(submission_dir).parent /
-                    gradescope_late.METADATA, policy,
+                    results_policy.METADATA, policy,
                     config.rubric.max_score, config.rubric.bonus_policy)
             report.write_json(data, Path(results_path))
             return data

@@ -5,6 +5,6 @@ folder (``course/`` beside homework.toml: the late policy, the TAs'
 question scores, adjustments, local submission times), checks it whole
 against the batch (``course.load_course``), and makes each submission's
 total (``totals``), which ``outputs`` writes beside the grades. The
-Gradescope entry applies the same late policy (``gradescope_late``).
+Gradescope entry applies the same late policy (``results_policy``).
 Nothing here runs student code or writes a staff file.
 """

@@ -73,8 +73,8 @@ def final(name: str, autograded: float | None, course: Course,
     if out.due is not None:
         out.penalty = round(max(subtotal, 0.0) * out.penalty_percent / 100,
                             4)
-    total = subtotal - (out.penalty or 0.0) + sum(m.points for m in out.adjustments
-                                         if m.target == TOTAL)
+    total = subtotal - (out.penalty or 0.0) + sum(
+        m.points for m in out.adjustments if m.target == TOTAL)
     if bonus_policy == "capped":
         total = min(total, out.total_max)
     out.total = round(max(total, 0.0), 4)

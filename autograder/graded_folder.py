@@ -303,13 +303,30 @@ def apply_course(out: Path, course: Path | None = None,
 
 def _write_exports(out: Path, term: Any, export: Any,
                    finals: dict[str, Any], lines: list[str]) -> None:
-    """The upload files of a Gradescope export (none without one)."""
+    """The upload files of a Gradescope export; without one, none (and
+    none left from an export graded into OUT before: a stale upload file
+    is a plausible wrong grade)."""
+    if export is None:
+        _remove_stale_exports(out)
     if export is None or term is None:
         return
     from autograder.staff import lms_exports
     lines.append(lms_exports.write_all(
         out, export, term[1].max_score, term[1].bonus_policy,
         homework.current().name, finals))
+
+
+def _remove_stale_exports(out: Path) -> None:
+    try:
+        from autograder.staff import gradescope_export, lms_exports
+    except ImportError:   # this copy never writes them
+        return
+    for name in (gradescope_export.KEPT, lms_exports.GRADESCOPE_CSV,
+                 lms_exports.CANVAS_CSV, lms_exports.MOODLE_CSV):
+        try:
+            (out / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputError(out / name, exc) from None
 
 
 def _write_question_pages(by_submission: dict[str, dict[str, str]],

@@ -317,3 +317,16 @@ def test_without_a_deadline_the_late_columns_are_blank(tmp_path):
     assert row["total"] == "15" and row["pending"] == ""
     assert "late" not in (out / "submissions" / "ada" / "final.md"
                           ).read_text()
+
+
+def test_no_upload_file_outlives_the_export_it_came_from(tmp_path):
+    # OUT graded from an export, then from a local folder: the old upload
+    # files would be plausible wrong grades
+    from autograder import graded_folder
+    stale = ["export.json", "gradescope_scores.csv", "canvas_grades.csv",
+             "moodle_grades.csv"]
+    for name in stale:
+        (tmp_path / name).write_text("old\n")
+    (tmp_path / "grades.csv").write_text("submission,score\n")
+    graded_folder._write_exports(tmp_path, None, None, {}, [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv"]

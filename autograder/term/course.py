@@ -65,12 +65,18 @@ class Roster:
     aliases: dict[str, list[str]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
 
+    index: dict[str, list[str]] = field(default_factory=dict, init=False,
+                                        repr=False)
+
+    def __post_init__(self) -> None:
+        for name in [*self.names, *self.missing]:
+            for alias in {a.casefold() for a in
+                          [name, *self.aliases.get(name, [])] if a}:
+                self.index.setdefault(alias, []).append(name)
+
     def resolve(self, key: str) -> list[str]:
         """The submissions ``key`` names (casefolded)."""
-        wanted = key.strip().casefold()
-        return [n for n in [*self.names, *self.missing]
-                if wanted in {a.casefold() for a in
-                              [n, *self.aliases.get(n, [])] if a}]
+        return self.index.get(key.strip().casefold(), [])
 
 
 @dataclass

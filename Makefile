@@ -27,7 +27,7 @@ SUBMISSIONS ?= build/examples
 OUT ?= grades
 
 .DEFAULT_GOAL := help
-.PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade \
+.PHONY: help install python-version fresh-values test test-all test-faults test-rubric-change test-fresh generate build-notebook facts skeleton mistakes test-values check grade term \
         bench bench-attention release autograder demo clean fresh-all
 
 help: ## list the targets
@@ -109,11 +109,14 @@ check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_a
 # A folder's entries are globbed by the shell when the grading line runs:
 # make expands a recipe before its first line, when the examples that line
 # writes do not exist yet on a first run. No entries: the path itself.
-grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md
+grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md; COURSE=DIR: the course folder (default course/)
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.corpus.examples; fi
 	@shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
-	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(SUBMISSIONS)$${paths:+/*}"; \
-	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) "$${paths[@]:-$(SUBMISSIONS)}"
+	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(if $(COURSE),--course $(COURSE) )$(SUBMISSIONS)$${paths:+/*}"; \
+	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(COURSE),--course $(COURSE)) "$${paths[@]:-$(SUBMISSIONS)}"
+
+term: $(SETUP) ## apply the course folder (COURSE=DIR, default course/) to the graded folder OUT=grades again, without grading
+	$(PY) -m autograder term $(OUT) $(if $(COURSE),--course $(COURSE))
 
 bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) and peak memory
 	$(PY) -m kit.machine.bench

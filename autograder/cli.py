@@ -43,6 +43,8 @@ Autograder of {title} ({tasks}).
   check       preview of your grade on the public test cases (students)
   report      OUT/report.html: the class report of a graded folder
   similarity  rank pairs of a graded folder's submissions by similarity
+  term        apply the course folder (scores, adjustments, deadlines) to
+              a graded folder again, without grading
   gradescope  grade $AUTOGRADER_ROOT/submission into
               $AUTOGRADER_ROOT/results/results.json (Gradescope's harness)
 
@@ -73,8 +75,15 @@ holds the PATH each was graded from, as given.
 Gradescope's "Export Submissions" archive (the zip, or its folder with
 submission_metadata.yml) is accepted as it comes: each submission_<id>
 folder is graded, grades.csv gains the submission id, names, emails and
-SIDs, and OUT/gradescope_scores.csv (Name, SID, Email, Score) is ready to
-upload back to Gradescope or an LMS gradebook.
+SIDs, and OUT/gradescope_scores.csv, canvas_grades.csv and
+moodle_grades.csv are ready to upload to Gradescope, Canvas or Moodle.
+
+The course folder (--course, default course/ beside homework.toml)
+holds what staff decide: policy.toml (due date, grace, late penalty,
+extensions), scores.csv (question scores), adjustments.csv and
+submitted.csv (a local folder's submission times). They are checked
+whole before grading and applied after it: grades.csv gains the
+submission time, lateness, question points, adjustments and the total.
 """.format(module=DEFAULT_CHECK_FILE.name,
            package=homework.current().package)
 
@@ -123,7 +132,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         [Path(p) for p in args.paths], _sandbox_context, out=Path(args.out),
         rubric=args.rubric, values=args.values, jobs=args.jobs,
         timeout=args.timeout, public_only=args.public_only,
-        compare=args.compare)
+        compare=args.compare, course=args.course)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -169,6 +178,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """(Re)write OUT/report.html from a graded folder."""
     print(graded_folder.rewrite_report(Path(args.out)))
+    return 0
+
+
+def cmd_term(args: argparse.Namespace) -> int:
+    """Apply the course folder to a graded folder again."""
+    for line in graded_folder.apply_course(Path(args.out), args.course):
+        print(line)
     return 0
 
 
@@ -250,6 +266,10 @@ def _add_grade(commands: argparse._SubParsersAction) -> None:
                        help="after grading, write OUT/regrade.md: per "
                             "submission, which items changed since "
                             "PREVIOUS_OUT and why")
+    grade.add_argument("--course", type=Path, default=None, metavar="DIR",
+                       help="the course folder: policy.toml, scores.csv, "
+                            "adjustments.csv, submitted.csv (default: "
+                            "course/ beside homework.toml)")
     grade.add_argument("--public-only", action="store_true",
                        help="grade on the public cases only (no hidden "
                             "values available)")
@@ -295,6 +315,20 @@ def _add_folder_commands(commands: argparse._SubParsersAction) -> None:
                     "verdict.")
     similar.add_argument("out", metavar="OUT", help="a graded folder")
     similar.set_defaults(run=cmd_similarity)
+
+    term = commands.add_parser(
+        "term", help="apply the course folder to a graded folder (staff)",
+        description="Read the course folder (policy.toml, scores.csv, "
+                    "adjustments.csv, submitted.csv; checked whole) and "
+                    "apply it to a graded folder without grading: "
+                    "grades.csv's term columns, each final.md and, for a "
+                    "Gradescope export, the upload files. `grade` does "
+                    "this too.")
+    term.add_argument("out", metavar="OUT", help="a graded folder")
+    term.add_argument("--course", type=Path, default=None, metavar="DIR",
+                      help="the course folder (default: course/ beside "
+                           "homework.toml)")
+    term.set_defaults(run=cmd_term)
 
 
 def _add_gradescope(commands: argparse._SubParsersAction) -> None:

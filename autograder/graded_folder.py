@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
 from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
 from autograder.config import GradingConfig, load_mistake_messages
@@ -35,11 +36,14 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 out: Path, rubric: Path | None = None,
                 values: Path | None = None, jobs: int = 1,
                 timeout: float | None = None, public_only: bool = False,
-                compare: Path | None = None) -> int:
+                compare: Path | None = None, course: Path | None = None
+                ) -> int:
     """Grade every path (a Gradescope export among them is opened) into
     ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
-    folders, grades.csv, the answer pages and the staff's outputs; print
-    the summary. Returns the exit status."""
+    folders, grades.csv, the answer pages and the staff's outputs, with
+    the course folder's decisions (``course``, default course/ beside
+    the profile: checked whole before anything is graded); print the
+    summary. Returns the exit status."""
     paths = [p for p in paths if not p.name.startswith(".")]
     for path in paths:
         check_path(path)
@@ -53,6 +57,7 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         given = [str(p) for p in paths]   # grades.csv's path column
         if export is not None:
             paths, given = export.paths, export.given
+        term = _load_term(course, rubric, paths, export)
         try:   # before the sandbox and its canary: OUT can hold the batch
             outdir.check_out(out, len(paths))
         except outdir.OutDirError as exc:
@@ -63,7 +68,8 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 values=values, jobs=jobs, timeout=timeout,
                 public_only=public_only)
             try:
-                lines = _staff_outputs(out, config.mistakes, compare, export)
+                lines = _staff_outputs(out, config.mistakes, compare, export,
+                                       term)
             except OutputError as exc:
                 raise ConfigError(
                     f"{exc} (grades.csv and every submission's results "
@@ -227,6 +233,104 @@ def _open_export(paths: list[Path], workdir: Path) -> Any:
     return export
 
 
+def _load_term(course: Path | None, rubric: Path | None,
+               paths: list[Path], export: Any) -> Any:
+    """The course folder's decisions, checked whole against the batch
+    about to be graded, with the rubric they mark (see ``load_term``)."""
+    names, _ = submission_names(paths)
+    folders = {n: p.name for n, p in zip(names, paths)} \
+        if export is not None else {}
+    return load_term(course, rubric, names, export, folders)
+
+
+def load_term(course: Path | None, rubric: Path | None, names: list[str],
+              export: Any, folders: dict[str, str],
+              questions: dict[str, float] | None = None) -> Any:
+    """(Course, Rubric): the course folder (default course/ beside the
+    profile) checked whole against the submissions ``names`` and, for an
+    export, their folders and submitters (autograder/term/course.py); a
+    usage error naming every problem's file, line and fix."""
+    from autograder.rubric import RubricError, load_rubric
+    from autograder.term.course import Roster, default_folder, load_course
+    from autograder.term.files import StaffFileError
+    aliases: dict[str, list[str]] = {}
+    missing: list[str] = []
+    if export is not None:
+        missing = [f for f in export.submitters if f not in
+                   set(folders.values())]
+        for name, folder in [*folders.items(), *((f, f) for f in missing)]:
+            aliases[name] = [folder, folder.removeprefix("submission_"),
+                             *(x for p in export.submitters.get(folder, [])
+                               for x in (p.sid, p.email))]
+    try:
+        loaded = load_rubric(rubric)
+        return load_course(course or default_folder(), loaded,
+                           Roster(names, aliases, missing),
+                           questions), loaded
+    except (RubricError, StaffFileError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def apply_course(out: Path, course: Path | None = None,
+                 rubric: Path | None = None,
+                 questions: dict[str, float] | None = None) -> list[str]:
+    """``term OUT``: apply the course folder to a graded folder again
+    (after a TA's edits) without grading: grades.csv's term columns, each
+    final.md and the upload files; the lines for the terminal."""
+    _require_complete(out, f"python -m autograder term {out}")
+    if not (out / "grades.csv").is_file():
+        raise ConfigError(f"{out}: no grades.csv (grade into it first: "
+                          f"python -m autograder grade --out {out} PATH...)")
+    from autograder.text import csvsafe
+    names = [r["submission"] for r in
+             csvsafe.read_dicts(out / "grades.csv")[1]]
+    export = None
+    try:
+        from autograder.staff import gradescope_export as gse
+    except ImportError:   # a copy of the grader without the staff tools
+        gse = None
+    if gse is not None:
+        try:
+            export = gse.load_kept(out)
+        except gse.ExportError as exc:
+            raise ConfigError(str(exc)) from None
+    term = load_term(course, rubric, names, export,
+                     export.folders if export is not None else {},
+                     questions)
+    lines: list[str] = []
+    finals = _apply_term(out, term, export, lines)
+    _write_exports(out, term, export, finals, lines)
+    return lines
+
+
+def _write_exports(out: Path, term: Any, export: Any,
+                   finals: dict[str, Any], lines: list[str]) -> None:
+    """The upload files of a Gradescope export; without one, none (and
+    none left from an export graded into OUT before: a stale upload file
+    is a plausible wrong grade)."""
+    if export is None:
+        _remove_stale_exports(out)
+    if export is None or term is None:
+        return
+    from autograder.staff import lms_exports
+    lines.append(lms_exports.write_all(
+        out, export, term[1].max_score, term[1].bonus_policy,
+        homework.current().name, finals))
+
+
+def _remove_stale_exports(out: Path) -> None:
+    try:
+        from autograder.staff import gradescope_export, lms_exports
+    except ImportError:   # this copy never writes them
+        return
+    for name in (gradescope_export.KEPT, lms_exports.GRADESCOPE_CSV,
+                 lms_exports.CANVAS_CSV, lms_exports.MOODLE_CSV):
+        try:
+            (out / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputError(out / name, exc) from None
+
+
 def _write_question_pages(by_submission: dict[str, dict[str, str]],
                           out: Path) -> None:
     """One page per question with every student's answer, for TAs (an OS
@@ -238,14 +342,17 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
 
 
 def _staff_outputs(out: Path, messages: dict[str, str],
-                   compare: Path | None, export: Any = None) -> list[str]:
-    """Names from a Gradescope export, the class report and, with
-    --compare, the regrade diff; written after the grades, never at their
-    expense."""
+                   compare: Path | None, export: Any = None,
+                   term: Any = None) -> list[str]:
+    """Names from a Gradescope export, the term's totals, the upload
+    files, the class report and, with --compare, the regrade diff;
+    written after the grades, never at their expense."""
     lines = []
     if export is not None:
         from autograder.staff import gradescope_export
         lines.append(gradescope_export.annotate(out, export))
+    finals = _apply_term(out, term, export, lines)
+    _write_exports(out, term, export, finals, lines)
     lines.append(write_class_report(out, messages))
     if compare is not None:
         try:
@@ -257,6 +364,31 @@ def _staff_outputs(out: Path, messages: dict[str, str],
             lines.append(f"comparison: not written ({type(exc).__name__}: "
                          f"{exc})")
     return [line for line in lines if line]
+
+
+def _apply_term(out: Path, term: Any, export: Any,
+                lines: list[str]) -> dict[str, Any]:
+    """The course's totals into grades.csv and each final.md (none, and
+    no stale final.md, where the course decides nothing)."""
+    if term is None:
+        return {}
+    from autograder.term import outputs
+    course, rubric = term
+    times = {}
+    if export is not None:
+        times = {name: export.created[folder]
+                 for name, folder in export.folders.items()
+                 if folder in export.created}
+    finals = outputs.apply(out, course, rubric.max_score,
+                           rubric.bonus_policy, times)
+    if not course.active:
+        return finals
+    pending = sum(f.total is None for f in finals.values())
+    lines.append(f"term ({course.folder}): {len(finals) - pending} totals"
+                 f" in grades.csv and each {outputs.FINAL_NAME}"
+                 + (f", {pending} pending (see the pending column)"
+                    if pending else ""))
+    return finals
 
 
 def write_class_report(out: Path, messages: dict[str, str]) -> str:

@@ -24,6 +24,9 @@ from autograder.checks.registry import KINDS, SECTIONS, KindSpec
 
 DEFAULT_RUBRIC = homework.current().rubric
 RUN_MODES = ("eval", "train")
+# What a total above the maximum means ([grading] bonus): "extra_credit"
+# keeps it, "capped" cuts it to the maximum. Every export states it.
+BONUS_POLICIES = ("extra_credit", "capped")
 
 
 class RubricError(ValueError):
@@ -44,6 +47,7 @@ class Rubric:
     # Wall clock for all of one submission's probes: a batch of N
     # submissions ends within N times this (plus the static checks).
     submission_timeout: float = 300.0
+    bonus_policy: str = "extra_credit"
 
     @property
     def max_bonus(self) -> float:
@@ -77,7 +81,12 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     grading = data.get("grading", {})
     _expect_keys(grading, f"{where} [grading]", allowed={
         "atol", "rtol", "mistake_atol", "timeout", "max_score",
-        "submission_timeout"})
+        "submission_timeout", "bonus"})
+    bonus_policy = grading.get("bonus", "extra_credit")
+    if bonus_policy not in BONUS_POLICIES:
+        raise RubricError(f"{where} [grading] bonus: {bonus_policy!r} is "
+                          f"not a bonus policy; write one of "
+                          f"{', '.join(map(repr, BONUS_POLICIES))}")
     defaults = {
         "atol": _number(grading.get("atol", 1e-6), "[grading] atol"),
         "rtol": _number(grading.get("rtol", 0.0), "[grading] rtol"),
@@ -139,7 +148,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
                           "[grading] mistake_atol"),
                   defaults["timeout"], max_score, where,
                   _number(grading.get("submission_timeout", 300.0),
-                          "[grading] submission_timeout", positive=True))
+                          "[grading] submission_timeout", positive=True),
+                  bonus_policy)
 
 
 _COMMON = {"id", "title", "points", "kind", "cases", "run_mode", "timeout",

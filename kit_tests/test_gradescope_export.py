@@ -97,10 +97,16 @@ def test_upload_csv_has_one_row_per_student(graded_zip):
     grades = {r["submission_id"]: r["score"]
               for r in _csv(base / "out" / "grades.csv")}
     upload = _csv(base / "out" / "gradescope_scores.csv")
+    # Edsger is listed without files: a row without a grade, never a 0
     assert [r["Email"] for r in upload] == [
-        "ada@example.edu", "alan@example.edu", "grace@example.edu"]
+        "ada@example.edu", "alan@example.edu", "edsger@example.edu",
+        "grace@example.edu"]
+    assert upload[2]["Score"] == "" and upload[2]["Submission ID"] == "333"
+    upload = [row for row in upload if row["Score"]]
     assert list(upload[0]) == ["Name", "SID", "Email", "Score",
-                               "Submission ID"]
+                               "Submission ID", "Max Points",
+                               "Bonus Policy"]
+    assert {row["Max Points"] for row in upload} == {"16"}
     for row in upload:
         assert row["Score"] == grades[row["Submission ID"]]
 

@@ -116,3 +116,27 @@ def test_a_sixth_question_is_collected(tmp_path):
     page = (out / "answers" / f"{NEW}.md").read_text()
     assert "1 of 1 submissions answered" in page and ANSWER in page
     assert ANSWER in (folder / "feedback.md").read_text()
+
+
+def test_a_questions_points_reach_otter_and_questions_toml(tmp_path):
+    # Points live where a question is declared: its cell in the source.
+    from autograder.term.course import question_points
+    source = tmp_path / notebook.MASTER.name
+    (tmp_path / "figures").symlink_to(notebook.MASTER.parent / "figures")
+    source.write_text(notebook.MASTER.read_text() + NEW_QUESTION.replace(
+        f'{{"question": "{NEW}"}}', f'{{"question": "{NEW}", "points": 2}}'))
+    built = notebook.build(source)
+    assert any(c.source.startswith("# BEGIN QUESTION") and
+               f"name: {NEW.lower()}\nmanual: true\npoints: 2" in c.source
+               for c in built.cells)
+    assert not any("points" in c.metadata for c in built.cells)
+    toml = tmp_path / "questions.toml"
+    toml.write_text(notebook.render_questions(built))
+    assert question_points(toml) == {
+        **{q: 0.0 for q in answers.questions()}, NEW: 2.0}
+    # no points anywhere: the generated file is as it was
+    assert "points" not in notebook.render_questions(notebook.build())
+    bad = tmp_path / "bad.md"
+    bad.write_text(source.read_text().replace('"points": 2', '"points": -1'))
+    with pytest.raises(notebook.MasterError, match="must be a number"):
+        notebook.build(bad)

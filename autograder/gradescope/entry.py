@@ -30,11 +30,12 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     modeling_attention.py, or a zip of it) into ``results_path``. Always
     writes a valid results.json, even if the grader itself fails."""
     grade: GradeResult | None = None
-    config = None
+    config = policy = None
     try:
         config, layers = batch.beside_canary(
             sandbox if sandbox is not None else _default_sandbox(),
             lambda: read_full_config(rubric_path, values))
+        policy = course_policy()
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
             sub = resolve(Path(submission_dir), Path(tmp), "submission")
             if sub.error:
@@ -51,13 +52,36 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
         grade = _failure(submission_dir, config, traceback.format_exc())
     try:
         if grade is not None:
-            return report.write_results(grade, Path(results_path))
+            data = report.results_json(grade)
+            if grade.tasks and not (grade.error or grade.internal_error):
+                from autograder.term import results_policy
+                data = results_policy.adjust(
+                    data, Path(submission_dir).parent /
+                    results_policy.METADATA, policy,
+                    config.rubric.max_score, config.rubric.bonus_policy)
+            report.write_json(data, Path(results_path))
+            return data
     except Exception:   # noqa: BLE001 - last resort: a minimal valid file
         traceback.print_exc()
     data = {"score": 0.0, "output": report.APOLOGY, "output_format": "md",
             "tests": [], "extra_data": {"internal_error": True}}
     report.write_json(data, Path(results_path))
     return data
+
+
+def course_policy() -> Any:
+    """The course's late policy as the zip ships it (course/policy.toml
+    beside the profile, autograder/term/policy.py), or None. One the
+    grader cannot read is its own failure: ConfigError, no score."""
+    from autograder import homework
+    from autograder.term.course import COURSE_FOLDER
+    from autograder.term.files import StaffFileError
+    from autograder.term.policy import POLICY_FILE, load_policy
+    try:
+        return load_policy(homework.current().root / COURSE_FOLDER
+                           / POLICY_FILE)
+    except StaffFileError as exc:
+        raise batch.ConfigError(str(exc)) from None
 
 
 def read_full_config(rubric_path: Path | None,

@@ -372,10 +372,13 @@ def summary_table(grades: list[GradeResult | dict[str, Any]],
     header = ["submission", "score", *task_ids, "notes"]
     rows = []
     for row in map(grade_row, grades):
+        # no score was written for a grader error: "-", never a 0
+        unscored = row["note"] == GRADER_ERROR
         rows.append([mdsafe.clean(row["name"], 200).replace("\n", " "),
-                     f"{_pts(row['score'])}/"
+                     f"{'-' if unscored else _pts(row['score'])}/"
                      f"{_pts(row['max_score'])}",
-                     *(_pts(row["tasks"].get(t, 0.0)) for t in task_ids),
+                     *("-" if unscored else _pts(row["tasks"].get(t, 0.0))
+                       for t in task_ids),
                      row["note"]])
     widths = [max(len(str(r[i])) for r in [header, *rows])
               for i in range(len(header))]

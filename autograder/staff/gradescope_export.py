@@ -18,24 +18,28 @@ metadata file beside other paths is one student's submission (a student
 could otherwise hand in a fake export and replace the batch's rows), and
 staff are told so. Each submission folder is
 graded under its folder name; afterwards ``annotate`` adds the submission
-id, names, emails and SIDs to ``grades.csv`` and writes
-``gradescope_scores.csv`` (one row per submitter: Name, SID, Email, Score),
-ready to upload back to Gradescope or an LMS gradebook.
+id, names, emails and SIDs to ``grades.csv``, from which
+autograder/staff/lms_exports.py writes the upload files (Gradescope,
+Canvas, Moodle). Each
+submission's ``:created_at:`` is kept (``Export.created``): the late
+policy reads it (autograder/term/).
 """
 from __future__ import annotations
 
+import json
 import struct
 import zipfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from autograder.report.layout import PATH_COLUMN
+from autograder.report.results import write_json
 from autograder.text import csvsafe
 from autograder.submission.locate import (SubmissionError, safe_extract,
                                           shown_name, zip_names)
 
 METADATA = "submission_metadata.yml"
-SCORES_CSV = "gradescope_scores.csv"
 MAX_ENTRIES = 200_000             # files in an export
 MAX_BYTES = 4 * 1024 ** 3         # extracted size of an export
 MAX_METADATA_BYTES = 50 * 1024 ** 2
@@ -72,6 +76,8 @@ class Export:
     folders: dict[str, str] = field(default_factory=dict)
     # each of ``paths`` as the grader knows it: in the export it named
     given: list[str] = field(default_factory=list)
+    # folder name -> its submission time (``:created_at:``, with its zone)
+    created: dict[str, datetime] = field(default_factory=dict)
 
 
 def find_export(paths: list[Path]) -> Path | None:
@@ -138,6 +144,41 @@ def _extract(archive: Path, dest: Path,
 
 def read_metadata(path: Path) -> dict[str, list[Submitter]]:
     """Folder name -> its submitters, from submission_metadata.yml."""
+    return submitters(_read_yaml(path))
+
+
+def submitters(data: dict) -> dict[str, list[Submitter]]:
+    """Folder name -> its submitters, from the metadata's mapping."""
+    out = {}
+    for folder, entry in data.items():
+        people = entry.get(":submitters") if isinstance(entry, dict) else None
+        out[str(folder)] = [
+            Submitter(_field(p.get(":name")), _field(p.get(":sid")),
+                      _field(p.get(":email")))
+            for p in (people if isinstance(people, list) else [])
+            if isinstance(p, dict)]
+    return out
+
+
+def created(data: dict) -> dict[str, datetime]:
+    """Folder name -> its ``:created_at:`` where it is a time with its
+    zone (YAML reads Gradescope's ``2026-11-20 10:00:00.0 -08:00`` as one;
+    anything else is left out: the time is then unknown)."""
+    out = {}
+    for folder, entry in data.items():
+        when = entry.get(":created_at") if isinstance(entry, dict) else None
+        if isinstance(when, str):
+            try:
+                when = datetime.fromisoformat(when)
+            except ValueError:
+                continue
+        if isinstance(when, datetime) and when.utcoffset() is not None:
+            out[str(folder)] = when
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    """submission_metadata.yml's mapping, read with bounds."""
     try:
         import yaml
     except ImportError as exc:
@@ -156,15 +197,7 @@ def read_metadata(path: Path) -> dict[str, list[Submitter]]:
     if not isinstance(data, dict):
         raise ExportError(f"{path.name}: expected a mapping of submission "
                           f"folders")
-    out = {}
-    for folder, entry in data.items():
-        people = entry.get(":submitters") if isinstance(entry, dict) else None
-        out[str(folder)] = [
-            Submitter(_field(p.get(":name")), _field(p.get(":sid")),
-                      _field(p.get(":email")))
-            for p in (people if isinstance(people, list) else [])
-            if isinstance(p, dict)]
-    return out
+    return data
 
 
 def _field(value: object) -> str:
@@ -202,15 +235,17 @@ def open_export(source: Path, workdir: Path) -> Export:
     skipped: list[tuple[str, str]] = []
     root = _extract(source, workdir, skipped) if source.is_file() \
         else source
-    submitters = read_metadata(root / METADATA)
+    data = _read_yaml(root / METADATA)
+    people = submitters(data)
     paths, missing = [], []
-    for name in sorted(submitters):
+    for name in sorted(people):
         if _is_folder(root, name):
             paths.append(root / name)
         else:
             missing.append(shown_name(name))
-    return Export(root, paths, submitters, missing, skipped,
-                  given=[str(source / p.name) for p in paths])
+    return Export(root, paths, people, missing, skipped,
+                  given=[str(source / p.name) for p in paths],
+                  created=created(data))
 
 
 def _is_folder(root: Path, name: str) -> bool:
@@ -225,9 +260,44 @@ def _is_folder(root: Path, name: str) -> bool:
         return False
 
 
+KEPT = "export.json"    # OUT's copy of the export's names and times
+
+
+def keep(out: Path, export: Export) -> None:
+    """Write OUT/export.json: each graded submission's folder, every
+    folder's submitters and submission time (``term OUT`` reads it)."""
+    write_json({
+        "folders": export.folders,
+        "submitters": {f: [[p.name, p.sid, p.email] for p in people]
+                       for f, people in export.submitters.items()},
+        "created": {f: t.isoformat() for f, t in export.created.items()}},
+        out / KEPT)
+
+
+def load_kept(out: Path) -> Export | None:
+    """The export kept in OUT/export.json, or None where OUT was not
+    graded from one; ExportError if the file is damaged."""
+    path = out / KEPT
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Export(out, [], {
+            f: [Submitter(*map(str, p)) for p in people]
+            for f, people in data["submitters"].items()},
+            folders=dict(data["folders"]),
+            created={f: datetime.fromisoformat(t)
+                     for f, t in data["created"].items()})
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ExportError(f"{path} is damaged ({exc}): grade the export "
+                          f"into OUT again") from None
+
+
 def annotate(out: Path, export: Export) -> str:
-    """Add submission id, names, emails and SIDs to OUT/grades.csv and
-    write OUT/gradescope_scores.csv; returns a line for the terminal."""
+    """Add submission id, names, emails and SIDs to OUT/grades.csv;
+    returns a line for the terminal (the upload files are
+    autograder/staff/lms_exports.py's, written after the term's
+    totals)."""
     grades = out / "grades.csv"
     rows = csvsafe.read_rows(grades)
     if not rows:
@@ -236,7 +306,7 @@ def annotate(out: Path, export: Export) -> str:
     at = header.index("submission") + 1
     new_header = [*header[:at], "submission_id", "name", "email", "sid",
                   *header[at:]]
-    upload = []
+    students = 0
     annotated = []
     for row in body:
         folder = export.folders.get(row[0], row[0])
@@ -250,23 +320,19 @@ def annotate(out: Path, export: Export) -> str:
                           "; ".join(p.name for p in people),
                           "; ".join(p.email for p in people),
                           "; ".join(p.sid for p in people), *numbers])
-        score = _number(row[header.index("score")])
-        upload += [[p.name, p.sid, p.email, score, sub_id] for p in people]
+        students += len(people)
     # Names, emails and SIDs come from the export (students typed them):
     # csvsafe neutralises a cell that a spreadsheet would run as a formula.
     csvsafe.write_rows(grades, [new_header, *annotated])
-    csvsafe.write_rows(out / SCORES_CSV, [
-        ["Name", "SID", "Email", "Score", "Submission ID"],
-        *sorted(upload, key=lambda r: (r[0], r[2]))])
+    keep(out, export)
     note = (f"; listed without files: {', '.join(export.missing)}"
             if export.missing else "")
     if export.skipped:
         note += (f"; {len(export.skipped)} entries of the zip left out "
                  f"(unsafe or unreadable names): " + ", ".join(
                      f"{name} ({why})" for name, why in export.skipped[:10]))
-    return (f"Gradescope export: {len(body)} submissions, {len(upload)} "
-            f"students: names in grades.csv, scores to upload in "
-            f"{out / SCORES_CSV}{note}")
+    return (f"Gradescope export: {len(body)} submissions, {students} "
+            f"students: names in grades.csv{note}")
 
 
 def _number(text: str) -> float | str:
@@ -276,5 +342,6 @@ def _number(text: str) -> float | str:
         return text
 
 
-__all__ = ["Export", "ExportError", "Submitter", "annotate", "find_export",
-           "lookalikes", "open_export", "read_metadata"]
+__all__ = ["Export", "ExportError", "KEPT", "Submitter", "annotate",
+           "created", "find_export", "keep", "load_kept", "lookalikes",
+           "open_export", "read_metadata", "submitters"]

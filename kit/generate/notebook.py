@@ -78,7 +78,12 @@ ROOT = Path(__file__).resolve().parents[2]
 MASTER = homework.staff().notebook_source
 OUT = homework.staff().notebook
 QUESTIONS_OUT = homework.staff().questions
-QUESTION_POINTS = 0  # inline questions: feedback only; change here if graded
+# An inline question's points, unless its cell says ({"question": "Q1",
+# "points": 2}): 0, feedback only. Points go to otter's question block
+# and to questions.toml's `points`, which the term's totals read.
+QUESTION_POINTS = 0
+_MANUAL_POINTS = re.compile(r"^name: (\S+)\nmanual: true\npoints: (\S+)$",
+                            re.M)
 LANGUAGE_INFO = {"name": "python"}
 
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
@@ -293,9 +298,14 @@ def expand_questions(cells: list[NotebookNode],
                 f'{{"sample": "{qid}"}} and starting with {heading}')
         index += 1
         slug = qid.lower()
-        prompt = _copy(cell, "question")
+        points = cell.metadata.get("points", QUESTION_POINTS)
+        if isinstance(points, bool) or not isinstance(points, (int, float)) \
+                or not 0 <= points < float("inf"):
+            raise MasterError(f"{locate('question', qid)}: question {qid}'s"
+                              f" points {points!r} must be a number >= 0")
+        prompt = _copy(cell, "question", "points")
         out += [_raw(f"# BEGIN QUESTION\nname: {slug}\nmanual: true\n"
-                     f"points: {QUESTION_POINTS}"),
+                     f"points: {points:g}"),
                 prompt, _raw("# BEGIN PROMPT"),
                 _md(f"{heading}\n\n_Type your answer here, replacing this "
                     f"text._", f"answer-{slug}", {"question": qid}),
@@ -390,7 +400,15 @@ def questions(nb: NotebookNode) -> tuple[str, ...]:
 def render_questions(nb: NotebookNode) -> str:
     """The text of ``autograder/questions.toml`` for the built ``nb``."""
     listed = ", ".join(json.dumps(q) for q in questions(nb))
-    return f"{QUESTIONS_HEADER}\nquestions = [{listed}]\n"
+    points = {name.upper(): float(value) for c in nb.cells
+              if c.cell_type == "raw" and c.source.startswith(
+                  "# BEGIN QUESTION")
+              for name, value in _MANUAL_POINTS.findall(c.source)}
+    scored = ", ".join(f"{q} = {points[q]:g}" for q in questions(nb)
+                       if points.get(q))
+    # points only when a question has some (the term's totals read them)
+    return (f"{QUESTIONS_HEADER}\nquestions = [{listed}]\n"
+            + (f"points = {{{scored}}}\n" if scored else ""))
 
 
 def stale(master: Path = MASTER, out: Path = OUT,

@@ -12,6 +12,8 @@ Layout of the zip, as Gradescope's specification asks (it is unzipped into
                         gradescope/entry.py: what run_autograder runs),
                         without staff/
     test_values/        manifest.json, public.safetensors, hidden.safetensors
+    course/policy.toml  the course's late policy, where it has one (without
+                        its extensions: Gradescope holds its own)
 
 Never the reference or the kit: the grader needs only numbers. Before it
 reports success it checks the zip: scripts executable at the root, the
@@ -65,6 +67,23 @@ def assemble(dest: Path) -> None:
     for name in VALUE_FILES:
         shutil.copy2(hw.test_values / name, values)
     ship_profile(dest)
+    ship_policy(hw.root, dest)
+
+
+def ship_policy(root: Path, dest: Path) -> None:
+    """The course's late policy (course/policy.toml), without its
+    extensions (students' names: Gradescope holds its own per-student due
+    dates), where the course has one: the autograder applies it."""
+    from autograder.term.course import COURSE_FOLDER
+    from autograder.term.files import StaffFileError
+    from autograder.term.policy import POLICY_FILE, load_policy
+    try:
+        policy = load_policy(root / COURSE_FOLDER / POLICY_FILE)
+    except StaffFileError as exc:
+        raise AutograderZipError(str(exc)) from None
+    if policy is not None:
+        (dest / COURSE_FOLDER).mkdir(parents=True)
+        (dest / COURSE_FOLDER / POLICY_FILE).write_text(policy.shipped())
 
 
 def third_party_imports(package: Path) -> set[str]:

@@ -319,8 +319,10 @@ def student_error(cause: str, details: str = "") -> str:
     if missing:
         package = missing.group(1).split(".")[0]
         cause = f"{cause.strip()} (No module named {missing.group(1)!r})"
+        python = (f'"{sys.executable}"' if " " in sys.executable
+                  else sys.executable)   # the student's own, not a bare one
         remedy = (f"install the package {package!r} into this Python: "
-                  f"{Path(sys.executable).name} -m pip install {package}")
+                  f"{python} -m pip install {package}")
     else:
         remedy = ("reinstall the homework's environment (`make install`, "
                   "see README.md); if it persists, ask on the course forum "

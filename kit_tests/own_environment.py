@@ -25,7 +25,8 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def closure(names: list[str] | tuple[str, ...]) -> dict[str, metadata.Distribution]:
+def closure(names: list[str] | tuple[str, ...]
+            ) -> dict[str, metadata.Distribution]:
     """``names`` and every distribution they require here, by name."""
     found: dict[str, metadata.Distribution] = {}
     todo = list(names)

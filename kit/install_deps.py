@@ -8,10 +8,10 @@ root)::
     python3 install_deps.py --check        # exit 1 unless Python >= 3.11
 
 On Linux, PyPI's torch wheel is the multi-GB CUDA build, so torch alone
-(``torch==X`` as pinned in the requirements, without its dependencies) is
+(the requirements' ``torch==X`` or range, without its dependencies) is
 first taken from the PyTorch CPU index (``--torch-index``, default
-``$TORCH_INDEX`` or https://download.pytorch.org/whl/cpu; empty: skip it)
-with no retries and a 5 s timeout. If that index cannot serve it
+``$TORCH_INDEX`` or https://download.pytorch.org/whl/cpu; empty: skip it),
+that index alone (``pip --isolated``), with no retries and a 5 s timeout. If that index cannot serve it
 (unreachable, offline mirror, ...), torch comes from the default index
 instead, with a warning. Then everything, torch's dependencies included,
 comes from the default index (pip's own configuration applies throughout).
@@ -24,7 +24,9 @@ its Python runs and has pip; a half-made one (``python -m venv`` stopped
 before pip) is removed and made again, saying so. If torch had to come from
 the default index and that is PyPI's Linux CUDA build, it says so, with the
 size, before pip adds the NVIDIA libraries; the last line gives the venv's
-size.
+size. Where pip finds no torch for this platform, one sentence says what
+the platform has and the path to take. On Windows a venv too deep for the
+260-character path limit is refused first.
 
 Runs on any Python 3 far enough to print why it refuses: the version check
 comes first, and nothing before it needs a recent Python.

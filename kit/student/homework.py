@@ -109,9 +109,9 @@ def module_of(name):
 
 
 def missing_packages(find_spec=None, path=REQUIREMENTS, command=None):
-    """The pinned lines of the requirements ``command`` needs (NEEDS; all
-    of them for another command) whose module is missing here (looked up
-    with ``find_spec``: nothing is imported)."""
+    """The requirement lines (this platform's) that ``command`` needs
+    (NEEDS; all of them for another command) whose module is missing here
+    (looked up with ``find_spec``: nothing is imported)."""
     if find_spec is None:
         import importlib.util
         find_spec = importlib.util.find_spec
@@ -122,7 +122,7 @@ def missing_packages(find_spec=None, path=REQUIREMENTS, command=None):
 
 
 def pip_line(python, missing, platform=None):
-    """The one command that adds ``missing`` (pinned lines) to ``python``.
+    """The one command that adds ``missing`` (requirement lines) to ``python``.
 
     On Linux PyPI's torch is the multi-GB CUDA build: torch then also
     comes from the PyTorch CPU index.

@@ -11,10 +11,11 @@ On Linux, PyPI's torch wheel is the multi-GB CUDA build, so torch alone
 (the requirements' ``torch==X`` or range, without its dependencies) is
 first taken from the PyTorch CPU index (``--torch-index``, default
 ``$TORCH_INDEX`` or https://download.pytorch.org/whl/cpu; empty: skip it),
-that index alone (``pip --isolated``), with no retries and a 5 s timeout. If that index cannot serve it
-(unreachable, offline mirror, ...), torch comes from the default index
-instead, with a warning. Then everything, torch's dependencies included,
-comes from the default index (pip's own configuration applies throughout).
+that index alone (``pip --isolated``), with no retries and a 5 s timeout.
+If that index cannot serve it (unreachable, offline mirror, ...), torch
+comes from the default index instead, with a warning. Then everything,
+torch's dependencies included, comes from the default index (pip's own
+configuration applies there).
 On macOS and Windows PyPI's wheels are the CPU builds: one plain install.
 
 Before creating the venv it checks that this Python has the ``venv`` and

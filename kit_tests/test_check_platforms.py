@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -112,18 +115,24 @@ def test_simulated_check_scores_as_the_grader(platform, which, tmp_path):
     _no_staff_words(done)
 
 
-def _deepest_windows_folder(tmp_path: Path) -> Path:
+@pytest.fixture
+def deepest_windows_folder() -> Iterator[Path]:
     """A homework folder as deep as install_deps lets a Windows venv be
-    (its site-packages plus the deepest file one short of MAX_PATH)."""
+    (its site-packages plus the deepest file one short of MAX_PATH),
+    under a short folder of its own (pytest's own may be deeper)."""
     from kit import install_deps
+    base = Path(tempfile.mkdtemp(prefix="w"))
     tail = len(os.path.join(".venv", "Lib", "site-packages", "")) + 1
     room = (install_deps.MAX_PATH - install_deps.DEEPEST_SITE_PACKAGES_FILE
-            - tail - len(str(tmp_path)) - 2)
-    folder = tmp_path / ("d" * room)
-    assert install_deps.long_path_problem(
+            - tail - len(str(base)) - 2)
+    folder = base / ("d" * room)
+    assert room > 0 and install_deps.long_path_problem(
         str(folder / ".venv"), "win32", long_paths=False) is None
     folder.mkdir()
-    return folder
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(base)
 
 
 def test_simulated_windows_refuses_a_path_past_max_path(tmp_path):
@@ -145,12 +154,12 @@ def test_simulated_windows_refuses_a_path_past_max_path(tmp_path):
 
 @pytest.mark.e2e
 def test_simulated_windows_checks_in_the_deepest_folder_it_installs_in(
-        tmp_path):
+        tmp_path, deepest_windows_folder):
     """Simulated Windows with its path limit: from a homework folder as
     deep as the install accepts, ``check`` reads the module and gives the
     reference full marks (the grader's own paths stay within the limit)."""
     rubric = load_rubric()
-    folder = _deepest_windows_folder(tmp_path)
+    folder = deepest_windows_folder
     path = folder / "modeling_attention.py"
     path.write_text(FULL_REFERENCE)
     done = subprocess.run(

@@ -493,12 +493,14 @@ def test_pips_no_matching_torch_becomes_the_platforms_sentence(tmp_path):
 def test_a_deep_folder_on_windows_is_refused_before_the_install(
         tmp_path, monkeypatch):
     # a venv whose site-packages plus the deepest file is one character
-    # over Windows' limit; the same one character shorter is fine
+    # over Windows' limit; the same one character shorter is fine (paths
+    # only: under a short base, whatever the test's own folder)
+    base = os.path.abspath(os.sep + "w")
     tail = len(os.path.join(".venv", "Lib", "site-packages", "")) + 1
     room = (install_deps.MAX_PATH - install_deps.DEEPEST_SITE_PACKAGES_FILE
-            - tail - len(str(tmp_path)) - 1)
-    fits = str(tmp_path / ("x" * (room - 1)) / ".venv")
-    over = str(tmp_path / ("x" * room) / ".venv")
+            - tail - len(base) - 1)
+    fits = os.path.join(base, "x" * (room - 1), ".venv")
+    over = os.path.join(base, "x" * room, ".venv")
     problem = install_deps.long_path_problem(over, "win32", long_paths=False)
     assert problem and "too deep for Windows" in problem
     assert install_deps.SHORT_FOLDER in problem and "259" in problem
@@ -510,9 +512,10 @@ def test_a_deep_folder_on_windows_is_refused_before_the_install(
     # ensure_venv stops there, before any venv is made
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setattr(install_deps, "_long_paths_enabled", lambda: False)
+    deep = tmp_path / ("x" * 150) / ("y" * 150) / ".venv"
     with pytest.raises(SystemExit, match="too deep for Windows"):
-        install_deps.ensure_venv(over)
-    assert not Path(over).exists()
+        install_deps.ensure_venv(str(deep))
+    assert not deep.parent.parent.exists()
 
 
 def test_the_readmes_windows_folder_fits_the_path_limit():

@@ -139,11 +139,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Preview on the public cases, printed for the student."""
     path = Path(args.file or DEFAULT_CHECK_FILE)
     if not path.is_file():
+        from autograder.sandbox.plain import this_python
         name = DEFAULT_CHECK_FILE.name
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `make check "
-                          f"FILE=path/to/{name}`, or `python -m autograder"
-                          f" check path/to/{name}`)")
+                          f"FILE=path/to/{name}`, or `{this_python()} -m "
+                          f"autograder check path/to/{name}`)")
     # An import the grader's environment lacks: refused before any score
     # (the grader would give 0; a score here would be a plausible wrong one).
     from autograder.submission import imports

@@ -8,13 +8,14 @@ root)::
     python3 install_deps.py --check        # exit 1 unless Python >= 3.11
 
 On Linux, PyPI's torch wheel is the multi-GB CUDA build, so torch alone
-(``torch==X`` as pinned in the requirements, without its dependencies) is
+(the requirements' ``torch==X`` or range, without its dependencies) is
 first taken from the PyTorch CPU index (``--torch-index``, default
-``$TORCH_INDEX`` or https://download.pytorch.org/whl/cpu; empty: skip it)
-with no retries and a 5 s timeout. If that index cannot serve it
-(unreachable, offline mirror, ...), torch comes from the default index
-instead, with a warning. Then everything, torch's dependencies included,
-comes from the default index (pip's own configuration applies throughout).
+``$TORCH_INDEX`` or https://download.pytorch.org/whl/cpu; empty: skip it),
+that index alone (``pip --isolated``), with no retries and a 5 s timeout.
+If that index cannot serve it (unreachable, offline mirror, ...), torch
+comes from the default index instead, with a warning. Then everything,
+torch's dependencies included, comes from the default index (pip's own
+configuration applies there).
 On macOS and Windows PyPI's wheels are the CPU builds: one plain install.
 
 Before creating the venv it checks that this Python has the ``venv`` and
@@ -24,7 +25,9 @@ its Python runs and has pip; a half-made one (``python -m venv`` stopped
 before pip) is removed and made again, saying so. If torch had to come from
 the default index and that is PyPI's Linux CUDA build, it says so, with the
 size, before pip adds the NVIDIA libraries; the last line gives the venv's
-size.
+size. Where pip finds no torch for this platform, one sentence says what
+the platform has and the path to take. On Windows a venv too deep for the
+260-character path limit is refused first.
 
 Runs on any Python 3 far enough to print why it refuses: the version check
 comes first, and nothing before it needs a recent Python.
@@ -77,6 +80,11 @@ def python_advice(platform, release):
     if distro == "ubuntu" and number >= 22.04 and number < 24.04:
         return ("as root (or with sudo): `apt-get install python3.11 "
                 "python3.11-venv`, then `make install PYTHON=python3.11`")
+    if (distro, number >= (12 if distro == "debian" else 24.04)) in (
+            ("debian", True), ("ubuntu", True)):
+        return ("its python3 is new enough: as root (or with sudo) `apt-get "
+                "install python3 python3-venv`, then `make install "
+                "PYTHON={}`".format(SYSTEM_PYTHON))
     if distro in ("debian", "ubuntu"):
         newest = "Debian 12" if distro == "debian" else "Ubuntu 24.04"
         return ("{} {} has no Python 3.11 package: use {} or newer (its "
@@ -91,42 +99,168 @@ def python_advice(platform, release):
             "PYTHON=/path/to/python3.11`")
 
 
-def version_problem(version, executable, platform=None, release=None):
-    """The message refusing ``version`` (a version_info), or None."""
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def python_version_of(python):
+    """``python``'s version as a tuple, or None if it does not run."""
+    try:
+        found = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:3])"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            universal_newlines=True, timeout=30)
+        return tuple(int(n) for n in found.stdout.split()) or None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def version_problem(version, executable, platform=None, release=None,
+                    system=None):
+    """The message refusing ``version`` (a version_info), or None.
+
+    ``system`` is the version of the system's own ``/usr/bin/python3``
+    (default: asked of it on Linux, unless ``release`` simulates another
+    system): where it is new enough (an older ``PYTHON=`` picked on
+    Debian 12), the fix is to use it.
+    """
     if tuple(version[:2]) >= MIN_PYTHON:
         return None
     platform = sys.platform if platform is None else platform
-    release = os_release() if release is None else release
+    if system is None and release is None and platform.startswith("linux") \
+            and \
+            os.path.realpath(executable) != os.path.realpath(SYSTEM_PYTHON):
+        system = python_version_of(SYSTEM_PYTHON)
+    if system and tuple(system[:2]) >= MIN_PYTHON:
+        advice = ("this system's own {} is Python {}: leave PYTHON out "
+                  "(`make install`) or pass `make install PYTHON={}` "
+                  "(without make: `{} homework.py install`)".format(
+                      SYSTEM_PYTHON, ".".join(str(n) for n in system[:2]),
+                      SYSTEM_PYTHON, SYSTEM_PYTHON))
+    else:
+        advice = python_advice(platform, os_release() if release is None
+                               else release)
     return ("install_deps: Python {}.{} or newer is needed (the grader reads "
             "its rubric with tomllib), but {} is Python {}. To get one: {}. "
             "Or pass PY=/path/to/python3.11 to use an environment that has "
             "the packages.".format(MIN_PYTHON[0], MIN_PYTHON[1], executable,
                                    ".".join(str(n) for n in version[:3]),
-                                   python_advice(platform, release)))
+                                   advice))
 
 
 def torch_pin(requirements):
-    """The ``torch==X`` line of a requirements file's text, or None."""
-    found = re.search(r"^\s*torch\s*==\s*([^\s;#]+)", requirements,
+    """The torch requirement of a requirements file's text, without its
+    marker or comment and without spaces (``torch==2.13.0``, or a range:
+    ``torch>=2.2.2,<=2.15.0``), or None."""
+    found = re.search(r"^\s*torch\s*([=<>!~][^;#\n]*)", requirements,
                       re.MULTILINE)
-    return "torch==" + found.group(1) if found else None
+    return "torch" + re.sub(r"\s", "", found.group(1)) if found else None
 
 
-def plan(python, requirements_file, torch_index, platform):
+def _release(version):
+    """``"2.2.2+cpu"`` -> (2, 2, 2): the numeric release of a version."""
+    numbers = re.match(r"\d+(?:\.\d+)*", version.strip())
+    return tuple(int(n) for n in numbers.group(0).split(".")) if numbers \
+        else ()
+
+
+def allows(requirement, version):
+    """Whether ``requirement`` (``torch>=2.2.2,<=2.15.0``) admits
+    ``version`` (releases compared; enough for the kit's own files, read
+    on a Python that may have no ``packaging``)."""
+    want = _release(version)
+    for clause in re.findall(r"(==|!=|>=|<=|>|<|~=)\s*([\w.*+]+)",
+                             requirement):
+        op, bound = clause[0], _release(clause[1])
+        size = max(len(want), len(bound))
+        a, b = (want + (0,) * size)[:size], (bound + (0,) * size)[:size]
+        if not {"==": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b,
+                ">": a > b, "<": a < b, "~=": a >= b}[op]:
+            return False
+    return True
+
+
+# Where PyPI's torch stops for a platform (its file list, read with `uv pip
+# compile --python-platform`; kit_tests/test_student_requirements.py): the
+# newest torch, and the newest Python it has wheels for.
+INTEL_MAC_TORCH = ("2.2.2", (3, 12))
+
+
+def no_torch_advice(requirement, platform=None, machine=None,
+                    version=None):
+    """One sentence for pip's "no matching distribution" for torch, for
+    the platform it runs on (default: this one): what exists there and the
+    path that works."""
+    import platform as host
+    platform = sys.platform if platform is None else platform
+    machine = (host.machine() if machine is None else machine).lower()
+    version = sys.version_info if version is None else version
+    python = "Python {}.{}".format(version[0], version[1])
+    if platform == "win32" and machine in ("arm64", "aarch64"):
+        return ("install_deps: PyPI has no torch for Windows on ARM: "
+                "install Python's Windows installer (64-bit), the x64 "
+                "build, which Windows on ARM runs emulated, and run the "
+                "install with it (`py -V:3.12 homework.py install`), or "
+                "follow the README's WSL path (Ubuntu in WSL has torch).")
+    if platform == "darwin" and machine == "x86_64":
+        newest, top = INTEL_MAC_TORCH
+        if not allows(requirement, newest):
+            return ("install_deps: the newest torch for Intel Macs is {}, "
+                    "older than this homework accepts ({}): work in Google "
+                    "Colab or on a Linux or Windows machine (the README's "
+                    "other paths).".format(newest, requirement))
+        if tuple(version[:2]) > top:
+            return ("install_deps: the newest torch for Intel Macs is {} "
+                    "(the homework accepts it), built for Python 3.{} at "
+                    "most, and this is {}: install Python 3.{} (python.org "
+                    "or `brew install python@3.{}`), then `make install "
+                    "PYTHON=python3.{}`.".format(newest, top[1], python,
+                                                 top[1], top[1], top[1]))
+    return ("install_deps: pip found no torch {} for this machine ({} {}, "
+            "{}): PyPI's torch covers Linux (x86-64, aarch64), Windows x64 "
+            "and macOS 11 or newer for Python 3.11 to 3.13; use one of "
+            "those (the README names each path).".format(
+                requirement[len("torch"):], platform, machine, python))
+
+
+# pip's two lines when no torch fits this platform or this Python.
+NO_TORCH = re.compile(r"(no matching distribution found for|could not find "
+                      r"a version that satisfies the requirement) torch\b",
+                      re.IGNORECASE)
+
+
+def call_teed(argv):
+    """Run ``argv``, its stderr passed on as it comes; (exit status, its
+    stderr text), so that pip's reason can be put into words."""
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE,
+                               universal_newlines=True)
+    said = []
+    for line in process.stderr:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        said.append(line)
+    return process.wait(), "".join(said)
+
+
+def plan(python, requirements_file, torch_index, platform, compile=True):
     """The pip commands to run, as (purpose, argv) pairs, in order.
 
     ``purpose`` is "cpu-torch" (may fail: then run the "fallback-torch"
     command), "fallback-torch" (only after a failed "cpu-torch") or
-    "requirements".
+    "requirements". ``compile=False``: no bytecode compiled ahead (a
+    student's .venv: 0.2 GB and a good part of the time less; Python
+    compiles what it imports on first use).
     """
     with open(requirements_file) as handle:
         pin = torch_pin(handle.read())
+    pip = PIP + ([] if compile else ["--no-compile"])
     steps = []
     if platform.startswith("linux") and torch_index and pin:
-        steps.append(("cpu-torch", [python] + PIP + FAST + [
-            "--no-deps", "--index-url", torch_index, pin]))
-        steps.append(("fallback-torch", [python] + PIP + ["--no-deps", pin]))
-    steps.append(("requirements", [python] + PIP + ["-r", requirements_file]))
+        # --isolated: that index alone; an extra index or find-links of the
+        # user's configuration would offer its own (CUDA) torch of the range
+        steps.append(("cpu-torch", [python] + pip + FAST + [
+            "--isolated", "--no-deps", "--index-url", torch_index, pin]))
+        steps.append(("fallback-torch", [python] + pip + ["--no-deps", pin]))
+    steps.append(("requirements", [python] + pip + ["-r", requirements_file]))
     return steps
 
 
@@ -226,6 +360,50 @@ def create_venv(venv):
     return python
 
 
+# Windows refuses a path of more than 259 characters (MAX_PATH, 260 with
+# its NUL) unless long paths are enabled, and pip then fails half-way.
+# The deepest file the student's packages put under site-packages, as
+# characters after its folder: measured on the installed .venv and on
+# torch's Windows wheel (kit_tests/test_student_install.py keeps it).
+MAX_PATH = 260
+DEEPEST_SITE_PACKAGES_FILE = 171
+SHORT_FOLDER = "$HOME\\hw"
+
+
+def _long_paths_enabled():
+    """Whether Windows' registry allows long paths (False elsewhere)."""
+    try:
+        import winreg
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE,
+                            r"SYSTEM\CurrentControlSet\Control\FileSystem"
+                            ) as key:
+            return winreg.QueryValueEx(key, "LongPathsEnabled")[0] == 1
+    except (ImportError, OSError):
+        return False
+
+
+def long_path_problem(venv, platform=None, long_paths=None):
+    """Why ``venv`` is too deep for Windows' path limit, or None: its
+    site-packages folder plus the deepest file installed there."""
+    platform = sys.platform if platform is None else platform
+    if platform != "win32":
+        return None
+    site = os.path.join(os.path.abspath(venv), "Lib", "site-packages", "")
+    deepest = len(site) + DEEPEST_SITE_PACKAGES_FILE
+    if deepest < MAX_PATH:
+        return None
+    if _long_paths_enabled() if long_paths is None else long_paths:
+        return None
+    return ("install_deps: {} is too deep for Windows: its site-packages "
+            "folder is {} characters long and the deepest file installed "
+            "there adds {}, {} in all, over Windows' limit of {} per path, "
+            "so the install would fail half-way. Move the homework folder "
+            "to a short place, e.g. `Expand-Archive student.zip "
+            "-DestinationPath {}` (README.md, Windows), then install "
+            "there.".format(venv, len(site), DEEPEST_SITE_PACKAGES_FILE,
+                            deepest, MAX_PATH - 1, SHORT_FOLDER))
+
+
 def ensure_venv(venv):
     """Create ``venv`` with this interpreter, or reuse it; its python.
 
@@ -233,19 +411,16 @@ def ensure_venv(venv):
     is made again. An existing venv made by an older Python is refused
     with the message.
     """
+    problem = long_path_problem(venv)
+    if problem:
+        raise SystemExit(problem)
     python = venv_python(venv)
     if python is None:
         if os.path.exists(venv) and os.listdir(venv):   # empty: fill it
             remove_venv(venv, "no Python in it")
         return create_venv(venv)
-    try:
-        found = subprocess.run(
-            [python, "-c", "import sys; print(*sys.version_info[:3])"],
-            stdout=subprocess.PIPE, universal_newlines=True)
-        version = tuple(int(n) for n in found.stdout.split() or (0, 0, 0))
-    except (OSError, ValueError):
-        version = None
-    if version is None or version == (0, 0, 0):
+    version = python_version_of(python)
+    if version is None:
         remove_venv(venv, "its Python does not run")
         return create_venv(venv)
     problem = version_problem(version, python)
@@ -284,10 +459,12 @@ def cuda_requirements(python):
                    if line.strip().lower().startswith("nvidia-")})
 
 
-def run_plan(steps, echo=print, torch_index=CPU_INDEX):
+def run_plan(steps, echo=print, torch_index=CPU_INDEX, requirement=None):
     """Run the steps; the fallback only if the CPU index failed.
 
-    Returns the exit status of the first step that failed for good.
+    Returns the exit status of the first step that failed for good; when
+    pip found no torch for this platform, says what exists and the path
+    (``no_torch_advice`` for ``requirement``, the requirements' torch).
     """
     cpu_failed = False
     for purpose, argv in steps:
@@ -295,7 +472,7 @@ def run_plan(steps, echo=print, torch_index=CPU_INDEX):
             continue
         echo("install_deps: " + " ".join(argv))
         start = time.monotonic()
-        status = subprocess.call(argv)
+        status, said = call_teed(argv)
         if purpose == "cpu-torch" and status != 0:
             cpu_failed = True
             echo("install_deps: the PyTorch CPU index ({}) did not serve "
@@ -303,6 +480,8 @@ def run_plan(steps, echo=print, torch_index=CPU_INDEX):
                  "instead (pip's reason is above)".format(
                      torch_index, time.monotonic() - start))
         elif status != 0:
+            if NO_TORCH.search(said):
+                echo(no_torch_advice(requirement or "torch"))
             return status
         elif purpose == "fallback-torch":
             nvidia = cuda_requirements(argv[0])
@@ -333,6 +512,8 @@ def main(argv=None):
     parser.add_argument("--torch-index",
                         default=os.environ.get("TORCH_INDEX", CPU_INDEX),
                         help="index serving the CPU torch (empty: none)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="compile no bytecode ahead (the student's .venv)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the pip commands, run nothing")
     args = parser.parse_args(argv)
@@ -351,13 +532,17 @@ def main(argv=None):
                                                         "python")
     else:
         python = ensure_venv(args.venv)
-    steps = plan(python, args.requirements, args.torch_index, sys.platform)
+    steps = plan(python, args.requirements, args.torch_index, sys.platform,
+                 compile=not args.no_compile)
     if args.dry_run:
         for purpose, command in steps:
             print("{}: {}".format(purpose, " ".join(command)))
         return 0
+    with open(args.requirements) as handle:
+        requirement = torch_pin(handle.read())
     start = time.monotonic()
-    status = run_plan(steps, torch_index=args.torch_index)
+    status = run_plan(steps, torch_index=args.torch_index,
+                      requirement=requirement)
     if status == 0:   # the figures come from the run, not from a README
         print("install_deps: {} ready in {:.0f} s ({:.1f} GB)".format(
             args.venv, time.monotonic() - start,

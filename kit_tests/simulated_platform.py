@@ -10,7 +10,9 @@ Linux (``kit_tests/test_check_platforms.py``).
   ``ST_*`` mount flags, ``O_PATH``, ``memfd_create``...; for Windows
   ``fork``, ``setsid``, ``killpg``, ``getuid``, ``pread``, ``O_NOFOLLOW``,
   ``statvfs``...), and ``/proc`` absent from its file functions and from
-  ``open``;
+  ``open``; on Windows these also refuse a path of ``MAX_PATH`` (260)
+  characters or more, made absolute, as Windows does without long paths
+  (FileNotFoundError);
 - for Windows, no ``resource``, ``pwd``, ``fcntl`` or ``grp`` module, a
   ``signal`` without ``SIGKILL``, ``SIGXCPU``, ``SIGXFSZ``, ``SIGCHLD``,
   and a ``multiprocessing`` whose only start method is ``spawn``.
@@ -81,10 +83,28 @@ def _hidden(path: Any) -> bool:
     return text == "/proc" or text.startswith("/proc/")
 
 
-def _no_proc(function: Any) -> Any:
+# Windows' limit on a path without long-path support, its NUL included.
+MAX_PATH = 260
+
+
+def _too_long(path: Any) -> bool:
+    """Whether ``path``, made absolute, is past Windows' MAX_PATH."""
+    if isinstance(path, int):
+        return False
+    try:
+        return len(os.path.abspath(os.fsdecode(path))) >= MAX_PATH
+    except TypeError:
+        return False
+
+
+def _no_proc(function: Any, max_path: bool = False) -> Any:
     def wrapper(path: Any = ".", *args: Any, **kwargs: Any) -> Any:
         if _hidden(path):
             raise FileNotFoundError(2, "No such file or directory", path)
+        if max_path and _too_long(path):
+            raise FileNotFoundError(2, "No such file or directory "
+                                    "(path too long, simulated Windows)",
+                                    path)
         return function(path, *args, **kwargs)
     wrapper.__name__ = getattr(function, "__name__", "wrapper")
     return wrapper
@@ -126,7 +146,7 @@ def _proxies(platform: str) -> dict[str, Any]:
     import multiprocessing
 
     os_proxy = _Proxy(os, _OS_MISSING[platform],
-                      {name: _no_proc(getattr(os, name))
+                      {name: _no_proc(getattr(os, name), platform == "win32")
                        for name in _FILE_FUNCTIONS})
     sys_proxy = _Proxy(sys, set(), {"platform": platform})
     found = {"os": os_proxy, "sys": sys_proxy,
@@ -161,7 +181,8 @@ def _builtins(platform: str) -> dict[str, Any]:
             return proxies[name]
         return module
 
-    return _Builtins(__import__=sim_import, open=_no_proc(builtins.open))
+    return _Builtins(__import__=sim_import,
+                     open=_no_proc(builtins.open, platform == "win32"))
 
 
 class _Builtins(dict):

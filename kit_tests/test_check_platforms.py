@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -109,6 +112,63 @@ def test_simulated_check_scores_as_the_grader(platform, which, tmp_path):
     notes = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(notes) == 1 and "plain child process" in notes[0], \
         done.stderr
+    _no_staff_words(done)
+
+
+@pytest.fixture
+def deepest_windows_folder() -> Iterator[Path]:
+    """A homework folder as deep as install_deps lets a Windows venv be
+    (its site-packages plus the deepest file one short of MAX_PATH),
+    under a short folder of its own (pytest's own may be deeper)."""
+    from kit import install_deps
+    base = Path(tempfile.mkdtemp(prefix="w"))
+    tail = len(os.path.join(".venv", "Lib", "site-packages", "")) + 1
+    room = (install_deps.MAX_PATH - install_deps.DEEPEST_SITE_PACKAGES_FILE
+            - tail - len(str(base)) - 2)
+    folder = base / ("d" * room)
+    assert room > 0 and install_deps.long_path_problem(
+        str(folder / ".venv"), "win32", long_paths=False) is None
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(base)
+
+
+def test_simulated_windows_refuses_a_path_past_max_path(tmp_path):
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from kit_tests.simulated_platform import install, MAX_PATH\n"
+            "install('win32')\n"
+            "from autograder.sandbox import plain\n"
+            "o = plain.__builtins__['open']\n"
+            f"long = {str(tmp_path)!r} + '/' + 'x' * MAX_PATH\n"
+            "try:\n    o(long, 'w')\nexcept FileNotFoundError as e:\n"
+            "    print('refused', e.strerror)\n"
+            f"o({str(tmp_path / 'short')!r}, 'w').close(); print('short')\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                          env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "refused" in done.stdout and "short" in done.stdout
+
+
+@pytest.mark.e2e
+def test_simulated_windows_checks_in_the_deepest_folder_it_installs_in(
+        tmp_path, deepest_windows_folder):
+    """Simulated Windows with its path limit: from a homework folder as
+    deep as the install accepts, ``check`` reads the module and gives the
+    reference full marks (the grader's own paths stay within the limit)."""
+    rubric = load_rubric()
+    folder = deepest_windows_folder
+    path = folder / "modeling_attention.py"
+    path.write_text(FULL_REFERENCE)
+    done = subprocess.run(
+        [sys.executable, str(SIMULATE), "win32", "check", str(path)],
+        cwd=folder, env=_env(tmp_path), capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _summary(done.stdout) == (rubric.max_score, rubric.max_score,
+                                     rubric.max_bonus)
     _no_staff_words(done)
 
 

@@ -3,6 +3,7 @@ exit statuses and the rubric its help names, and what a missing file
 is told."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from autograder import cli, graded_folder
@@ -26,7 +27,7 @@ def test_check_on_a_missing_file_gives_the_make_and_the_python_forms(
     name = cli.DEFAULT_CHECK_FILE.name
     assert err.startswith(f"error: {missing}: no such file")
     assert f"`make check FILE=path/to/{name}`" in err
-    assert f"`python -m autograder check path/to/{name}`" in err
+    assert f"`{sys.executable} -m autograder check path/to/{name}`" in err
 
 
 def test_the_help_names_the_rubric_in_use_where_the_user_is(
@@ -41,3 +42,13 @@ def test_the_help_names_the_rubric_in_use_where_the_user_is(
     monkeypatch.chdir(tmp_path)   # outside it: the whole path
     text = " ".join(cli.build_parser().format_help().split())
     assert f"are in {ffn}." in text
+
+
+def test_a_missing_package_in_checks_canary_names_the_students_python():
+    # the issue's own environment without numpy: the remedy is this
+    # Python's pip, not a bare `python` that may be another one
+    from autograder.sandbox import plain
+    said = plain.student_error("ModuleNotFoundError",
+                               "... No module named 'numpy' ...")
+    assert f"{sys.executable} -m pip install numpy" in said
+    assert " python -m pip" not in said

@@ -42,9 +42,24 @@ def _argv_has(argv: list[str], *words: str) -> bool:
     return all(f" {w} " in f" {text} " for w in words)
 
 
-def test_one_torch_pin_everywhere():
-    assert TORCH and {install_deps.torch_pin(p.read_text())
-                      for p in REQUIREMENTS} == {TORCH}
+def test_one_torch_pin_for_the_grader_a_range_around_it_for_students():
+    # the kit and the grader pin one torch; the students' range (the
+    # oldest to the newest torch the kit's checks were run on) holds it
+    kit, student, grader = (install_deps.torch_pin(p.read_text())
+                            for p in REQUIREMENTS)
+    assert TORCH and kit == grader == TORCH and TORCH.startswith("torch==")
+    assert re.fullmatch(r"torch>=[\d.]+,<=[\d.]+", student)
+    assert install_deps.allows(student, TORCH.split("==")[1])
+    assert not install_deps.allows(student, "2.2.1")
+    assert not install_deps.allows(student, "99.0")
+
+
+def test_torch_requirement_is_read_without_marker_or_spaces():
+    assert install_deps.torch_pin(
+        "x==1\ntorch >= 2.2.2, <= 2.15.0 ; sys_platform != 'win32'  # n\n"
+    ) == "torch>=2.2.2,<=2.15.0"
+    assert install_deps.torch_pin("torchvision==0.1\n") is None
+    assert install_deps.allows("torch>=2.2.2,<=2.15.0", "2.15.0+cpu")
 
 
 def test_linux_asks_the_cpu_index_for_torch_alone(tmp_path):

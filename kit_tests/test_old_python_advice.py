@@ -45,6 +45,31 @@ def test_macos_and_unknown_systems_get_their_own_advice():
     assert "apt" not in other and "PYTHON=" in other
 
 
+def test_debian_12_with_an_old_python_is_told_its_own_python3():
+    # PYTHON= an older Python (pyenv's 3.10) on Debian 12, whose own
+    # python3 is 3.11: the fix is that one, never "use Debian 12".
+    message = install_deps.version_problem(
+        (3, 10, 14), "/home/me/.pyenv/shims/python3.10", "linux",
+        ("debian", "12"), system=(3, 11, 2))
+    assert "/usr/bin/python3 is Python 3.11" in message
+    assert "leave PYTHON out" in message
+    assert "make install PYTHON=/usr/bin/python3" in message
+    assert "use Debian 12" not in message
+    # Debian 12 with no python3 installed yet: its package, not "use 12"
+    bare = install_deps.version_problem((3, 10, 14), "python3.10", "linux",
+                                        ("debian", "12"))
+    assert "apt-get install python3 python3-venv" in bare
+    assert "PYTHON=/usr/bin/python3" in bare and "use Debian" not in bare
+
+
+def test_the_system_python3_is_asked_for_its_version(tmp_path):
+    old = tmp_path / "python3.10"
+    old.write_text("#!/bin/sh\necho 3 10 14\n")
+    old.chmod(0o755)
+    assert install_deps.python_version_of(str(old)) == (3, 10, 14)
+    assert install_deps.python_version_of(str(tmp_path / "none")) is None
+
+
 def test_os_release_is_read(tmp_path):
     release = tmp_path / "os-release"
     release.write_text('PRETTY_NAME="Debian GNU/Linux 11 (bullseye)"\n'

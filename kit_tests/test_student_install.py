@@ -201,14 +201,15 @@ def _only(*present: str):
 
 def test_missing_packages_get_one_pip_line():
     # An environment holding only torch, pytest and pycodestyle (simulated
-    # find_spec): check lacks safetensors, the notebook much more.
+    # find_spec): check lacks safetensors and numpy (which safetensors
+    # saves with), the notebook much more.
     find_spec = _only("torch", "pytest", "pycodestyle")
     pins = dict(homework.requirements(REQUIREMENTS))
     problem = homework.ready_problem("/env/bin/python", (3, 12, 0),
                                      find_spec, REQUIREMENTS, "check")
     assert problem.count("-m pip install") == 1
-    assert f"/env/bin/python -m pip install {pins['safetensors']}\n" in (
-        problem + "\n")
+    assert (f"/env/bin/python -m pip install {pins['numpy']} "
+            f"{pins['safetensors']}\n") in problem + "\n"
     whole = homework.ready_problem("/env/bin/python", (3, 12, 0), find_spec,
                                    REQUIREMENTS)
     line = next(x for x in whole.splitlines() if "-m pip install" in x)
@@ -241,19 +242,96 @@ def test_an_empty_environment_gets_the_line_not_a_traceback(tmp_path,
     assert done.returncode != 0
     assert "Traceback" not in done.stdout + done.stderr
     line = next(x for x in done.stderr.splitlines() if "pip install" in x)
-    assert "torch==" in line
+    assert '"torch>=' in line and "numpy==" in line
     assert ("jupyterlab==" in line) == (target == "notebook")
     assert not (folder / ".venv").exists()
 
 
-def test_readme_lists_exactly_the_requirements():
+def test_readme_installs_the_requirements_file_with_the_students_python():
+    # the own-environment line is requirements.txt itself: complete by
+    # construction, and with the student's Python, not a bare `python`
     readme = (STUDENT / "README.md").read_text()
-    lines = [x for x in readme.splitlines() if "-m pip install" in x
-             and "torch==" in x]
-    assert len(lines) == 1, lines
-    listed = set(re.findall(r"[\w-]+==[\w.+-]+", lines[0]))
-    assert listed == {line for _, line in homework.requirements(
-        REQUIREMENTS)}
+    lines = [x for x in readme.splitlines() if "-m pip install" in x]
+    assert lines == ["/path/to/python -m pip install -r requirements.txt"]
+    assert "python -m pip" not in readme.replace("/path/to/python -m", "")
+
+
+@pytest.mark.parametrize("platform,machine,numpy", [
+    ("darwin", "x86_64", "numpy==1.26.4"), ("darwin", "arm64", "numpy==2.4.6"),
+    ("linux", "x86_64", "numpy==2.4.6"), ("win32", "AMD64", "numpy==2.4.6")])
+def test_requirements_apply_their_markers(platform, machine, numpy):
+    found = homework.requirements(REQUIREMENTS, platform, machine)
+    assert [line for name, line in found if name == "numpy"] == [numpy]
+    torch = dict(found)["torch"]
+    assert torch == install_deps.torch_pin(REQUIREMENTS.read_text())
+    assert homework.pip_line("/p", [torch], platform).split()[4] == \
+        f'"{torch}"'   # quoted: `<` and `>` are redirections in a shell
+
+
+def _release_folder(tmp_path: Path) -> Path:
+    """The student's folder with the checker, the package and the values
+    of the checkout (what `check` reads), linked."""
+    folder = _student(tmp_path)
+    for name in ("autograder", "transformer_lm", "test_values", "tests"):
+        (folder / name).symlink_to(ROOT / name)
+    return folder
+
+
+def test_check_runs_in_an_environment_of_only_what_it_needs(tmp_path):
+    # An environment of the student's own with exactly the packages
+    # `check` asks for (homework.NEEDS) and what their metadata requires:
+    # nothing found beside them by chance (numpy beside safetensors).
+    from kit_tests.own_environment import own_environment
+    python = own_environment(homework.NEEDS["check"], tmp_path / "own")
+    folder = _release_folder(tmp_path)
+    reference = profile.staff().reference
+    done = subprocess.run(
+        [sys.executable, "homework.py", "--py", str(python), "check",
+         str(reference)], cwd=folder, env=_clean_env(), capture_output=True,
+        text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "No module named" not in out and "lacks" not in out
+    assert re.search(r"public: ([\d.]+) / \1 points", out), out[-2000:]
+
+
+def test_python_2_gets_one_line(tmp_path):
+    # No Python 2 here: homework.py must parse in Python 2's grammar
+    # (lib2to3's, print as a function: its __future__ import), hold no
+    # syntax lib2to3 lets through (f-strings, annotations), and stop
+    # before its first import Python 2 lacks.
+    import ast
+    import warnings
+    source = (STUDENT / "homework.py").read_text()
+    tree = ast.parse(source)
+    assert not [n for n in ast.walk(tree) if isinstance(
+        n, (ast.JoinedStr, ast.AnnAssign, ast.NamedExpr, ast.AsyncFunctionDef,
+            ast.Nonlocal, ast.YieldFrom))]
+    assert not [a for n in ast.walk(tree) if isinstance(n, ast.arguments)
+                for a in n.kwonlyargs + n.posonlyargs]
+    assert "from __future__ import print_function" in source
+    guard = source.index("if sys.version_info[0] < 3:")
+    assert guard < source.index("import install_deps")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            from lib2to3 import pygram, pytree
+            from lib2to3.pgen2 import driver
+        except ImportError:
+            pytest.skip("no lib2to3 (Python >= 3.13) to parse as Python 2")
+    driver.Driver(pygram.python_grammar_no_print_statement,
+                  convert=pytree.convert).parse_string(source)
+    # the guard's line, run as Python 2 would see it
+    code = source[guard:source.index("\n\n", guard)]
+    fake = type("sys", (), {"version_info": (2, 7, 18), "executable":
+                            "/usr/bin/python2", "version": "2.7.18 (x)",
+                            "exit": staticmethod(lambda m: (_ for _ in ())
+                                                 .throw(SystemExit(m)))})
+    with pytest.raises(SystemExit) as stop:
+        exec(code, {"sys": fake})
+    assert str(stop.value).count("\n") == 0
+    assert "Python 3.11 or newer" in str(stop.value)
+    assert "/usr/bin/python2 is Python 2.7.18" in str(stop.value)
 
 
 def test_notebook_is_rooted_at_the_homework_with_the_notebook_open():
@@ -361,4 +439,111 @@ def test_a_notebook_refused_as_root_names_the_option(
     assert homework.run("notebook", "python", args) == status
     err = capsys.readouterr().err
     assert ("make notebook ARGS=--allow-root" in err) == hinted
-    assert ("python3 homework.py notebook --allow-root" in err) == hinted
+    assert (f"{sys.executable} homework.py notebook --allow-root"
+            in err) == hinted
+
+
+# -- no torch for this platform ----------------------------------------------
+
+RANGE = install_deps.torch_pin(REQUIREMENTS.read_text())
+
+
+def test_no_torch_on_windows_on_arm_names_x64_python_or_wsl():
+    said = install_deps.no_torch_advice(RANGE, "win32", "ARM64", (3, 12, 1))
+    assert "no torch for Windows on ARM" in said
+    assert "x64" in said and "WSL" in said and said.count("\n") == 0
+
+
+def test_no_torch_on_an_intel_mac_names_the_python_that_has_one():
+    newest, top = install_deps.INTEL_MAC_TORCH
+    said = install_deps.no_torch_advice(RANGE, "darwin", "x86_64",
+                                        (3, 13, 0))
+    assert f"newest torch for Intel Macs is {newest}" in said
+    assert "accepts it" in said and "Python 3.13" in said
+    assert f"make install PYTHON=python3.{top[1]}" in said
+    # a range above the Intel Mac's newest: not in range, the other paths
+    older = install_deps.no_torch_advice("torch>=2.5", "darwin", "x86_64",
+                                         (3, 12, 0))
+    assert "older than this homework accepts" in older
+
+
+def test_pips_no_matching_torch_becomes_the_platforms_sentence(tmp_path):
+    pip = _stub(tmp_path / "pip", 1, "")
+    (tmp_path / "pip").write_text(
+        "#!/bin/sh\necho 'ERROR: Could not find a version that satisfies "
+        "the requirement torch>=2.2.2 (from versions: 2.0.0, 2.2.2)' >&2\n"
+        "echo 'ERROR: No matching distribution found for torch>=2.2.2' >&2\n"
+        "exit 1\n")
+    said: list[str] = []
+    assert install_deps.run_plan([("requirements", [pip])], said.append,
+                                 requirement=RANGE) == 1
+    assert any("pip found no torch" in line for line in said[1:]), said
+    # another package missing: pip's own words, nothing added
+    (tmp_path / "pip").write_text(
+        "#!/bin/sh\necho 'ERROR: No matching distribution found for "
+        "torchvision' >&2\nexit 1\n")
+    said.clear()
+    install_deps.run_plan([("requirements", [pip])], said.append,
+                          requirement=RANGE)
+    assert len(said) == 1
+
+
+# -- Windows' path limit (simulated: sys.platform "win32") -------------------
+
+def test_a_deep_folder_on_windows_is_refused_before_the_install(
+        tmp_path, monkeypatch):
+    # a venv whose site-packages plus the deepest file is one character
+    # over Windows' limit; the same one character shorter is fine (paths
+    # only: under a short base, whatever the test's own folder)
+    base = os.path.abspath(os.sep + "w")
+    tail = len(os.path.join(".venv", "Lib", "site-packages", "")) + 1
+    room = (install_deps.MAX_PATH - install_deps.DEEPEST_SITE_PACKAGES_FILE
+            - tail - len(base) - 1)
+    fits = os.path.join(base, "x" * (room - 1), ".venv")
+    over = os.path.join(base, "x" * room, ".venv")
+    problem = install_deps.long_path_problem(over, "win32", long_paths=False)
+    assert problem and "too deep for Windows" in problem
+    assert install_deps.SHORT_FOLDER in problem and "259" in problem
+    assert install_deps.long_path_problem(fits, "win32",
+                                          long_paths=False) is None
+    assert install_deps.long_path_problem(over, "win32",
+                                          long_paths=True) is None
+    assert install_deps.long_path_problem(over, "linux") is None
+    # ensure_venv stops there, before any venv is made
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(install_deps, "_long_paths_enabled", lambda: False)
+    deep = tmp_path / ("x" * 150) / ("y" * 150) / ".venv"
+    with pytest.raises(SystemExit, match="too deep for Windows"):
+        install_deps.ensure_venv(str(deep))
+    assert not deep.parent.parent.exists()
+
+
+def test_the_readmes_windows_folder_fits_the_path_limit():
+    # $HOME\hw\<folder>\.venv\Lib\site-packages\ + the deepest file, for
+    # Windows' longest local user name (20 characters)
+    from kit.release.student import STUDENT_FOLDER
+    home = "C:\\Users\\" + "u" * 20
+    site = "\\".join([home, "hw", STUDENT_FOLDER, ".venv", "Lib",
+                      "site-packages", ""])
+    assert len(site) + install_deps.DEEPEST_SITE_PACKAGES_FILE < \
+        install_deps.MAX_PATH
+    readme = (STUDENT / "README.md").read_text()
+    assert "-DestinationPath $HOME\\hw" in readme
+    assert install_deps.SHORT_FOLDER.replace("\\\\", "\\") in readme
+    # and where Explorer's "Extract All" would put it, it does not fit
+    downloads = "\\".join([home, "Downloads", "student", STUDENT_FOLDER,
+                           ".venv", "Lib", "site-packages", ""])
+    assert len(downloads) + install_deps.DEEPEST_SITE_PACKAGES_FILE >= \
+        install_deps.MAX_PATH
+
+
+def test_the_deepest_site_packages_file_is_measured():
+    # the constant covers every file of this environment's packages that
+    # the student's requirements install (torch's license tree is deepest)
+    import importlib.metadata as metadata
+    from kit_tests.own_environment import closure
+    names = [name for name, _ in homework.requirements(REQUIREMENTS)]
+    deepest = max(len(str(file)) for dist in closure(names).values()
+                  for file in dist.files or [] if file.parts[0] != "..")
+    assert deepest <= install_deps.DEEPEST_SITE_PACKAGES_FILE
+    assert metadata.version("torch")

@@ -310,6 +310,13 @@ def for_check(sandbox: Any) -> Iterator[Any]:
     yield sandbox
 
 
+def this_python() -> str:
+    """This interpreter as a student's remedy names it (quoted if it has a
+    space): their own Python, not a bare ``python`` that may be another."""
+    return f'"{sys.executable}"' if " " in sys.executable \
+        else sys.executable
+
+
 def student_error(cause: str, details: str = "") -> str:
     """Why ``check`` cannot run at all, in a student's words: the cause
     and what the student can do on their own machine (``details``: the
@@ -320,7 +327,7 @@ def student_error(cause: str, details: str = "") -> str:
         package = missing.group(1).split(".")[0]
         cause = f"{cause.strip()} (No module named {missing.group(1)!r})"
         remedy = (f"install the package {package!r} into this Python: "
-                  f"{Path(sys.executable).name} -m pip install {package}")
+                  f"{this_python()} -m pip install {package}")
     else:
         remedy = ("reinstall the homework's environment (`make install`, "
                   "see README.md); if it persists, ask on the course forum "

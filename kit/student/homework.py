@@ -17,14 +17,24 @@ with the one ``pip install`` line that adds them. ``--python PATH``
 (``make install PYTHON=``) picks the Python that creates ``.venv``.
 ``make`` targets call this file, so both give the same results.
 
-Runs on any Python 3 far enough to say why it refuses (the version check
-of install_deps.py comes first).
+Runs on any Python far enough to say why it refuses: Python 2 parses this
+file and gets one line; on Python 3 the version check of install_deps.py
+comes first.
 """
+from __future__ import print_function
+
 import argparse
 import hashlib
 import os
+import re
 import subprocess
 import sys
+
+if sys.version_info[0] < 3:   # these imports are Python 2's too; not so below
+    sys.exit("homework.py needs Python 3.11 or newer, and {} is Python {}: "
+             "run it with python3 (`python3 homework.py ...`; on Windows "
+             "`py homework.py ...`).".format(sys.executable,
+                                             sys.version.split()[0]))
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
@@ -45,26 +55,51 @@ COMMANDS = {
                  "--LabApp.default_url=/lab/tree/" + NOTEBOOK],
 }
 # Distribution name -> the module it installs, where they differ.
-MODULES = {"otter-grader": "otter"}
+MODULES = {}
 # The requirements each command needs (by name; the notebook and `ready`:
 # all of requirements.txt): `make check` in an environment without
-# JupyterLab is fine, a missing torch is not.
+# JupyterLab is fine, a missing torch is not. numpy: safetensors.torch
+# saves the values the checks exchange with it
+# (kit_tests/test_student_install.py runs check with only these).
 NEEDS = {
-    "check": ("torch", "safetensors", "pycodestyle"),
-    "test": ("torch", "safetensors", "pycodestyle", "pytest"),
-    "submission": ("torch", "safetensors", "nbformat"),
+    "check": ("torch", "numpy", "safetensors", "pycodestyle"),
+    "test": ("torch", "numpy", "safetensors", "pycodestyle", "pytest"),
+    "submission": ("torch", "numpy", "safetensors", "nbformat"),
 }
 
 
-def requirements(path=REQUIREMENTS):
-    """``(name, pinned line)`` of every requirement, in file order."""
+def marker_applies(marker, platform=None, machine=None):
+    """Whether a requirement's environment marker holds here: the
+    ``sys_platform`` / ``platform_machine`` comparisons joined by ``and``
+    and ``or`` that requirements.txt uses (anything else: it holds)."""
+    import platform as host
+    values = {"sys_platform": sys.platform if platform is None else platform,
+              "platform_machine": host.machine() if machine is None
+              else machine}
+    alternatives = []
+    for alternative in marker.split(" or "):
+        holds = True
+        for test in alternative.split(" and "):
+            found = re.match(r"\s*(\w+)\s*(==|!=)\s*[\"']([^\"']*)[\"']\s*$",
+                             test)
+            if found and found.group(1) in values:
+                equal = values[found.group(1)] == found.group(3)
+                holds = holds and equal == (found.group(2) == "==")
+        alternatives.append(holds)
+    return any(alternatives)
+
+
+def requirements(path=REQUIREMENTS, platform=None, machine=None):
+    """``(name, requirement)`` of every requirement that applies to this
+    platform (its marker), in file order, without marker or spaces."""
     found = []
     with open(path) as handle:
         for line in handle:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                name = line.split("==")[0].split(">")[0].split("<")[0]
-                found.append((name.strip(), line))
+            line, _, marker = line.split("#", 1)[0].partition(";")
+            line = re.sub(r"\s", "", line)
+            if line and marker_applies(marker, platform, machine):
+                name = re.match(r"[A-Za-z0-9._-]+", line).group(0)
+                found.append((name, line))
     return found
 
 
@@ -74,9 +109,9 @@ def module_of(name):
 
 
 def missing_packages(find_spec=None, path=REQUIREMENTS, command=None):
-    """The pinned lines of the requirements ``command`` needs (NEEDS; all
-    of them for another command) whose module is missing here (looked up
-    with ``find_spec``: nothing is imported)."""
+    """The requirement lines (this platform's) that ``command`` needs
+    (NEEDS; all of them for another command) whose module is missing here
+    (looked up with ``find_spec``: nothing is imported)."""
     if find_spec is None:
         import importlib.util
         find_spec = importlib.util.find_spec
@@ -87,18 +122,24 @@ def missing_packages(find_spec=None, path=REQUIREMENTS, command=None):
 
 
 def pip_line(python, missing, platform=None):
-    """The one command that adds ``missing`` (pinned lines) to ``python``.
+    """The one command that adds ``missing`` (requirement lines) to ``python``.
 
     On Linux PyPI's torch is the multi-GB CUDA build: torch then also
     comes from the PyTorch CPU index.
     """
     platform = sys.platform if platform is None else platform
-    quoted = '"{}"'.format(python) if " " in python else python
     extra = ""
     if platform.startswith("linux") and any(
-            line.startswith("torch==") for line in missing):
+            re.match(r"torch\b", line) for line in missing):
         extra = " --extra-index-url " + install_deps.CPU_INDEX
-    return "{} -m pip install {}{}".format(quoted, " ".join(missing), extra)
+    return "{} -m pip install {}{}".format(
+        quote(python), " ".join(quote(line) for line in missing), extra)
+
+
+def quote(word):
+    """``word`` quoted for bash, PowerShell and cmd alike where it has a
+    space or a ``<``/``>`` (a version range), else as it is."""
+    return '"{}"'.format(word) if re.search(r"[\s<>]", word) else word
 
 
 def ready_problem(python, version, find_spec=None, path=REQUIREMENTS,
@@ -170,7 +211,8 @@ def install(venv, python=None, say_done=False):
         os.remove(os.path.join(venv, STAMP))
     except OSError:
         pass
-    status = install_deps.main(["--venv", venv, "-r", REQUIREMENTS])
+    status = install_deps.main(["--venv", venv, "-r", REQUIREMENTS,
+                                "--no-compile"])
     if status:
         return status
     env_python = install_deps.venv_python(venv)
@@ -209,7 +251,8 @@ def run(command, python, args=()):
         return 130
     if status and command == "notebook" and as_root() \
             and "--allow-root" not in args:
-        print(ROOT_NOTEBOOK, file=sys.stderr)
+        print(ROOT_NOTEBOOK.format(python=quote(sys.executable)),
+              file=sys.stderr)
     return status
 
 
@@ -218,7 +261,7 @@ def run(command, python, args=()):
 ROOT_NOTEBOOK = (
     "homework: JupyterLab does not run as root: run it as your own user, "
     "or pass its option: make notebook ARGS=--allow-root (without make: "
-    "python3 homework.py notebook --allow-root)")
+    "{python} homework.py notebook --allow-root)")
 
 
 def as_root():

@@ -10,8 +10,9 @@ tolerance, the class's deductions (PEP 8, shape comments against the
 traced shapes, grader access) with the task's floor, and the bonus. It
 shows the task's items, the class's deductions and the task's bonus.
 The students' module (the homework profile's ``[module] file``) is read
-afresh on every call, so saved edits are always picked up. Any homework's notebook uses
-this one module: what it checks comes from the profile and the rubric.
+afresh on every call, so saved edits are always picked up. Any
+homework's notebook uses this one module: what it checks comes from the
+profile and the rubric.
 
 ``check`` returns the task's verdict, shown once as the cell's output
 (which items passed, and for each failing one what differs, where, by how

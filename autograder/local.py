@@ -152,7 +152,8 @@ def check_task(config: GradingConfig, path: Path | str | None = None, *,
     (items, deductions, bonuses) of the classes that notebook task
     ``task_id`` belongs to (``class_rubric``)."""
     path = Path(path or DEFAULT_FILE)
-    config = replace(config, rubric=class_rubric(config.rubric, task_id))
+    config = replace(config, rubric=class_rubric(config.rubric, task_id),
+                     whole_task_methods=config.task_methods)
     return grade_source(path.read_text(), str(path), config,
                         in_process_runner, name=path.stem, public_only=True)
 

@@ -43,11 +43,17 @@ class GradingConfig:
     rubric: Rubric
     cases: list
     mistakes: dict[str, str]
+    #: The whole homework's task methods when ``rubric`` holds a part of
+    #: it (a notebook cell grades one class): code in another task's class
+    #: stays that task's, never "outside every task" (charged to all).
+    whole_task_methods: dict[str, tuple[str, ...]] | None = None
 
     @property
     def task_methods(self) -> dict[str, tuple[str, ...]]:
         """Class ("" for a module-level function) -> the methods whose code
         the student writes: the rubric's ``methods`` of every task."""
+        if self.whole_task_methods is not None:
+            return dict(self.whole_task_methods)
         return {task.cls: task.methods for task in self.rubric.tasks}
 
 

@@ -88,6 +88,10 @@ class GradeResult:
     # (check's preview says them: a slow module is told before the grade).
     timing: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Set when every call failed because the module does not import (a
+    # syntax error...): the one sentence (markdown) that every item would
+    # repeat; previews say it once.
+    import_error: str = ""
     answers: str = ""        # inline answers section (markdown), if read
     jail: list[str] = field(default_factory=list)   # the sandbox's layers
 
@@ -303,6 +307,7 @@ def grade_source(source: str, filename: str, config: GradingConfig,
                     grade.notes.append(note)
         ran = [r for r in results.values()
                if r is not None and r.status != NOT_RUN]
+        grade.import_error = _import_error(probes, results, hidden)
         grade.timing = {
             "calls": float(len(ran)),
             "seconds": sum(r.seconds for r in ran),
@@ -325,6 +330,17 @@ def grade_source(source: str, filename: str, config: GradingConfig,
         grade.internal_error = traceback.format_exc()
     grade.seconds = time.perf_counter() - start
     return grade
+
+
+def _import_error(probes: list[Probe], results: dict[str, ProbeResult],
+                  hidden: set[str]) -> str:
+    """Why the module does not import (markdown, as the items quote it),
+    when every public call that ran failed to import it; else ""."""
+    public = [(p, results[p.id]) for p in probes if p.id not in hidden
+              and results[p.id].status != NOT_RUN]
+    if not public or any(r.status != IMPORT_ERROR for _, r in public):
+        return ""
+    return mdsafe.inline(public[0][1].message.strip() or "(no message)")
 
 
 def _diagnose(grade: GradeResult, config: GradingConfig, ctx: Context,

@@ -5,9 +5,12 @@ checker behind ``pytest tests`` and the notebook's check cells.
 a sandboxed worker; here the same probes are answered in this process
 (``autograder.sandbox.worker`` without the sandbox: the student runs their own
 code) and judged by the same check kinds, on the public cases read by the
-same loader (``autograder.values``), at the rubric's tolerances. Only the
-rubric's items (behaviour) are run: PEP 8 and shape comments (deductions)
-and the bonus need the whole file and are ``make check``'s.
+same loader (``autograder.values``), at the rubric's tolerances.
+``pytest tests`` runs the rubric's items (behaviour) only, one test each;
+the notebook's check cells run every check of the classes a notebook task
+belongs to (``check_task``): items, deductions (PEP 8, shape comments
+against the traced shapes, grader access) and the bonus, with the task's
+floor, so a cell's verdict is the grader's.
 
 The rubric and the cases are the caller's (``pytest tests``' conftest, the
 notebook's ``run_check``): no function here reads a default one.
@@ -26,13 +29,14 @@ from autograder import homework
 from autograder.config import GradingConfig
 from autograder.grade import CheckResult, GradeResult, grade_source
 from autograder.sandbox.protocol import Probe, ProbeResult
-from autograder.rubric import Rubric
+from autograder.rubric import Check, Rubric, Task
 from autograder.sandbox.student_module import MODULE_NAME
 from autograder.sandbox.worker import execute_probes
 
-# What these checkers check, said by each of them (pytest header, the
-# notebook's check cells, `make check`'s preview says the rest).
+# What these checkers check, said by each of them: the pytest header
+# (items only) and the notebook's check cells (every check of the class).
 SCOPE = "values only; `make check` adds PEP 8 and shape comments"
+TASK_SCOPE = "values, deductions and bonus, as `make check` grades them"
 
 DEFAULT_FILE = homework.current().module
 
@@ -73,15 +77,31 @@ def value_rubric(rubric: Rubric, task_id: str | None = None) -> Rubric:
     return replace(rubric, tasks=tuple(tasks))
 
 
+def bonus_task(task: Task, bonus: Check) -> str:
+    """The notebook task a bonus of ``task`` belongs to: that of the first
+    item it requires (else of the task's first item)."""
+    return notebook_task(bonus.requires[0] if bonus.requires
+                         else task.items[0].id)
+
+
 def bonus_points(rubric: Rubric) -> dict[str, float]:
     """Notebook task -> the bonus points that need its items."""
     found: dict[str, float] = {}
     for task in rubric.tasks:
         for bonus in task.bonuses:
-            key = notebook_task(bonus.requires[0]) if bonus.requires else \
-                notebook_task(task.items[0].id)
+            key = bonus_task(task, bonus)
             found[key] = found.get(key, 0.0) + bonus.points
     return found
+
+
+def class_rubric(rubric: Rubric, task_id: str) -> Rubric:
+    """``rubric`` with only the tasks (graded classes) that hold an item
+    of notebook task ``task_id``, each whole: all its items, deductions
+    and bonuses, so that the floor and the bonus rule apply as in the
+    grade."""
+    return replace(rubric, tasks=tuple(
+        t for t in rubric.tasks
+        if any(notebook_task(i.id) == task_id for i in t.items)))
 
 
 def points_text(task_id: str, rubric: Rubric) -> str:
@@ -125,23 +145,53 @@ def check_values(config: GradingConfig, path: Path | str | None = None, *,
                         in_process_runner, name=path.stem, public_only=True)
 
 
+def check_task(config: GradingConfig, path: Path | str | None = None, *,
+               task_id: str) -> GradeResult:
+    """Grade the module at ``path`` (default the students' module) as the
+    grader does, on ``config``'s cases, in this process: every check
+    (items, deductions, bonuses) of the classes that notebook task
+    ``task_id`` belongs to (``class_rubric``)."""
+    path = Path(path or DEFAULT_FILE)
+    config = replace(config, rubric=class_rubric(config.rubric, task_id),
+                     whole_task_methods=config.task_methods)
+    return grade_source(path.read_text(), str(path), config,
+                        in_process_runner, name=path.stem, public_only=True)
+
+
 def items(grade: GradeResult) -> list[CheckResult]:
     """Every item's result, in rubric order."""
     return [item for task in grade.tasks for item in task.items]
 
 
+def _points(value: float) -> str:
+    return f"{value:g} point{'s' * (abs(value) != 1)}"
+
+
 def item_text(result: CheckResult, details: bool = True) -> str:
     """``✔ 1.2 (3 points) title`` and, when ``details`` and it failed, the
-    grader's explanation below it."""
+    grader's explanation below it. A deduction says what it takes
+    (``✘ 1.pep8 (deduction: -1 point) ...``, or ``not taken``), a bonus
+    what it adds (``+1 point``, or ``not earned: +1 point``)."""
     check = result.check
     mark = "✔" if result.outcome.passed else "✘"
-    points = f"{check.points:g} point{'s' * (check.points != 1)}"
+    if check.section == "deduction":
+        points = (f"deduction: -{_points(-result.applied)}"
+                  if result.applied else
+                  f"deduction, not taken: -{_points(check.points)}"
+                  if result.outcome.passed else
+                  f"deduction: -{_points(check.points)}, limited to 0")
+    elif check.section == "bonus":
+        points = (f"bonus: +{_points(result.applied)}" if result.applied
+                  else f"bonus, not earned: +{_points(check.points)}")
+    else:
+        points = _points(check.points)
     lines = [f"{mark} {check.id} ({points}) {check.title}"]
     if details and not result.outcome.passed:
         lines += ["    " + line for line in result.outcome.lines]
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_FILE", "SCOPE", "check_values", "in_process_runner",
-           "item_text", "items", "notebook_task", "task_points",
-           "value_rubric"]
+__all__ = ["DEFAULT_FILE", "SCOPE", "TASK_SCOPE", "bonus_task",
+           "check_task", "check_values", "class_rubric",
+           "in_process_runner", "item_text", "items", "notebook_task",
+           "task_points", "value_rubric"]

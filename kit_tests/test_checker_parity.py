@@ -6,9 +6,14 @@ verdict comes from agree item by item on the public cases.
 - ``make check``: ``python -m autograder check FILE``, read from its preview;
 - the student tests: ``pytest tests`` with ATTENTION_IMPL=FILE, run
   in-process, one test per rubric item;
-- the notebook: ``transformer_lm.checks.run_check(task, FILE)``, the
+- the notebook: ``autograder.notebook_checks.run_check(task, FILE)``, the
   function its check cells show, one call per notebook task
-  (its per-item lines; the task passes only if all its items do).
+  (its per-item lines; the task passes only if all its items do and no
+  deduction is taken).
+
+The grader, ``make check`` and the notebook also agree on every deduction
+and bonus: the points each takes or adds (``pytest tests`` runs items
+only).
 
 The corpus: every entry of the variant catalogue (kit/variants/), the
 common mistakes included, but those marked ``in_process = false``: the
@@ -32,7 +37,7 @@ import torch
 
 from autograder.report.layout import submission_dir
 from autograder import cli
-from autograder.local import SCOPE, notebook_task, task_points, \
+from autograder.local import TASK_SCOPE, notebook_task, task_points, \
     value_rubric
 from autograder.rubric import load_rubric
 from kit import variants
@@ -40,8 +45,15 @@ from autograder.notebook_checks import run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]
+EXTRAS = [c.id for t in load_rubric().tasks
+          for c in (*t.deductions, *t.bonuses)]
 VERDICT = re.compile(r"^\s*\[(ok  |FAIL)\] (\S+) ", re.MULTILINE)
-MARK = re.compile(r"^([✔✘]) (\S+) \(", re.MULTILINE)
+CHECK_POINTS = re.compile(r"^\s*\[(?:ok  |FAIL)\] (\S+) .*\((-?[\d.]+)\)$",
+                          re.MULTILINE)
+MARK = re.compile(r"^([✔✘]) (\S+) \(([^)]*)\)", re.MULTILINE)
+# A deduction or bonus line's points: "(deduction: -1 point)", "(bonus: +1
+# point)"; not taken or not earned: 0.
+TAKEN = re.compile(r"^(?:deduction|bonus): ([-+][\d.]+) points?$")
 VARIANTS = variants.load_all()
 
 
@@ -80,17 +92,27 @@ def graded(files: Path, tmp_path_factory) -> Path:
     return out
 
 
-def grader_verdicts(out: Path, name: str) -> dict[str, bool]:
-    """Item -> passed, from the grader's results.json."""
+def _results(out: Path, name: str) -> list[dict]:
     data = json.loads((submission_dir(out, name) / "results.json").read_text())
     assert not data["extra_data"]["internal_error"], data["output"]
-    return {t["number"]: t["status"] == "passed" for t in data["tests"]
-            if t.get("number") in ITEMS}
+    return data["tests"]
+
+
+def grader_verdicts(out: Path, name: str) -> dict[str, bool]:
+    """Item -> passed, from the grader's results.json."""
+    return {t["number"]: t["status"] == "passed"
+            for t in _results(out, name) if t.get("number") in ITEMS}
+
+
+def grader_extras(out: Path, name: str) -> dict[str, float]:
+    """Deduction or bonus -> the points it takes (negative) or adds."""
+    return {t["number"]: t["score"] for t in _results(out, name)
+            if t.get("number") in EXTRAS}
 
 
 def make_check_verdicts(path: Path) -> tuple[dict[str, bool], str]:
     """Item -> passed, from ``python -m autograder check FILE``'s
-    preview (its deductions and bonus are not items)."""
+    preview (its deductions and bonus are not items), and its text."""
     threads = torch.get_num_threads()
     shown = io.StringIO()
     try:
@@ -133,10 +155,20 @@ def student_test_verdicts(path: Path,
     return reports.verdicts
 
 
-def notebook_verdicts(path: Path) -> dict[str, bool]:
-    """Item -> passed, from the notebook's check function, one call per
-    task; a task's verdict (passes or raises) must agree with its items."""
+def make_check_extras(text: str) -> dict[str, float]:
+    """Deduction or bonus -> its points, from ``make check``'s preview."""
+    return {check: float(points) for check, points in
+            CHECK_POINTS.findall(text) if check in EXTRAS}
+
+
+def notebook_verdicts(path: Path
+                      ) -> tuple[dict[str, bool], dict[str, float]]:
+    """Item -> passed and deduction or bonus -> points, from the
+    notebook's check function, one call per task; a task passes (rather
+    than raises) exactly when its items pass and no deduction is taken,
+    and every cell of a class shows the same deductions."""
     verdicts: dict[str, bool] = {}
+    extras: dict[str, float] = {}
     for task in task_points(load_rubric()):
         shown = io.StringIO()
         try:
@@ -145,12 +177,26 @@ def notebook_verdicts(path: Path) -> dict[str, bool]:
             text, passed = shown.getvalue(), True
         except AssertionError as failure:
             text, passed = str(failure), False
-        assert SCOPE in text
-        marks = {item: mark == "✔" for mark, item in MARK.findall(text)}
-        assert marks and all(notebook_task(i) == task for i in marks)
-        assert passed == all(marks.values()), text
-        verdicts.update(marks)
-    return verdicts
+        assert TASK_SCOPE in " ".join(text.split())
+        if "fix the module first" in text:   # said once, no item lines
+            assert not passed and not MARK.findall(text), text
+            verdicts.update({i: False for i in ITEMS
+                             if notebook_task(i) == task})
+            continue
+        marks = {check: (mark == "✔", points)
+                 for mark, check, points in MARK.findall(text)}
+        items = {c: ok for c, (ok, _) in marks.items() if c in ITEMS}
+        taken = {c: float(m.group(1)) if (m := TAKEN.match(points))
+                 else 0.0 for c, (_, points) in marks.items()
+                 if c not in ITEMS}
+        assert items and all(notebook_task(i) == task for i in items)
+        assert set(taken) <= set(EXTRAS), taken
+        deducted = any(v < 0 for v in taken.values())
+        assert passed == (all(items.values()) and not deducted), text
+        for check, points in taken.items():
+            assert extras.setdefault(check, points) == points, text
+        verdicts.update(items)
+    return verdicts, extras
 
 
 def test_corpus_is_the_catalogue():
@@ -169,7 +215,7 @@ def test_every_checker_gives_the_graders_verdict(name, files, graded,
     assert list(grader) == ITEMS
     check, text = make_check_verdicts(path)
     student = student_test_verdicts(path, monkeypatch)
-    notebook = notebook_verdicts(path)
+    notebook, notebook_extras = notebook_verdicts(path)
     disagree = {item: {"grader": grader[item],
                        "make check": check.get(item),
                        "pytest tests": student.get(item),
@@ -177,6 +223,21 @@ def test_every_checker_gives_the_graders_verdict(name, files, graded,
                 for item in ITEMS
                 if not grader[item] == check.get(item) == student.get(item)
                 == notebook.get(item)}
+    assert disagree == {}, text
+    # Deductions and bonuses: the points each takes or adds. A module
+    # that does not import shows no class's deductions in the notebook
+    # (it says "fix the module first" once); the grader takes none then.
+    extras = grader_extras(graded, name)
+    assert list(extras) == EXTRAS
+    if notebook_extras:   # it imports: every cell shows its class's checks
+        assert set(notebook_extras) == set(EXTRAS), notebook_extras
+    previewed = make_check_extras(text)
+    disagree = {check: {"grader": extras[check],
+                        "make check": previewed.get(check),
+                        "notebook": notebook_extras.get(check, 0.0)}
+                for check in EXTRAS
+                if not extras[check] == previewed.get(check)
+                == notebook_extras.get(check, 0.0)}
     assert disagree == {}, text
 
 

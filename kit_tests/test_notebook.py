@@ -8,6 +8,7 @@ the public test values, so nothing in the checkout is touched.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from autograder.local import SCOPE, task_points
+from autograder.local import TASK_SCOPE, task_points
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
 from kit.generate import notebook
@@ -130,7 +131,7 @@ def _assert_one_clean_verdict(cell: nbformat.NotebookNode,
     data = cell.outputs[0]["data"]
     text = data["text/plain"]
     assert text.count(f"Task {task_id}:") == 1, text
-    assert SCOPE in text, text
+    assert TASK_SCOPE in text, text
     for frame in ("Test case failed", "Error at line", "Traceback",
                   "AssertionError", "passed!", "results:"):
         assert frame not in text, text
@@ -142,6 +143,19 @@ def _assert_one_clean_verdict(cell: nbformat.NotebookNode,
 def _plot_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in nb.cells if c.cell_type == "code"
             and "if_implemented(" in c.source and "def " not in c.source]
+
+
+def _assert_reminders_say_what_they_show(nb) -> None:
+    """On the skeleton, every plot or printout cell names the task to
+    finish, and "this plot" only where the cell plots (a table is not a
+    plot)."""
+    for cell in _plot_cells(nb):
+        shown = _output_text(cell)
+        what = "this plot" if "plot_" in cell.source else "(?!this plot)"
+        assert re.search(rf"Finish Task [23]\.\d to see {what}", shown), \
+            (cell.source, shown)
+        assert not any("image/png" in o.get("data", {})
+                       for o in cell.outputs)
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +229,8 @@ def test_otter_tests_say_what_they_check():
     for task_id in TASKS:
         source = _cell(nb, _test_id(task_id)).source
         config = yaml.safe_load(source.split('"""')[1].split("\n", 1)[1])
-        assert SCOPE in config["success_message"]
-        assert SCOPE in config["failure_message"]
+        assert TASK_SCOPE in config["success_message"]
+        assert TASK_SCOPE in config["failure_message"]
 
 
 def test_part3_walks_through_the_book():
@@ -324,11 +338,7 @@ def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
                                           task_id)
         assert "failed on the public cases" in shown, shown
         assert "not implemented yet" in shown, shown
-    for cell in _plot_cells(nb):
-        assert re.search(r"Finish Task [23]\.\d to see this plot",
-                         _output_text(cell)), _output_text(cell)
-        assert not any("image/png" in o.get("data", {})
-                       for o in cell.outputs)
+    _assert_reminders_say_what_they_show(nb)
 
 
 def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
@@ -343,11 +353,7 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
     for cell, task_id in zip(checks, TASKS):
         shown = _assert_one_clean_verdict(cell, task_id)
         assert "not implemented yet" in shown
-    for cell in _plot_cells(nb):
-        assert re.search(r"Finish Task [23]\.\d to see this plot",
-                         _output_text(cell)), _output_text(cell)
-        assert not any("image/png" in o.get("data", {})
-                       for o in cell.outputs)
+    _assert_reminders_say_what_they_show(nb)
 
 
 def test_a_failed_setup_stops_run_all_at_one_message(tmp_path, monkeypatch):
@@ -367,3 +373,97 @@ def test_a_failed_setup_stops_run_all_at_one_message(tmp_path, monkeypatch):
     assert not any("Traceback" in line or "File " in line
                    for line in shown["traceback"])
     assert all(not c.get("outputs") for c in code[1:])
+
+
+# -- a module that does not import ----------------------------------------
+
+BROKEN = ("return probs @ v  # [bs, seq, hidden]",
+          "return probs @ v  # [bs, seq, hidden]\n    x = (")
+
+
+def _broken_source() -> str:
+    source = REFERENCE.read_text()
+    assert source.count(BROKEN[0]) == 1
+    return source.replace(*BROKEN)
+
+
+def _client(path: Path, monkeypatch) -> tuple[NotebookClient,
+                                              nbformat.NotebookNode]:
+    monkeypatch.setenv("PYTHONPATH", str(path.parent))
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nb = nbformat.read(str(path), as_version=4)
+    return NotebookClient(nb, timeout=120, kernel_name="python3",
+                          allow_errors=True, resources={
+                              "metadata": {"path": str(path.parent)}}), nb
+
+
+def _code(nb, needle: str) -> tuple[int, nbformat.NotebookNode]:
+    return next((i, c) for i, c in enumerate(nb.cells)
+                if c.cell_type == "code" and needle in c.source)
+
+
+def _save(path: Path, text: str) -> None:
+    """Write ``text`` as an editor saves it, a second later than before
+    (a change the re-import sees whatever the clock's resolution)."""
+    before = path.stat().st_mtime
+    path.write_text(text)
+    os.utime(path, (before + 1, before + 1))
+
+
+def test_a_broken_module_after_a_restart_is_one_error_and_check_says_fix(
+        tmp_path, monkeypatch):
+    work = _workspace(tmp_path, _broken_source())
+    shutil.copy(notebook.OUT, work)
+    client, nb = _client(work / notebook.OUT.name, monkeypatch)
+    setup, _ = _code(nb, "find_homework")
+    index, imports = _code(nb, "import_module()")
+    assert imports.source.index("check") < \
+        imports.source.index("import_module()")
+    with client.setup_kernel():
+        client.execute_cell(nb.cells[setup], setup)
+        client.execute_cell(imports, index)
+        (shown,) = imports.outputs
+        assert shown["ename"] == "ModuleImportError", shown
+        text = "\n".join(shown["traceback"])
+        assert "does not import: SyntaxError" in text
+        assert "line 60: x = (" in " ".join(text.split())
+        assert "Traceback" not in text and "File " not in text
+        for task_id in ("1.2", "3.4"):
+            at = next(i for i, c in enumerate(nb.cells)
+                      if c.get("id") == _check_id(task_id))
+            client.execute_cell(nb.cells[at], at)
+            said = _assert_one_clean_verdict(nb.cells[at], task_id)
+            assert said.startswith(f"Task {task_id}: fix the module first")
+            assert said.count("was never closed") == 1
+
+
+def test_a_module_broken_in_a_live_kernel_is_said_once(
+        tmp_path, monkeypatch):
+    work = _workspace(tmp_path, REFERENCE.read_text())
+    shutil.copy(notebook.OUT, work)
+    module = work / "transformer_lm" / "modeling_attention.py"
+    client, nb = _client(work / notebook.OUT.name, monkeypatch)
+    first = [_code(nb, "find_homework"), _code(nb, "import_module()"),
+             _code(nb, "def if_implemented")]
+    check_at = next(i for i, c in enumerate(nb.cells)
+                    if c.get("id") == _check_id("1.2"))
+    size_at, size = _code(nb, "show_gpt2_size, ")
+    with client.setup_kernel():
+        for index, cell in first:
+            client.execute_cell(cell, index)
+        assert _errors(nb) == []
+        _save(module, _broken_source())
+        client.execute_cell(nb.cells[check_at], check_at)
+        said = _assert_one_clean_verdict(nb.cells[check_at], "1.2")
+        assert said.startswith("Task 1.2: fix the module first")
+        assert said.count("was never closed") == 1   # no reload traceback
+        client.execute_cell(size, size_at)   # uses the last good version
+        shown = _output_text(size)
+        assert shown.count("does not import") == 1, shown
+        assert "Traceback" not in shown and "2,362,368 parameters" in shown
+        _save(module, REFERENCE.read_text())   # fixed: passes, no note
+        client.execute_cell(nb.cells[check_at], check_at)
+        said = _assert_one_clean_verdict(nb.cells[check_at], "1.2")
+        assert said.startswith("Task 1.2: passed")
+        client.execute_cell(size, size_at)
+        assert "does not import" not in _output_text(size)

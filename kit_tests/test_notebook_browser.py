@@ -28,7 +28,7 @@ import nbformat
 import pytest
 
 from autograder.rubric import load_rubric
-from autograder.local import SCOPE, task_points
+from autograder.local import TASK_SCOPE, task_points
 from kit.release import student as release
 
 pytestmark = pytest.mark.e2e
@@ -153,7 +153,7 @@ def _assert_clean(page: Page, passing: bool, shots: Path, name: str
         assert outputs.count() == 1, task_id
         text = outputs.text_content()
         assert text.count(f"Task {task_id}:") == 1, text
-        assert SCOPE in " ".join(text.split())
+        assert TASK_SCOPE in " ".join(text.split())
         for frame in ("Test case failed", "Error at line", "Traceback",
                       "passed!"):
             assert frame not in text, text

@@ -113,6 +113,23 @@ def test_the_readme_is_rendered_for_the_homework(built):
     assert "{{ module }}" in readme.TEMPLATE.read_text()
 
 
+def test_the_readmes_file_list_names_every_folder(built):
+    # otter's tests/ beside the notebook was missing from the list
+    student = built[0]
+    text = (student / "README.md").read_text()
+    listed = text.split("## Files", 1)[1].split("```")[1]
+    names = {line.split()[0] for line in listed.splitlines() if line}
+    notebook = homework.staff().notebook.relative_to(homework.staff().root)
+    folders = [p for p in (*student.iterdir(),
+                           *(student / notebook.parent).iterdir())
+               if p.is_dir()]
+    assert folders and {"transformer_lm", "tests"} <= {p.name for p in
+                                                       folders}
+    skip = {student / homework.staff().package, student / notebook.parent}
+    assert {f"{p.relative_to(student).as_posix()}/" for p in folders
+            if p not in skip} <= names, names
+
+
 def test_an_unknown_readme_placeholder_is_named():
     from kit.release import readme
     with pytest.raises(readme.ReadmeError, match=r"\{\{ modul \}\}.*known"

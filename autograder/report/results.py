@@ -22,10 +22,13 @@ HIDDEN_PRINTED = ("Your code also printed during the hidden cases: shown "
 TRACEBACK_SHOWN = 20000   # characters of a grader traceback (staff)
 
 
-# What `make check` checks, unlike `pytest tests` and the notebook's checks
-# (values only, autograder/local.py).
+# What `make check` checks (and the notebook's check cells, class by class),
+# unlike `pytest tests` (values only, autograder/local.py).
 CHECK_SCOPE = ("Checked as the grader does, on the public cases: values, "
                "PEP 8 and shape comments, and the bonus.")
+
+IMPORT_FAILED = ("Your module does not import, so every item fails until "
+                 "it does; fix this first:")
 
 
 def _pts(value: float) -> str:
@@ -236,6 +239,10 @@ def check_text(grade: GradeResult) -> str:
     if grade.error or grade.internal_error or not grade.tasks:
         return feedback_markdown(grade)
     out = [CHECK_SCOPE, ""]
+    if grade.import_error:
+        # Said once, not under each of the items it fails.
+        out += [IMPORT_FAILED, *("  " + _plain(line) for line in
+                                 grade.import_error.split("\n")), ""]
     for task in grade.tasks:
         out += [f"{task.task.title}: {_task_points(task)}"]
         for result in (*task.items, *task.deductions, *task.bonuses):
@@ -244,6 +251,8 @@ def check_text(grade: GradeResult) -> str:
                        "bonus": "bonus: "}[result.check.section]
             out.append(f"  [{mark}] {result.check.id} {section}"
                        f"{result.check.title} ({_pts(result.applied)})")
+            if grade.import_error and result.check.section == "item":
+                continue
             out += ["         " + _plain(line)
                     for line in result.outcome.lines
                     if not result.outcome.passed

@@ -14,8 +14,11 @@ chain of small steps, one transformation each:
    ate the ``\\t`` of ``\\text`` and ``\\times`` in two formulas);
 2. ``fill_facts``: ``{{ points 1.2 }}`` (``3 points, +1 bonus``),
    ``{{ table_points 1.2 }}`` (``3 (+1 bonus)``), ``{{ bonus_rule 1.2 }}``
-   and ``{{ max_score }}`` from ``autograder/rubric.toml``; an unknown
-   placeholder is an error naming its line;
+   and ``{{ max_score }}`` from ``autograder/rubric.toml``, and
+   ``{{ needs 2.1 }}`` (which other tasks its check cannot pass without,
+   found by running it on the reference with each of them unwritten:
+   ``needed_tasks``); an unknown placeholder is an error naming its
+   line;
 3. ``fill_shape_notation``: the text between the ``<!-- shape-notation``
    markers, from ``shape_notation`` (the grader's notation);
 4. ``jupytext.reads`` into cells, then ``drop_notes`` (a markdown cell that
@@ -61,6 +64,7 @@ import json
 import mimetypes
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -70,7 +74,7 @@ from nbformat import NotebookNode
 
 from autograder import homework
 from autograder.checks.shape_notation import notation_markdown
-from autograder.local import (SCOPE, bonus_points, bonus_rule,
+from autograder.local import (TASK_SCOPE, bonus_points, bonus_rule,
                               points_text, task_points)
 from autograder.rubric import Rubric, load_rubric
 
@@ -127,6 +131,47 @@ def table_points(task_id: str, rubric: Rubric) -> str:
     return f"{task_points(rubric)[task_id]:g}{extra}"
 
 
+def needed_tasks(task_id: str, rubric: Rubric,
+                 reference: Path | None = None) -> tuple[str, ...]:
+    """The other notebook tasks of ``task_id``'s class that its check
+    cannot pass without: its items, run on the reference with one of
+    them unwritten at a time (the skeleton's raise), fail."""
+    from autograder.config import GradingConfig, load_mistake_messages
+    from autograder.local import check_values, class_rubric
+    from autograder.values import load_cases
+    from kit.generate.skeleton import unwritten
+    source = (reference or homework.staff().reference).read_text()
+    config = GradingConfig(rubric, load_cases(sets=("public",)),
+                           load_mistake_messages())
+    siblings = [t for t in task_points(class_rubric(rubric, task_id))
+                if t != task_id]
+    needed = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / homework.current().module_name
+        for other in siblings:
+            path.write_text(unwritten(source, {other}))
+            grade = check_values(config, path, task_id=task_id)
+            if grade.internal_error:
+                raise MasterError(f"needs {task_id}: the check failed on "
+                                  f"the reference: {grade.internal_error}")
+            if not all(r.outcome.passed for t in grade.tasks
+                       for r in t.items):
+                needed.append(other)
+    return tuple(needed)
+
+
+def needs_text(task_id: str, rubric: Rubric) -> str:
+    """What a task statement says when its check needs other tasks:
+    ``Its check cannot pass before Task 2.3 is written too.``"""
+    needed = needed_tasks(task_id, rubric)
+    if not needed:
+        return ""
+    names = needed[-1] if len(needed) == 1 else \
+        f"{', '.join(needed[:-1])} and {needed[-1]}"
+    return (f"Its check cannot pass before Task{'s' * (len(needed) > 1)} "
+            f"{names} {'is' if len(needed) == 1 else 'are'} written too.")
+
+
 def _facts(rubric: Rubric) -> dict[str, Callable[..., str]]:
     """Placeholder name -> function of its arguments (strings)."""
     tasks = task_points(rubric)
@@ -142,6 +187,7 @@ def _facts(rubric: Rubric) -> dict[str, Callable[..., str]]:
         "table_points": lambda t: table_points(task_id(t), rubric),
         "bonus_rule": lambda t: bonus_rule(task_id(t), rubric),
         "max_score": lambda: f"{rubric.max_score:g}",
+        "needs": lambda t: needs_text(task_id(t), rubric),
     }
 
 
@@ -247,9 +293,9 @@ def expand_tasks(cells: list[NotebookNode], rubric: Rubric,
         # otter shows these under its verdict: say what was checked.
         test = nbformat.v4.new_code_cell(
             '""" # BEGIN TEST CONFIG\n'
-            f"success_message: 'passed on the public cases ({SCOPE})'\n"
+            f"success_message: 'passed on the public cases ({TASK_SCOPE})'\n"
             f"failure_message: 'the failing items are listed below "
-            f"({SCOPE})'\n"
+            f"({TASK_SCOPE})'\n"
             '""" # END TEST CONFIG\n'
             f"def test_{name}():\n"
             "    from autograder.notebook_checks import run_check\n"

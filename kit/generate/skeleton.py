@@ -133,9 +133,19 @@ def generate_skeleton(reference_source: str,
     from ``rubric`` (default: the grader's). Raises ValueError on unmatched
     markers or a region without a task header, SyntaxError if either the
     reference or the result does not parse."""
-    reference_source = sync_points(reference_source, rubric or load_rubric())
+    return unwritten(sync_points(reference_source, rubric or load_rubric()))
+
+
+def unwritten(reference_source: str,
+              tasks: set[str] | None = None) -> str:
+    """``reference_source`` with the marked regions of ``tasks`` (default:
+    all) replaced by the skeleton's raise: the skeleton, or the reference
+    with only some tasks left to write (what the notebook build runs to
+    find which tasks a check needs)."""
     lines = reference_source.splitlines()
     for region in reversed(_checked_regions(reference_source)):
+        if tasks is not None and region.task not in tasks:
+            continue
         indent = _indent(lines[region.start - 2])
         summary = _task_summary(lines, region)
         lines[region.start - 1:region.end] = _raise_lines(

@@ -11,6 +11,7 @@ the feed-forward release never speaks of attention. The placeholders:
     {{ folder }}    the folder student.zip unpacks into ([release] folder)
     {{ module }}    the file students write ([module] file)
     {{ notebook }}  the notebook, relative to the release
+    {{ notebooktests }}  otter's tests/ folder beside the notebook
 
 A placeholder followed by two spaces or more keeps the column of the text
 after it (the aligned file list). A leading HTML comment is a note to the
@@ -54,7 +55,9 @@ def values(hw: homework.Homework) -> dict[str, str]:
     return {"heading": heading(hw.notebook), "summary": hw.summary,
             "hidden": hw.hidden, "folder": hw.release_folder,
             "module": hw.module_file,
-            "notebook": hw.notebook.relative_to(hw.root).as_posix()}
+            "notebook": hw.notebook.relative_to(hw.root).as_posix(),
+            "notebooktests": (hw.notebook.parent / "tests").relative_to(
+                hw.root).as_posix() + "/"}
 
 
 def render(template: str, hw: homework.Homework,

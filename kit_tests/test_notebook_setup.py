@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import re
 import sys
 from pathlib import Path
 
@@ -100,12 +101,14 @@ def test_missing_packages_get_one_pip_line(setup_cell, tmp_path):
     shown = _run(setup_cell, home, python)
     assert shown["error"] == "SetupError"
     text = " ".join(shown["shown"])
-    pins = {line.split("==")[0]: line for line in
-            (home / "requirements.txt").read_text().splitlines()
-            if "==" in line}
-    # torch is a range, not a pin (kit/student/requirements.txt): the
-    # cell names it bare
-    line = "%pip install " + " ".join(pins.get(name, name)
+    # Each as requirements.txt requires it (torch: its range, quoted for
+    # the shell), torch's CPU build on Linux.
+    wanted = {re.split(r"[<>=]", line)[0]: line.split("#")[0].strip()
+              for line in (home / "requirements.txt").read_text(
+              ).splitlines() if re.match(r"[a-z]", line) and ";" not in line}
+    line = "%pip install " + " ".join(f'"{wanted[name]}"'
                                       for name in missing)
     assert line in text and "restart the kernel" in text, text
+    assert ("download.pytorch.org/whl/cpu" in text) == (
+        "torch" in missing and sys.platform == "linux"), text
     assert text.count("%pip install") == 1

@@ -1,8 +1,11 @@
 """Similarity of what students wrote, ranked against the class's own
 distribution: a lead for a human, never a verdict.
 
-Code: the TODO regions of each graded ``source.py`` (kept by ``grade``),
-without the skeleton's given lines and comments, each region parsed and
+Code: the code of each graded ``source.py`` (kept by ``grade``) that the
+grader grades, as it reads it (``regions.graded_regions`` with the
+rubric's task methods: the TODO regions, a task method's lines outside
+its markers, a whole method whose markers are gone, the helpers its code
+calls), without the skeleton's given lines and comments, each region parsed and
 unparsed (``ast``: redundant parentheses, line breaks, spacing and quotes
 as Python writes them; a region that does not parse alone is kept as
 written), then as tokens with local names replaced by one placeholder
@@ -22,13 +25,22 @@ invisible U+2063 or U+200B inside every word must not hide a copy).
 Correct solutions of a short homework converge, so a raw score means
 little: each pair is placed against every other pair of the same batch
 (robust z: distance from the median in units of the scaled median
-absolute deviation, and its percentile). ``python -m autograder
+absolute deviation, and its percentile). A distribution can hide a copy (a
+class of near-copies of one another has a high median), so identical or
+near-identical work is flagged whatever the z: code from CODE_FLOOR with at
+least CODE_FLOOR_PRINTS fingerprints shared, an answer from ANSWER_FLOOR
+with at least ANSWER_FLOOR_SHINGLES shingles shared (each question alone,
+so one copied answer among honest ones is not averaged away). Earlier
+editions' graded folders (``--archive``: a folder or a zip of one) are
+compared with this batch from their kept ``source.py`` and
+``answers.json``, never regraded. ``python -m autograder
 similarity OUT`` prints the ranking and writes side-by-side pages under
 ``OUT/similarity/``; the class report has the same section.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import keyword
@@ -37,6 +49,7 @@ import statistics
 import textwrap
 import time
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -46,7 +59,7 @@ from autograder import homework
 from autograder.report import atomic, layout
 from autograder.text import mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
-                                           find_regions)
+                                           graded_regions, python_lines)
 
 SKELETON = homework.current().module
 KGRAM = 6                        # tokens per fingerprinted k-gram
@@ -55,6 +68,14 @@ SHINGLE = 3                      # words per answer shingle
 MIN_WORDS = 6                    # shorter answers are not compared
 TOP = 15                         # pairs shown
 LEAD_Z = 2.0                     # robust z from which a pair is a lead
+# Absolute floors: flagged whatever the batch's distribution. Disguised
+# copies (names, comments, order changed) score 0.93-1.00 and independent
+# correct solutions at most 0.61 (kit_tests/test_similarity.py prints
+# both); the minimum shared keeps two one-line answers of one task apart.
+CODE_FLOOR = 0.9                 # share of fingerprints in common
+CODE_FLOOR_PRINTS = 12           # fingerprints both share, at least
+ANSWER_FLOOR = 0.7               # Jaccard of one question's shingles
+ANSWER_FLOOR_SHINGLES = 8        # shingles both share, at least
 # Bounds of the step's own time and memory (a source with a
 # 100,000-character expression once raised MemoryError in the parser and
 # took the class report with it). A source over a cap is left out, with
@@ -80,6 +101,22 @@ class Pair:
     percentile: float = 0.0   # share of the batch's pairs scoring lower
     detail: Any = None        # shared character spans (code) or per
     #                           question scores (answers)
+    floor: str = ""           # why the pair is flagged whatever its z
+    #                           ("identical code", "Q2 near-identical")
+
+    @property
+    def flagged(self) -> bool:
+        """Whether a person should look: a lead by the batch's
+        distribution, or over an absolute floor."""
+        return bool(self.floor) or self.z >= LEAD_Z
+
+    @property
+    def why(self) -> str:
+        """Why the pair is flagged ("" if it is not)."""
+        reasons = [self.floor] if self.floor else []
+        if self.z >= LEAD_Z:
+            reasons.append(f"robust z {self.z:.1f}")
+        return "; ".join(reasons)
 
 
 # --------------------------------------------------------------------------
@@ -93,29 +130,65 @@ def _html(text: object) -> str:
     return mdsafe.html_text(text, limit=max(len(text), 1))
 
 
-def _region_texts(source: str) -> list[list[str]] | None:
-    """The lines of each TODO region of ``source`` (None if it has none
-    or does not parse)."""
-    lines = source.splitlines()
+@functools.lru_cache(maxsize=1)
+def task_methods() -> dict[str, tuple[str, ...]]:
+    """Class ("" for a module-level function) -> the methods whose code
+    the student writes, from the rubric (``GradingConfig.task_methods``):
+    the code the grader grades is the code compared."""
+    from autograder.rubric import load_rubric
+    return {task.cls: task.methods for task in load_rubric().tasks}
+
+
+Methods = Mapping[str, tuple[str, ...]]
+
+
+def _region_texts(source: str, methods: Methods | None = None
+                  ) -> list[list[str]] | None:
+    """The lines of each region of ``source`` the grader grades (its TODO
+    regions, a task method's lines outside them, a task method without
+    markers, the helpers they call), in file order; None if it has none
+    or does not parse."""
+    lines = python_lines(source)
     try:
-        regions = find_regions(source)
+        regions = graded_regions(source, methods=task_methods()
+                                 if methods is None else methods)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         # (CPython's parser reports a deeply nested expression as a
         # MemoryError or RecursionError: the source's, not the grader's)
         return None
-    return [[lines[i] for i in range(r.start - 1, min(r.end, len(lines)))]
-            for r in regions] or None
+    spans = sorted({(r.start, r.end) for r in regions})
+    return [lines[start - 1:min(end, len(lines))]
+            for start, end in spans] or None
 
 
-def _given_lines(skeleton: str) -> set[str]:
-    return {line.strip() for block in _region_texts(skeleton) or []
+def _given_lines(skeleton: str, methods: Methods | None = None) -> set[str]:
+    return {shape(line_normalised(line))
+            for block in _region_texts(skeleton, methods) or []
             for line in block}
 
 
-def _given_statements(skeleton: str) -> set[str]:
-    """The skeleton's given statements in its regions, unparsed."""
+def line_normalised(line: str) -> str:
+    """One line of a region that does not parse as a whole (a block's
+    header, ``if (self).causal:``, above its markers), as Python reads
+    it where it parses alone or as a header; else stripped."""
+    text = line.strip()
+    for attempt in (text, text + " pass"):
+        try:
+            tree = ast.parse(attempt)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        try:
+            return ast.unparse(tree).splitlines()[0] if tree.body else text
+        except (ValueError, RecursionError, MemoryError):
+            break
+    return text
+
+
+def _given_statements(skeleton: str, methods: Methods | None = None
+                      ) -> set[str]:
+    """The skeleton's given statements in its graded regions, unparsed."""
     found = set()
-    for block in _region_texts(skeleton) or []:
+    for block in _region_texts(skeleton, methods) or []:
         tree = _parsed(block)
         if tree is not None:
             found |= {ast.unparse(stmt) for stmt in tree.body}
@@ -146,35 +219,42 @@ def normalised(code: str, given: frozenset[str] = frozenset()
     """One region's code as Python reads it: parsed and unparsed, so that
     redundant parentheses (``(q) @ (k)``), line breaks inside brackets,
     spacing, comments and quote style are gone, without the statements
-    ``given`` (the skeleton's, unparsed); None when it does not parse
+    ``given`` (the skeleton's, unparsed; compared by ``shape``, so
+    with local names renamed too); None when it does not parse
     alone (a partial statement) or is too deep for the parser."""
     tree = _parsed(code.splitlines())
     if tree is None:
         return None
-    tree.body = [s for s in tree.body if ast.unparse(s) not in given]
+    # Given statements by their shape, so a copy's renamed names do not
+    # make the skeleton's own lines its evidence.
+    shapes = {shape(g) for g in given}
+    tree.body = [s for s in tree.body if shape(ast.unparse(s)) not in shapes]
     try:
         return ast.unparse(tree) + "\n" if tree.body else ""
     except (ValueError, RecursionError, MemoryError):
         return None
 
 
-def student_code(source: str, skeleton: str) -> str:
-    """The code of ``source``'s TODO regions, format characters removed,
-    each region ``normalised`` without the skeleton's given statements;
-    a region that does not parse alone, or a source without readable
-    regions (markers removed, a syntax error), as its lines that are not
-    blank, comments, markers or the skeleton's given lines."""
+def student_code(source: str, skeleton: str,
+                 methods: Methods | None = None) -> str:
+    """The code of ``source`` the grader grades (``_region_texts``:
+    ``methods``, default the rubric's task methods), format characters
+    removed, each region ``normalised`` without the skeleton's given
+    statements; a region that does not parse alone, or a source without
+    readable regions (a syntax error, no task method), as its lines that
+    are not blank, comments, markers or the skeleton's given lines."""
     source = visible(source)
-    blocks = _region_texts(source)
-    given = _given_lines(skeleton)
+    blocks = _region_texts(source, methods)
+    given = _given_lines(skeleton, methods)
     if blocks is None:
-        given |= {line.strip() for line in skeleton.splitlines()}
-    statements = frozenset(_given_statements(skeleton))
+        given |= {shape(line) for line in skeleton.splitlines()}
+    statements = frozenset(_given_statements(skeleton, methods))
     out = []
-    for block in blocks or [source.splitlines()]:
+    for block in blocks or [python_lines(source)]:
         text = normalised("\n".join(block), statements) if blocks else None
         if text is None:
-            kept = [line for line in block if _own(line, given)]
+            kept = [line_normalised(line) for line in block
+                    if _own(line, given)]
             text = "\n".join(kept) + "\n" if kept else ""
         out.append(text)
     return "".join(out)
@@ -185,7 +265,8 @@ def _own(line: str, given: set[str]) -> bool:
     marker or a line the skeleton gives."""
     text = line.strip()
     return bool(text) and not text.startswith("#") and \
-        text not in given and text not in (START_MARKER, END_MARKER)
+        shape(line_normalised(text)) not in given and \
+        text not in (START_MARKER, END_MARKER)
 
 
 _TOKEN = re.compile(r"""[A-Za-z_]\w*|\d[\w.]*|"(?:[^"\\\n]|\\.)*"|"""
@@ -209,6 +290,12 @@ def tokens(code: str) -> list[tuple[str, int, int]]:
             text = "V"
         out.append((text, match.start(), match.end()))
     return out
+
+
+def shape(code: str) -> str:
+    """``code`` as its ``tokens``: two statements of one shape differ only
+    in local names, strings, comments or spacing."""
+    return " ".join(t for t, _, _ in tokens(code))
 
 
 def _kgram_hashes(toks: list[tuple[str, int, int]]) -> list[int]:

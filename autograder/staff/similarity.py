@@ -394,9 +394,11 @@ def code_pairs(codes: dict[str, str], skeleton: str,
 
 
 def shown(pairs: list[Pair]) -> list[Pair]:
-    """The pairs a person is shown: the TOP first, and every flagged pair
-    after them (a flag is never cut off the list)."""
-    return pairs[:TOP] + [p for p in pairs[TOP:] if p.flagged]
+    """The pairs a person is shown: the TOP first, then every pair over
+    an absolute floor (never cut off the list; leads by z alone beyond
+    the TOP are counted, not listed: where most answers share nothing,
+    any shared phrase stands out)."""
+    return pairs[:TOP] + [p for p in pairs[TOP:] if p.floor]
 
 
 def _shingles(text: str) -> set[tuple[str, ...]]:

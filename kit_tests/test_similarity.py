@@ -141,7 +141,7 @@ def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "lead for a human, not a verdict" in done.stdout
-    first = done.stdout.split("pairs\n", 1)[1].splitlines()[0]
+    first = done.stdout.split(" flagged\n", 1)[1].splitlines()[0]
     assert "similarity/pair-1.html" in first
     pages = sorted((tmp_path / "similarity").glob("pair-*.html"))
     assert pages

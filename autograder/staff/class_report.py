@@ -772,6 +772,7 @@ th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 #submissions{font-size:90%}tr.hidden{display:none}
 .scroll{overflow-x:auto}#submissions td{overflow-wrap:anywhere}
 #submissions td.num{white-space:nowrap}
+#similarity tr.lead td{background:#fff3cd}
 """
 # Any script error is recorded on the page (the Chromium test reads it).
 _ERROR_TRAP = """

@@ -142,7 +142,8 @@ def test_the_key_is_staff_only_and_pseudonyms_are_stable(tmp_path):
     csvsafe.write_rows(again / "grades.csv", rows + [
         ["yves", "", "", "", "", 1, 4, 1, "yves.py"]])
     class_report.write_views(again, {}, options, strict=True)
-    second = {r["identity"]: r["pseudonym"] for r in csvsafe.read_dicts(key)[1]}
+    second = {r["identity"]: r["pseudonym"]
+              for r in csvsafe.read_dicts(key)[1]}
     assert all(second[r["identity"]] == r["pseudonym"] for r in first)
     assert len(second) == len(first) + 1
     assert len(set(second.values())) == len(second)
@@ -191,9 +192,15 @@ def test_report_command_writes_the_view_and_refuses_a_bad_key(tmp_path):
 
 def test_the_scrubber_matches_whole_words_only():
     found = A.people([{"submission": "ann", "name": "Ann Lee",
-                       "email": "al@x.org", "sid": "42"}])
+                       "email": "al@x.org", "sid": "4242"}])
     scrub = A.Scrubber.of(found, {"ann": "anon-BCDF"})
-    assert scrub("ann wrote: Ann Lee <al@x.org> 42; planning 420 Annex") \
+    assert scrub("ann wrote: Ann Lee <al@x.org> 4242; planning 42420 Annex") \
         == "anon-BCDF wrote: (withheld) <(withheld)> (withheld); " \
-           "planning 420 Annex"
+           "planning 42420 Annex"
     assert scrub.leaks("by LEE") == ["LEE"] and scrub.leaks("anon-BCDF") == []
+    # A 1-3 digit SID or a one-letter name would take every score, line
+    # number or article with it: kept in its (dropped) column only.
+    found = A.people([{"submission": "a", "name": "", "email": "",
+                       "sid": "7"}])
+    scrub = A.Scrubber.of(found, {"a": "anon-BCDF"})
+    assert scrub("a score of 7 of 16") == "a score of 7 of 16"

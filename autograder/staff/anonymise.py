@@ -89,7 +89,16 @@ class Person:
             local = email.split("@", 1)[0]
             found |= {local} | {w for w in re.split(r"[._+-]+", local)
                                 if len(w) >= MIN_PART + 1}
-        return {f for f in found if f.strip()}
+        return {f for f in found if scrubbable(f)}
+
+
+def scrubbable(text: str) -> bool:
+    """Whether ``text`` is replaced in free text: two characters or more,
+    and four or more digits for a number (a SID of 1-3 digits would take
+    every score and line number with it; it stays in its columns, which
+    the view drops)."""
+    text = text.strip()
+    return len(text) >= MIN_PART and not (text.isdigit() and len(text) < 4)
 
 
 def _split(value: str) -> list[str]:
@@ -208,6 +217,8 @@ class Scrubber:
                 for form in {text, html.escape(text, quote=True)}:
                     to.setdefault(form.lower(), WITHHELD)
         for person in found:   # a submission's own name: its pseudonym
+            if not scrubbable(person.submission):
+                continue
             pseudonym = names.get(person.submission, WITHHELD)
             for form in {person.submission,
                          html.escape(person.submission, quote=True)}:
@@ -361,4 +372,5 @@ def _scan(view: Path, scrub: Scrubber) -> None:
 
 
 __all__ = ["IDENTITY_COLUMNS", "KEY_NAME", "Key", "KeyError_", "Person",
-           "Scrubber", "VIEW", "check_key", "key_path", "people", "write_view"]
+           "Scrubber", "VIEW", "check_key", "key_path", "people",
+           "scrubbable", "write_view"]

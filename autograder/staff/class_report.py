@@ -822,7 +822,7 @@ document.documentElement.setAttribute('data-ready','1');
 """
 
 __all__ = ["Batch", "Item", "REPORT_NAME", "ReportOptions", "Submission",
-           "build_report", "deduction_patterns",
-           "failure_causes", "pass_rates", "ranked_mistakes", "read_batch", "read_submission",
+           "build_report", "deduction_patterns", "failure_causes",
+           "pass_rates", "ranked_mistakes", "read_batch", "read_submission",
            "render_markdown", "score_histogram", "write_linked_pages",
            "write_report", "write_views"]

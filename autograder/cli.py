@@ -132,7 +132,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         [Path(p) for p in args.paths], _sandbox_context, out=Path(args.out),
         rubric=args.rubric, values=args.values, jobs=args.jobs,
         timeout=args.timeout, public_only=args.public_only,
-        compare=args.compare, course=args.course)
+        compare=args.compare, course=args.course,
+        report_options=_report_options(args))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -178,7 +179,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """(Re)write OUT/report.html from a graded folder."""
-    print(graded_folder.rewrite_report(Path(args.out)))
+    print(graded_folder.rewrite_report(Path(args.out),
+                                       _report_options(args)))
     return 0
 
 
@@ -191,8 +193,19 @@ def cmd_term(args: argparse.Namespace) -> int:
 
 def cmd_similarity(args: argparse.Namespace) -> int:
     """Print the similarity ranking of a graded folder."""
-    print(graded_folder.similarity_summary(Path(args.out)))
+    print(graded_folder.similarity_summary(Path(args.out),
+                                           tuple(args.archive)))
     return 0
+
+
+def _report_options(args: argparse.Namespace) -> Any:
+    """The class report's options (earlier editions, the anonymised
+    view), or None where none was asked (or no staff tools ship)."""
+    if not (args.archive or args.anonymise):
+        return None
+    from autograder.staff.class_report import ReportOptions
+    return ReportOptions(tuple(args.archive), args.anonymise,
+                         args.pseudonym_key)
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
@@ -248,6 +261,43 @@ def _common(sub: argparse.ArgumentParser) -> None:
                           "$AUTOGRADER_VALUES or test_values/)")
 
 
+def _staff_file(check: str):
+    """An argparse type: a path the staff tool's ``check`` accepts (known
+    a folder or a regular file before anything opens it), or a usage
+    error naming it."""
+    def parse(text: str) -> Path:
+        try:
+            tool = graded_folder.staff_tool(check.split(".")[0])
+            getattr(tool, check.split(".")[1])(Path(text))
+        except (ConfigError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return Path(text)
+    return parse
+
+
+def _report_flags(sub: argparse.ArgumentParser, view: bool = True) -> None:
+    """``--archive`` (similarity with earlier editions) and, with
+    ``view``, the anonymised view's flags."""
+    sub.add_argument("--archive", action="append", default=[],
+                     metavar="OLD_OUT",
+                     type=_staff_file("similarity.archive_kind"),
+                     help="an earlier edition's graded folder (or a .zip "
+                          "of one): its submissions are compared with "
+                          "these for similarity, not regraded "
+                          "(repeatable)")
+    if not view:
+        return
+    sub.add_argument("--anonymise", action="store_true",
+                     help="also write OUT/anonymised/: the class report, "
+                          "feedback and answer pages under stable "
+                          "pseudonyms, no name, email or SID")
+    sub.add_argument("--pseudonym-key", type=_staff_file(
+        "anonymise.check_key"), default=None, metavar="FILE",
+        help="the staff-only key of the pseudonyms, kept and extended "
+             "(default OUT/pseudonyms.csv; one file for the term keeps "
+             "each student's pseudonym across assignments)")
+
+
 def _add_grade(commands: argparse._SubParsersAction) -> None:
     grade = commands.add_parser(
         "grade", help="grade submissions (staff)", description=GRADE_HELP,
@@ -274,6 +324,7 @@ def _add_grade(commands: argparse._SubParsersAction) -> None:
     grade.add_argument("--public-only", action="store_true",
                        help="grade on the public cases only (no hidden "
                             "values available)")
+    _report_flags(grade)
     _common(grade)
     grade.set_defaults(run=cmd_grade)
 
@@ -304,17 +355,21 @@ def _add_folder_commands(commands: argparse._SubParsersAction) -> None:
                     "failures, links to feedback and answer pages, a "
                     "sortable table. `grade` writes it too.")
     report_cmd.add_argument("out", metavar="OUT", help="a graded folder")
+    _report_flags(report_cmd)
     report_cmd.set_defaults(run=cmd_report)
 
     similar = commands.add_parser(
         "similarity", help="rank pairs of submissions by similarity (staff)",
-        description="Pairwise similarity of a graded folder's TODO regions "
-                    "(skeleton lines, comments, names and whitespace "
-                    "normalised away) and inline answers, ranked against "
-                    "the batch's own distribution; writes side-by-side "
-                    "pages to OUT/similarity/. A lead for a human, not a "
-                    "verdict.")
+        description="Pairwise similarity of a graded folder's code, as the "
+                    "grader reads it (the TODO regions, code above their "
+                    "markers, helpers; skeleton lines, comments, names and "
+                    "whitespace normalised away) and inline answers, "
+                    "ranked against the batch's own distribution; "
+                    "identical or near-identical pairs are flagged "
+                    "whatever it is. Writes side-by-side pages to "
+                    "OUT/similarity/. A lead for a human, not a verdict.")
     similar.add_argument("out", metavar="OUT", help="a graded folder")
+    _report_flags(similar, view=False)
     similar.set_defaults(run=cmd_similarity)
 
     term = commands.add_parser(

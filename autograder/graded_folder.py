@@ -36,14 +36,16 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 out: Path, rubric: Path | None = None,
                 values: Path | None = None, jobs: int = 1,
                 timeout: float | None = None, public_only: bool = False,
-                compare: Path | None = None, course: Path | None = None
-                ) -> int:
+                compare: Path | None = None, course: Path | None = None,
+                report_options: Any = None) -> int:
     """Grade every path (a Gradescope export among them is opened) into
     ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
     folders, grades.csv, the answer pages and the staff's outputs, with
     the course folder's decisions (``course``, default course/ beside
     the profile: checked whole before anything is graded); print the
-    summary. Returns the exit status."""
+    summary. ``report_options`` (class_report.ReportOptions: earlier
+    editions for similarity, the anonymised view) shape the class report.
+    Returns the exit status."""
     paths = [p for p in paths if not p.name.startswith(".")]
     for path in paths:
         check_path(path)
@@ -69,7 +71,7 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 public_only=public_only)
             try:
                 lines = _staff_outputs(out, config.mistakes, compare, export,
-                                       term)
+                                       term, report_options)
             except OutputError as exc:
                 raise ConfigError(
                     f"{exc} (grades.csv and every submission's results "
@@ -343,7 +345,8 @@ def _write_question_pages(by_submission: dict[str, dict[str, str]],
 
 def _staff_outputs(out: Path, messages: dict[str, str],
                    compare: Path | None, export: Any = None,
-                   term: Any = None) -> list[str]:
+                   term: Any = None, report_options: Any = None
+                   ) -> list[str]:
     """Names from a Gradescope export, the term's totals, the upload
     files, the class report and, with --compare, the regrade diff;
     written after the grades, never at their expense."""
@@ -353,7 +356,7 @@ def _staff_outputs(out: Path, messages: dict[str, str],
         lines.append(gradescope_export.annotate(out, export))
     finals = _apply_term(out, term, export, lines)
     _write_exports(out, term, export, finals, lines)
-    lines.append(write_class_report(out, messages))
+    lines.append(write_class_report(out, messages, report_options))
     if compare is not None:
         try:
             from autograder.staff import regrade
@@ -391,17 +394,18 @@ def _apply_term(out: Path, term: Any, export: Any,
     return finals
 
 
-def write_class_report(out: Path, messages: dict[str, str]) -> str:
+def write_class_report(out: Path, messages: dict[str, str],
+                       options: Any = None) -> str:
     """Write OUT/report.html (the staff's view of the batch, mistakes
-    explained by ``messages``, the config's); a failure there is reported
-    and never costs the grades already written."""
+    explained by ``messages``, the config's; ``options``: a
+    class_report.ReportOptions); a failure there is reported and never
+    costs the grades already written."""
     try:
         from autograder.staff import class_report
     except ImportError:   # a release without the staff tools
         return ""
     try:
-        return (f"class report: "
-                f"{class_report.write_report(out, messages)}")
+        return class_report.write_views(out, messages, options)
     except OutputError:
         raise   # the machine's failure: the command stops
     except Exception as exc:   # noqa: BLE001 - grades are already safe
@@ -421,9 +425,9 @@ def write_class_report(out: Path, messages: dict[str, str]) -> str:
         return f"class report: not written ({why})"
 
 
-def rewrite_report(out: Path) -> str:
-    """``report``: (re)write OUT/report.html from a graded folder; the line
-    saying where."""
+def rewrite_report(out: Path, options: Any = None) -> str:
+    """``report``: (re)write OUT/report.html from a graded folder (and,
+    by ``options``, the anonymised view); the lines saying where."""
     _require_complete(out, f"python -m autograder report {out}")
     if not (out / "grades.csv").is_file() and \
             not layout.submission_dirs(out, "results.json"):
@@ -432,16 +436,24 @@ def rewrite_report(out: Path) -> str:
                           f"--out {out} PATH...)")
     class_report = staff_tool("class_report")
     messages = load_mistake_messages()
-    return f"class report: {class_report.write_report(out, messages)}"
+    try:
+        return class_report.write_views(out, messages, options, strict=True)
+    except ValueError as exc:   # a staff file (the key, an archive)
+        raise ConfigError(str(exc)) from None
 
 
-def similarity_summary(out: Path) -> str:
-    """``similarity``: the ranking of a graded folder's pairs."""
+def similarity_summary(out: Path, archive: tuple[Path, ...] = ()) -> str:
+    """``similarity``: the ranking of a graded folder's pairs (and of
+    them against each ``archive``: earlier editions' graded folders)."""
     _require_complete(out, f"python -m autograder similarity {out}")
     if not layout.submission_dirs(out, "source.py"):
         raise ConfigError(f"{out}: no source.py kept (grade into it first: "
                           f"python -m autograder grade --out {out} PATH...)")
-    return staff_tool("similarity").summary(out)
+    similarity = staff_tool("similarity")
+    try:
+        return similarity.summary(out, archive=archive)
+    except similarity.ArchiveError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def staff_tool(name: str) -> Any:

@@ -216,7 +216,7 @@ def test_a_class_report_failure_leaves_a_page_saying_so(
         tmp_path, monkeypatch):
     from autograder import graded_folder
 
-    def broken(out, messages):
+    def broken(out, messages, **options):
         raise RecursionError("simulated")
     monkeypatch.setattr(class_report, "write_report", broken)
     line = graded_folder.write_class_report(tmp_path, {})

@@ -342,6 +342,63 @@ document.body.setAttribute('data-fit', box.scrollWidth+' '+box.clientWidth);
     assert 0 < wide <= shown          # no sideways scrolling
 
 
+@pytest.fixture(scope="module")
+def anonymised(graded) -> Path:
+    """The graded batch's anonymised view (``report --anonymise``)."""
+    out, _ = graded
+    line = class_report.write_views(out, {}, class_report.ReportOptions(
+        anonymise=True), strict=True)
+    assert "anonymised view:" in line
+    return out / "anonymised" / class_report.REPORT_NAME
+
+
+def _page_width(page: Path) -> tuple[int, int]:
+    """(the page's width, the window's) in Chromium at 1366 x 768."""
+    probe = page.with_name("width-probe.html")
+    probe.write_text(page.read_text().replace("</body>", """<script>
+document.body.setAttribute('data-fit', document.documentElement.scrollWidth
++' '+document.documentElement.clientWidth);</script></body>"""))
+    done = _chromium(probe.as_uri(), "--window-size=1366,768", "--dump-dom")
+    probe.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _console(done) == []
+    return tuple(map(int, re.search(r'data-fit="(\d+) (\d+)"',
+                                    done.stdout).groups()))
+
+
+@needs_chromium
+def test_both_reports_fit_a_1366_pixel_screen(graded, anonymised):
+    out, _ = graded
+    for page in (out / "report.html", anonymised):
+        wide, shown = _page_width(page)
+        assert 0 < wide <= shown <= 1366, page   # no sideways scrolling
+    # The control: a page wider than the screen is seen as wider.
+    wider = out / "wide.html"
+    wider.write_text("<html><body><div style='width:2000px'>x</div>"
+                     "</body></html>")
+    wide, shown = _page_width(wider)
+    assert wide > shown
+
+
+def test_the_anonymised_report_keeps_the_class_and_drops_the_names(
+        graded, anonymised):
+    out, _ = graded
+    plain, anon = _report(out), anonymised.read_text()
+    batch = class_report.read_batch(out)
+    for sub in batch.submissions:
+        assert f">{sub.name}<" in plain.replace("&lt;", "<") or \
+            sub.name == EVIL
+        assert f">{sub.name}<" not in anon
+    rows = [a for a in Page(anon).all("tr") if "data-mistakes" in a]
+    assert len(rows) == len(batch.submissions)
+    # The class stays (this batch's mistakes are named like its
+    # submissions, so they are withheld here: a student's name is
+    # withheld wherever it stands).
+    for section in ("Pass rate per item", "Named mistakes", "Similarity",
+                    "Deductions"):
+        assert section in anon
+
+
 @needs_chromium
 def test_table_sorts_and_filters_in_chromium(graded, tmp_path):
     out, _ = graded

@@ -5,6 +5,8 @@ names, emails and SIDs; gradescope_scores.csv is ready to upload back."""
 from __future__ import annotations
 
 import csv
+import html
+import re
 import shutil
 import subprocess
 import sys
@@ -186,3 +188,34 @@ def test_feedback_never_shows_the_graders_own_paths(tmp_path):
         text = page.read_text()
         assert "submission_111" in text
         assert "autograder-" not in text and str(tmp_path) not in text
+
+
+@pytest.mark.e2e   # a second grading run of the export (make test-all)
+def test_grade_anonymise_names_no_student_of_the_export(tmp_path):
+    folder = _export_folder(tmp_path / "src")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--out", str(out),
+         "--jobs", "2", "--anonymise", str(folder)], capture_output=True,
+        text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "anonymised view:" in done.stdout
+    known = ["submission_111", "submission_222", "Ada", "Lovelace",
+             "Alan", "Turing", "Grace", "Hopper", "ada@example.edu",
+             "alan@example.edu", "grace@example.edu", "1815", "1912",
+             "1906", str(tmp_path)]
+    view = out / "anonymised"
+    files = [p for p in view.rglob("*") if p.is_file()]
+    assert len(files) > 3
+    for path in files:
+        text = (str(path.relative_to(view)) + "\n" + path.read_text())
+        assert not [k for k in known for form in {k, html.escape(k)}
+                    if re.search(rf"(?<![A-Za-z0-9]){re.escape(form)}"
+                                 rf"(?![A-Za-z0-9])", text, re.I)], path
+    # The control: the plain report names them.
+    report = (out / "report.html").read_text()
+    assert "Grace Hopper" in report and "submission_111" in report
+    key = _csv(out / "pseudonyms.csv")
+    assert {r["submission"] for r in key} == {"submission_111",
+                                              "submission_222"}
+    assert key[0]["pseudonym"] in (view / "report.html").read_text()

@@ -141,7 +141,7 @@ def test_cli_ranks_a_graded_folder_and_escapes_student_code(tmp_path):
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "lead for a human, not a verdict" in done.stdout
-    first = done.stdout.split("pairs\n", 1)[1].splitlines()[0]
+    first = done.stdout.split(" flagged\n", 1)[1].splitlines()[0]
     assert "similarity/pair-1.html" in first
     pages = sorted((tmp_path / "similarity").glob("pair-*.html"))
     assert pages
@@ -236,7 +236,8 @@ def test_code_is_compared_as_python_reads_it():
         "HERE\n"
     source = ("def f(x):\n    # YOUR CODE STARTS HERE\n    for h in x:\n"
               "    # YOUR CODE ENDS HERE\n        pass\n")
-    assert S.student_code(source, skeleton) == "    for h in x:\n"
+    # (a line that does not parse alone is read as a block's header)
+    assert S.student_code(source, skeleton) == "for h in x:\n"
     assert S.visible("s\u2063o\u200bft\u00admax") == "softmax"
 
 
@@ -258,3 +259,117 @@ def test_similarity_pages_write_invisible_characters_out(tmp_path):
     assert "<script>" not in page and "<mark>x = a</mark>" in page
     rows = S._rows([pair], links, {})
     assert FLIP not in rows and "&lt;U+202E&gt;" in rows
+
+
+# --------------------------------------------------------------------------
+# Flagged whatever the class's distribution; the code the grader grades;
+# earlier editions
+
+def _independent() -> dict[str, str]:
+    return _common_as_given(
+        {n: variants.find(f"styles/{n}").source() for n in INDEPENDENT})
+
+
+def test_an_honest_class_is_not_flagged_and_a_copy_is():
+    sources = _independent()
+    skeleton = S.SKELETON.read_text()
+    # The control: independent solutions, nothing flagged.
+    honest = S.code_pairs(_codes(sources), skeleton)
+    assert honest and not [p for p in honest if p.flagged]
+    assert max(p.score for p in honest) < S.CODE_FLOOR
+    pairs = S.code_pairs(_codes({**sources, "copy": sources["einsum"]}),
+                         skeleton)
+    copy = pairs[_rank_of(pairs, "einsum", "copy") - 1]
+    assert copy.flagged and copy.floor.startswith("identical code")
+    assert [p for p in pairs if p.flagged] == [copy]
+
+
+def test_a_copy_is_flagged_where_its_z_is_low():
+    # A class of the catalogue's styles, most of them one edit of the
+    # reference: the median is high, and an identical copy's robust z
+    # stays under LEAD_Z; the floor flags it all the same.
+    sources = {n: v.source() for n, v in variants.load("styles").items()}
+    skeleton = S.SKELETON.read_text()
+    pairs = S.code_pairs(_codes({**sources, "copy": sources["mha_sdpa"]}),
+                         skeleton)
+    copy = pairs[_rank_of(pairs, "mha_sdpa", "copy") - 1]
+    print(f"identical copy: score {copy.score:.2f}, z {copy.z:.1f}")
+    assert copy.z < S.LEAD_Z and copy.flagged and copy in S.shown(pairs)
+
+
+def test_a_copy_moved_above_the_markers_is_still_a_copy():
+    sources = _independent()
+    moved = C.above_markers(sources["einsum"])
+    assert moved != sources["einsum"]
+    compile(moved, "moved", "exec")
+    skeleton = S.SKELETON.read_text()
+    # The control: the TODO regions alone hold nothing of it.
+    marked_only = {n: S.student_code(s, skeleton, methods={})
+                   for n, s in {**sources, "moved": moved}.items()}
+    assert marked_only["moved"] == ""
+    for copy in (sources["einsum"], moved):
+        pairs = S.code_pairs(_codes({**sources, "copy": copy}), skeleton)
+        assert _rank_of(pairs, "einsum", "copy") == 1
+        print(f"copy ~ einsum: {pairs[0].score:.2f} ({pairs[0].why})")
+        assert pairs[0].score >= S.CODE_FLOOR and pairs[0].flagged
+
+
+def test_one_copied_answer_among_honest_ones_is_flagged():
+    from kit.corpus import class_batch
+    # The control: 40 students' own wordings, none over the floor.
+    honest = {f"s{i}": {"Q1": class_batch.answer(i),
+                        "Q2": f"Head {i} sees its own slice of the values."}
+              for i in range(40)}
+    assert not [p for p in S.answer_pairs(honest) if p.floor]
+    copied = dict(honest)
+    copied["cheat"] = {"Q1": class_batch.answer(7).upper() + " Indeed.",
+                       "Q2": "Every head attends to a subspace."}
+    pairs = S.answer_pairs(copied)
+    pair = next(p for p in pairs if {p.a, p.b} == {"s7", "cheat"})
+    assert pair.score < S.ANSWER_FLOOR      # the mean over both questions
+    assert pair.floor == "Q1 near-identical" and pair in S.shown(pairs)
+
+
+def _graded(folder: Path, sources: dict[str, str]) -> Path:
+    for name, source in sources.items():
+        sub = folder / "submissions" / name
+        sub.mkdir(parents=True)
+        (sub / "source.py").write_text(source)
+        (sub / "answers.json").write_text(json.dumps({"Q1": f"{name} " * 8}))
+    return folder
+
+
+def test_an_earlier_edition_is_compared_without_regrading(tmp_path):
+    import os
+    import shutil
+    sources = _independent()
+    now = _graded(tmp_path / "2026", {n: sources[n]
+                                      for n in ("einsum", "loop_heads")})
+    old = _graded(tmp_path / "2025", {"ann": sources["reference"],
+                                      "ben": sources["einsum"],
+                                      "cy": sources["einsum"]})
+    zipped = shutil.make_archive(str(tmp_path / "ed2025"), "zip",
+                                 tmp_path, "2025")
+    # The control: without the archive, no pair is flagged.
+    code, _, _ = S.analyse(now)
+    assert not [p for p in code if p.flagged]
+    for archive, label in ((old, "2025"), (Path(zipped), "ed2025")):
+        notes: list[str] = []
+        code, answers, _ = S.analyse(now, notes=notes, archive=[archive])
+        flagged = {frozenset((p.a, p.b)) for p in code if p.flagged}
+        assert flagged == {frozenset(("einsum", f"{label}/ben")),
+                           frozenset(("einsum", f"{label}/cy"))}
+        # two submissions of the archive are never a pair
+        assert all(not (p.a.startswith(label) and p.b.startswith(label))
+                   for p in code + answers)
+        assert not notes
+    # A FIFO, or a missing path, is refused before anything opens it.
+    os.mkfifo(tmp_path / "fifo.zip")
+    for bad in (tmp_path / "fifo.zip", tmp_path / "none"):
+        with pytest.raises(S.ArchiveError, match="--archive"):
+            S.analyse(now, archive=[bad])
+    from autograder import cli
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["similarity", str(now), "--archive",
+                                       str(tmp_path / "fifo.zip")])
+    assert exit_.value.code == 2

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 from autograder.report import atomic, layout
+from autograder.report.atomic import OutputError
 from autograder.text import csvsafe, mdsafe
 
 REPORT_NAME = "report.html"
@@ -527,10 +528,11 @@ def _table(batch: Batch, links: dict[str, str]) -> str:
 
 def build_report(batch: Batch, messages: dict[str, str],
                  links: dict[str, str] | None = None,
-                 extra_sections: list[str] | None = None) -> str:
+                 extra_sections: list[str] | None = None, *,
+                 title: str = "") -> str:
     """The class report as one HTML page; ``messages`` (catalogue id ->
     explanation, the grading config's mistakes) explain the named
-    mistakes."""
+    mistakes; ``title`` (default "Class report: <OUT's name>") heads it."""
     links = links or {}
     subs = batch.submissions
     graded = [s for s in subs if s.items]
@@ -590,7 +592,7 @@ def build_report(batch: Batch, messages: dict[str, str],
     out.extend(extra_sections or [])
     out.append("<section id='table-section'><h2>Submissions</h2>"
                + _table(batch, links) + "</section>")
-    title = f"Class report: {batch.out.name}"
+    title = title or f"Class report: {batch.out.name}"
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width'>"
             f"<title>{_e(title)}</title><style>{_PAGE_CSS}{_REPORT_CSS}"
@@ -672,28 +674,70 @@ def _failures_section(batch: Batch, links: dict[str, str]) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a TA asks of the report besides the batch: earlier editions
+    to compare with (similarity ``archive``), and the anonymised view
+    (``anonymise``, its pseudonym ``key``: default OUT/pseudonyms.csv)."""
+
+    archive: tuple[Path, ...] = ()
+    anonymise: bool = False
+    key: Path | None = None
+
+
 def write_report(out: Path | str, messages: dict[str, str],
-                 extra_sections: list[str] | None = None) -> Path:
+                 extra_sections: list[str] | None = None, *,
+                 options: ReportOptions | None = None) -> Path:
     """Read the batch graded into ``out`` and write ``out/report.html``
     (and the HTML renderings of the pages it links), its named mistakes
-    explained by ``messages``. Returns its path."""
+    explained by ``messages``, its similarity section compared with
+    ``options.archive`` too. Returns its path."""
+    options = options or ReportOptions()
     batch = read_batch(out)
     links = write_linked_pages(batch)
     if extra_sections is None:
-        extra_sections = _similarity_section(batch, links)
+        extra_sections = _similarity_section(batch, links, options.archive)
     path = Path(out) / REPORT_NAME
     atomic.write_text(path, build_report(batch, messages, links,
                                          extra_sections))
     return path
 
 
-def _similarity_section(batch: Batch, links: dict[str, str]) -> list[str]:
+def write_views(out: Path | str, messages: dict[str, str],
+                options: ReportOptions | None = None, *,
+                strict: bool = False) -> str:
+    """``write_report``, then with ``options.anonymise`` the anonymised
+    view (OUT/anonymised/: autograder/staff/anonymise.py); the terminal
+    lines. A view that fails is said in them and leaves the report
+    (``strict``: raised)."""
+    options = options or ReportOptions()
+    line = f"class report: {write_report(out, messages, options=options)}"
+    if not options.anonymise:
+        return line
+    from autograder.staff import anonymise
+    try:
+        view = anonymise.write_view(out, messages, key=options.key,
+                                    archive=options.archive)
+    except OutputError:
+        raise   # the machine's failure: the command stops
+    except Exception as exc:   # noqa: BLE001 - the report stands
+        if strict:
+            raise
+        return (f"{line}\nanonymised view: not written "
+                f"({type(exc).__name__}: {str(exc)[:300]})")
+    return (f"{line}\nanonymised view: {view} (pseudonyms only; the key, "
+            f"staff only: {anonymise.key_path(Path(out), options.key)})")
+
+
+def _similarity_section(batch: Batch, links: dict[str, str],
+                        archive: tuple[Path, ...] = ()) -> list[str]:
     try:
         from autograder.staff import similarity
     except ImportError:
         return []
     try:
-        return [similarity.report_section(batch.out, links)]
+        return [similarity.report_section(batch.out, links,
+                                          archive=archive)]
     except Exception as exc:   # noqa: BLE001 - the rest of the page stands
         # (MemoryError and RecursionError included: they are Exceptions)
         return [f"<section id='similarity'><h2>Similarity</h2><p>Not "
@@ -728,6 +772,7 @@ th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 #submissions{font-size:90%}tr.hidden{display:none}
 .scroll{overflow-x:auto}#submissions td{overflow-wrap:anywhere}
 #submissions td.num{white-space:nowrap}
+#similarity tr.lead td{background:#fff3cd}
 """
 # Any script error is recorded on the page (the Chromium test reads it).
 _ERROR_TRAP = """
@@ -776,8 +821,8 @@ document.documentElement.setAttribute('data-ready','1');
 })();
 """
 
-__all__ = ["Batch", "Item", "REPORT_NAME", "Submission", "build_report",
-           "deduction_patterns", "failure_causes", "pass_rates",
-           "ranked_mistakes", "read_batch", "read_submission",
+__all__ = ["Batch", "Item", "REPORT_NAME", "ReportOptions", "Submission",
+           "build_report", "deduction_patterns", "failure_causes",
+           "pass_rates", "ranked_mistakes", "read_batch", "read_submission",
            "render_markdown", "score_histogram", "write_linked_pages",
-           "write_report"]
+           "write_report", "write_views"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import multiprocessing
 import re
 from pathlib import Path
 
@@ -142,10 +143,20 @@ class _Reports:
         return []
 
 
-def student_test_verdicts(path: Path,
-                          monkeypatch) -> dict[str, bool]:
-    """Item -> passed, from ``pytest tests`` run in this process."""
-    monkeypatch.setenv("ATTENTION_IMPL", str(path))
+def in_fork(function, *args):
+    """``function(*args)`` in a forked child of this process, its result
+    or its exception handed back. The student's checkers run the student's
+    code in-process (as in the student's kernel); whatever that code
+    changes in the interpreter (builtins, the recorder's module) must die
+    with the child, not reach the next entry's sandbox, which forks from
+    this process."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
+def student_test_verdicts(path: Path) -> dict[str, bool]:
+    """Item -> passed, from ``pytest tests`` run in this process, on the
+    module ``$ATTENTION_IMPL`` names."""
     reports = _Reports()
     with contextlib.redirect_stdout(io.StringIO()):
         status = pytest.main([str(ROOT / "tests"), "-q", "-p",
@@ -214,8 +225,9 @@ def test_every_checker_gives_the_graders_verdict(name, files, graded,
     grader = grader_verdicts(graded, name)
     assert list(grader) == ITEMS
     check, text = make_check_verdicts(path)
-    student = student_test_verdicts(path, monkeypatch)
-    notebook, notebook_extras = notebook_verdicts(path)
+    monkeypatch.setenv("ATTENTION_IMPL", str(path))
+    student = in_fork(student_test_verdicts, path)
+    notebook, notebook_extras = in_fork(notebook_verdicts, path)
     disagree = {item: {"grader": grader[item],
                        "make check": check.get(item),
                        "pytest tests": student.get(item),

@@ -317,7 +317,8 @@ def test_the_longer_call_compares_every_output_and_its_new_module():
     assert result.again.phase == "", result.again.message
     drifting = replace_line(
         counted, "        return context_vec  # [b, num_tokens, d_out]\n",
-        "        return context_vec + (self.calls > 2)  # [b, num_tokens, d_out]\n")
+        "        return context_vec + (self.calls > 2)"
+        "  # [b, num_tokens, d_out]\n")
     result, = run(drifting, ca_probe(again=True, again_longer=2))
     assert result.again.phase == "longer"
     assert "differs at 7 of 7 positions" in result.again.message

@@ -44,6 +44,7 @@ from typing import Any
 
 from autograder import homework
 from autograder.report import atomic, layout
+from autograder.submission.user_files import read_regular, read_regular_text
 from autograder.text import mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            find_regions)
@@ -362,7 +363,12 @@ def read_folder(out: Path | str, notes: list[str] | None = None
                 notes.append(f"{name}: not compared (source of {size} "
                              f"bytes)")
                 continue
-            text = source.read_text(errors="replace")
+            try:
+                text = read_regular_text(source, errors="replace")
+            except OSError:
+                notes.append(f"{name}: not compared (source.py is not "
+                             f"a readable file)")
+                continue
             if len(text) > MAX_SOURCE_CHARS:
                 notes.append(f"{name}: not compared (source of "
                              f"{len(text)} characters; the limit is "
@@ -372,8 +378,8 @@ def read_folder(out: Path | str, notes: list[str] | None = None
         found = folder / "answers.json"
         if found.is_file():
             try:
-                data = json.loads(found.read_text())
-            except ValueError:
+                data = json.loads(read_regular(found))
+            except (OSError, ValueError):
                 continue
             if isinstance(data, dict):
                 answers[name] = {str(k): str(v)

@@ -28,6 +28,7 @@ attached.
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 try:
@@ -555,21 +556,46 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
               "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
     send({"kind": "jailed", "layers": plan.active, "refused": plan.refused})
-    os.register_at_fork(after_in_child=_park)
+    park_forks()
     serve_probes(source, filename, encoded, results, output,
                  settings.output_limit, send)
     os._exit(0)
 
 
-def _park() -> None:
-    """Where a process the submission forks (``os.fork``) stops: it waits,
-    using no CPU, to be killed with the inmate. It keeps its process slot,
-    so a fork bomb meets the process limit after a few forks; a copy that
-    ran the probe on (the whole forward again, in every copy) cost the
-    submission its own items under load, a wall-clock verdict, and, run
-    as the grader's user without namespaces, its neighbours' CPU."""
-    while True:
-        signal.pause()
+def park_forks() -> None:
+    """Make every process this one forks (``os.fork``) stop where it
+    starts: it waits, using no CPU, to be killed with the inmate. It keeps
+    its process slot, so a fork bomb meets the process limit after a few
+    forks; a copy that ran the probe on (the whole forward again, in every
+    copy) cost the submission its own items under load, a wall-clock
+    verdict, and, run as the grader's user without namespaces, its
+    neighbours' CPU.
+
+    No handler of the submission's can leave the park (issue 35: a wait
+    in ``signal.pause()`` ran the inherited Python handler, which raised;
+    CPython reports an error of a fork hook and goes on, and ``os.fork()``
+    returned 0 in a child that kept running). The child's hooks, in this
+    order, after the interpreter's own: every signal blocked (a C call: no
+    Python code runs before it, so no handler can stop it); every handler
+    reset to the default (Python, so best effort: with every signal
+    blocked none could run anyway); then a wait in C that returns for no
+    signal (``sigwait`` on the empty set: glibc repeats it on EINTR, and
+    every signal stays blocked and pending). Only SIGKILL ends it, which
+    is how the keeper, the PID namespace or the subreaper end it."""
+    os.register_at_fork(after_in_child=functools.partial(
+        signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()))
+    os.register_at_fork(after_in_child=_default_handlers)
+    os.register_at_fork(after_in_child=functools.partial(signal.sigwait,
+                                                         ()))
+
+
+def _default_handlers() -> None:
+    for number in signal.valid_signals():
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(number, signal.SIG_DFL)
+            except (OSError, ValueError):   # one the OS will not set
+                pass
 
 
 def serve_probes(source: str, filename: str, encoded: bytes,

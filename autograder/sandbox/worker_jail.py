@@ -77,6 +77,9 @@ class WorkerSettings:
     workdir: str
     uid: int | None = None    # drop to this uid/gid when not None
     gid: int | None = None
+    # No other worker runs as ``uid`` (held for this run): every process
+    # of it is the submission's, wherever it was re-parented.
+    own_uid: bool = False
     readable: list[str] = field(default_factory=list)   # what it may read
     namespaces: bool = True   # try the namespace layers of the jail
     landlock: bool = True     # try Landlock
@@ -373,7 +376,8 @@ def _watch(pid: int, settings: WorkerSettings, proc: int, home: int,
                 return -os.WTERMSIG(status)
             return os.WEXITSTATUS(status)
         if tick % _DESCENDANTS_EVERY == 0:
-            holders = [pid, *descendants(proc, pid)]
+            holders = submission_processes(
+                proc, os.getpid(), settings.uid if settings.own_uid else None)
         tick += 1
         used, entries = _usage(settings.scratch) if folder else (0, 0)
         used += held_unlinked(proc, holders)
@@ -399,11 +403,32 @@ def _read(proc: int, path: str, limit: int = 4096) -> bytes:
 def descendants(proc: int, pid: int) -> list[int]:
     """Every live process descended from ``pid`` (read from ``proc``, a
     descriptor of /proc)."""
+    return _scan(proc, pid, None)
+
+
+def submission_processes(proc: int, keeper: int, uid: int | None
+                         ) -> list[int]:
+    """The processes whose held files the scratch bound counts: every
+    descendant of ``keeper`` (the inmate, its children, and the orphans
+    re-parented to the keeper, a subreaper, without a PID namespace: a
+    grandchild whose parent exits leaves the inmate's tree but not the
+    keeper's), and, when ``uid`` is given (a uid no other worker runs
+    as), every process of it wherever it went (read from ``proc``)."""
+    return _scan(proc, keeper, uid)
+
+
+def _scan(proc: int, pid: int, uid: int | None) -> list[int]:
+    """The descendants of ``pid``, then the processes of ``uid`` outside
+    them, in one pass over ``proc``."""
     parents: dict[int, list[int]] = {}
+    owned: list[int] = []
     for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
         try:
+            if uid is not None and \
+                    os.stat(entry, dir_fd=proc).st_uid == uid:
+                owned.append(int(entry))
             data = _read(proc, f"{entry}/stat")
         except OSError:
             continue
@@ -411,13 +436,14 @@ def descendants(proc: int, pid: int) -> list[int]:
         fields = data[data.rfind(b")") + 2:].split()
         if len(fields) > 1:
             parents.setdefault(int(fields[1]), []).append(int(entry))
-    found, stack = [], [pid]
+    found, seen, stack = [], {pid}, [pid]
     while stack:
         for child in parents.get(stack.pop(), ()):
-            if child not in found:
+            if child not in seen:
+                seen.add(child)
                 found.append(child)
                 stack.append(child)
-    return found
+    return found + [p for p in owned if p not in seen]
 
 
 def held_unlinked(proc: int, pids: list[int]) -> int:

@@ -129,6 +129,16 @@ class GraderAccess:
         """Triggered (points to deduct) by any finding charged to the
         task; the lines name each place and the rule."""
         from autograder.checks.grader_access import MAX_SHOWN, access_issues
+        caught = ctx.extra.get("reach_ins") or []
+        if caught:   # at run time, whatever the spelling: every task's
+            lines = [f"- {FAIL} code that reached into the grader while it "
+                     f"ran (the interpreter's internals, code run from "
+                     f"strings or the grader's own state), which the rules "
+                     f"forbid; staff see this in the class report:"]
+            lines += [f"  - {what}" for what in caught[:MAX_SHOWN]]
+            if len(caught) > MAX_SHOWN:
+                lines.append(f"  - ... and {len(caught) - MAX_SHOWN} more")
+            return Outcome(check.points, False, lines)
         try:
             found = access_issues(ctx.source, task.cls,
                                   tuple(ctx.task_methods))
@@ -222,8 +232,12 @@ class ShapeComments:
             if not result.ok:
                 failed.append((probe, result))
             elif problem is None:
-                problem = trace_problem(ctx.source, task.cls, probe.canary,
-                                        result.shapes)
+                problem = ctx.extra.get("reach_ins") and (
+                    "code reached into the grader while it ran") or \
+                    trace_problem(ctx.source, task.cls, probe.canary,
+                                  result.shapes, result.outputs
+                                  if result.output_kind in ("tensor", "tuple")
+                                  else None)
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)

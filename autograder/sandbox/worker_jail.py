@@ -632,11 +632,21 @@ def serve_probes(source: str, filename: str, encoded: bytes,
     characters of Python-level output): the jailed inmate's loop, and that
     of ``check``'s plain child (autograder/sandbox/plain.py), so both give
     the same verdicts."""
+    from autograder.sandbox import audit
     from autograder.sandbox.worker import execute_probes
 
     probes = wire.decode_probes(encoded)
     stream = _CappedStream(limit, 1)
     sys.stdout = sys.stderr = stream
+    # Before the submission loads: reach-ins reported to the parent at
+    # once, on the result channel, whatever their spelling.
+    report = audit.Reporter(results.fileno())
+    audit.install(filename, report)
+    changes = audit.watch()
+
+    def changed() -> None:
+        for name in changes():
+            report(f"grader state changed: {name}")
 
     def ready() -> None:
         send({"kind": "ready"})
@@ -649,8 +659,10 @@ def serve_probes(source: str, filename: str, encoded: bytes,
 
     for result in execute_probes(source, filename, probes, on_import=ready,
                                  more=hidden):
+        changed()
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
+    changed()
 
 
 def _read_start(fd: int, limit: int) -> bytes:

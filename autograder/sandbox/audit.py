@@ -86,7 +86,9 @@ class Reporter:
     channel (the descriptor ``fd``), with nothing a later patch of a
     module could change: ``os.write``, ``bytes`` and ``str`` methods taken
     now. At most ``MAX_REPORTS`` per worker; a lock keeps two threads'
-    frames apart."""
+    frames apart. A channel that refuses the write (a closed one; a
+    Windows pipe handle, where ``check``'s plain child cannot report)
+    loses the report, never fails the code that raised the event."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -94,23 +96,23 @@ class Reporter:
         self.seen: set[str] = set()
         self._write = os.write
         self._lock = threading.RLock()
-        self._pid = os.getpid()
-        self._getpid = os.getpid
 
     def __call__(self, what: str) -> None:
         what = "".join(c if c.isprintable() and c not in '"\\' else "?"
                        for c in str.__str__(what)[:MAX_WHAT])
         with self._lock:
-            if what in self.seen or self.count >= MAX_REPORTS or \
-                    self._getpid() != self._pid:
+            if what in self.seen or self.count >= MAX_REPORTS:
                 return
             self.seen.add(what)
             self.count += 1
             head = ('{"kind": "reach", "what": "' + what + '"}').encode()
             payload = len(head).to_bytes(4, "big") + head
             frame = len(payload).to_bytes(4, "big", signed=True) + payload
-            while frame:
-                frame = frame[self._write(self.fd, frame):]
+            try:
+                while frame:
+                    frame = frame[self._write(self.fd, frame):]
+            except OSError:
+                pass
 
 
 def install(filename: str, report: Callable[[str], None]) -> None:
@@ -136,26 +138,31 @@ def install(filename: str, report: Callable[[str], None]) -> None:
             return
         busy.on = True
         try:
-            if event == "import":
-                name = str(args[0]) if args else ""
-                if name.split(".")[0] not in forbidden:
-                    return
-                detail = name
-            elif event in ("object.__getattr__", "object.__setattr__",
-                           "object.__delattr__") and len(args) > 1:
-                detail = f"{type(args[0]).__name__}.{args[1]}"
-            else:
-                detail = ""
-            frame = getframe(1)
-            walk = event in ("import", "sys._getframe",
-                             "object.__getattr__")
-            while frame is not None and walk and \
-                    is_helper(frame.f_code.co_filename):
-                frame = frame.f_back
-            if frame is not None and frame.f_code.co_filename == filename:
-                report(f"{event}: {detail}" if detail else event)
+            check(event, args)
+        except Exception:   # noqa: BLE001 - never the code's failure
+            pass
         finally:
             busy.on = False
+
+    def check(event: str, args: tuple) -> None:
+        if event == "import":
+            name = str(args[0]) if args else ""
+            if name.split(".")[0] not in forbidden:
+                return
+            detail = name
+        elif event in ("object.__getattr__", "object.__setattr__",
+                       "object.__delattr__") and len(args) > 1:
+            detail = f"{type(args[0]).__name__}.{args[1]}"
+        else:
+            detail = ""
+        frame = getframe(2)   # the code that raised it (past hook)
+        walk = event in ("import", "sys._getframe",
+                         "object.__getattr__")
+        while frame is not None and walk and \
+                is_helper(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename == filename:
+            report(f"{event}: {detail}" if detail else event)
 
     sys.addaudithook(hook)
 
@@ -165,51 +172,58 @@ def install(filename: str, report: Callable[[str], None]) -> None:
 
 def watch() -> Callable[[], list[str]]:
     """A fingerprint of the grader's modules' state now (before the
-    submission loads): each module's globals, and their functions' code,
-    defaults and attributes, their classes' attributes and their other
-    objects' fields (one level). Returns the function that names what
-    differs later (a name gone counts): state the submission reached and
-    patched. Everything it calls is taken now, in its closure, so that a
-    patch of this module, of ``types`` or of ``builtins`` changes nothing
-    it does (modules loaded later are not compared)."""
-    modules, packages = sys.modules, GRADER_PACKAGES
+    submission loads): each module's globals, and their functions' code
+    and defaults, their classes' attributes and their other objects'
+    fields (one level). Returns the function that names what differs
+    later: state the submission reached and patched. Everything it calls
+    is taken now, in its closure, so that a patch of this module, of
+    ``types`` or of ``builtins`` changes nothing it does; the comparison
+    is of identities, in C (``map(id, ...)``), cheap enough for every
+    probe (modules loaded later are not compared)."""
     function, module_type = types.FunctionType, types.ModuleType
-    ident, is_a, fields_of, items, listed, pair, mapping = (
-        id, isinstance, vars, dict.items, list, tuple, dict)
-    lookup = getattr
+    ident, is_a, fields_of, pair, each = id, isinstance, vars, tuple, map
+    lookup, mapping = getattr, dict
+    # (name, the mapping to compare): module dicts, class dicts, objects'
+    # fields; and (name, function) for functions' code and defaults.
+    tables: list[tuple[str, Any]] = []
+    functions: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if not is_a(module, module_type) or \
+                name.split(".")[0] not in GRADER_PACKAGES:
+            continue
+        tables.append((name, fields_of(module)))
+        for key, value in list(fields_of(module).items()):
+            where = f"{name}.{key}"
+            if is_a(value, function):
+                functions.append((where, value))
+            elif is_a(value, type):
+                tables.append((where, fields_of(value)))
+                functions += [(f"{where}.{k}", v) for k, v in
+                              list(fields_of(value).items())
+                              if is_a(v, function)]
+            elif not is_a(value, module_type) and \
+                    is_a(lookup(value, "__dict__", None), mapping):
+                tables.append((where, value.__dict__))
 
-    def state(value: Any) -> tuple:
-        if is_a(value, function):
-            return (ident(value.__code__), ident(value.__defaults__),
-                    ident(value.__kwdefaults__),
-                    pair((k, ident(v)) for k, v in
-                         listed(items(value.__dict__))))
-        if is_a(value, type):
-            return pair((k, ident(v), state(v) if is_a(v, function)
-                         else ()) for k, v in listed(items(mapping(
-                             fields_of(value)))))
-        own = lookup(value, "__dict__", None)
-        if is_a(own, mapping) and not is_a(value, module_type):
-            return pair((k, ident(v)) for k, v in listed(items(own)))
-        return ()
+    def table_state(table: Any) -> tuple:
+        return pair(table), pair(each(ident, table.values()))
 
-    def take() -> dict[str, tuple]:
-        found = {}
-        for name, module in listed(items(modules)):
-            if not is_a(module, module_type) or \
-                    name.split(".")[0] not in packages:
-                continue
-            for key, value in listed(items(fields_of(module))):
-                if not (key.startswith("__") and key.endswith("__")):
-                    found[name + "." + key] = (ident(value), state(value))
-        return found
+    def function_state(value: Any) -> tuple:
+        return (ident(value.__code__), ident(value.__defaults__),
+                ident(value.__kwdefaults__))
 
-    snapshot = take()
+    before = ([table_state(t) for _, t in tables],
+              [function_state(f) for _, f in functions])
 
     def changed() -> list[str]:
-        now = take()
-        return [name for name, before in items(snapshot)
-                if now.get(name) != before]
+        now = ([table_state(t) for _, t in tables],
+               [function_state(f) for _, f in functions])
+        if now == before:
+            return []
+        return [name for (name, _), old, new in zip(tables, before[0],
+                                                    now[0]) if old != new] \
+            + [name for (name, _), old, new in zip(functions, before[1],
+                                                   now[1]) if old != new]
 
     return changed
 

@@ -71,6 +71,10 @@ CONTROLS = {
     "namedtuple": "import collections\ncollections.namedtuple('T', 'a b')",
     "import": "import json.tool",
     "torch": "import torch\ntorch.nn.functional.softmax(torch.ones(2), -1)",
+    "print_exc": "import io, traceback\ntry:\n    1 / 0\nexcept Exception:\n"
+                 "    traceback.print_exc(file=io.StringIO())",
+    "deepcopy": "import copy, torch\n"
+                "copy.deepcopy(torch.nn.Linear(2, 2))",
 }
 
 

@@ -55,9 +55,11 @@ EVENTS = frozenset({
 })
 EVENT_PREFIXES = ("ctypes.",)
 # Stdlib modules that reach frames and code on their caller's behalf: an
-# event they raise is charged to the code that called them.
-HELPERS = ("inspect", "traceback", "importlib", "runpy", "pickle", "code",
-           "codeop", "dis", "pdb", "bdb", "pydoc", "operator", "functools")
+# event they raise is charged to the code that called them. (Not
+# ``traceback``: printing one's own exception reads its frames, and is
+# no reach.)
+HELPERS = ("inspect", "importlib", "runpy", "pickle", "code", "codeop",
+           "dis", "pdb", "bdb", "pydoc", "operator", "functools")
 # The grader's own packages, whose state the watch fingerprints.
 GRADER_PACKAGES = ("autograder", "kit")
 MAX_REPORTS = 20          # findings written per worker (the first ones)

@@ -23,7 +23,8 @@ modules:
   what they can reach of the grader is its modules' state, so every
   grader module's globals, its classes' attributes and its functions'
   defaults are fingerprinted before the submission loads and compared
-  after each probe (``watch``); a change is a reach-in. The recorders
+  before each traced probe's result, every few results and before the
+  last (``watch``, ``worker_jail.serve_probes``); a change is a reach-in. The recorders
   themselves are held by no module (``shape_recorder``): only frames and
   code constants lead to them, which raise events.
 

@@ -347,10 +347,10 @@ def _release(fifos: list[Path]) -> None:
 @pytest.mark.e2e   # the CLI in its own process, twice
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_malformed_inputs_cost_no_neighbour_its_grade(tmp_path):
-    """Round 1's malformed inputs (a zip slip, a zip bomb, FIFOs named as
+    """Malformed inputs (a zip slip, a zip bomb, FIFOs named as
     a submission, a folder holding one) graded beside a correct one, in a
-    first run and a resumed one (the resume stamp digests every input:
-    issue 35's regression blocked there on a FIFO). Every input gets its
+    first run and a resumed one (the resume stamp digests every input,
+    and once blocked there on a FIFO). Every input gets its
     row, the neighbour full marks, nothing is written outside."""
     src = tmp_path / "subs"
     src.mkdir()

@@ -133,7 +133,7 @@ def test_a_forked_child_holding_them_is_counted(box, monkeypatch):
 
 @pytest.mark.parametrize("files", [12, 4], ids=["attack", "control"])
 def test_an_orphan_holding_them_is_counted(box, monkeypatch, files):
-    # Issue 35: an orphaned grandchild holding memfds past the bound left
+    # An orphaned grandchild holding memfds past the bound once left
     # the inmate's tree and was never charged without a PID namespace.
     with own_worker_user(box, monkeypatch):
         result = _run(box, "orphan", files)

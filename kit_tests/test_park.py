@@ -1,5 +1,5 @@
 """A process the submission forks stays parked whatever handlers it
-inherits (issue 35: the park waited in ``signal.pause()``, which ran the
+inherits (a park that waited in ``signal.pause()`` ran the
 submission's handler; the handler raised, CPython reported the fork hook's
 error and went on, and the child ran on). Each attack beside its control:
 the old park, which the same attack leaves."""

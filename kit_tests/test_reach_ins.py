@@ -1,5 +1,5 @@
-"""Reach-ins into the grader caught at run time, whatever their spelling
-(issue 35): names built from strings (``"__co" + "de__"``,
+"""Reach-ins into the grader caught at run time, whatever their
+spelling: names built from strings (``"__co" + "de__"``,
 ``operator.attrgetter``, ``getattr(sys, "mod" + "ules")``) pass a rule
 that reads names, but not the worker's audit hook and its watch on the
 grader's state (``autograder/sandbox/audit.py``). Each attack beside its
@@ -24,7 +24,7 @@ REFERENCE = variants.find("styles/reference").source()
 UNCOMMENTED = re.sub(r"(?<=\S)  # \[[^\]\n]*\]$", "", REFERENCE,
                      flags=re.M)
 
-# Round 4's attack: the shape recorder reached through the constants of
+# The attack: the shape recorder reached through the constants of
 # forward's code (names built at run time) and its table filled ahead
 # with records for every line, so that no real shape gets in.
 FILL = '''

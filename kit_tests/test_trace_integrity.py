@@ -112,7 +112,7 @@ def test_a_region_runs_on_over_comments_after_the_final_return():
 
 
 # --------------------------------------------------------------------------
-# Content, not only presence (issue 35): a trace filled ahead, or whose
+# Content, not only presence: a trace filled ahead, or whose
 # return records contradict what the call returned, is a forgery.
 
 def test_a_true_trace_agrees_with_what_forward_returned():

@@ -1,7 +1,7 @@
 """Nothing a user names is opened before it is known to be a regular
 file: a FIFO (or a device, a socket, a link) in place of a submission,
 a notebook, a graded folder's files or the test values is refused at
-once, never waited on (issue 35: a FIFO named as a submission hung the
+once, never waited on (a FIFO named as a submission once hung the
 whole batch in the resume stamp's digest). Each read beside its control
 on a regular file."""
 from __future__ import annotations

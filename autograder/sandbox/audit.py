@@ -24,9 +24,10 @@ modules:
   grader module's globals, its classes' attributes and its functions'
   defaults are fingerprinted before the submission loads and compared
   before each traced probe's result, every few results and before the
-  last (``watch``, ``worker_jail.serve_probes``); a change is a reach-in. The recorders
-  themselves are held by no module (``shape_recorder``): only frames and
-  code constants lead to them, which raise events.
+  last (``watch``, ``worker_jail.serve_probes``); a change is a
+  reach-in. The recorders themselves are held by no module
+  (``shape_recorder``): only frames and code constants lead to them,
+  which raise events.
 
 Each finding is written to the parent at once, a frame of its own on the
 result channel (``{"kind": "reach", "what": ...}``), with functions taken

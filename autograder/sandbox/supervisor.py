@@ -91,7 +91,8 @@ def supervise(start: Starter, source: str, filename: str,
             layers = attempt.layers if attempt.layers is not None \
                 else layers
             refused = attempt.refused or refused
-            reach_ins += [r for r in attempt.reach_ins if r not in reach_ins]
+            reach_ins += [r for r in getattr(attempt, "reach_ins", ())
+                          if r not in reach_ins]
             staff = read_keeper_log(settings.workdir)
         if _staff_log(staff, filename):
             # The grader failed, not the submission: no score for it.

@@ -598,8 +598,8 @@ def park_forks() -> None:
     verdict, and, run as the grader's user without namespaces, its
     neighbours' CPU.
 
-    No handler of the submission's can leave the park (issue 35: a wait
-    in ``signal.pause()`` ran the inherited Python handler, which raised;
+    No handler of the submission's can leave the park (a wait in
+    ``signal.pause()`` ran the inherited Python handler, which raised;
     CPython reports an error of a fork hook and goes on, and ``os.fork()``
     returned 0 in a child that kept running). The child's hooks, in this
     order, after the interpreter's own: every signal blocked (a C call: no

@@ -373,7 +373,8 @@ def write_linked_pages(batch: Batch) -> dict[str, str]:
         source = batch.out / folder / "feedback.md"
         if source.is_file():
             atomic.write_text(source.with_suffix(".html"), render_markdown(
-                read_regular_text(source, errors="replace"), f"{folder}/feedback"))
+                read_regular_text(source, errors="replace"),
+                f"{folder}/feedback"))
             links[f"feedback:{sub.name}"] = f"{quote(folder)}/feedback.html"
     for page in sorted((batch.out / "answers").glob("Q*.md")):
         atomic.write_text(page.with_suffix(".html"), render_markdown(

@@ -3,7 +3,7 @@
 A path handed to the grader (a submission, a folder of them, a graded
 folder, an export, a notebook found in one) may name a FIFO, a device or
 a socket: ``open()`` on a FIFO blocks until a writer comes, so one such
-name once hung a whole batch (issue 35). Every read of a user-named path
+name could hang a whole batch. Every read of a user-named path
 goes through :func:`open_regular` or :func:`read_regular`: the path is
 ``lstat``-ed first (nothing but a regular file is opened at all), opened
 with ``O_NONBLOCK`` and ``O_NOFOLLOW`` (a swap for a FIFO or a link

@@ -28,6 +28,7 @@ from autograder.report import results as report
 from autograder.report.atomic import OutputError
 from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
 from autograder.submission.locate import UsageError
+from autograder.submission.user_files import read_regular_text
 
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -170,7 +171,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from autograder.submission import python_version
     try:
         if path.suffix == ".py":
-            for line in python_version.check_warnings(path.read_text()):
+            for line in python_version.check_warnings(
+                    read_regular_text(path)):
                 print(line)
     except (OSError, UnicodeDecodeError):
         pass   # the grade above already said why the file is unreadable

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autograder import homework
 from autograder.rubric import Rubric, load_rubric
+from autograder.submission.user_files import read_regular_text
 from autograder.values import load_cases
 
 MISTAKES_FILE = homework.current().mistakes
@@ -27,7 +28,7 @@ def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
     order in which a wrong answer is matched). Raises MistakesError naming
     the file when it cannot be read."""
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(read_regular_text(path))   # never a FIFO
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise MistakesError(f"cannot read {path}: {exc}: regenerate it "
                             f"with `make generate`") from None

@@ -282,6 +282,11 @@ def grade_source(source: str, filename: str, config: GradingConfig,
         hidden = hidden_probe_ids(probes, cases)
         results = run_phased(planned, source, filename, runner, hidden)
         ctx.extra["ran"] = ran_by_task(rubric, planned, results)
+        # Reach-ins the worker's audit caught (sandbox/audit.py): charged
+        # as the static rule's findings, in every task, and no trace of
+        # the run is evidence (checks/source.py).
+        ctx.extra["reach_ins"] = sorted({r for res in results.values()
+                                         for r in res.reach_ins})
         for probe in probes:
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,

@@ -32,6 +32,7 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.rubric import Check, Rubric, Task
 from autograder.sandbox.student_module import MODULE_NAME
 from autograder.sandbox.worker import execute_probes
+from autograder.submission.user_files import read_regular_text
 
 # What these checkers check, said by each of them: the pytest header
 # (items only) and the notebook's check cells (every check of the class).
@@ -141,7 +142,7 @@ def check_values(config: GradingConfig, path: Path | str | None = None, *,
     items."""
     path = Path(path or DEFAULT_FILE)
     config = replace(config, rubric=value_rubric(config.rubric, task_id))
-    return grade_source(path.read_text(), str(path), config,
+    return grade_source(read_regular_text(path), str(path), config,
                         in_process_runner, name=path.stem, public_only=True)
 
 

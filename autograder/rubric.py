@@ -21,6 +21,7 @@ from autograder import homework
 from autograder.checks.entries import Check, Outcome, Task, select_cases
 from autograder.checks.kinds import kind
 from autograder.checks.registry import KINDS, SECTIONS, KindSpec
+from autograder.submission.user_files import read_regular_text
 
 DEFAULT_RUBRIC = homework.current().rubric
 RUN_MODES = ("eval", "train")
@@ -67,8 +68,8 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
     Raises RubricError with a message naming the offending entry."""
     path = Path(path or DEFAULT_RUBRIC)
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
+        data = tomllib.loads(read_regular_text(path))   # never a FIFO
+    except (OSError, UnicodeDecodeError) as exc:
         raise RubricError(f"cannot read rubric {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise RubricError(f"{path} is not valid TOML: {exc}") from None

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from autograder import homework
+from autograder.submission.user_files import read_regular
 
 DEFAULT_DIR = homework.current().test_values
 
@@ -129,7 +130,7 @@ def load_cases(directory: Path | None = None,
     directory = Path(directory or values_dir())
     manifest_path = directory / "manifest.json"
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(read_regular(manifest_path))
     except (OSError, ValueError) as exc:
         raise ValuesError(f"cannot read {manifest_path}: {exc}") from exc
     cases = []
@@ -143,11 +144,18 @@ def load_cases(directory: Path | None = None,
             if set_name == "public":
                 raise ValuesError(f"missing {path}")
             continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        try:   # --values names it: only a regular file is opened
+            data = read_regular(path)
+        except OSError as exc:
+            raise ValuesError(f"cannot read {path}: {exc}") from None
+        digest = hashlib.sha256(data).hexdigest()
         if digest != info["sha256"]:
             raise ValuesError(f"{path} does not match its sha256 in "
                               f"manifest.json: regenerate with "
                               f"`make test-values`")
+        # From the file, known regular now: tensors made from the bytes
+        # instead moved two catalogue entries' feedback (kit.corpus.
+        # verdicts --compare), a cause not yet traced.
         tensors = load_file(str(path))
         for name in info["cases"]:
             record = manifest["cases"][name]

@@ -333,3 +333,57 @@ def test_a_stalled_parent_costs_no_neighbour_its_grade():
     expected = variants.expect(variants.find("examples/merge_no_transpose"),
                                rubric).scores
     assert grades["bob"].score == pytest.approx(sum(expected.values()))
+
+
+def _release(fifos: list[Path]) -> None:
+    """Open a writer on each FIFO (a reader blocked in open() returns)."""
+    for fifo in fifos:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+
+@pytest.mark.e2e   # the CLI in its own process, twice
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_malformed_inputs_cost_no_neighbour_its_grade(tmp_path):
+    """Malformed inputs (a zip slip, a zip bomb, FIFOs named as
+    a submission, a folder holding one) graded beside a correct one, in a
+    first run and a resumed one (the resume stamp digests every input,
+    and once blocked there on a FIFO). Every input gets its
+    row, the neighbour full marks, nothing is written outside."""
+    src = tmp_path / "subs"
+    src.mkdir()
+    (src / "alice.py").write_text(REFERENCE)               # the neighbour
+    with zipfile.ZipFile(src / "slip.zip", "w") as zf:
+        zf.writestr("../../escaped.py", REFERENCE)
+        zf.writestr("transformer_lm/modeling_attention.py", REFERENCE)
+    with zipfile.ZipFile(src / "bomb.zip", "w",
+                         compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("transformer_lm/modeling_attention.py",
+                    b"#" * 60_000_000)
+    fifos = [src / "fifo.py", src / "fifo.zip", src / "fifo",
+             src / "holder" / "transformer_lm" / "modeling_attention.py"]
+    fifos[-1].parent.mkdir(parents=True)
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    out = tmp_path / "out"
+    names = sorted(str(p) for p in src.iterdir())
+    for attempt in ("first", "resumed"):
+        timer = threading.Timer(240, _release, (fifos,))
+        timer.start()   # a hang fails the test, never the suite
+        try:
+            done = run("grade", "--out", str(out), *names)
+        finally:
+            released = not timer.is_alive()
+            timer.cancel()
+        assert not released, f"{attempt} run blocked on a FIFO"
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = _rows(out)
+        assert rows["alice"] == expected_row("styles/reference"), attempt
+        for name in ("slip", "bomb", "fifo", "fifo-2", "fifo-3", "holder"):
+            match = [n for n in rows if n == name]
+            assert match and rows[name][0] == "0", (attempt, name, rows)
+    assert not (tmp_path / "escaped.py").exists()
+    assert not list(tmp_path.rglob("escaped.py"))
+    assert all(f.exists() for f in fifos)   # nothing replaced them

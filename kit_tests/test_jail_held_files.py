@@ -4,12 +4,17 @@ bound read from the folder alone let a submission hold 512 MiB. Each attack
 has its control: the same code holding less than the bound passes."""
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 import torch
 
 from autograder.sandbox.jail import landlock_abi
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.pool import Sandbox
 from autograder.sandbox.protocol import MEMORY, OK, Probe
+from autograder.sandbox.worker_jail import submission_processes
 from kit_tests.jail_modes import refusal
 from kit_tests.own_worker_user import own_worker_user
 
@@ -25,10 +30,12 @@ class Holder(nn.Module):
     def __init__(self, how, files):
         super().__init__()
         self.how, self.files = how, files
+        if how == "orphan":   # the orphan's files, none of the inmate's
+            self.orphan_files, self.files = files, 0
 
     def forward(self, x):
         for i in range(self.files):
-            if self.how in ("memfd", "child"):
+            if self.how in ("memfd", "child", "orphan"):
                 fd = os.memfd_create(f"held-{i}")
             else:
                 fd = os.open(f"held-{i}", os.O_RDWR | os.O_CREAT, 0o600)
@@ -42,12 +49,33 @@ class Holder(nn.Module):
                 os._exit(0)
             for fd in KEPT:
                 os.close(fd)
+        if self.how == "orphan":
+            # A C-level fork (no fork hook parks it) whose own child
+            # makes the files and keeps them while its parent exits: the
+            # grandchild, orphaned, is re-parented to the keeper (a
+            # subreaper) without a PID namespace, out of the inmate's tree.
+            import ctypes
+            import time
+            libc = ctypes.CDLL(None, use_errno=True)
+            middle = libc.fork()
+            if middle == 0:
+                if libc.fork() == 0:
+                    for i in range(self.orphan_files):
+                        fd = os.memfd_create(f"orphan-{i}")
+                        os.write(fd, b"x" * (8 << 20))
+                    time.sleep(60)
+                os._exit(0)
+            try:
+                os.waitpid(middle, 0)
+            except ChildProcessError:   # reaped already (SIGCHLD ignored)
+                pass
         import time
         # Over the bound, held until the keeper (which looks every few
         # hundredths of a second, at the forked child's files every
         # second) kills it: a loaded machine may delay its look by
         # seconds. Under the bound, held a second.
-        time.sleep(20 if self.files * 8 > 64 else 1)
+        held = max(self.files, getattr(self, "orphan_files", 0))
+        time.sleep(20 if held * 8 > 64 else 1)
         return x
 '''
 
@@ -101,3 +129,34 @@ def test_a_forked_child_holding_them_is_counted(box, monkeypatch):
     with own_worker_user(box, monkeypatch):
         result = _run(box, "child", 12)
     assert result.status == MEMORY, (result.status, result.message)
+
+
+@pytest.mark.parametrize("files", [12, 4], ids=["attack", "control"])
+def test_an_orphan_holding_them_is_counted(box, monkeypatch, files):
+    # An orphaned grandchild holding memfds past the bound once left
+    # the inmate's tree and was never charged without a PID namespace.
+    with own_worker_user(box, monkeypatch):
+        result = _run(box, "orphan", files)
+    expected = MEMORY if files * 8 > 64 else OK
+    assert result.status == expected, (result.status, result.message)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="a process of another uid needs root")
+def test_every_process_of_the_workers_own_uid_is_a_holder():
+    # A process of the worker's own uid outside the keeper's tree (where
+    # no subreaper adopted it) is counted all the same; with the uid
+    # shared (None), only the tree is.
+    uid = LIMITS.spare_uids[1] - 1
+    keeper = subprocess.Popen(["sleep", "30"])        # a tree of its own
+    stray = subprocess.Popen(["sleep", "30"], user=uid)
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert stray.pid in submission_processes(proc, keeper.pid, uid)
+        assert stray.pid not in submission_processes(proc, keeper.pid, None)
+        assert stray.pid in submission_processes(proc, os.getpid(), None)
+    finally:
+        os.close(proc)
+        for child in (keeper, stray):
+            child.kill()
+            child.wait()

@@ -109,3 +109,45 @@ def test_a_region_runs_on_over_comments_after_the_final_return():
         source, methods=METHODS, ran={"Unit": frozenset(shapes)})
         if r.function == "_scores"]
     assert helper.end == _line("    return s")
+
+
+# --------------------------------------------------------------------------
+# Content, not only presence: a trace filled ahead, or whose
+# return records contradict what the call returned, is a forgery.
+
+def test_a_true_trace_agrees_with_what_forward_returned():
+    shapes = _trace()
+    returned = [torch.ones(2, 3, 4)]
+    assert trace_problem(SOURCE, "Unit", 1234, shapes, returned) is None
+
+
+def test_return_records_that_contradict_the_output_are_a_forgery():
+    shapes = _trace()
+    for line in (_line("return out"), _line("return s")):
+        shapes[line] = [[]]              # "bound no tensor"
+    problem = trace_problem(SOURCE, "Unit", 1234, shapes,
+                            [torch.ones(2, 3, 4)])
+    assert problem and "not those of what it returned" in problem
+
+
+def test_a_line_full_of_records_is_a_forgery():
+    from autograder.sandbox.limits import LIMITS
+    shapes = _trace()
+    shapes[_line("out = s @ x")] = [[[k + 1]] for k in
+                                    range(LIMITS.shapes_per_line)]
+    problem = trace_problem(SOURCE, "Unit", 1234, shapes)
+    assert problem and "more records than the grader keeps" in problem
+
+
+def test_the_recorder_drops_a_trace_past_its_cap_whole():
+    from autograder.sandbox.limits import LIMITS
+    from autograder.sandbox.shape_recorder import ShapeRecorder
+    recorder = ShapeRecorder()
+    recorder.reset([3, 4])
+    for k in range(LIMITS.shapes_per_line):     # the control: at the cap
+        recorder.bound(7, torch.ones(k + 1))
+    assert len(recorder.take()[7]) == LIMITS.shapes_per_line
+    recorder.reset([3, 4])
+    for k in range(LIMITS.shapes_per_line + 1):  # one more: a forgery
+        recorder.bound(7, torch.ones(k + 1))
+    assert recorder.take() == {}

@@ -150,11 +150,17 @@ class GraderAccess:
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
         """Triggered (points to deduct) by any finding charged to the
         task; the lines name each place and the rule."""
-        from autograder.checks.grader_access import MAX_SHOWN, access_issues
+        from autograder.checks.grader_access import access_issues
+        # Caught at run time, whatever the spelling (sandbox/audit.py):
+        # charged to every task, as code outside every class is.
+        caught = [f"while it ran: {what}"
+                  for what in ctx.extra.get("reach_ins") or []]
         try:
-            found = access_issues(ctx.source, task.cls,
-                                  tuple(ctx.task_methods))
+            found = [f.message for f in access_issues(
+                ctx.source, task.cls, tuple(ctx.task_methods))]
         except SyntaxError:
+            if caught:
+                return _access_failed(check, caught)
             return Outcome(0.0, True, [f"- {PASS} (the module does not "
                                        f"parse: reported elsewhere)"])
         except (RecursionError, MemoryError):
@@ -162,17 +168,23 @@ class GraderAccess:
                 f"- {FAIL} {task.cls}: the code is nested too deeply for "
                 f"the grader to read, so it cannot be shown to leave the "
                 f"grader alone; the deduction applies"])
-        if not found:
+        if not found and not caught:
             return Outcome(0.0, True, [f"- {PASS} {task.cls} leaves the "
                                        f"grader alone"])
-        lines = [f"- {FAIL} code that reaches into the grader (the "
-                 f"interpreter's internals, code run from strings or the "
-                 f"grader's modules), which the rules forbid; staff see "
-                 f"this in the class report:"]
-        lines += [f"  - {f.message}" for f in found[:MAX_SHOWN]]
-        if len(found) > MAX_SHOWN:
-            lines.append(f"  - ... and {len(found) - MAX_SHOWN} more")
-        return Outcome(check.points, False, lines)
+        return _access_failed(check, found + caught)
+
+
+def _access_failed(check: Check, findings: list[str]) -> Outcome:
+    """The access deduction taken, with the first ``findings``."""
+    from autograder.checks.grader_access import MAX_SHOWN
+    lines = [f"- {FAIL} code that reaches into the grader (the "
+             f"interpreter's internals, code run from strings or the "
+             f"grader's modules), which the rules forbid; staff see "
+             f"this in the class report:"]
+    lines += [f"  - {message}" for message in findings[:MAX_SHOWN]]
+    if len(findings) > MAX_SHOWN:
+        lines.append(f"  - ... and {len(findings) - MAX_SHOWN} more")
+    return Outcome(check.points, False, lines)
 
 
 @register("deduction", "shape_comments", params=ShapeCommentsParams)
@@ -244,8 +256,12 @@ class ShapeComments:
             if not result.ok:
                 failed.append((probe, result))
             elif problem is None:
-                problem = trace_problem(ctx.source, task.cls, probe.canary,
-                                        result.shapes)
+                problem = trace_problem(
+                    ctx.source, task.cls, probe.canary, result.shapes,
+                    result.outputs if result.output_kind in (
+                        "tensor", "tuple") else None) or (
+                    ctx.extra.get("reach_ins") and
+                    "code reached into the grader while it ran")
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)

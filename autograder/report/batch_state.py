@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.report import atomic
+from autograder.submission.user_files import open_regular, read_regular
 
 MARKER = ".batch.json"
 STAMP = ".graded.json"
@@ -93,7 +94,7 @@ def input_digest(path: Path, source: str | None = None) -> str | None:
                 "utf-8", "surrogateescape"))
             return
         digest.update(f"file\0{label}\0".encode("utf-8", "surrogateescape"))
-        with open(file, "rb") as handle:
+        with open_regular(file) as handle:   # a FIFO never blocks it
             while chunk := handle.read(1 << 20):
                 budget[0] -= len(chunk)
                 if budget[0] < 0:
@@ -121,9 +122,10 @@ def file_digest(path: Path) -> str | None:
         return None
 
 
-def _read(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+def _read(path: Path, limit: int | None = None) -> bytes:
+    # OUT and the inputs are named by a user: only a regular file is
+    # opened (a FIFO planted there would block the batch).
+    return read_regular(path, limit)
 
 
 # --------------------------------------------------------------------------
@@ -260,9 +262,7 @@ def load(path: Path) -> Any:
     """A JSON file of this module (a marker, a stamp) or any small JSON
     file of OUT, or None if absent, too large or damaged."""
     try:
-        if path.stat().st_size > MAX_STATE_BYTES:
-            return None
-        return json.loads(_read(path))
+        return json.loads(_read(path, MAX_STATE_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
 

@@ -195,7 +195,9 @@ class Sandbox:
         return WorkerSettings.for_probes(
             probes, workdir, memory_mb=memory_mb or self.memory_mb,
             output_limit=output_limit or self.output_limit, jobs=self.jobs,
-            uid=uid, gid=gid, readable=self.readable,
+            uid=uid, gid=gid, own_uid=uid is not None and
+            self.uids is not None and self.uids.holds(uid),
+            readable=self.readable,
             namespaces=self.namespaces, landlock=self.landlock)
 
 

@@ -140,6 +140,10 @@ class ProbeResult:
     # trace_values=True: (first line of the statement, float32 copy of a
     # tensor it bound or returned), in execution order, capped.
     values: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    # Reach-ins into the grader the worker's audit caught while any probe
+    # of the submission ran (``sandbox/audit.py``), the same on every
+    # result of one run: set by the parent, never read from a result.
+    reach_ins: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

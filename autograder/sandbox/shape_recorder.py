@@ -41,11 +41,11 @@ class ShapeRecorder:
         self.shapes, self.canary, self.forged = {}, canary, False
 
     def take(self) -> dict[int, list[list[list[int]]]]:
-        """What was recorded, then reset. A forged call drops the canary:
-        the parent then refuses the trace (``trace_integrity``)."""
-        shapes = self.shapes
-        if self.forged:
-            shapes.pop(trace_integrity.CANARY_LINE, None)
+        """What was recorded, then reset. A forged trace (a call from code
+        the grader did not make, a line past its cap) is dropped whole,
+        canary included: the parent then refuses it (``trace_integrity``),
+        and no forged record reaches it."""
+        shapes = {} if self.forged else self.shapes
         self.reset()
         return shapes
 
@@ -70,8 +70,14 @@ class ShapeRecorder:
 
     def _add(self, line: int, shapes: list[list[int]]) -> None:
         seen = self.shapes.setdefault(line, [])
-        if shapes not in seen and len(seen) < LIMITS.shapes_per_line:
-            seen.append(shapes)
+        if shapes in seen:
+            return
+        if len(seen) >= LIMITS.shapes_per_line:
+            # A full line keeps no more: what ran later would go unseen
+            # (a table filled ahead with empty records hid every shape).
+            self.forged = True
+            return
+        seen.append(shapes)
 
 
 def tensor_shape(value: Any) -> list[int] | None:
@@ -190,11 +196,14 @@ def load_traced(source: str, filename: str,
 
 
 class TracedModule:
-    """The instrumented copy of a submission and its shape recorder."""
+    """The instrumented copy of a submission and its shape recorder
+    (``installed``: one made by ``install_recorder`` before the plain copy
+    loaded, else a new one)."""
 
     def __init__(self, source: str, filename: str,
-                 methods: dict[str, tuple[str, ...]]):
-        self.recorder, prefix = install_recorder()
+                 methods: dict[str, tuple[str, ...]],
+                 installed: tuple[ShapeRecorder, str] | None = None):
+        self.recorder, prefix = installed or install_recorder()
         self.module = load_traced(source, filename, methods, self.recorder,
                                   prefix)
 
@@ -240,18 +249,14 @@ def link(code: types.CodeType, recorder: Any, prefix: str,
     return relink(code)
 
 
-_recorder: tuple[ShapeRecorder, str] | None = None
-
-
 def install_recorder() -> tuple[ShapeRecorder, str]:
-    """The shape recorder and the random prefix of the placeholder
-    constants through which the traced copy calls it (see ``link``). It
-    has no name in builtins or in the module: student code cannot find it
-    by looking, and a call it makes itself is refused."""
-    global _recorder
-    if _recorder is None:
-        _recorder = (ShapeRecorder(), f"autograder-{secrets.token_hex(8)}")
-    return _recorder
+    """A new shape recorder and the random prefix of the placeholder
+    constants through which the traced copy calls it (see ``link``). No
+    module, builtin or global holds it (only the caller's frame, the
+    traced copy's ``TracedModule`` and the guards, constants of the traced
+    code): reaching it takes a frame or a code object, which raise audit
+    events (``audit.py``); a call student code makes itself is refused."""
+    return ShapeRecorder(), f"autograder-{secrets.token_hex(8)}"
 
 
 # --------------------------------------------------------------------------

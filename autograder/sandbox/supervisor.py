@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from autograder.sandbox import jail, memlimit, parent_clock, wire
+from autograder.sandbox import audit, jail, memlimit, parent_clock, wire
 from autograder.sandbox.cpython_internals import WorkerProcess
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
@@ -60,6 +60,7 @@ def supervise(start: Starter, source: str, filename: str,
     where the jail cannot run: autograder/sandbox/plain.py)."""
     make_attempt = attempt or Attempt
     results: dict[int, ProbeResult] = {}
+    reach_ins: list[str] = []     # every worker's, for every result
     budget = wire.Budget(results_bytes)
     lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
     layers = None
@@ -90,6 +91,8 @@ def supervise(start: Starter, source: str, filename: str,
             layers = attempt.layers if attempt.layers is not None \
                 else layers
             refused = attempt.refused or refused
+            reach_ins += [r for r in getattr(attempt, "reach_ins", ())
+                          if r not in reach_ins]
             staff = read_keeper_log(settings.workdir)
         if _staff_log(staff, filename):
             # The grader failed, not the submission: no score for it.
@@ -108,6 +111,7 @@ def supervise(start: Starter, source: str, filename: str,
     for i in range(len(probes)):
         results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
                                           "skipped: " + GRADER_FAILURE))
+        results[i].reach_ins = list(reach_ins)
     return [results[i] for i in range(len(probes))], layers, refused
 
 
@@ -242,6 +246,7 @@ class Attempt:
         finally:
             theirs.close()
         self.frames = 0
+        self.reach_ins: list[str] = []     # what the worker's audit caught
         self.inmate: int | None = None     # the process running student code
         self.layers: list[str] | None = None
         self.refused: list[str] = []
@@ -266,6 +271,8 @@ class Attempt:
                 self._accept_jailed(header)
             elif kind == "ready" and not self.imported:
                 self.imported = True
+            elif kind == "reach" and self.frames > 2:
+                self._accept_reach(header)
             elif kind == "hidden" and not self.hidden_sent and \
                     index == len(self.probes) - len(self._hidden):
                 self._send_hidden(probe, deadline)
@@ -287,6 +294,15 @@ class Attempt:
                               f"message before probe {probe.id}")
             if index < len(self.probes):
                 deadline = self._deadline(self.probes[index])
+
+    def _accept_reach(self, header: dict[str, Any]) -> None:
+        """A reach-in the worker's audit caught (``sandbox/audit.py``):
+        kept, bounded, for every result of the run."""
+        what = header.get("what")
+        if isinstance(what, str) and len(self.reach_ins) < \
+                audit.MAX_REPORTS and what[:audit.MAX_WHAT] not in \
+                self.reach_ins:
+            self.reach_ins.append(what[:audit.MAX_WHAT])
 
     def _send_hidden(self, probe: Probe, deadline: float) -> None:
         """Answer the worker's request for the hidden probes, within the

@@ -82,25 +82,21 @@ class ValueRecorder:
         self.values.append((int(line), copy))
 
 
-_installed: tuple[ValueRecorder, str] | None = None
-
-
 def install() -> tuple[ValueRecorder, str]:
-    """The value recorder and the random prefix of the placeholder
+    """A new value recorder and the random prefix of the placeholder
     constants through which its traced copy calls it
-    (``shape_recorder.link``)."""
-    global _installed
-    if _installed is None:
-        _installed = (ValueRecorder(), f"values-{secrets.token_hex(8)}")
-    return _installed
+    (``shape_recorder.link``); no module holds it (see
+    ``shape_recorder.install_recorder``)."""
+    return ValueRecorder(), f"values-{secrets.token_hex(8)}"
 
 
 class ValueTracedModule:
     """The submission imported with every statement's values recorded."""
 
     def __init__(self, source: str, filename: str,
-                 methods: dict[str, tuple[str, ...]]):
-        self.recorder, prefix = install()
+                 methods: dict[str, tuple[str, ...]],
+                 installed: tuple[ValueRecorder, str] | None = None):
+        self.recorder, prefix = installed or install()
         self.module = load_traced(source, filename, methods, self.recorder,
                                   prefix)
 

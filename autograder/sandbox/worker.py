@@ -46,10 +46,11 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
         if more is not None:
             yield from more()
 
-    if any(probe.trace_shapes for probe in probes):
-        install_recorder()
-    if any(probe.trace_values for probe in probes):
-        value_recorder.install()   # before the plain copy: no tell
+    # Made before the plain copy loads (no tell), held by this frame only.
+    shapes_installed = install_recorder() \
+        if any(probe.trace_shapes for probe in probes) else None
+    values_installed = value_recorder.install() \
+        if any(probe.trace_values for probe in probes) else None
     try:
         module = load_module(source, filename)
     except ImportFailure as failure:
@@ -66,7 +67,7 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
             if valued is None:
                 try:
                     valued = value_recorder.ValueTracedModule(
-                        source, filename, probe.methods)
+                        source, filename, probe.methods, values_installed)
                 except ImportFailure as failure:
                     valued = failure
             if isinstance(valued, ImportFailure):
@@ -84,7 +85,8 @@ def _execute_probes(source: str, filename: str, probes: list[Probe],
             continue
         if traced is None:
             try:
-                traced = TracedModule(source, filename, probe.methods)
+                traced = TracedModule(source, filename, probe.methods,
+                                      shapes_installed)
             except ImportFailure as failure:
                 traced = failure
         if isinstance(traced, ImportFailure):

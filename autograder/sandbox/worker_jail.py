@@ -28,6 +28,7 @@ attached.
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 try:
@@ -59,6 +60,7 @@ SCRATCH = "scratch"                    # the inmate's folder in workdir
 _WATCH_SECONDS = LIMITS.watch_seconds
 _DESCENDANTS_EVERY = LIMITS.descendants_every
 _MAX_ENTRIES = LIMITS.scratch_entries
+_WATCH_EVERY = 8     # results between two looks at the grader's state
 # How the parent opens the worker's files (never through a link the
 # submission put there). These readers also serve check's plain child
 # (autograder/sandbox/plain.py) where os lacks flags (Windows).
@@ -76,6 +78,9 @@ class WorkerSettings:
     workdir: str
     uid: int | None = None    # drop to this uid/gid when not None
     gid: int | None = None
+    # No other worker runs as ``uid`` (held for this run): every process
+    # of it is the submission's, wherever it was re-parented.
+    own_uid: bool = False
     readable: list[str] = field(default_factory=list)   # what it may read
     namespaces: bool = True   # try the namespace layers of the jail
     landlock: bool = True     # try Landlock
@@ -372,7 +377,8 @@ def _watch(pid: int, settings: WorkerSettings, proc: int, home: int,
                 return -os.WTERMSIG(status)
             return os.WEXITSTATUS(status)
         if tick % _DESCENDANTS_EVERY == 0:
-            holders = [pid, *descendants(proc, pid)]
+            holders = submission_processes(
+                proc, os.getpid(), settings.uid if settings.own_uid else None)
         tick += 1
         used, entries = _usage(settings.scratch) if folder else (0, 0)
         used += held_unlinked(proc, holders)
@@ -398,11 +404,32 @@ def _read(proc: int, path: str, limit: int = 4096) -> bytes:
 def descendants(proc: int, pid: int) -> list[int]:
     """Every live process descended from ``pid`` (read from ``proc``, a
     descriptor of /proc)."""
+    return _scan(proc, pid, None)
+
+
+def submission_processes(proc: int, keeper: int, uid: int | None
+                         ) -> list[int]:
+    """The processes whose held files the scratch bound counts: every
+    descendant of ``keeper`` (the inmate, its children, and the orphans
+    re-parented to the keeper, a subreaper, without a PID namespace: a
+    grandchild whose parent exits leaves the inmate's tree but not the
+    keeper's), and, when ``uid`` is given (a uid no other worker runs
+    as), every process of it wherever it went (read from ``proc``)."""
+    return _scan(proc, keeper, uid)
+
+
+def _scan(proc: int, pid: int, uid: int | None) -> list[int]:
+    """The descendants of ``pid``, then the processes of ``uid`` outside
+    them, in one pass over ``proc``."""
     parents: dict[int, list[int]] = {}
+    owned: list[int] = []
     for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
         try:
+            if uid is not None and \
+                    os.stat(entry, dir_fd=proc).st_uid == uid:
+                owned.append(int(entry))
             data = _read(proc, f"{entry}/stat")
         except OSError:
             continue
@@ -410,13 +437,14 @@ def descendants(proc: int, pid: int) -> list[int]:
         fields = data[data.rfind(b")") + 2:].split()
         if len(fields) > 1:
             parents.setdefault(int(fields[1]), []).append(int(entry))
-    found, stack = [], [pid]
+    found, seen, stack = [], {pid}, [pid]
     while stack:
         for child in parents.get(stack.pop(), ()):
-            if child not in found:
+            if child not in seen:
+                seen.add(child)
                 found.append(child)
                 stack.append(child)
-    return found
+    return found + [p for p in owned if p not in seen]
 
 
 def held_unlinked(proc: int, pids: list[int]) -> int:
@@ -555,21 +583,46 @@ def _inmate_main(source: str, filename: str, encoded: bytes,
               "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
     send({"kind": "jailed", "layers": plan.active, "refused": plan.refused})
-    os.register_at_fork(after_in_child=_park)
+    park_forks()
     serve_probes(source, filename, encoded, results, output,
                  settings.output_limit, send)
     os._exit(0)
 
 
-def _park() -> None:
-    """Where a process the submission forks (``os.fork``) stops: it waits,
-    using no CPU, to be killed with the inmate. It keeps its process slot,
-    so a fork bomb meets the process limit after a few forks; a copy that
-    ran the probe on (the whole forward again, in every copy) cost the
-    submission its own items under load, a wall-clock verdict, and, run
-    as the grader's user without namespaces, its neighbours' CPU."""
-    while True:
-        signal.pause()
+def park_forks() -> None:
+    """Make every process this one forks (``os.fork``) stop where it
+    starts: it waits, using no CPU, to be killed with the inmate. It keeps
+    its process slot, so a fork bomb meets the process limit after a few
+    forks; a copy that ran the probe on (the whole forward again, in every
+    copy) cost the submission its own items under load, a wall-clock
+    verdict, and, run as the grader's user without namespaces, its
+    neighbours' CPU.
+
+    No handler of the submission's can leave the park (a wait in
+    ``signal.pause()`` ran the inherited Python handler, which raised;
+    CPython reports an error of a fork hook and goes on, and ``os.fork()``
+    returned 0 in a child that kept running). The child's hooks, in this
+    order, after the interpreter's own: every signal blocked (a C call: no
+    Python code runs before it, so no handler can stop it); every handler
+    reset to the default (Python, so best effort: with every signal
+    blocked none could run anyway); then a wait in C that returns for no
+    signal (``sigwait`` on the empty set: glibc repeats it on EINTR, and
+    every signal stays blocked and pending). Only SIGKILL ends it, which
+    is how the keeper, the PID namespace or the subreaper end it."""
+    os.register_at_fork(after_in_child=functools.partial(
+        signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()))
+    os.register_at_fork(after_in_child=_default_handlers)
+    os.register_at_fork(after_in_child=functools.partial(signal.sigwait,
+                                                         ()))
+
+
+def _default_handlers() -> None:
+    for number in signal.valid_signals():
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(number, signal.SIG_DFL)
+            except (OSError, ValueError):   # one the OS will not set
+                pass
 
 
 def serve_probes(source: str, filename: str, encoded: bytes,
@@ -580,11 +633,22 @@ def serve_probes(source: str, filename: str, encoded: bytes,
     characters of Python-level output): the jailed inmate's loop, and that
     of ``check``'s plain child (autograder/sandbox/plain.py), so both give
     the same verdicts."""
+    from autograder.sandbox import audit
     from autograder.sandbox.worker import execute_probes
 
     probes = wire.decode_probes(encoded)
     stream = _CappedStream(limit, 1)
     sys.stdout = sys.stderr = stream
+    # Before the submission loads: reach-ins reported to the parent at
+    # once, on the result channel, whatever their spelling.
+    report = audit.Reporter(results.fileno())
+    audit.install(filename, report)
+    changes = audit.watch()
+    # The watch compares the grader's state before a traced probe's
+    # result (where a forgery pays), every few results, and before the
+    # last one known (the parent reads nothing after the last result).
+    traced = {p.id for p in probes if p.trace_shapes or p.trace_values}
+    known = [len(probes)]
 
     def ready() -> None:
         send({"kind": "ready"})
@@ -593,10 +657,17 @@ def serve_probes(source: str, filename: str, encoded: bytes,
         # The hidden cases' probes, asked for once every public probe has
         # answered (their results, output included, are sent already).
         send({"kind": "hidden"})
-        return wire.decode_probes(results.recv_bytes())
+        more = wire.decode_probes(results.recv_bytes())
+        traced.update(p.id for p in more if p.trace_shapes or p.trace_values)
+        known[0] += len(more)
+        return more
 
-    for result in execute_probes(source, filename, probes, on_import=ready,
-                                 more=hidden):
+    for count, result in enumerate(execute_probes(
+            source, filename, probes, on_import=ready, more=hidden)):
+        if result.id in traced or count % _WATCH_EVERY == 0 or \
+                count >= known[0] - 1:
+            for name in changes():
+                report(f"grader state changed: {name}")
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
 

@@ -130,6 +130,13 @@ class WorkerUids:
             if handle is not None:   # closing it releases the flock
                 self._release(uid, handle)
 
+    def holds(self, uid: int) -> bool:
+        """Whether a run of this process holds ``uid`` now (taken and
+        locked: no other worker, here or in another grader, runs as it),
+        not the account shared unheld."""
+        with self._lock:
+            return uid in self._mine
+
     def _claim(self, spare: bool) -> tuple[int, int | None]:
         """A free uid and its lock's descriptor (-1: no lock folder);
         None for the account shared unheld (every uid busy)."""

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from autograder.report import atomic, layout
 from autograder.report.atomic import OutputError
+from autograder.submission.user_files import read_regular, read_regular_text
 from autograder.text import csvsafe, mdsafe
 
 REPORT_NAME = "report.html"
@@ -134,9 +135,7 @@ def _title(name: str, number: str, kind: str) -> str:
 
 
 def _read_results(path: Path) -> dict[str, Any]:
-    if path.stat().st_size > MAX_RESULTS_BYTES:
-        raise ValueError(f"larger than {MAX_RESULTS_BYTES} bytes")
-    data = json.loads(path.read_text())
+    data = json.loads(read_regular(path, MAX_RESULTS_BYTES))
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return data
@@ -375,17 +374,18 @@ def write_linked_pages(batch: Batch) -> dict[str, str]:
         source = batch.out / folder / "feedback.md"
         if source.is_file():
             atomic.write_text(source.with_suffix(".html"), render_markdown(
-                source.read_text(errors="replace"), f"{folder}/feedback"))
+                read_regular_text(source, errors="replace"),
+                f"{folder}/feedback"))
             links[f"feedback:{sub.name}"] = f"{quote(folder)}/feedback.html"
     for page in sorted((batch.out / "answers").glob("Q*.md")):
         atomic.write_text(page.with_suffix(".html"), render_markdown(
-            page.read_text(errors="replace"), f"answers/{page.stem}"))
+            read_regular_text(page, errors="replace"), f"answers/{page.stem}"))
         links[f"answers:{page.stem}"] = f"answers/{quote(page.name[:-3])}" \
                                         f".html"
     # Full answers, linked from where a question page cuts one
     for page in sorted((batch.out / "answers").glob("full/*/*.md")):
         atomic.write_text(page.with_suffix(".html"), render_markdown(
-            page.read_text(errors="replace"),
+            read_regular_text(page, errors="replace"),
             f"answers/full/{page.parent.name}/{page.stem}"))
     return links
 

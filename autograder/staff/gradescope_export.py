@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from autograder.report.layout import PATH_COLUMN
 from autograder.report.results import write_json
 from autograder.text import csvsafe
+from autograder.submission.user_files import read_regular_text
 from autograder.submission.locate import (SubmissionError, safe_extract,
                                           shown_name, zip_names)
 
@@ -184,11 +185,16 @@ def _read_yaml(path: Path) -> dict:
     except ImportError as exc:
         raise ExportError(f"reading {METADATA} needs PyYAML: {exc}"
                           ) from None
-    if path.stat().st_size > MAX_METADATA_BYTES:
+    try:   # only a regular file is opened: a FIFO never blocks it
+        text = read_regular_text(path, errors="replace",
+                                 limit=MAX_METADATA_BYTES)
+    except ValueError:
         raise ExportError(f"{path} is larger than {MAX_METADATA_BYTES} "
-                          f"bytes")
+                          f"bytes") from None
+    except OSError as exc:
+        raise ExportError(f"{path.name} cannot be read: {exc}") from None
     try:
-        data = yaml.load(path.read_text(errors="replace"),
+        data = yaml.load(text,
                          Loader=_bounded_loader(yaml))
     except yaml.YAMLError as exc:
         raise ExportError(f"{path.name} is not valid YAML: {exc}") from None

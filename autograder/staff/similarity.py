@@ -60,6 +60,7 @@ from typing import Any
 
 from autograder import homework
 from autograder.report import atomic, layout
+from autograder.submission.user_files import open_regular
 from autograder.text import mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            graded_regions, python_lines)
@@ -484,13 +485,18 @@ def read_folder(out: Path | str, notes: list[str] | None = None
         for file in ("source.py", "answers.json"):
             path = folder / file
             if path.is_file():
-                _keep(name, file, path.stat().st_size, lambda cap, p=path:
-                      _read_capped(p, cap), sources, answers, notes)
+                try:
+                    _keep(name, file, path.stat().st_size,
+                          lambda cap, p=path: _read_capped(p, cap),
+                          sources, answers, notes)
+                except OSError:   # swapped for a FIFO, a link: not read
+                    notes.append(f"{name}: not compared ({file} is not "
+                                 f"a readable file)")
     return sources, answers
 
 
 def _read_capped(path: Path, cap: int) -> bytes:
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         return handle.read(cap + 1)
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from autograder import homework
 from autograder.report import atomic
+from autograder.submission.user_files import read_regular_text
 from autograder.text import mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
@@ -185,12 +186,17 @@ def read_notebook(path: Path | str) -> nbformat.NotebookNode | dict:
                            f"read for answers: clear the cells' outputs "
                            f"(Kernel > Restart & Clear Output), save and "
                            f"resubmit")
-    plain = _plain_v4(path)
+    try:   # only a regular file is opened: a FIFO never blocks it
+        text = read_regular_text(path, limit=MAX_NOTEBOOK_BYTES)
+    except (OSError, ValueError) as exc:
+        raise AnswersError(f"{path.name} is not a readable notebook "
+                           f"({type(exc).__name__}: {exc})") from None
+    plain = _plain_v4(text)
     if plain is not None:
         return plain
     try:
         import nbformat   # 0.2-2.5 s to import (jsonschema's formats)
-        return nbformat.read(str(path), as_version=4)
+        return nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises many types for bad JSON
         raise AnswersError(f"{path.name} is not a readable notebook "
                            f"({type(exc).__name__}: {exc}); save it from "
@@ -221,13 +227,13 @@ def _answer_cells(nb: nbformat.NotebookNode
     return found
 
 
-def _plain_v4(path: Path) -> dict[str, Any] | None:
+def _plain_v4(text: str) -> dict[str, Any] | None:
     """A well-formed v4 notebook read with json alone (what Jupyter saves),
     sources joined as nbformat joins them; None for anything else, which
     nbformat then reads (older versions, odd cells, bad JSON)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(text)
+    except ValueError:
         return None
     if not isinstance(data, dict) or data.get("nbformat") != 4:
         return None

@@ -15,6 +15,7 @@ its environment again with the canary).
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import mmap
@@ -27,8 +28,10 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 from autograder import homework
+from autograder.submission.user_files import NotRegularFile, open_regular
 
 # The students' module and its package: the homework profile's.
 TARGET = homework.current().module_name
@@ -231,13 +234,19 @@ def describe_os_error(exc: OSError) -> str:
 
 
 def _read(sub: Submission, file: Path, shown: str) -> None:
-    if file.is_symlink() or not file.is_file():
-        raise SubmissionError(f"{shown} is not a regular file")
-    size = file.stat().st_size
-    if size > MAX_SOURCE_BYTES:
-        raise SubmissionError(f"{shown} is {size} bytes; the limit is "
-                              f"{MAX_SOURCE_BYTES}")
-    data = file.read_bytes()
+    try:
+        with open_regular(file) as handle:   # a FIFO never blocks it
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_SOURCE_BYTES:
+                raise SubmissionError(f"{shown} is {size} bytes; the "
+                                      f"limit is {MAX_SOURCE_BYTES}")
+            data = handle.read(MAX_SOURCE_BYTES + 1)
+    except NotRegularFile as exc:
+        raise SubmissionError(f"{shown} is not a regular file "
+                              f"({exc.kind})") from None
+    if len(data) > MAX_SOURCE_BYTES:   # grew since fstat
+        raise SubmissionError(f"{shown} is larger than "
+                              f"{MAX_SOURCE_BYTES} bytes")
     try:
         sub.source = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -371,23 +380,33 @@ def _destination(info: zipfile.ZipInfo, root: Path, shown: str
     return dest
 
 
-def _open_zip(archive: Path, scratch: Path) -> zipfile.ZipFile:
+@contextlib.contextmanager
+def _open_zip(archive: Path, scratch: Path) -> Iterator[zipfile.ZipFile]:
     """``archive`` opened; when a name flagged UTF-8 is not (zipfile then
     raises UnicodeDecodeError for the whole archive), a copy in
     ``scratch`` with that flag cleared on those entries, so their names
-    read as bytes (cp437) and the rest of the archive is unaffected."""
+    read as bytes (cp437) and the rest of the archive is unaffected.
+    Only a regular file is opened (SubmissionError for a FIFO, ...)."""
     try:
-        return zipfile.ZipFile(archive)
-    except UnicodeDecodeError:
-        pass
-    copy = scratch / ".names-as-bytes.zip"
-    shutil.copyfile(archive, copy)
-    with open(copy, "r+b") as handle, \
-            mmap.mmap(handle.fileno(), 0) as data:
-        _clear_false_utf8_flags(data)
-    zf = zipfile.ZipFile(copy)
-    copy.unlink()   # the open handle keeps it readable
-    return zf
+        handle = open_regular(archive)
+    except NotRegularFile as exc:
+        raise SubmissionError(f"{shown_name(archive.name)} is not a "
+                              f"regular file ({exc.kind})") from None
+    with handle:
+        try:
+            zf = zipfile.ZipFile(handle)
+        except UnicodeDecodeError:
+            copy = scratch / ".names-as-bytes.zip"
+            with open(copy, "wb") as out:
+                handle.seek(0)
+                shutil.copyfileobj(handle, out)
+            with open(copy, "r+b") as fixed, \
+                    mmap.mmap(fixed.fileno(), 0) as data:
+                _clear_false_utf8_flags(data)
+            zf = zipfile.ZipFile(copy)
+            copy.unlink()   # the open handle keeps it readable
+        with zf:
+            yield zf
 
 
 def zip_names(archive: Path) -> list[str]:

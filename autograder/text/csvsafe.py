@@ -77,7 +77,10 @@ def write_rows(path: Path | str, rows: Iterable[Iterable[object]]) -> None:
 
 def read_rows(path: Path | str) -> list[list[str]]:
     """Every row of a CSV file written by :func:`write_rows`, as text."""
-    with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+    # A user names OUT: only a regular file is opened (never a FIFO).
+    from autograder.submission.user_files import open_regular
+    with io.TextIOWrapper(open_regular(path), newline="", encoding="utf-8",
+                          errors="replace") as handle:
         return [[uncell(value) for value in row] for row in csv.reader(handle)]
 
 

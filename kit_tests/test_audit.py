@@ -1,0 +1,105 @@
+"""The worker's audit (autograder/sandbox/audit.py), outside the jail: each
+spelling of a reach-in, run as code of the submission's file, is reported
+at once on the channel; the same operations done by the standard library
+or the grader for their own ends (a warning, a dataclass, a namedtuple, a
+new import, the grader compiling the module) are not; and the watch names
+grader state patched through sys.modules, which raises no event."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kit_tests.test_cli import ROOT
+
+# Run in a fresh interpreter (an audit hook cannot be removed): each case
+# is compiled as the submission's file and run; what the hook reported
+# for it is read back from the pipe.
+HARNESS = textwrap.dedent('''
+    import json, os, sys
+    from autograder.sandbox import audit, shape_recorder
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    reporter = audit.Reporter(write)
+    audit.install("student.py", reporter)
+    changes = audit.watch()
+    found = {}
+    for name, code in json.loads(sys.argv[1]).items():
+        reporter.seen.clear()   # each case reported on its own
+        try:
+            exec(compile(code, "student.py", "exec"), {"__name__": "s"})
+        except Exception as exc:
+            found[name] = ["raised " + type(exc).__name__]
+            continue
+        try:
+            data = os.read(read, 1 << 16)
+        except BlockingIOError:
+            data = b""
+        whats = []
+        while data:
+            size = int.from_bytes(data[:4], "big")
+            payload, data = data[4:4 + size], data[4 + size:]
+            head = int.from_bytes(payload[:4], "big")
+            whats.append(json.loads(payload[4:4 + head])["what"])
+        found[name] = whats + ["changed " + n for n in changes()]
+    print(json.dumps(found))
+''')
+
+ATTACKS = {
+    "getframe": "import sys\ngetattr(sys, '_get' + 'frame')(0)",
+    "code": "import operator\nf = lambda: 1\n"
+            "operator.attrgetter('__co' + 'de__')(f)",
+    "getattribute": "f = lambda: 1\nobject.__getattribute__(f, '__co' + "
+                    "'de__')",
+    "exec": "getattr(getattr(print, '__se' + 'lf__'), 'ex' + 'ec')('x = 1')",
+    "traceback": "try:\n    1 / 0\nexcept Exception as e:\n"
+                 "    getattr(e.__traceback__, 'tb_' + 'frame')",
+    "inspect": "import inspect\ninspect.currentframe()",
+    "gc": "import gc\ngc.get_referrers(print)",
+    "patched": "import sys\nm = getattr(sys, 'mod' + 'ules')\n"
+               "m['autograder.sandbox.shape_recorder'].ShapeRecorder.take = "
+               "lambda self: {}",
+}
+CONTROLS = {
+    "warning": "import warnings\nwarnings.warn('careful')",
+    "dataclass": "import dataclasses\n@dataclasses.dataclass\n"
+                 "class P:\n    x: int = 1\nP()",
+    "namedtuple": "import collections\ncollections.namedtuple('T', 'a b')",
+    "import": "import json.tool",
+    "torch": "import torch\ntorch.nn.functional.softmax(torch.ones(2), -1)",
+    "print_exc": "import io, traceback\ntry:\n    1 / 0\nexcept Exception:\n"
+                 "    traceback.print_exc(file=io.StringIO())",
+    "deepcopy": "import copy, torch\n"
+                "copy.deepcopy(torch.nn.Linear(2, 2))",
+}
+
+
+@pytest.fixture(scope="module")
+def reported() -> dict[str, list[str]]:
+    cases = {**CONTROLS, **ATTACKS}   # controls first: nothing patched yet
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", HARNESS, json.dumps(cases)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_every_spelling_is_reported(reported, name):
+    assert reported[name] and not reported[name][0].startswith("raised"), \
+        reported[name]
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_the_same_done_by_the_library_is_not(reported, name):
+    assert reported[name] == [], reported[name]
+
+
+def test_a_patch_of_the_grader_names_what_changed(reported):
+    assert "changed autograder.sandbox.shape_recorder.ShapeRecorder" in \
+        reported["patched"]

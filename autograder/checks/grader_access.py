@@ -133,6 +133,8 @@ class _Reader:
         # Names of the getattr family called directly: their name
         # arguments are judged; the same names passed around are findings.
         self.called: set[int] = set()
+        # Name arguments already charged as such (not again as strings).
+        self.judged: set[int] = set()
 
     def _builtin(self, node: ast.AST, names) -> str | None:
         """The name if ``node`` is a load of the built-in (or module
@@ -168,6 +170,8 @@ class _Reader:
                     patterns = [q for p in patterns
                                 for q in re.split(r"\\\.", p)]
                 found += could_be(patterns, REACHABLE)
+            if found:
+                self.judged.update(id(arg) for arg in args)
             return found
         return []
 
@@ -205,6 +209,13 @@ class _Reader:
             if reached:
                 return (f"`{_call_name(node.func)}(...)` of "
                         f"`{reached[0]}`")
+        # A frame, code or globals attribute's name as a string, wherever
+        # it goes (``_get(frame, "f_locals")`` through the student's own
+        # getattr wrapper, whose parameter hides the name): no honest use
+        # here, and it is how a reach-in names its way out.
+        if isinstance(node, ast.Constant) and node.value in ATTRIBUTES \
+                and id(node) not in self.judged:
+            return f"the name `{node.value}` as a string"
         if isinstance(node, ast.expr) and self.strings.built(node):
             patterns = self.strings.patterns(node)
             reached = could_be(patterns, SPELLED) if patterns else []

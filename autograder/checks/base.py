@@ -77,7 +77,10 @@ class CheckKind(Protocol):
 def _hint(mistake: str | None) -> str:
     if mistake is None:
         return ""
-    return f" (looks like the common mistake `{mistake}`, see below)"
+    # Named only when it explains every failing case (named_mistake): an
+    # equality on the student's values, not a resemblance.
+    return (f" (on every failing case your values are those of the common "
+            f"mistake `{mistake}`, see below)")
 
 
 def named_mistake(verdicts: list[Verdict]) -> str | None:

@@ -354,3 +354,16 @@ def test_a_mask_sized_by_the_first_call_fails_the_longer_third_call():
     # At the context length there is no room: no third call.
     full = CASES["ca_book"]
     assert P.longer_tokens(full) == 0
+
+
+def test_a_constant_shift_needs_two_positions_to_be_said():
+    # One token (a hidden case's edge): "the same vector at every
+    # position" holds of any difference there, so it says nothing.
+    from autograder.checks.diagnosis.relations import bias
+    expected = torch.randn(1, 1, 4)
+    one = bias("context", expected + 1.0, expected, {}, {})
+    assert one is None
+    # The control: two positions shifted alike are a finding.
+    expected = torch.randn(1, 2, 4)
+    two = bias("context", expected + 1.0, expected, {}, {})
+    assert two is not None and "same vector" in two.text

@@ -213,14 +213,15 @@ def test_a_second_call_that_differs_names_the_state():
     assert "None of its buffers" in verdict.message
 
 
-def test_two_eval_calls_that_differ_are_named_dropout_in_eval():
+def test_two_eval_calls_that_differ_are_said_not_repeatable():
     out = torch.randn(3, 4, 5)
     ctx = values.Context({})
     wrong = values.Verdict(False, "values differ", "wrong values", "m",
                            ("m",))
     probe, result = _probe_and_result(out, out.flip(0) * 2)
     verdict = values._not_deterministic(wrong, out, result, probe, ctx)
-    assert verdict.message.startswith("dropout is active in eval mode")
+    assert verdict.message.startswith(
+        "your eval-mode output is not repeatable")
     assert verdict.mistake is None
     # The same call twice: a plain wrong value, the catalogue's name kept.
     probe, result = _probe_and_result(out, out.flip(0))

@@ -269,19 +269,27 @@ def _not_deterministic(verdict: Verdict, first: torch.Tensor,
                        result: ProbeResult, probe: Probe,
                        ctx: Context) -> Verdict:
     """A wrong eval output whose second call differs again, with no
-    state changed that was there before: randomness in eval mode, most
-    likely dropout left on. Say so instead of a catalogue mistake."""
+    state changed that was there before: randomness in eval mode (most
+    likely dropout left on) or batch elements mixed. Say what was seen
+    instead of a catalogue mistake."""
     kept = [n for n in result.changed if not n.endswith(NEW)]
     if kept or not eval_differs(result, probe, first, ctx.mistake_atol):
         return verdict
-    return Verdict(False, f"dropout is active in eval mode: two eval-mode "
-                   f"calls of {P.call_text(probe)} on the same input give "
-                   f"different outputs. Build the dropout in `__init__` "
-                   f"(`self.dropout = nn.Dropout(dropout)`) and use it in "
-                   f"forward, or pass `training=self.training` to "
-                   f"`F.dropout`: `model.eval()` then turns it off. "
+    # A fact, not a cause: the second call takes the batch in reverse
+    # order, so code that mixes batch elements differs too, no dropout in
+    # it (a same-order repeat would be needed to prove randomness).
+    return Verdict(False, f"your eval-mode output is not repeatable: two "
+                   f"eval-mode calls of {P.call_text(probe)} on the same "
+                   f"input (the second with the batch in reverse order) "
+                   f"give different outputs for the same batch element. "
+                   f"In eval mode nothing may be random, and each batch "
+                   f"element's output depends on that element alone. If "
+                   f"your dropout is on in eval mode: build it in "
+                   f"`__init__` (`self.dropout = nn.Dropout(dropout)`) and "
+                   f"use it in forward, or pass `training=self.training` "
+                   f"to `F.dropout`: `model.eval()` then turns it off. "
                    f"(First call: {verdict.message})",
-                   "dropout active in eval mode")
+                   "eval-mode output not repeatable")
 
 
 @register("item", "attention_probs", uses_cases=True)

@@ -348,10 +348,13 @@ class CausalProperty(CaseCheck):
                     return Verdict(
                         False, f"changing {what} changed the output at "
                         f"earlier position {where} in {mode} mode: earlier "
-                        f"tokens can see the future. Mask every position "
-                        f"after the query (the whole upper triangle, cut "
-                        f"to num_tokens) before the softmax, in every "
-                        f"mode.", "a future token changed an earlier output")
+                        f"tokens can see the future. An output may depend "
+                        f"only on the tokens up to its own position: the "
+                        f"causal mask hides every key after the query "
+                        f"(the whole upper triangle of the [query, key] "
+                        f"scores, cut to num_tokens) before the softmax, "
+                        f"in every mode.",
+                        "a future token changed an earlier output")
         first, twice = got["eval:first"], got["eval:first-twice"]
         if not bool(_differs(before[:, 1:], first[:, 1:], check.atol).any()):
             return Verdict(False, "changing the first token changed no "

@@ -13,7 +13,9 @@ first taken from the PyTorch CPU index (``--torch-index``, default
 ``$TORCH_INDEX`` or https://download.pytorch.org/whl/cpu; empty: skip it),
 that index alone (``pip --isolated``), with no retries and a 5 s timeout.
 If that index cannot serve it (unreachable, offline mirror, ...), torch
-comes from the default index instead, with a warning. Then everything,
+comes from the default index instead, with a warning: for a range, the
+grader's own version (``autograder/imports.toml`` beside the requirements),
+not the index's newest (on Linux a CUDA build). Then everything,
 torch's dependencies included, comes from the default index (pip's own
 configuration applies there).
 On macOS and Windows PyPI's wheels are the CPU builds: one plain install.
@@ -156,6 +158,23 @@ def torch_pin(requirements):
     return "torch" + re.sub(r"\s", "", found.group(1)) if found else None
 
 
+def grader_pin(requirements_file):
+    """The grader's exact torch (``torch==2.13.0``) from the package list
+    beside ``requirements_file`` (``autograder/imports.toml``, which the
+    release ships), or None. Read by pattern: this file runs on Pythons
+    without ``tomllib``."""
+    listing = os.path.join(os.path.dirname(os.path.abspath(
+        requirements_file)), "autograder", "imports.toml")
+    try:
+        with open(listing) as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = re.search(r'^\s*requirement\s*=\s*"(torch==[^"]+)"', text,
+                      re.MULTILINE)
+    return found.group(1) if found else None
+
+
 def _release(version):
     """``"2.2.2+cpu"`` -> (2, 2, 2): the numeric release of a version."""
     numbers = re.match(r"\d+(?:\.\d+)*", version.strip())
@@ -259,7 +278,15 @@ def plan(python, requirements_file, torch_index, platform, compile=True):
         # user's configuration would offer its own (CUDA) torch of the range
         steps.append(("cpu-torch", [python] + pip + FAST + [
             "--isolated", "--no-deps", "--index-url", torch_index, pin]))
-        steps.append(("fallback-torch", [python] + pip + ["--no-deps", pin]))
+        # Off the CPU index, the range would take the default index's
+        # newest torch, a CUDA build on Linux (gigabytes of NVIDIA
+        # libraries): the grader's own version instead, which a mirror or
+        # a local wheel folder most likely has as a CPU build.
+        fallback = grader_pin(requirements_file)
+        if fallback is None or not allows(pin, fallback.split("==", 1)[1]):
+            fallback = pin
+        steps.append(("fallback-torch", [python] + pip + ["--no-deps",
+                                                          fallback]))
     steps.append(("requirements", [python] + pip + ["-r", requirements_file]))
     return steps
 

@@ -82,6 +82,43 @@ def test_linux_asks_the_cpu_index_for_torch_alone(tmp_path):
     assert len(install_deps.plan("py", str(requirements), "", "linux")) == 1
 
 
+def test_the_fallback_takes_the_graders_torch_within_the_range(tmp_path):
+    # Off the CPU index a range would take the default index's newest
+    # torch (a CUDA build on Linux): the grader's pin, from the list the
+    # release ships beside the requirements.
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch>=2.2.2,<=2.15.0\nsafetensors==0.8.0\n")
+    (tmp_path / "autograder").mkdir()
+    listing = tmp_path / "autograder" / "imports.toml"
+    listing.write_text('[[package]]\nname = "torch"\n'
+                       'requirement = "torch==2.13.0"\n')
+
+    def fallback() -> list[str]:
+        steps = dict(install_deps.plan("py", str(requirements),
+                                       "http://cpu/", "linux"))
+        return steps["fallback-torch"]
+    assert fallback()[-1] == "torch==2.13.0"
+    assert dict(install_deps.plan("py", str(requirements), "http://cpu/",
+                                  "linux"))["cpu-torch"][-1] == \
+        "torch>=2.2.2,<=2.15.0"      # the CPU index: any in the range
+    # The controls: a pin outside the range, or no list, keeps the range.
+    listing.write_text('requirement = "torch==2.1.0"\n')
+    assert fallback()[-1] == "torch>=2.2.2,<=2.15.0"
+    listing.unlink()
+    assert fallback()[-1] == "torch>=2.2.2,<=2.15.0"
+
+
+def test_the_release_ships_the_list_the_fallback_reads(tmp_path):
+    from kit.release import student
+    student.ship_profile(tmp_path)     # the profile and its data files
+    shutil.copy2(ROOT / "kit" / "student" / "requirements.txt", tmp_path)
+    pin = next(line.split("#")[0].strip() for line in (
+        ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("torch=="))
+    assert install_deps.grader_pin(str(tmp_path / "requirements.txt")) \
+        == pin
+
+
 def _mpmath_wheel() -> Path:
     """mpmath (a small pure-Python package) as a wheel file, fetched once
     from the default index: a real package beside the stand-in torch."""

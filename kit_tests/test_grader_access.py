@@ -78,7 +78,7 @@ CHARGED = {
         "    getattr(sys, _name)\n",
     "getattr of a parameter":
         "def _get(o):\n    return getattr(o, '__glob' + 'als__')\n",
-    # Round 5's frame walk: the name handed to the student's own wrapper,
+    # A frame walk: the name handed to the student's own wrapper,
     # whose parameter hides it from the getattr rule.
     "a getattr wrapper given a layer's name":
         "def _get(o, n):\n    return getattr(o, n)\n\n\n"

@@ -187,6 +187,20 @@ def _access_failed(check: Check, findings: list[str]) -> Outcome:
     return Outcome(check.points, False, lines)
 
 
+def _trace_problem(task: Task, probe: Probe, result: ProbeResult,
+                   ctx: Context) -> str | None:
+    """Why a traced call's record is no evidence of its shapes (its
+    content contradicts the call, or code reached into the grader while
+    it ran), or None."""
+    from autograder.checks.trace_integrity import trace_problem
+    outputs = result.outputs if result.output_kind in ("tensor",
+                                                       "tuple") else None
+    return trace_problem(ctx.source, task.cls, probe.canary, result.shapes,
+                         outputs) or (
+        "code reached into the grader while it ran"
+        if ctx.extra.get("reach_ins") else None)
+
+
 @register("deduction", "shape_comments", params=ShapeCommentsParams)
 class ShapeComments:
     """Every tensor-producing student statement of the class carries a
@@ -246,8 +260,7 @@ class ShapeComments:
         read at all."""
         from autograder.checks.shape_comments import check_shape_comments
         from autograder.submission.regions import graded_regions
-        from autograder.checks.trace_integrity import (CANARY_LINE,
-                                                       trace_problem)
+        from autograder.checks.trace_integrity import CANARY_LINE
         observed: dict[int, list[list[list[int]]]] = {}
         failed: list[tuple[Probe, ProbeResult]] = []
         problem: str | None = None    # why a trace is not evidence
@@ -256,12 +269,7 @@ class ShapeComments:
             if not result.ok:
                 failed.append((probe, result))
             elif problem is None:
-                problem = trace_problem(
-                    ctx.source, task.cls, probe.canary, result.shapes,
-                    result.outputs if result.output_kind in (
-                        "tensor", "tuple") else None) or (
-                    ctx.extra.get("reach_ins") and
-                    "code reached into the grader while it ran")
+                problem = _trace_problem(task, probe, result, ctx)
             for line, runs in result.shapes.items():
                 seen = observed.setdefault(int(line), [])
                 seen.extend(r for r in runs if r not in seen)

@@ -172,7 +172,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         if path.suffix == ".py":
             for line in python_version.check_warnings(
-                    read_regular_text(path)):
+                    read_regular_text(path, follow_links=True)):
                 print(line)
     except (OSError, UnicodeDecodeError):
         pass   # the grade above already said why the file is unreadable

@@ -130,7 +130,7 @@ def load_cases(directory: Path | None = None,
     directory = Path(directory or values_dir())
     manifest_path = directory / "manifest.json"
     try:
-        manifest = json.loads(read_regular(manifest_path))
+        manifest = json.loads(read_regular(manifest_path, follow_links=True))
     except (OSError, ValueError) as exc:
         raise ValuesError(f"cannot read {manifest_path}: {exc}") from exc
     cases = []
@@ -145,7 +145,7 @@ def load_cases(directory: Path | None = None,
                 raise ValuesError(f"missing {path}")
             continue
         try:   # --values names it: only a regular file is opened
-            data = read_regular(path)
+            data = read_regular(path, follow_links=True)
         except OSError as exc:
             raise ValuesError(f"cannot read {path}: {exc}") from None
         digest = hashlib.sha256(data).hexdigest()

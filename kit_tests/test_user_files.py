@@ -68,6 +68,22 @@ def test_a_regular_file_is_read_and_a_fifo_refused(tmp_path, fifo):
         _finishes(lambda: open_regular(fifo), fifo)
 
 
+def test_staff_files_may_be_links_to_a_regular_file_only(tmp_path, fifo):
+    # A rubric kept in a course's repository and linked: followed where
+    # the caller allows it, to a regular file only, never waiting.
+    target = tmp_path / "rubric.toml"
+    target.write_text("x = 1\n")
+    link = tmp_path / "linked.toml"
+    link.symlink_to(target)
+    assert read_regular_text(link, follow_links=True) == "x = 1\n"
+    with pytest.raises(NotRegularFile, match="a link"):
+        read_regular(link)                      # the control: not allowed
+    to_fifo = tmp_path / "to-fifo"
+    to_fifo.symlink_to(fifo)
+    with pytest.raises(NotRegularFile, match="a FIFO"):
+        _finishes(lambda: read_regular(to_fifo, follow_links=True), fifo)
+
+
 def test_links_devices_and_folders_are_refused(tmp_path):
     target = tmp_path / "target.txt"
     target.write_text("x")

@@ -69,11 +69,16 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
         digest.update(f"{label}\0{len(data)}\0".encode())
         digest.update(data)
 
-    add("rubric", _read(Path(rubric or DEFAULT_RUBRIC)))
-    add("values", _read(Path(values or values_dir()) / "manifest.json"))
+    # Staff's own files: a link to a regular file is followed (a rubric
+    # kept in a course's repository), a FIFO never waited on.
+    add("rubric", read_regular(Path(rubric or DEFAULT_RUBRIC),
+                               follow_links=True))
+    add("values", read_regular(Path(values or values_dir()) /
+                               "manifest.json", follow_links=True))
     for path in sorted(GRADER_ROOT.rglob("*")):
         if path.suffix in (".py", ".toml") and path.is_file():
-            add(path.relative_to(GRADER_ROOT).as_posix(), _read(path))
+            add(path.relative_to(GRADER_ROOT).as_posix(),
+                read_regular(path, follow_links=True))
     add("options", json.dumps(options, sort_keys=True).encode())
     return digest.hexdigest()
 

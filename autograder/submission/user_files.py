@@ -45,14 +45,20 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a file"
 
 
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+def open_regular(path: str | os.PathLike[str], *,
+                 follow_links: bool = False) -> BinaryIO:
     """``path`` opened for binary reading, only if it is a regular file
-    (not a link to one). Raises NotRegularFile for anything else, OSError
-    when it cannot be opened; never blocks on what the path names."""
-    seen = os.lstat(path)
+    (not a link to one, unless ``follow_links``: a file staff or the
+    student name for their own use, such as a rubric kept in a course's
+    repository and linked, whose target must then be a regular file).
+    Raises NotRegularFile for anything else, OSError when it cannot be
+    opened; never blocks on what the path names."""
+    seen = os.stat(path) if follow_links else os.lstat(path)
     if not stat.S_ISREG(seen.st_mode):
         raise NotRegularFile(path, kind_of(seen.st_mode))
-    fd = os.open(path, _FLAGS)
+    flags = _FLAGS & ~getattr(os, "O_NOFOLLOW", 0) if follow_links \
+        else _FLAGS
+    fd = os.open(path, flags)
     try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode) or \
@@ -67,11 +73,12 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def read_regular(path: str | os.PathLike[str],
-                 limit: int | None = None) -> bytes:
+                 limit: int | None = None, *,
+                 follow_links: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (see :func:`open_regular`);
     with ``limit``, ValueError when it holds more than ``limit`` bytes
     (nothing beyond ``limit + 1`` is read)."""
-    with open_regular(path) as handle:
+    with open_regular(path, follow_links=follow_links) as handle:
         if limit is None:
             return handle.read()
         data = handle.read(limit + 1)
@@ -82,10 +89,12 @@ def read_regular(path: str | os.PathLike[str],
 
 def read_regular_text(path: str | os.PathLike[str], *,
                       encoding: str = "utf-8", errors: str = "strict",
-                      limit: int | None = None) -> str:
+                      limit: int | None = None,
+                      follow_links: bool = False) -> str:
     """The text of the regular file ``path`` (see :func:`read_regular`),
     newlines translated as ``Path.read_text`` does."""
-    text = read_regular(path, limit).decode(encoding, errors)
+    text = read_regular(path, limit, follow_links=follow_links).decode(
+        encoding, errors)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

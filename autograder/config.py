@@ -28,7 +28,8 @@ def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
     order in which a wrong answer is matched). Raises MistakesError naming
     the file when it cannot be read."""
     try:
-        data = tomllib.loads(read_regular_text(path, follow_links=True))   # never a FIFO
+        # never a FIFO; a link to a regular file is followed
+        data = tomllib.loads(read_regular_text(path, follow_links=True))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise MistakesError(f"cannot read {path}: {exc}: regenerate it "
                             f"with `make generate`") from None

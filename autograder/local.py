@@ -142,8 +142,9 @@ def check_values(config: GradingConfig, path: Path | str | None = None, *,
     items."""
     path = Path(path or DEFAULT_FILE)
     config = replace(config, rubric=value_rubric(config.rubric, task_id))
-    return grade_source(read_regular_text(path, follow_links=True), str(path), config,
-                        in_process_runner, name=path.stem, public_only=True)
+    source = read_regular_text(path, follow_links=True)
+    return grade_source(source, str(path), config, in_process_runner,
+                        name=path.stem, public_only=True)
 
 
 def check_task(config: GradingConfig, path: Path | str | None = None, *,

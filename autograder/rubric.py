@@ -68,7 +68,8 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
     Raises RubricError with a message naming the offending entry."""
     path = Path(path or DEFAULT_RUBRIC)
     try:
-        data = tomllib.loads(read_regular_text(path, follow_links=True))   # never a FIFO
+        # never a FIFO; a link to a regular file is followed
+        data = tomllib.loads(read_regular_text(path, follow_links=True))
     except (OSError, UnicodeDecodeError) as exc:
         raise RubricError(f"cannot read rubric {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

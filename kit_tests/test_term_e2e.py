@@ -26,6 +26,8 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 POINTS = {"Q1": 2, "Q2": 3}
+# The autograder's maximum (the rubric's) and the questions' points.
+MAXIMUM = f"{test_term.RUBRIC.max_score + sum(POINTS.values()):g}"
 METADATA = """\
 submission_111:
   :submitters:
@@ -161,7 +163,7 @@ def test_grades_csv_carries_the_terms_totals(term):
     for name, total in expected.items():
         assert grades[name]["total"] == ("" if total == "" else
                                          f"{total:g}"), grades[name]
-        assert grades[name]["total_max"] == "21"
+        assert grades[name]["total_max"] == MAXIMUM
     assert edsger["pending"] == "Q2" and edsger["Q2"] == ""
     assert "2 totals" in stdout and "1 pending" in stdout
     final = (out / "submissions" / "submission_111" / "final.md").read_text()
@@ -184,13 +186,14 @@ def test_every_export_parses_and_carries_the_totals(term):
                              "Submission ID", "Max Points", "Bonus Policy"]
     assert {r[1]: r[3] for r in gradescope[1:]} == {
         sid: "" if v == "" else f"{v:g}" for sid, v in by_sid.items()}
-    assert {r[5] for r in gradescope[1:]} == {"21"}
+    assert {r[5] for r in gradescope[1:]} == {MAXIMUM}
     assert all("extra credit" in r[6] for r in gradescope[1:])
     canvas = _csv(out / "canvas_grades.csv")
     assert canvas[0][:5] == ["Student", "ID", "SIS User ID",
                              "SIS Login ID", "Section"]
     assert len(canvas[0]) == 6 and "bonus extra credit" in canvas[0][5]
-    assert canvas[1][0] == "Points Possible" and canvas[1][5] == "21"
+    assert canvas[1][0] == "Points Possible" and \
+        canvas[1][5] == MAXIMUM
     assert {r[2]: r[5] for r in canvas[2:]} == {
         sid: "" if v == "" else f"{v:g}" for sid, v in by_sid.items()}
     moodle = _csv(out / "moodle_grades.csv")

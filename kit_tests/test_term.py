@@ -333,3 +333,19 @@ def test_no_upload_file_outlives_the_export_it_came_from(tmp_path):
     (tmp_path / "grades.csv").write_text("submission,score\n")
     graded_folder._write_exports(tmp_path, None, None, {}, [])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_for_a_staff_file_is_refused_at_once(tmp_path):
+    folder = tmp_path / "course"
+    folder.mkdir()
+    os.mkfifo(folder / "scores.csv")   # nothing will ever write to it
+    with pytest.raises(StaffFileError) as error:
+        _course(folder)
+    assert "scores.csv" in str(error.value) and "FIFO" in str(error.value)
+    # The control: a link to a real file is read (a course repository's).
+    (folder / "scores.csv").unlink()
+    real = tmp_path / "scores.csv"
+    real.write_text("student,question,points,comment\nada,Q1,2,ok\n")
+    (folder / "scores.csv").symlink_to(real)
+    _course(folder)

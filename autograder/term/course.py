@@ -17,8 +17,8 @@ from pathlib import Path
 from autograder import homework
 from autograder.rubric import Rubric
 from autograder.term import marks
-from autograder.term.files import (StaffFileError, parse_time, problem,
-                                   read_csv)
+from autograder.term.files import (StaffFileError, parse_time, present,
+                                   problem, read_csv)
 from autograder.term.policy import POLICY_FILE, Policy, load_policy
 
 COURSE_FOLDER = "course"        # beside homework.toml
@@ -160,7 +160,7 @@ def load_course(folder: Path, rubric: Rubric, roster: Roster,
 
 def _times(path: Path, roster: Roster, course: Course,
            problems: list[str]) -> None:
-    if not path.is_file():
+    if not present(path):
         return
     try:
         rows = read_csv(path, ("student", "submitted_at"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+import stat
 from datetime import datetime
 from pathlib import Path
 
@@ -34,15 +36,39 @@ def problem(path: Path, line: int | None, what: str, fix: str) -> str:
     return f"{where}: {what}: {fix}"
 
 
-def read_text(path: Path) -> str:
-    """The file's text (UTF-8, a byte-order mark allowed), bounded."""
+def present(path: Path) -> bool:
+    """Whether the course has this file: False where nothing is there,
+    True for a regular file (or a link to one); StaffFileError for
+    anything else (a folder, a FIFO, a broken link), never skipped in
+    silence, since the decisions in it would then be lost."""
+    if not os.path.lexists(path):
+        return False
     try:
-        if path.stat().st_size > MAX_BYTES:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise StaffFileError([problem(path, None, exc.strerror or str(exc),
+                                      "fix or remove the link")]) from None
+    if not stat.S_ISREG(mode):
+        from autograder.submission.user_files import kind_of
+        raise StaffFileError([problem(path, None, f"{kind_of(mode)}, not "
+                                      f"a file", "put the file there")])
+    return True
+
+
+def read_text(path: Path) -> str:
+    """The file's text (UTF-8, a byte-order mark allowed), bounded; read
+    only once it is known to be a regular file (a link to one is followed:
+    a course folder kept in a repository), so a FIFO never blocks."""
+    from autograder.submission.user_files import read_regular
+    try:
+        data = read_regular(path, MAX_BYTES, follow_links=True)
+        return data.decode("utf-8-sig")
+    except ValueError as exc:
+        if not isinstance(exc, UnicodeDecodeError):
             raise StaffFileError([problem(path, None, f"larger than "
                                           f"{MAX_BYTES} bytes",
-                                          "is it the right file?")])
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
+                                          "is it the right file?")]
+                                 ) from None
         raise StaffFileError([problem(path, None, f"not UTF-8 ({exc})",
                                       "save it as UTF-8 CSV")]) from None
     except OSError as exc:
@@ -117,5 +143,6 @@ def parse_points(text: str) -> float:
     return value
 
 
-__all__ = ["StaffFileError", "parse_points", "parse_time", "problem",
+__all__ = ["StaffFileError", "parse_points", "parse_time", "present",
+           "problem",
            "read_csv", "read_text", "require_zone"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.term.files import (StaffFileError, parse_points, problem,
-                                   read_csv)
+from autograder.term.files import (StaffFileError, parse_points, present,
+                                   problem, read_csv)
 
 SCORES_FILE = "scores.csv"
 ADJUSTMENTS_FILE = "adjustments.csv"
@@ -85,7 +85,7 @@ def load_adjustments(path: Path, item_points: dict[str, float]
 
 def _load(path: Path, columns: tuple[str, ...], optional: tuple[str, ...],
           check, words: str) -> list[Mark]:
-    if not path.is_file():
+    if not present(path):
         return []
     target = columns[1]
     marks, problems, seen = [], [], {}

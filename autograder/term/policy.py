@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from autograder.term.files import (StaffFileError, problem, read_text,
+from autograder.term.files import (StaffFileError, present, problem, read_text,
                                    require_zone)
 
 POLICY_FILE = "policy.toml"
@@ -72,7 +72,7 @@ class Policy:
 def load_policy(path: Path) -> Policy | None:
     """The policy of ``path``, None where there is no such file;
     StaffFileError naming the line and the fix otherwise."""
-    if not path.is_file():
+    if not present(path):
         return None
     text = read_text(path)
     try:

@@ -17,6 +17,7 @@ from autograder.text import mdsafe
 from autograder import probes as P
 from autograder.checks.compare import (close, compare, fmt_shape,
                                        matching_mistakes)
+from autograder.checks.diagnosis.layout import layout_words, probs_layout
 from autograder.sandbox.protocol import MEMORY, Probe, ProbeResult
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
@@ -312,6 +313,9 @@ class AttentionProbs(CaseCheck):
         got, expected = outputs[1], case.tensors["attention"]
         mistakes = mistake_tensors(case, "attention")
         what = "`probs`"
+        verdict = _layout(got, expected, mistakes, case, check, ctx)
+        if verdict is not None:
+            return verdict
         if tuple(got.shape) != tuple(expected.shape) and \
                 got.numel() == expected.numel():
             flat = got.reshape(expected.shape)
@@ -334,3 +338,29 @@ class AttentionProbs(CaseCheck):
                            f"{verdict.message}", "wrong shape and values",
                            verdict.mistake, verdict.candidates)
         return diagnose(got, expected, mistakes, ctx, check, what)
+
+
+def _layout(got: torch.Tensor, expected: torch.Tensor,
+            mistakes: dict[str, torch.Tensor], case: Case, check: Check,
+            ctx: Context) -> Verdict | None:
+    """The probabilities' numbers in another layout than [b*h, s, s]
+    (heads-major, queries and heads swapped, ...), named when the
+    rearrangement of the student's own tensor gives the reference; None
+    for a right answer, a catalogued mistake (its own message) or values
+    no rearrangement explains."""
+    # The heads per batch element from the case's own input: the first
+    # dimension of the answer is its batch times the heads.
+    x = case.tensors.get("x")
+    if x is None or x.dim() == 0 or not x.shape[0] or \
+            expected.dim() != 3 or expected.shape[0] % x.shape[0]:
+        return None
+    heads = expected.shape[0] // x.shape[0]
+    if close(got, expected, check.atol, check.rtol) or \
+            matching_mistakes(got, mistakes, list(ctx.mistake_messages),
+                              ctx.mistake_atol):
+        return None
+    found = probs_layout(got, expected, heads, check.atol, check.rtol)
+    if found is None:
+        return None
+    return Verdict(False, layout_words(found, tuple(got.shape)) + ".",
+                   f"probabilities laid out as {found.words}")

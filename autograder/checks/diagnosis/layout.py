@@ -1,0 +1,99 @@
+"""The layout of returned attention probabilities: named only when
+rearranging the student's own tensor gives the reference.
+
+The reference returns ``[batch * heads, queries, keys]``. A student's
+tensor with the same numbers in another order (heads-major ``(heads
+batch)`` folding, ``[batch, queries, heads, keys]``, keys as rows, ...)
+is one of the 24 orders of those four axes, possibly with neighbours
+merged. Each order whose merge gives the student's shape is tried: the
+reference permuted to it must equal the student's values within the
+item's tolerance, so the fix said (the student's tensor reshaped,
+permuted back and flattened) is proven on the student's values.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+from autograder.checks.compare import close
+
+AXES = ("batch", "heads", "queries", "keys")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A proven layout: the axes' order, how they are merged (each group
+    a tuple of axis indices) and the fix as code."""
+
+    order: tuple[int, ...]
+    groups: tuple[tuple[int, ...], ...]
+    fix: str
+
+    @property
+    def words(self) -> str:
+        """The layout as ``[heads * batch, queries, keys]``."""
+        return "[" + ", ".join(" * ".join(AXES[a] for a in group)
+                               for group in self.groups) + "]"
+
+
+def _groupings(sizes: tuple[int, ...], shape: tuple[int, ...]
+               ) -> list[tuple[tuple[int, ...], ...]]:
+    """Every way to merge neighbouring positions of ``sizes`` into
+    ``shape`` (positions as indices into ``sizes``)."""
+    if not shape:
+        return [()] if not sizes else []
+    found = []
+    product = 1
+    for cut in range(1, len(sizes) + 1):
+        product *= sizes[cut - 1]
+        if product > shape[0] and shape[0] > 0:
+            break
+        if product == shape[0]:
+            for rest in _groupings(sizes[cut:], shape[1:]):
+                head = tuple(range(cut))
+                found.append((head, *(tuple(i + cut for i in g)
+                                      for g in rest)))
+    return found
+
+
+def probs_layout(got: torch.Tensor, expected: torch.Tensor, heads: int,
+                 atol: float, rtol: float) -> Layout | None:
+    """The order of ``got``'s axes if ``got`` is ``expected`` (``[b*h, s,
+    s]``) laid out another way, proven by value; None when no
+    rearrangement gives it (or ``got`` is the reference's own order
+    merely unflattened: the caller says that)."""
+    if expected.dim() != 3 or heads < 1 or expected.shape[0] % heads or \
+            got.numel() != expected.numel() or got.numel() == 0:
+        return None
+    b, s, t = expected.shape[0] // heads, expected.shape[1], expected.shape[2]
+    full = expected.reshape(b, heads, s, t)
+    sizes = (b, heads, s, t)
+    shape = tuple(got.shape)
+    for order in itertools.permutations(range(4)):
+        if order == (0, 1, 2, 3):
+            continue
+        permuted = tuple(sizes[a] for a in order)
+        for grouping in _groupings(permuted, shape):
+            candidate = full.permute(order).reshape(shape)
+            if not close(got, candidate, atol, rtol):
+                continue
+            groups = tuple(tuple(order[i] for i in g) for g in grouping)
+            back = tuple(order.index(a) for a in range(4))
+            fix = (f"`probs.reshape({', '.join(map(str, permuted))})"
+                   f".permute({', '.join(map(str, back))})"
+                   f".reshape({b * heads}, {s}, {t})`")
+            return Layout(order, groups, fix)
+    return None
+
+
+def layout_words(found: Layout, shape: tuple[int, ...]) -> str:
+    """The feedback: the student's layout, the item's, and the proven
+    fix."""
+    return (f"your probabilities hold the right values laid out as "
+            f"{found.words} (shape [{', '.join(map(str, shape))}]); the "
+            f"item wants [batch * heads, queries, keys] (the heads of one "
+            f"batch element next to each other, each row one query's "
+            f"weights over the keys): rearranged that way, "
+            f"{found.fix}, your values equal the expected ones")

@@ -70,6 +70,9 @@ class SandboxLimits:
     values: int = 48                       # tensors kept per probe
     value_numel: int = 65_536              # elements of one kept tensor
     values_numel: int = 1_048_576          # elements of all of them
+    # Fused attention calls recorded with their arguments (q, k, v and
+    # the mask each at most value_numel elements; sandbox/fused_recorder.py)
+    fused_calls: int = 2
 
 
 LIMITS = SandboxLimits()

@@ -101,6 +101,22 @@ class Probe:
 
 
 @dataclass
+class FusedCall:
+    """One call of a fused attention function (``F.scaled_dot_product_
+    attention``) the traced copy made (``Probe.trace_values``): its
+    student line, its non-tensor arguments and float32 copies of its
+    tensors, q, k, v and, if given, the mask (a bool mask as 1.0 where it
+    is True)."""
+
+    line: int
+    scale: float | None = None
+    is_causal: bool = False
+    dropout_p: float = 0.0
+    mask: str = ""            # "", "bool" or "float": the attn_mask's kind
+    tensors: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass
 class ProbeResult:
     """The worker's answer to one probe (or the parent's, if it died)."""
 
@@ -140,6 +156,9 @@ class ProbeResult:
     # trace_values=True: (first line of the statement, float32 copy of a
     # tensor it bound or returned), in execution order, capped.
     values: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    # trace_values=True: the fused attention calls, in call order, capped
+    # (``sandbox/fused_recorder.py``).
+    fused: list[FusedCall] = field(default_factory=list)
     # Reach-ins into the grader the worker's audit caught while any probe
     # of the submission ran (``sandbox/audit.py``), the same on every
     # result of one run: set by the parent, never read from a result.

@@ -8,7 +8,8 @@ linked into the compiled code as the shape recorder is
 (``shape_recorder.link``: no name in builtins, a call from other code
 refused). Only float tensors are kept, and only within fixed caps (count,
 elements each, elements in all): what travels back is bounded whatever
-the code does, and the wire checks the same caps.
+the code does, and the wire checks the same caps. Fused attention calls are recorded with
+their arguments beside the values (``fused_recorder``).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 
+from autograder.sandbox.fused_recorder import FusedRecorder
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.protocol import Probe, ProbeResult
@@ -108,9 +110,12 @@ def run_traced(traced: ValueTracedModule, probe: Probe,
     recorder = traced.recorder
     recorder.take()
     recorder.armed = True
+    fused = FusedRecorder(filename)
     try:
-        result = run_probe(traced.module, probe, filename)
+        with fused:
+            result = run_probe(traced.module, probe, filename)
     finally:
         recorder.armed = False
     result.values = recorder.take()
+    result.fused = fused.calls
     return result

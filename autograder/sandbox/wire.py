@@ -16,6 +16,7 @@ it waiting past a deadline (see ``Receiver``).
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import socket
 import struct
@@ -32,8 +33,8 @@ from safetensors.torch import save as st_save
 from autograder.sandbox import parent_clock
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
-                                         NOT_RUN, OK, TIMEOUT, Probe,
-                                         ProbeResult)
+                                         NOT_RUN, OK, TIMEOUT, FusedCall,
+                                         Probe, ProbeResult)
 
 # Bounds on what a (possibly forged) frame may make the parent build:
 # LIMITS (autograder/sandbox/limits.py).
@@ -178,12 +179,25 @@ def result_payload(result: ProbeResult) -> tuple[dict[str, Any],
                            "n_outputs": len(again.outputs)}
         header["n_outputs"] += len(again.outputs)
         tensors += again.outputs
-    values = result.values[:max(0, LIMITS.outputs - len(tensors))]
+    fused, room = [], LIMITS.outputs - len(tensors)
+    for call in result.fused[:LIMITS.fused_calls]:
+        if len(call.tensors) <= min(room, 4):
+            fused.append(call)
+            room -= len(call.tensors)
+    values = result.values[:max(0, room)]
     if values:
         # Probe.trace_values: last, counted in n_outputs too.
         header["value_lines"] = [line for line, _ in values]
         header["n_outputs"] += len(values)
         tensors += [tensor for _, tensor in values]
+    if fused:
+        # Probe.trace_values' fused calls: after the values, counted too.
+        header["fused"] = [{"line": c.line, "scale": c.scale,
+                            "is_causal": c.is_causal,
+                            "dropout_p": c.dropout_p, "mask": c.mask,
+                            "n": len(c.tensors)} for c in fused]
+        header["n_outputs"] += sum(len(c.tensors) for c in fused)
+        tensors += [t for c in fused for t in c.tensors]
     return header, tensors
 
 
@@ -201,6 +215,7 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
 
     if header.get("id") != expected_id:
         raise BadMessage(f"expected the result of probe {expected_id!r}")
+    outputs, fused = _split_fused(header.get("fused"), outputs)
     outputs, values = _split_values(header.get("value_lines"), outputs)
     again = None
     if header.get("again") is not None:
@@ -239,7 +254,50 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         line=line, again=again,
         changed=[name[:LIMITS.name_chars]
                  for name in changed[:LIMITS.wire_changed_names]],
-        values=values)
+        values=values, fused=fused)
+
+
+def _split_fused(raw: Any, outputs: list[torch.Tensor]
+                 ) -> tuple[list[torch.Tensor], list[FusedCall]]:
+    """The fused calls' records (``ProbeResult.fused``) off the end of a
+    frame's tensors, within the recorder's caps; raises BadMessage."""
+    if raw is None:
+        return outputs, []
+    if not isinstance(raw, list) or len(raw) > LIMITS.fused_calls:
+        raise BadMessage("field 'fused' is malformed")
+    calls, total = [], 0
+    for entry in raw:
+        ok = isinstance(entry, dict) and all(
+            isinstance(entry.get(k), int) and
+            not isinstance(entry.get(k), bool) for k in ("line", "n"))
+        scale = entry.get("scale") if ok else None
+        dropout = entry.get("dropout_p") if ok else None
+        if not ok or not 0 <= entry["line"] or not 3 <= entry["n"] <= 4 \
+                or not (scale is None or _finite(scale)) \
+                or not _finite(dropout) \
+                or not isinstance(entry.get("is_causal"), bool) \
+                or entry.get("mask") not in ("", "bool", "float") \
+                or (entry["n"] == 4) != bool(entry["mask"]):
+            raise BadMessage("field 'fused' is malformed")
+        calls.append(FusedCall(entry["line"], scale, entry["is_causal"],
+                               float(dropout), entry["mask"]))
+        total += entry["n"]
+    if total > len(outputs):
+        raise BadMessage("field 'fused' is malformed")
+    split = len(outputs) - total
+    kept = outputs[split:]
+    if any(t.numel() > LIMITS.value_numel for t in kept):
+        raise BadMessage("recorded fused calls over their caps")
+    at = 0
+    for call, entry in zip(calls, raw):
+        call.tensors = kept[at:at + entry["n"]]
+        at += entry["n"]
+    return outputs[:split], calls
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and \
+        not isinstance(value, bool) and math.isfinite(value)
 
 
 def _split_values(lines: Any, outputs: list[torch.Tensor]

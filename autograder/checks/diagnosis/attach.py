@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from autograder.checks.compare import close
-from autograder.checks.diagnosis import relations
+from autograder.checks.diagnosis import fused, relations
 from autograder.checks.diagnosis.flow import Divergence, matches, walk
 from autograder.checks.diagnosis.steps import STEPS, case_steps
 from autograder.text import mdsafe
@@ -244,6 +244,10 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
     if divergence is None:
         return None
     relation = divergence.relation
+    if relation is None and result.fused:
+        # Inside a fused attention call: its recorded arguments replayed.
+        relation = fused.explain(result.fused, divergence, steps, head,
+                                 head_name, sizes)
     if relation is not None and relation.step in steps:
         # The line computes a later step than the one it was compared
         # with (scores scaled in the same statement): name that one.

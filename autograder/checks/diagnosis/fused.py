@@ -1,0 +1,160 @@
+"""Causes inside a fused attention call (``F.scaled_dot_product_attention``),
+each proven by replaying the student's recorded call
+(``ProbeResult.fused``, ``sandbox/fused_recorder.py``) here with one
+argument fixed.
+
+The call hides its scores and weights, so the walk sees only its output
+leave the path. A cause is named only when (1) replaying the call as
+recorded gives the student's own output at that line (the record is the
+call that made it), and (2) replaying it with the named fix (q and k back
+in order, the bool mask inverted, a 0/1 float mask made a bool one,
+is_causal flipped, another scale) gives the reference's values there
+within tolerance. A call with dropout is never replayed (its draws are
+not recorded).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from autograder.checks.diagnosis.flow import Divergence, layouts, same
+from autograder.checks.diagnosis.relations import Relation, name_number
+from autograder.sandbox.protocol import FusedCall
+
+CALL = "`F.scaled_dot_product_attention`"
+
+
+def _replay(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+            mask: torch.Tensor | None, causal: bool, scale: float | None
+            ) -> torch.Tensor | None:
+    try:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=0.0, is_causal=causal,
+            scale=scale)
+    except (RuntimeError, ValueError, TypeError):
+        return None
+
+
+def _mask(call: FusedCall) -> torch.Tensor | None:
+    if not call.mask:
+        return None
+    mask = call.tensors[3]
+    return mask > 0.5 if call.mask == "bool" else mask
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _fixes(call: FusedCall, head: int, head_name: str,
+           sizes: dict[str, int]
+           ) -> list[tuple[str, str, Callable[[], torch.Tensor | None]]]:
+    """(key, words, replay with the fix) for each fix that changes the
+    call."""
+    q, k, v = call.tensors[:3]
+    mask = _mask(call)
+    causal, scale = call.is_causal, call.scale
+    found = [("fused: q and k swapped",
+              f"Your {CALL} gets the keys where the queries belong and the "
+              f"queries where the keys belong: called with them back in "
+              f"order, (q, k, v), it gives the expected values.",
+              lambda: _replay(k, q, v, mask, causal, scale))]
+    if call.mask == "bool":
+        found.append((
+            "fused: bool mask inverted",
+            f"Your {CALL} gets a bool `attn_mask` that is True on the "
+            f"positions to hide; in this call True means *take part* (a "
+            f"bool mask keeps where it is True). With the mask inverted "
+            f"(`~mask`) it gives the expected values.",
+            lambda: _replay(q, k, v, ~mask, causal, scale)))
+    if call.mask == "float" and bool(((mask == 0) | (mask == 1)).all()):
+        found.append((
+            "fused: float mask of 0 and 1",
+            f"Your {CALL} gets a float `attn_mask` of 0 and 1: a float "
+            f"mask is *added* to the scores, so its 1s only shift them and "
+            f"hide nothing. Pass the bool mask that is True where a query "
+            f"may look (`mask == 0`): with it the call gives the expected "
+            f"values.",
+            lambda: _replay(q, k, v, mask == 0, causal, scale)))
+    if causal and mask is None:
+        found.append((
+            "fused: is_causal where nothing is hidden",
+            f"Your {CALL} passes `is_causal=True`, which hides every key "
+            f"after its query; this class attends to every position: "
+            f"called without it, it gives the expected values.",
+            lambda: _replay(q, k, v, None, False, scale)))
+    used = scale if scale is not None else 1 / math.sqrt(q.shape[-1])
+    want = 1 / math.sqrt(head)
+    if abs(used - want) > 1e-6 * want:
+        now = _scale_words(used, sizes, head_name)
+        found.append((
+            "fused: scale",
+            f"Your {CALL} multiplies the scores by {now}; the expected "
+            f"scores are divided by sqrt({head_name} = {head}): with "
+            f"`scale=1 / math.sqrt({head_name})` (the call's `scale` "
+            f"multiplies, it is not a divisor) it gives the expected "
+            f"values.",
+            lambda: _replay(q, k, v, mask, causal, want)))
+    if abs(used - 1.0) > 1e-6:
+        found.append((
+            "fused: scaled twice",
+            f"Your {CALL} scales the scores by {_fmt(used)} (its "
+            f"`scale`, 1/sqrt of the last dimension unless given) after "
+            f"they were already scaled before the call: called with "
+            f"`scale=1.0` it gives the expected values. Scale once: "
+            f"leave q (and k) unscaled before the call.",
+            lambda: _replay(q, k, v, mask, causal, 1.0)))
+    return found
+
+
+def _scale_words(used: float, sizes: dict[str, int], head_name: str) -> str:
+    named = name_number(used, sizes, prefer=head_name)
+    return f"{_fmt(used)}" + (f" = {named}" if named else "")
+
+
+def explain(calls: list[FusedCall], divergence: Divergence,
+            steps: dict[str, torch.Tensor], head: int, head_name: str,
+            sizes: dict[str, int]) -> Relation | None:
+    """The fix that, applied to the recorded call that gives the student's
+    values at ``divergence``, gives the reference's; or None."""
+    got, expected = divergence.got, divergence.expected
+    shape = tuple(expected.shape)
+    for call in calls:
+        if call.dropout_p > 0 or len(call.tensors) < 3:
+            continue
+        q, k, v = call.tensors[:3]
+        as_called = _replay(q, k, v, _mask(call), call.is_causal, call.scale)
+        if as_called is None:
+            continue
+        views = layouts(as_called, shape)
+        at = next((i for i, view in enumerate(views) if same(view, got)),
+                  None)
+        if at is None:
+            continue        # not the call that gave these values
+        for key, words, replay in _fixes(call, head, head_name, sizes):
+            fixed = replay()
+            if fixed is None:
+                continue
+            fixed_views = layouts(fixed, shape)
+            if at < len(fixed_views) and same(fixed_views[at], expected):
+                if key == "fused: scaled twice":
+                    words += _prescaled(q, k, steps, head)
+                return Relation(key, words)
+    return None
+
+
+def _prescaled(q: torch.Tensor, k: torch.Tensor,
+               steps: dict[str, torch.Tensor], head: int) -> str:
+    """Which of the call's q and k is already divided by sqrt(head), as a
+    fact shown by value ("" when neither is shown)."""
+    root = math.sqrt(head)
+    said = [name for name, t in (("q", q), ("k", k)) if name in steps
+            and any(same(view, steps[name] / root)
+                    for view in layouts(t, tuple(steps[name].shape)))]
+    if not said:
+        return ""
+    return (f" ({' and '.join(f'the {n} it gets is' for n in said)} "
+            f"already divided by sqrt({head}).)")

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from autograder.checks.compare import close
-from autograder.checks.diagnosis import fused, relations
+from autograder.checks.diagnosis import crash, fused, relations
 from autograder.checks.diagnosis.flow import Divergence, matches, walk
 from autograder.checks.diagnosis.steps import STEPS, case_steps
 from autograder.text import mdsafe
@@ -279,6 +279,8 @@ def diagnose(grade: Any, config: Any, results: dict[str, ProbeResult],
              public_only: bool = False) -> list[Finding]:
     """Diagnose ``grade``'s failing value cases and add the lines to its
     items' outcomes (``Outcome.diagnosis`` gets each finding's key)."""
+    # Shape errors: read from the calls' own results, nothing runs again.
+    crash.explain(grade, config, results, source, public_only)
     failing = failing_cases(grade, config, results, public_only)
     if not failing:
         return []

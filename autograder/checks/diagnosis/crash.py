@@ -1,0 +1,216 @@
+"""Crashes from a wrong size: where a failing call raised a shape error,
+the line and expression, the operands' sizes as PyTorch reported them,
+and which of the case's sizes the wrong number equals, named only when
+it is a fact on every failing case.
+
+Read from what the call already returned (the exception's message and
+the student line of its traceback, ``ProbeResult.line``); nothing runs
+again. Three forms of PyTorch's message are read: an invalid
+view/reshape (``shape '[2, 5, 4, 1]' is invalid for input of size
+120``), a matrix product whose inner sizes differ (``mat1 and mat2
+shapes cannot be multiplied (10x9 and 12x12)``) and two tensors that do
+not broadcast (``The size of tensor a (4) must match the size of tensor
+b (5) at non-singleton dimension 3``). A number is named (``1 =
+d_in // num_heads``) only when exactly one of the case's sizes
+(constructor arguments, the input's batch and length, the head size and
+sizes derived from them) equals it on every failing case raising at
+that line, and the number changes from case to case: one case's
+coincidence (9 tokens of context beside 9 features) is never said.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from autograder.checks.diagnosis.steps import PREFIX
+from autograder.checks.entries import select_cases
+from autograder.checks.kinds import kind
+from autograder.sandbox.protocol import ERROR, ProbeResult
+from autograder.text import mdsafe
+from autograder.values import Case
+
+MARK = "- Where your code stops"
+KINDS = ("module_output", "attention_probs")
+_N = r"(\d{1,12})"
+VIEW = re.compile(r"shape '\[((?:-?\d{1,12}, )*-?\d{1,12})\]' is invalid "
+                  r"for input of size " + _N)
+MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \(" + _N +
+                    "x" + _N + " and " + _N + "x" + _N + r"\)")
+BROADCAST = re.compile(r"The size of tensor a \(" + _N + r"\) must match "
+                       r"the size of tensor b \(" + _N + r"\) at "
+                       r"non-singleton dimension " + _N)
+
+
+@dataclass(frozen=True)
+class ShapeError:
+    """One case's shape error: what PyTorch said, as words with slots
+    for the numbers it names, and the numbers (wrong, then wanted)."""
+
+    form: str                 # "view", "matmul" or "broadcast"
+    text: str                 # the operands' sizes, in words
+    wrong: int | None         # the student's number that does not fit
+    wanted: int | None        # the number that would fit there
+
+
+def parse(message: str, layouts: list[tuple[int, ...]] = ()
+          ) -> ShapeError | None:
+    """The shape error in PyTorch's message, or None; ``layouts``: the
+    shapes a correct view takes on the case (which dimension of a view
+    is the wrong one)."""
+    message = message[:4000]
+    found = VIEW.search(message)
+    if found:
+        shape = [int(n) for n in found.group(1).split(", ")]
+        size = int(found.group(2))
+        return _view(shape, size, layouts)
+    found = MATMUL.search(message)
+    if found:
+        a, b, c, d = (int(n) for n in found.groups())
+        return ShapeError("matmul",
+                          f"its left operand's last dimension is {b} (as a "
+                          f"[{a}, {b}] matrix, the leading dimensions "
+                          f"flattened), the right operand is a "
+                          f"[{c}, {d}] matrix that takes {c}", b, c)
+    found = BROADCAST.search(message)
+    if found:
+        a, b, dim = (int(n) for n in found.groups())
+        return ShapeError("broadcast",
+                          f"its two tensors have {a} and {b} at dimension "
+                          f"{dim}, which neither broadcasts", None, None)
+    return None
+
+
+def _view(shape: list[int], size: int,
+          layouts: list[tuple[int, ...]]) -> ShapeError:
+    asked = math.prod(shape)
+    text = (f"it asks for a view of shape [{', '.join(map(str, shape))}] "
+            f"({asked} elements) of a tensor of {size} elements")
+    # The correct views of this size that differ from the asked one in
+    # one dimension: said only if exactly one dimension and value do
+    # (else which number is wrong is a guess).
+    fits = {(i, shape[i], fit[i]) for fit in layouts
+            if len(fit) == len(shape) and math.prod(fit) == size
+            for i in range(len(shape))
+            if fit[i] != shape[i] and all(
+                a == b for j, (a, b) in enumerate(zip(fit, shape)) if j != i)}
+    if len(fits) == 1:
+        i, n, want = next(iter(fits))
+        fit = shape[:i] + [want] + shape[i + 1:]
+        return ShapeError("view", text + f"; [{', '.join(map(str, fit))}] "
+                          f"fits, {want} in place of your {n} at dimension "
+                          f"{i}", n, want)
+    return ShapeError("view", text, None, None)
+
+
+def view_layouts(case: Case) -> list[tuple[int, ...]]:
+    """The shapes a correct split of the case's queries takes (from the
+    reference's frozen q, [batch, heads, tokens, head size]): heads split
+    and transposed or not, folded into the batch, or merged."""
+    q = case.tensors.get(PREFIX + "q")
+    if q is None or q.dim() != 4:
+        return []
+    b, h, s, d = q.shape
+    return [(b, s, h, d), (b, h, s, d), (b * h, s, d), (b, s, h * d)]
+
+
+def names(case: Case) -> dict[str, int]:
+    """The sizes a number may be named as on ``case``: its constructor's
+    integer arguments, the input's sizes, the head size and the sizes
+    derived from them (``attach._sizes``)."""
+    from autograder.checks.diagnosis.attach import _sizes
+    found = dict(case.sizes)
+    if case.scale is not None:
+        found.update(_sizes(case))
+    return found
+
+
+def common_name(crashes: list[tuple[Case, "ShapeError"]],
+                field: str) -> str:
+    """The one size that each case's own number (``field`` of its error)
+    equals on every case, or "". A fact only if the number changes from
+    case to case and the size follows it: one number equal to one size
+    on a case or two may be a coincidence, and is not said."""
+    numbers = [getattr(error, field) for _, error in crashes]
+    if None in numbers or len(set(numbers)) < 2:
+        return ""
+    common: set[str] | None = None
+    for (case, _), number in zip(crashes, numbers):
+        fit = {k for k, v in names(case).items() if v == number}
+        common = fit if common is None else common & fit
+    return next(iter(common)) if common and len(common) == 1 else ""
+
+
+def _quote(source: str, line: int) -> str:
+    lines = source.splitlines()
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return mdsafe.code_span(text, 120)
+
+
+def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
+             wanted_name: str, source: str, count: int) -> str:
+    """The student-facing line for one crash (markdown)."""
+    which = (f"{'hidden' if case.set == 'hidden' else 'public'} case "
+             f"`{case.name}`")
+    text = (f"{MARK} ({which}): line {line} {_quote(source, line)} raised "
+            f"a shape error: {error.text}.")
+    every = f"on each of the {count} failing cases"
+    said = []
+    if wrong_name:
+        said.append(f"your {error.wrong} equals `{wrong_name}` {every}")
+    if wanted_name:
+        said.append(f"the {error.wanted} that fits there is "
+                    f"`{wanted_name}`")
+    if said:
+        joined = "; ".join(said)
+        text += f" {joined[0].upper()}{joined[1:]}."
+    return text
+
+
+def _crash(results: list[ProbeResult]) -> ProbeResult | None:
+    for result in results:
+        if result.status == ERROR and result.phase == "call" and \
+                result.line is not None:
+            return result
+    return None
+
+
+def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
+            source: str, public_only: bool = False) -> None:
+    """Add a crash line to each failing item whose cases raise a shape
+    error at a student line (one per task and line)."""
+    said: set[tuple[str, int]] = set()
+    for task in grade.tasks:
+        for item in task.items:
+            check, outcome = item.check, item.outcome
+            if outcome.passed or check.kind not in KINDS or not check.cases:
+                continue
+            impl = kind(check).impl
+            by_line: dict[int, list[tuple[Case, ShapeError]]] = {}
+            for case in select_cases(check.cases, config.cases):
+                if public_only and case.set == "hidden":
+                    continue
+                found = _crash([results[p.id] for p in
+                                impl.case_probes(check, case)
+                                if p.id in results])
+                error = parse(found.message, view_layouts(case)) \
+                    if found else None
+                if error is not None:
+                    by_line.setdefault(found.line, []).append((case, error))
+            for line, crashes in by_line.items():
+                if (task.task.id, line) in said:
+                    continue
+                said.add((task.task.id, line))
+                same_form = len({e.form for _, e in crashes}) == 1
+                wrong = common_name(crashes, "wrong") if same_form else ""
+                wanted = common_name(crashes, "wanted") if same_form else ""
+                public = [(c, e) for c, e in crashes if c.set != "hidden"]
+                case, error = (public or crashes)[0]
+                text = sentence(case, line, error, wrong, wanted, source,
+                                len(crashes))
+                if case.set == "hidden":
+                    outcome.hidden_lines.append(text)
+                else:
+                    outcome.lines.append(text)
+

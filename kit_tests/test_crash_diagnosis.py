@@ -1,0 +1,59 @@
+"""Crashes from a wrong size (``autograder/checks/diagnosis/crash.py``):
+PyTorch's shape errors read, the wrong dimension of a view said only
+when one alone fits, and a size named only when it follows the wrong
+number on every failing case; the controls (a coincidence on one case,
+an error of another kind) say no name. End to end:
+kit/variants/diagnoses.toml's ``*_crash`` entries."""
+from __future__ import annotations
+
+from autograder.checks.diagnosis import crash
+from autograder.values import load_cases
+
+CASES = {c.name: c for c in load_cases()}
+
+
+def test_a_view_names_the_one_dimension_that_fits():
+    small = CASES["mha_small"]     # 4 heads of 3, 5 tokens, batch 2
+    error = crash.parse("RuntimeError: shape '[2, 5, 4, 1]' is invalid "
+                        "for input of size 120", crash.view_layouts(small))
+    assert (error.form, error.wrong, error.wanted) == ("view", 1, 3)
+    assert "[2, 5, 4, 3] fits, 3 in place of your 1 at dimension 3" in \
+        error.text
+    # Without the case's layouts every dimension could change: no claim.
+    bare = crash.parse("shape '[2, 5, 4, 1]' is invalid for input of size "
+                       "120")
+    assert bare.wrong is None and "fits" not in bare.text
+
+
+def test_a_matmul_and_a_broadcast_are_read():
+    error = crash.parse("mat1 and mat2 shapes cannot be multiplied (10x9 "
+                        "and 12x12)")
+    assert (error.form, error.wrong, error.wanted) == ("matmul", 9, 12)
+    error = crash.parse("The size of tensor a (4) must match the size of "
+                        "tensor b (5) at non-singleton dimension 3")
+    assert error.form == "broadcast" and error.wrong is None
+    assert crash.parse("expected a non-empty list of Tensors") is None
+    assert crash.parse("shape '[" + "9" * 40 + "]' is invalid for input "
+                       "of size 3") is None
+
+
+def test_a_size_is_named_only_when_it_follows_the_number_on_every_case():
+    small, large = CASES["mha_small"], CASES["mha_large"]
+    one_head = CASES["mha_one_head"]
+
+    def shaped(number):
+        return crash.ShapeError("view", "", number, None)
+
+    # d_in // num_heads on each case, as the number changes with it.
+    found = [(c, shaped(crash.names(c)["d_in // num_heads"]))
+             for c in (small, large, one_head)]
+    assert crash.common_name(found, "wrong") == "d_in // num_heads"
+    # One case: 9 is context_length there, by coincidence: not said.
+    assert crash.names(small)["context_length"] == 9
+    assert crash.common_name([(small, shaped(9))], "wrong") == ""
+    # The same number on every case proves nothing either.
+    assert crash.common_name([(small, shaped(9)), (small, shaped(9))],
+                             "wrong") == ""
+    # A number no size follows across the cases.
+    assert crash.common_name([(small, shaped(9)), (large, shaped(5))],
+                             "wrong") == ""

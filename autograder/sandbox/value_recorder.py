@@ -8,8 +8,9 @@ linked into the compiled code as the shape recorder is
 (``shape_recorder.link``: no name in builtins, a call from other code
 refused). Only float tensors are kept, and only within fixed caps (count,
 elements each, elements in all): what travels back is bounded whatever
-the code does, and the wire checks the same caps. Fused attention calls are recorded with
-their arguments beside the values (``fused_recorder``).
+the code does, and the wire checks the same caps. Fused attention calls
+are recorded with their arguments beside the values
+(``fused_recorder``).
 """
 from __future__ import annotations
 

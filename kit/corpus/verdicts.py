@@ -40,8 +40,8 @@ DIAGNOSIS = "diagnosis"
 
 
 def _diagnosis_line(line: str) -> bool:
-    from autograder.checks.diagnosis.attach import MARK
-    return line.startswith(MARK)
+    from autograder.checks.diagnosis.attach import MARKS
+    return line.startswith(MARKS)
 
 
 def verdict(grade: Any) -> dict[str, Any]:

@@ -8,8 +8,9 @@ once more, in one sandbox call, on a copy of the submission that records
 its tensors' values (``Probe.trace_values``); the walk and the relations
 run here, in the parent, against the frozen steps. A public case's
 diagnosis joins the item's lines; a hidden case's waits for publication
-(``hidden_lines``). Every diagnosis line starts with ``MARK`` so that
-tools comparing verdicts can keep it apart.
+(``hidden_lines``). Every diagnosis line starts with one of ``MARKS``
+(a crash's, ``crash.MARK``) so that tools comparing verdicts can keep it
+apart.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.values import Case
 
 MARK = "- Where your values leave the reference"
+MARKS = (MARK, crash.MARK)          # every line the diagnosis adds
 KINDS = ("module_output",)          # items whose output a diagnosis follows
 MAX_PUBLIC_LINES = 2                # diagnosed public cases shown per item
 

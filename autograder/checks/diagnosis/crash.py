@@ -213,4 +213,3 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
                     outcome.hidden_lines.append(text)
                 else:
                     outcome.lines.append(text)
-

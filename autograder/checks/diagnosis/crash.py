@@ -28,7 +28,6 @@ from autograder.checks.diagnosis.steps import PREFIX
 from autograder.checks.entries import select_cases
 from autograder.checks.kinds import kind
 from autograder.sandbox.protocol import ERROR, ProbeResult
-from autograder.text import mdsafe
 from autograder.values import Case
 
 MARK = "- Where your code stops"
@@ -142,17 +141,12 @@ def common_name(crashes: list[tuple[Case, "ShapeError"]],
     return next(iter(common)) if common and len(common) == 1 else ""
 
 
-def _quote(source: str, line: int) -> str:
-    lines = source.splitlines()
-    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-    return mdsafe.code_span(text, 120)
-
-
 def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
              wanted_name: str, source: str, count: int) -> str:
     """The student-facing line for one crash (markdown)."""
     which = (f"{'hidden' if case.set == 'hidden' else 'public'} case "
              f"`{case.name}`")
+    from autograder.checks.diagnosis.attach import _quote
     text = (f"{MARK} ({which}): line {line} {_quote(source, line)} raised "
             f"a shape error: {error.text}.")
     every = f"on each of the {count} failing cases"

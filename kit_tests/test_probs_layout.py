@@ -57,3 +57,18 @@ def test_controls_stay_silent():
     assert _named(wrong.transpose(0, 1).reshape(B * H, S, S)) is None
     # A wrong number of elements.
     assert _named(torch.ones(B * H, S, S - 1)) is None
+
+
+def test_one_head_is_described_as_the_item_groups_it():
+    """An axis of size 1 may sit anywhere: it is grouped with its left
+    neighbour, and moving it alone is no layout (not flattened is said
+    elsewhere)."""
+    torch.manual_seed(2)
+    full = torch.randn(B, 1, S, S).softmax(-1)
+    expected = full.reshape(B, S, S)
+    found = probs_layout(full.transpose(-2, -1).reshape(B, S, S), expected,
+                         1, 1e-6, 0)
+    assert found.words == "[batch * heads, keys, queries]"
+    single = torch.randn(1, H, 1, 1).softmax(-1)
+    assert probs_layout(single.reshape(1, H, 1), single.reshape(H, 1, 1),
+                        H, 1e-6, 0) is None

@@ -19,6 +19,7 @@ coincidence (9 tokens of context beside 9 features) is never said.
 """
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass
@@ -175,11 +176,13 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
     """Add a crash line to each failing item whose cases raise a shape
     error at a student line (one per task and line)."""
     said: set[tuple[str, int]] = set()
+    raises = _raise_lines(source)
     for task in grade.tasks:
         for item in task.items:
             check, outcome = item.check, item.outcome
-            if outcome.passed or check.kind not in KINDS or not check.cases:
-                continue
+            if outcome.passed or outcome.mistakes or \
+                    check.kind not in KINDS or not check.cases:
+                continue    # a catalogued mistake keeps its own words
             impl = kind(check).impl
             by_line: dict[int, list[tuple[Case, ShapeError]]] = {}
             for case in select_cases(check.cases, config.cases):
@@ -188,8 +191,10 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
                 found = _crash([results[p.id] for p in
                                 impl.case_probes(check, case)
                                 if p.id in results])
+                # A message the student's own `raise` wrote is no
+                # PyTorch shape error, whatever it says.
                 error = parse(found.message, view_layouts(case)) \
-                    if found else None
+                    if found and found.line not in raises else None
                 if error is not None:
                     by_line.setdefault(found.line, []).append((case, error))
             for line, crashes in by_line.items():
@@ -207,3 +212,13 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
                     outcome.hidden_lines.append(text)
                 else:
                     outcome.lines.append(text)
+
+
+def _raise_lines(source: str) -> set[int]:
+    """Every line a ``raise`` statement of the submission spans."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n for node in ast.walk(tree) if isinstance(node, ast.Raise)
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)}

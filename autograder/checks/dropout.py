@@ -109,7 +109,6 @@ class Finding(Enum):
 
     WRONG_SHAPE = auto()
     NAN_IN_TRAIN = auto()        # NaN where the eval values are finite
-    EVAL_ALL_NAN = auto()        # nothing finite to judge against
     NOT_APPLIED = auto()         # train mode equals eval mode
     UNSCALED = auto()
     OTHER_RATE = auto()          # a dropout rate that is not the module's
@@ -161,7 +160,6 @@ class Words:
     seen_has: str         # what the train-mode call returned, "has"
     seen_contains: str
     eval_is: str          # its eval counterpart, "is"
-    eval_nan: str         # "every ... " when nothing is finite
     same_as_eval: str     # train mode equals eval mode
     apply_to: str         # where self.dropout belongs
     rescale_tip: str
@@ -174,7 +172,6 @@ PROBABILITIES = Words(
     unit="probability", units="probabilities",
     seen_has="the probabilities have",
     seen_contains="the probabilities contain", eval_is="the eval ones are",
-    eval_nan="probability is NaN or infinite",
     same_as_eval="the probabilities and att equal the eval ones",
     apply_to="softmax probabilities",
     rescale_tip=" (nn.Dropout scales them for you)",
@@ -186,8 +183,8 @@ PROBABILITIES = Words(
 WEIGHTS = Words(
     unit="weight", units="weights", seen_has="the output has",
     seen_contains="the output contains", eval_is="the eval output is",
-    eval_nan="weight is NaN", same_as_eval="the output equals the eval "
-    "output", apply_to="attention weights", rescale_tip="", shape_why="",
+    same_as_eval="the output equals the eval output",
+    apply_to="attention weights", rescale_tip="", shape_why="",
     wrong_which="the attention weights", wrong_tail=": is")
 
 # Finding -> (message, short message without values, for hidden cases).
@@ -198,9 +195,6 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
     Finding.NAN_IN_TRAIN: (
         "in train mode {seen_contains} NaN or infinite values where "
         "{eval_is} finite", "NaN values"),
-    Finding.EVAL_ALL_NAN: (
-        "in eval mode every {eval_nan}, so dropout cannot be checked",
-        "NaN values"),
     Finding.NOT_APPLIED: (
         "no dropout in train mode: with dropout {p:g} {same_as_eval}. "
         "Apply self.dropout to the {apply_to}.", "dropout not applied"),
@@ -297,15 +291,30 @@ class Baseline:
     def finite(self) -> torch.Tensor:
         return torch.isfinite(self.clean)
 
+    @property
+    def established(self) -> bool:
+        """Whether anything is finite to judge against: a baseline that is
+        NaN or infinite everywhere (the submission's own eval values under
+        another unit's bug, e.g. a mask that hides every key) cannot judge
+        dropout, and the case gives no verdict (``no_verdict``): that bug
+        costs its own item, not this one."""
+        return bool(self.finite.any())
+
     def nan_finding(self, *train: torch.Tensor) -> Finding | None:
-        """NaN in a train-mode tensor where the baseline is finite, or a
-        baseline with nothing finite; None if neither."""
+        """NaN in a train-mode tensor where the baseline is finite; None
+        if there is none."""
         finite = self.finite
         if any(bool((~torch.isfinite(t) & finite).any()) for t in train):
             return Finding.NAN_IN_TRAIN
-        if not bool(finite.any()):
-            return Finding.EVAL_ALL_NAN
         return None
+
+
+def no_verdict() -> Verdict:
+    """A case whose baseline cannot be established: passed without
+    evidence, as the rubric's "no points without work" reads it
+    (``CaseCheck.no_evidence``): no point lost for another unit's bug,
+    none earned without a case that shows dropout."""
+    return Verdict(True, evidence=False)
 
 
 # --------------------------------------------------------------------------
@@ -534,8 +543,10 @@ def _weighted(weights: torch.Tensor, value_mix: torch.Tensor,
 def _train_finding(call: _TrainCall, p: float,
                    params: DropoutTrainParams) -> Verdict | None:
     """The first of 2.3b's conditions the call fails, said; None if it
-    meets them all."""
+    meets them all; no verdict where the baseline is NaN everywhere."""
     base = Baseline.of(call.frozen, call.own_probs)
+    if not base.established:
+        return no_verdict()
     clean, finite = base.clean, base.finite
     got, att, eval_att = call.probs.double(), call.att, call.eval_att
     finding = base.nan_finding(got)
@@ -662,6 +673,8 @@ class DropoutOnWeights(CaseCheck):
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
+        if not base.established:
+            return no_verdict()
         clean, finite = base.clean, base.finite
         finding = base.nan_finding(first, second)
         if finding is not None:

@@ -21,7 +21,8 @@ import torch
 from autograder import probes as P
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
-                                      projection_probes, valid_projections)
+                                      projection_outputs, projection_probes,
+                                      valid_projections)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.values import eval_differs
@@ -623,13 +624,14 @@ class DropoutOnWeights(CaseCheck):
         and moved by zeroing the query or the key projection (see
         ``follows_queries_and_keys``)."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
-                 for r, p in zip(results[1:], probes[1:])]
-        if None in found[:3] or not nonlinear([f[0] for f in found[:3]],
-                                              params.nonlinear_threshold):
+                 for r, p in zip(results[1:4], probes[1:4])]
+        if None in found or not nonlinear([f[0] for f in found],
+                                          params.nonlinear_threshold):
             return False
         return follows_queries_and_keys(
-            found[0][0], [f[0] if f else None for f in found[3:]],
-            params.same_atol, params.projections)
+            found[0][0], projection_outputs(results[4:], probes[4:]),
+            params.same_atol, params.projections,
+            threshold=params.nonlinear_threshold)
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case

@@ -11,7 +11,7 @@ words (``PROBABILITIES``, ``WEIGHTS``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum, auto
 from string import Formatter
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from autograder import probes as P
+from autograder.checks import dropout_replay
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
                                       projection_outputs, projection_probes,
@@ -364,9 +365,17 @@ class DropoutOnWeightsParams(DropoutParams):
     # The query and key projections' attribute names, zeroed in turn: the
     # weights must follow them (the evidence).
     projections: list[str] = field(kw_only=True)
+    # The value projection's attribute name: where a failing call's
+    # dropout went is replayed through it ("" : not tried).
+    value_layer: str = ""
 
     def __post_init__(self) -> None:
         valid_projections(self.projections)
+        if self.value_layer and not ATTRIBUTE_NAME.fullmatch(
+                str(self.value_layer)):
+            raise ValueError(f"value_layer must be a layer's attribute "
+                             f"name, e.g. \"W_value\" (got "
+                             f"{self.value_layer!r})")
 
 
 def _split_value_mix(case: Case, shape: torch.Size, value: str, mix: str
@@ -454,12 +463,45 @@ class DropoutTrain(CaseCheck):
             return call
         verdict = _train_finding(call, float(case.init["dropout"]), params)
         if verdict is not None:
-            return verdict
+            return _replayed(verdict, case, outputs[0], own,
+                             params.value_layer, params.mix_layer)
         other, _ = returned_tensors(results[2], probes[2], 2)
         return Verdict(True, evidence=other is not None and
                        own_eval is not None and
                        not close(own_eval[1], other[1],
                                  params.evidence_atol, equal_nan=True))
+
+
+def _replayed(verdict: Verdict, case: Case, got: torch.Tensor,
+              own: list[torch.Tensor] | None, value: str,
+              mix: str | None) -> Verdict:
+    """A failing ``verdict`` with where its dropout went, when the
+    reference's dropout mask replayed on the submission's own eval
+    values (``own``: its eval output and weights) proves it
+    (``dropout_replay``); as it was otherwise."""
+    if verdict.ok or own is None or case.seed is None:
+        return verdict
+    b, s, _ = case.tensors["x"].shape
+    weights = own[1]
+    if weights.numel() % (b * s * s):
+        return verdict
+    weights = weights.reshape(b, -1, s, s)
+    x = case.tensors["x"]
+    values = dropout_replay.linear(x, case.weights, value) if value \
+        else None
+
+    def after(merged: torch.Tensor) -> torch.Tensor:
+        mixed = dropout_replay.linear(merged, case.weights, mix) \
+            if mix else merged
+        return merged if mixed is None else mixed
+
+    said = dropout_replay.where_dropout(
+        got, weights, own[0], values, after, case.seed,
+        float(case.init["dropout"]))
+    if not said:
+        return verdict
+    stop = "" if verdict.message.endswith((".", "?", "!")) else "."
+    return replace(verdict, message=f"{verdict.message}{stop} {said}")
 
 
 @dataclass(frozen=True)
@@ -646,7 +688,22 @@ class DropoutOnWeights(CaseCheck):
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Halves equal, entries 0 or rescaled, some dropped, some kept."""
+        """Halves equal, entries 0 or rescaled, some dropped, some kept;
+        a failure with where its dropout went, when a replay proves it."""
+        verdict = self._judge(check, case, results, probes)
+        if verdict.ok or not results[1].ok:
+            return verdict
+        own, _ = returned_tensors(results[1], probes[1], None)
+        found, _ = returned_tensors(results[0], probes[0], None)
+        split = self._halves(own[0], case) if own else None
+        if split is None or found is None:
+            return verdict
+        # The weights' own eval copy, and the output its own eval gives.
+        return _replayed(verdict, case, found[0], [own[0], split[0]],
+                         check.params.value_layer, None)
+
+    def _judge(self, check: Check, case: Case, results: list[ProbeResult],
+               probes: list[Probe]) -> Verdict:
         params = check.params
         found, problem = returned_tensors(results[0], probes[0], None)
         if found is None:

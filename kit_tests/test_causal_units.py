@@ -53,6 +53,21 @@ LEAK = (
     "            (3 * x - 1).abs())).sum(-1)  # [b, num_tokens]\n"
     "        after = later.flip(1).cumsum(1).flip(1) - later\n"
     "        context_vec = attn_weights @ values + 1e-3 * after[..., None]\n")
+KEYS = "        keys = self.W_key(x)  # [b, num_tokens, d_out]\n"
+# The key projection unused: keys from the value layer (an honest 3.1
+# mistake, still a softmax of query-key scores), or weights that are no
+# softmax of scores while the value layer feeds something nonlinear.
+KEYS_FROM_VALUES = "        keys = self.W_value(x)  # [b, num_tokens, d_out]\n"
+QUERIES_ALONE = (
+    "        attn_scores = queries.sum(-1, keepdim=True) * torch.arange(\n"
+    "            num_tokens)  # [b, num_tokens, num_tokens]\n")
+TANH_VALUES = ("        context_vec = attn_weights @ torch.tanh(values)\n"
+               "        # [b, num_tokens, d_out]\n")
+UNIFORM_PLUS_QV = (
+    "        causal_ones = torch.tril(torch.ones(num_tokens, num_tokens))\n"
+    "        attn_weights = causal_ones / causal_ones.sum(-1, keepdim=True)\n"
+    "        attn_weights = attn_weights + 0.01 * torch.tanh(\n"
+    "            queries @ values.transpose(1, 2)) * causal_ones\n")
 EVAL_ONLY_MASK = ("        if not self.training:\n"
                   "            attn_scores = attn_scores.masked_fill(\n"
                   "                mask_bool, -torch.inf)\n")
@@ -82,6 +97,11 @@ ATTACKS = {
         ("import torch.nn as nn\n", "import torch.nn as nn\n\n_SEEN = {}\n")),
     "a leak a fixed change keeps": _edit((CONTEXT, LEAK)),
     "a mask in eval mode only": _edit((MASK, EVAL_ONLY_MASK)),
+    # The key projection unused, so the value layer is tried in its place.
+    "uniform weights plus 0.01 tanh(q . v), no key projection": _edit(
+        (WEIGHTS, UNIFORM_PLUS_QV)),
+    "weights from the queries alone, tanh of the values": _edit(
+        (SCORES, QUERIES_ALONE), (CONTEXT, TANH_VALUES)),
 }
 
 
@@ -111,6 +131,27 @@ def test_an_attack_on_3_1c_loses_it_alone(config, name):
     assert not passed["3.1c"], name
     # Its own unit only: the other classes keep theirs.
     assert passed["3.3"] and passed["3.3d"] and passed["2.2"]
+
+
+@pytest.mark.e2e
+def test_no_layer_stands_in_for_keys_the_scores_do_not_use(config):
+    # Dropout's evidence too (it asks only that the output follow the
+    # layers): the value layer feeds the output nonlinearly, but not
+    # through the scores (with queries of 0 it still does).
+    passed = _passed(ATTACKS["weights from the queries alone, tanh of "
+                             "the values"], config)
+    assert not passed["3.1c"] and not passed["3.1d"]
+
+
+@pytest.mark.e2e
+def test_keys_from_the_value_layer_cost_3_1_alone(config):
+    """Weights that are a softmax of q . k, k projected with the value
+    layer: judged through the layer the scores use, the causal and
+    dropout items stay (the attacks above, which also leave the key
+    projection unused, do not)."""
+    passed = _passed(_edit((KEYS, KEYS_FROM_VALUES)), config)
+    assert not passed["3.1"]
+    assert passed["3.1c"] and passed["3.1d"]
 
 
 # --------------------------------------------------------------------------

@@ -203,6 +203,40 @@ def test_no_claim_about_rows_in_a_view_that_swaps_them():
         "tril instead of triu" not in found.text
 
 
+def test_a_transposed_step_follows_the_reference_only_in_its_layout():
+    """Scores [key, query] are k @ q^T, not the scores in a layout of
+    theirs: no walk accepts them as followed (the evaluation's d02 was
+    told its values "follow it up to the scaled scores"); keys held
+    transposed, a layout correct code uses, still follow."""
+    from autograder.checks.diagnosis.flow import matches
+    case = CASES["mhsa_small"]
+    steps = case_steps(case.tensors)
+    head, _ = attach.head_size(case)
+    scaled = steps["scaled"]
+    assert matches(scaled, "scaled", scaled, head)
+    assert not matches(scaled.transpose(-2, -1), "scaled", scaled, head)
+    assert matches(steps["k"].transpose(-2, -1), "k", steps["k"], head)
+    # The walk: transposed scores are where the values leave, no earlier.
+    records = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"]),
+               (4, scaled.transpose(-2, -1))]
+    found = walk(records, steps, head)
+    assert found is not None and found.line == 4 and \
+        found.last in ("q", "k", "v")
+
+
+def test_the_scores_a_loop_computes_right_still_follow(runner):
+    # Beside loop_heads_scores_key_query (whose `never` forbids it): the
+    # same style with its scores right, a later bug, says they follow.
+    finding = diagnosis_bugs.diagnose(
+        BUGS["loop_heads_softmax_over_queries"], CASES, runner)
+    assert "they follow it up to the scaled scores" in \
+        attach.sentence(finding)
+    finding = diagnosis_bugs.diagnose(
+        BUGS["loop_heads_scores_key_query"], CASES, runner)
+    assert "they follow it up to the scaled scores" not in \
+        attach.sentence(finding)
+
+
 def test_the_wrappers_own_heads_rearranged_are_named_only_when_rebuilt():
     from autograder.checks.heads import heads_arrangement
     g = torch.Generator().manual_seed(0)

@@ -101,8 +101,6 @@ def probs_situations() -> dict[D.Finding, Callable[[], Verdict]]:
         D.Finding.WRONG_SHAPE: lambda: judge_train(
             right[:b], att=frozen_att),
         D.Finding.NAN_IN_TRAIN: lambda: judge_train(nan),
-        D.Finding.EVAL_ALL_NAN: lambda: judge_train(
-            right, own_probs=torch.full_like(frozen, float("nan"))),
         D.Finding.NOT_APPLIED: lambda: judge_train(frozen, att=frozen_att),
         D.Finding.UNSCALED: lambda: judge_train(frozen * mask_like(frozen)),
         D.Finding.OTHER_RATE: lambda: judge_train(
@@ -138,9 +136,6 @@ def probs_messages() -> dict[D.Finding, tuple[str, str]]:
         D.Finding.NAN_IN_TRAIN: (
             "in train mode the probabilities contain NaN or infinite "
             "values where the eval ones are finite", "NaN values"),
-        D.Finding.EVAL_ALL_NAN: (
-            "in eval mode every probability is NaN or infinite, so dropout "
-            "cannot be checked", "NaN values"),
         D.Finding.NOT_APPLIED: (
             f"no dropout in train mode: with dropout {p:g} the "
             f"probabilities and att equal the eval ones. Apply "
@@ -263,8 +258,6 @@ def weights_situations() -> dict[D.Finding, Callable[[], Verdict]]:
     return {
         D.Finding.WRONG_SHAPE: lambda: judge_weights(right[..., :-1]),
         D.Finding.NAN_IN_TRAIN: lambda: judge_weights(nan),
-        D.Finding.EVAL_ALL_NAN: lambda: judge_weights(right, own=torch.full(
-            (*frozen.shape[:2], 2 * frozen.shape[2]), float("nan"))),
         D.Finding.NOT_APPLIED: lambda: judge_weights(frozen),
         D.Finding.NOT_ON_WEIGHTS: lambda: judge_weights(
             right, right.flip(-1)),
@@ -292,9 +285,6 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
         D.Finding.NAN_IN_TRAIN: (
             "in train mode the output contains NaN or infinite values "
             "where the eval output is finite", "NaN values"),
-        D.Finding.EVAL_ALL_NAN: (
-            "in eval mode every weight is NaN, so dropout cannot be "
-            "checked", "NaN values"),
         D.Finding.NOT_APPLIED: (
             f"no dropout in train mode: with dropout {p:g} the output "
             f"equals the eval output. Apply self.dropout to the attention "
@@ -340,3 +330,39 @@ def test_every_finding_is_pinned():
     pinned = set(probs_situations()) | set(weights_situations())
     assert set(D.Finding) - pinned == set(), (
         "a finding without a situation here: add one and its message")
+
+
+# --------------------------------------------------------------------------
+# No verdict where the baseline cannot be established: the submission's own
+# eval values NaN everywhere (another unit's bug, e.g. a mask of ints that
+# hides every key) cost that unit's items, not dropout's too.
+
+def test_eval_values_nan_everywhere_give_no_verdict():
+    frozen = PROBS_CASE.tensors["attention"]
+    nan_probs = torch.full_like(frozen, float("nan"))
+    train = judge_train(nan_probs, att=torch.full_like(
+        PROBS_CASE.tensors["output"], float("nan")), own_probs=nan_probs)
+    assert train.ok and not train.evidence
+    weights = WEIGHTS_CASE.tensors["attention"]
+    nan_out = torch.full((*weights.shape[:2], 2 * weights.shape[2]),
+                         float("nan"))
+    on_weights = judge_weights(nan_out[..., :weights.shape[2]],
+                               nan_out[..., weights.shape[2]:], own=nan_out)
+    assert on_weights.ok and not on_weights.evidence
+    # Control: a finite baseline still judges (a right call passes with
+    # its evidence, a wrong one fails).
+    assert judge_train(dropped(frozen)).ok
+    assert not judge_train(frozen * mask_like(frozen)).ok
+
+
+def test_an_item_of_no_verdicts_only_earns_nothing():
+    # Every case without a verdict: the item needs one case that shows
+    # dropout (CaseCheck.no_evidence), so no point without work.
+    check_kind = kind(PROBS_CHECK).impl
+    probes = check_kind.case_probes(PROBS_CHECK, PROBS_CASE)
+    nan = torch.full_like(PROBS_CASE.tensors["attention"], float("nan"))
+    nan_att = torch.full_like(PROBS_CASE.tensors["output"], float("nan"))
+    results = {p.id: result(nan_att, nan) for p in probes}
+    outcome = check_kind.evaluate(PROBS_CHECK, None, [PROBS_CASE], results,
+                                  CTX)
+    assert not outcome.passed and outcome.points == 0

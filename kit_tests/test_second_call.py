@@ -182,13 +182,19 @@ class _Check:
     atol, rtol = 1e-6, 0.0
 
 
-def _probe_and_result(first, second, *, train=False, changed=()):
+def _probe_and_result(first, second, *, train=False, changed=(),
+                      repeat=None):
+    """A probe's first call ``first``, its reversed second call
+    ``second`` (as returned: batch reversed) and its same-order repeat
+    (default: ``first`` again; an eval probe only)."""
     probe = Probe("p", "SelfAttention", {}, args=[first], train=train,
                   again=True)
+    repeat = first if repeat is None else repeat
     result = ProbeResult("p", OK, outputs=[first], output_kind="tensor",
                          changed=list(changed),
                          again=ProbeResult("p", OK, outputs=[second],
-                                           output_kind="tensor"))
+                                           output_kind="tensor"),
+                         repeat=[] if train else [repeat])
     return probe, result
 
 
@@ -218,17 +224,65 @@ def test_two_eval_calls_that_differ_are_said_not_repeatable():
     ctx = values.Context({})
     wrong = values.Verdict(False, "values differ", "wrong values", "m",
                            ("m",))
-    probe, result = _probe_and_result(out, out.flip(0) * 2)
+    # The same-order repeat differs: random (or state) in eval mode.
+    probe, result = _probe_and_result(out, out.flip(0) * 2, repeat=out * 2)
     verdict = values._not_deterministic(wrong, out, result, probe, ctx)
     assert verdict.message.startswith(
         "your eval-mode output is not repeatable")
+    assert "in the same order" in verdict.message
     assert verdict.mistake is None
     # The same call twice: a plain wrong value, the catalogue's name kept.
     probe, result = _probe_and_result(out, out.flip(0))
     assert values._not_deterministic(wrong, out, result, probe, ctx) is wrong
     # A buffer that changed explains it better than randomness.
-    probe, result = _probe_and_result(out, out.flip(0) * 2, changed=["mask"])
+    probe, result = _probe_and_result(out, out.flip(0) * 2, changed=["mask"],
+                                      repeat=out * 2)
     assert values._not_deterministic(wrong, out, result, probe, ctx) is wrong
+
+
+def test_batch_elements_mixed_are_not_called_unrepeatable():
+    """Output that changes when the batch is reversed but repeats itself
+    in the same order mixes batch elements: said as that fact, never as
+    randomness, and 2.3b's baseline stays the submission's own."""
+    out = torch.randn(3, 4, 5)
+    ctx = values.Context({})
+    wrong = values.Verdict(False, "values differ", "wrong values")
+    # Batch-mixing code: the reversed call, reversed back, is not `out`.
+    probe, result = _probe_and_result(out, out.roll(1, 0))
+    assert not values.eval_differs(result, probe, out, 1e-6)
+    assert values.batch_dependent(result, probe, out, 1e-6)
+    verdict = values._not_deterministic(wrong, out, result, probe, ctx)
+    assert verdict.message.startswith(
+        "your output for one batch element depends on the other batch "
+        "elements")
+    assert "not repeatable" not in verdict.message
+    assert "dropout" not in verdict.message
+    # Control: a batch-independent module is neither.
+    probe, result = _probe_and_result(out, out.flip(0))
+    assert not values.batch_dependent(result, probe, out, 1e-6)
+    assert not values.eval_differs(result, probe, out, 1e-6)
+
+
+def test_the_worker_repeats_an_eval_call_in_the_same_order():
+    # The reference repeats itself; a train probe has no repeat (its
+    # second call is in another mode).
+    result, = run(REFERENCE, ca_probe(again=True))
+    assert len(result.repeat) == 1
+    torch.testing.assert_close(result.repeat[0], result.outputs[0],
+                               atol=0, rtol=0)
+    result, = run(REFERENCE, ca_probe(again=True, train=True))
+    assert result.ok and result.repeat == []
+    # Through the wire: the repeat comes back as sent, apart from the
+    # second call's outputs.
+    result, = run(REFERENCE, ca_probe(again=True))
+    header, tensors = wire.result_payload(result)
+    back = wire.result_from_header(header, tensors, result.id)
+    torch.testing.assert_close(back.repeat[0], result.repeat[0])
+    assert len(back.again.outputs) == len(result.again.outputs)
+    assert len(back.outputs) == len(result.outputs)
+    with pytest.raises(wire.BadMessage, match="n_repeat"):
+        wire.result_from_header({**header, "n_repeat": 2}, tensors,
+                                result.id)
 
 
 # --------------------------------------------------------------------------

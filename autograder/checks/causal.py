@@ -103,7 +103,7 @@ MOVE = 1e-3
 SHIFT = 1e-5
 
 
-def keys_shifted(case: Case, name: str
+def keys_shifted(case: Case, name: str, times: int = 1
                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
     """An input whose first feature is 1 at every position, and the
     case's weights with a random vector added to the first column of
@@ -111,14 +111,15 @@ def keys_shifted(case: Case, name: str
     same vector u, so every query's scores move by one constant (q . u),
     which a softmax over the keys does not see. None if the case has
     none. (With the query's name: every query moves, which scores written
-    the other way round, k q^T, do not see.)"""
+    the other way round, k q^T, do not see.) ``times``: the same vector
+    added that many times (the same draw)."""
     generator = case_generator(case, f"shift:{name}")
     shifted = {}
     for path, value in sorted(case.weights.items()):
         if path.endswith(".weight") and name in path.split(".")[:-1] and \
                 value.dim() == 2:
             weight = value.clone()
-            weight[:, 0] += 0.5 * torch.randn(
+            weight[:, 0] += times * 0.5 * torch.randn(
                 weight.shape[0], generator=generator,
                 dtype=torch.float64).to(weight.dtype)
             shifted[path] = weight
@@ -129,74 +130,189 @@ def keys_shifted(case: Case, name: str
     return x, {**case.weights, **shifted}
 
 
+def other_projections(case: Case, projections: list[str]) -> list[str]:
+    """The case's linear layers other than ``projections``, by attribute
+    name (sorted): the scores may take their keys (or queries) from one
+    of them (keys projected with the value layer)."""
+    names = {path.split(".")[-2] for path, value in case.weights.items()
+             if path.endswith(".weight") and value.dim() == 2 and
+             "." in path}
+    return sorted(names - set(projections))
+
+
+def projection_scaled(case: Case, name: str, factor: float,
+                      weights: dict[str, torch.Tensor] | None = None
+                      ) -> dict[str, torch.Tensor]:
+    """``weights`` (default: the case's) with the weight matrix of every
+    ``name`` layer multiplied by ``factor``, biases kept."""
+    weights = case.weights if weights is None else weights
+    return {**weights, **{
+        path: value * factor for path, value in weights.items()
+        if path.endswith(".weight") and name in path.split(".")[:-1]}}
+
+
+def projection_cleared(case: Case, name: str) -> dict[str, torch.Tensor]:
+    """The case's weights with every ``name`` layer's weight and bias
+    zeroed: that projection gives 0 (queries of 0: every score 0)."""
+    return {**case.weights, **{
+        path: torch.zeros_like(value) for path, value in case.weights.items()
+        if name in path.split(".")[:-1]}}
+
+
 def projection_probes(case: Case, timeout: float,
                       projections: list[str]) -> list[Probe]:
     """Eval calls with each of ``projections`` (the query, then the key
     projection, as the rubric names them) zeroed, then a call on an input
     with a constant first feature and the same call with every key moved
-    by one vector, then every query (``keys_shifted``): what
-    ``follows_queries_and_keys`` reads, in this order."""
-    found = []
-    for name in projections:
-        state = projection_zeroed(case, name)
-        if state is not None:
-            probe = P.case_probe(case, timeout=timeout)
-            probe.id += f":{name}-zeroed"
-            probe.state = state
-            found.append(probe)
+    by one vector, then every query (``keys_shifted``); then, for each of
+    the case's other layers (``other_projections``), the call with it
+    zeroed and doubled, and on that input with its every output moved by
+    one vector, once and twice. What ``follows_queries_and_keys`` reads,
+    by the label that ends each probe's id (``projection_outputs``)."""
+    def probe(label: str, state: dict[str, torch.Tensor],
+              x: torch.Tensor | None = None) -> Probe:
+        found = P.case_probe(case, timeout=timeout)
+        found.id += f":{label}"
+        found.state = state
+        if x is not None:
+            found.args = [x]
+        return found
+
+    found = [probe(f"{name}-zeroed", state) for name in projections
+             if (state := projection_zeroed(case, name)) is not None]
     shifts = [keys_shifted(case, name) for name in projections[::-1]]
-    if all(shift is not None for shift in shifts):
-        x = shifts[0][0]
-        for label, weights in [("constant-feature", case.weights)] + [
-                (f"{name}-shifted", shift[1])
-                for name, shift in zip(projections[::-1], shifts)]:
-            probe = P.case_probe(case, timeout=timeout)
-            probe.id += f":{label}"
-            probe.args = [x]
-            probe.state = weights
-            found.append(probe)
+    if not all(shift is not None for shift in shifts):
+        return found
+    x = shifts[0][0]
+    found.append(probe("constant-feature", case.weights, x))
+    found += [probe(f"{name}-shifted", shift[1], x)
+              for name, shift in zip(projections[::-1], shifts)]
+    cleared = projection_cleared(case, projections[0])
+    for name in other_projections(case, projections):
+        found += [probe(f"{name}-zeroed", projection_scaled(case, name, 0)),
+                  probe(f"{name}-doubled", projection_scaled(case, name, 2)),
+                  probe(f"{name}-shifted", keys_shifted(case, name)[1], x),
+                  probe(f"{name}-shifted-twice",
+                        keys_shifted(case, name, 2)[1], x)]
+        found += [probe(f"{name}-times-{factor}-no-queries",
+                        projection_scaled(case, name, factor, cleared))
+                  for factor in (0, 1, 2)]
     return found
 
 
+def projection_outputs(results: list[ProbeResult], probes: list[Probe]
+                       ) -> dict[str, torch.Tensor | None]:
+    """``projection_probes``' first outputs by label (None where the call
+    failed or returned no tensor)."""
+    found = {}
+    for result, probe in zip(results, probes):
+        got = returned_tensors(result, probe, None)[0] if result.ok else None
+        found[probe.id.rsplit(":", 1)[1]] = got[0] if got else None
+    return found
+
+
+def _scale(t: torch.Tensor) -> float:
+    finite = t.double()[torch.isfinite(t)]
+    return 1.0 + (float(finite.abs().max()) if finite.numel() else 0.0)
+
+
+def _score_roles(base: torch.Tensor, found: dict[str, torch.Tensor | None],
+                 atol: float, projections: list[str], threshold: float
+                 ) -> list[tuple[str, bool]] | None:
+    """The layer that plays each of ``projections``' parts in the scores,
+    with whether it stands in for the one named: the named one wherever
+    zeroing it moves the output at all; where the key projection's does
+    not (the scores take their keys from another layer, e.g. the value
+    projection), the one of ``other_projections`` that the output follows
+    nonlinearly (its scale, 0, 1, 2 times, off a line: it feeds more than
+    the values or a linear map after them) only through the queries (with
+    the query projection giving 0, every score 0, on a line: what it
+    feeds is the scores, not a nonlinear map of the values). None if a
+    part has no such layer."""
+    def output(label: str) -> torch.Tensor | None:
+        got = found.get(label)
+        return got if got is not None and got.shape == base.shape else None
+
+    def off_line(points: list[torch.Tensor | None]) -> bool | None:
+        """Whether three outputs lie off a line (None: one is missing)."""
+        if any(point is None for point in points):
+            return None
+        return nonlinear(points, threshold)
+
+    def stands_in(other: str) -> bool:
+        # Off a line in its scale, on one once the queries give 0.
+        return off_line([output(f"{other}-zeroed"), base,
+                         output(f"{other}-doubled")]) is True and \
+            off_line([output(f"{other}-times-{factor}-no-queries")
+                      for factor in (0, 1, 2)]) is False
+
+    roles = []
+    for index, name in enumerate(projections):
+        zeroed = output(f"{name}-zeroed")
+        if zeroed is None:
+            return None
+        if bool(_differs(base, zeroed, atol).any()):
+            roles.append((name, False))
+            continue
+        others = [label.removesuffix("-doubled") for label in found
+                  if label.endswith("-doubled")]
+        stand_in = next((other for other in others if stands_in(other)),
+                        None) if index == len(projections) - 1 else None
+        if stand_in is None:
+            return None
+        roles.append((stand_in, True))
+    return roles
+
+
 def follows_queries_and_keys(base: torch.Tensor,
-                             found: list[torch.Tensor | None],
+                             found: dict[str, torch.Tensor | None],
                              atol: float, projections: list[str],
-                             softmax: bool = False) -> bool:
+                             softmax: bool = False,
+                             threshold: float = 1e-4) -> bool:
     """Whether the weights are attention's, a softmax of query-key
-    scores, as ``projection_probes``' outputs (``found``, in order) show:
-    the output moves (by more than ``MOVE`` of its scale) when the query
-    projection is zeroed and when the key projection is, and does not
-    move (beyond ``SHIFT`` of it) when every key moves by one vector, which
-    shifts each query's scores by one constant (or, q and k swapped, when
-    every query does). Fixed weights (uniform,
-    with any map of the values) do not move; weights from the keys or the
-    queries alone move for one projection only; a term of q . k added to
-    fixed weights (``0.01 * tanh(q . k)``) moves with the shift.
+    scores, as ``projection_probes``' outputs (``found``, by label) show,
+    through the layers the scores use (``_score_roles``: the projections
+    named, or where the output ignores the key projection, another layer
+    that feeds the scores): the output moves (by more than
+    ``MOVE`` of its scale) when each is zeroed, and does not move (beyond
+    ``SHIFT`` of it) when every key moves by one vector, which shifts
+    each query's scores by one constant (or, q and k swapped, when every
+    query does); through a layer that also gives the values, it moves
+    then in proportion to the shift (the values' part: the same change
+    for the vector added twice). Fixed weights (uniform, with any map of
+    the values) do not move; weights from the keys or the queries alone
+    move for one projection only, and no other layer stands in (the
+    values enter linearly, or a map of them stays nonlinear once the
+    queries give 0); a term of q . k added to fixed weights
+    (``0.01 * tanh(q . k)``) moves with the shift.
 
     ``softmax=False`` (the dropout kinds' evidence, where a wrong mask or
     softmax axis is another item's mistake): only that the output moves
-    beyond ``atol`` when either projection is zeroed."""
-    zeroed, shift = found[:len(projections)], found[len(projections):]
-    if len(zeroed) != len(projections) or \
-            any(z is None or z.shape != base.shape for z in zeroed):
+    beyond ``atol`` when each of those layers is zeroed."""
+    roles = _score_roles(base, found, atol, projections, threshold)
+    if roles is None:
         return False
+    zeroed = [found[f"{name}-zeroed"] for name, _ in roles]
     if not softmax:
         return all(bool(_differs(base, z, atol).any()) for z in zeroed)
-    if len(shift) != 1 + len(projections) or \
-            any(z is None or z.shape != shift[0].shape for z in shift):
+    constant = found.get("constant-feature")
+    shifted = [(found.get(f"{name}-shifted"),
+                found.get(f"{name}-shifted-twice") if other else constant)
+               for name, other in roles]
+    if constant is None or any(
+            a is None or b is None or a.shape != constant.shape or
+            b.shape != constant.shape for a, b in shifted):
         return False
-
-    def scale(t: torch.Tensor) -> float:
-        finite = t.double()[torch.isfinite(t)]
-        return 1.0 + (float(finite.abs().max()) if finite.numel() else 0.0)
-
-    moves = all(bool(_differs(base, z, max(atol, MOVE * scale(base))).any())
+    moves = all(bool(_differs(base, z, max(atol, MOVE * _scale(base))).any())
                 for z in zeroed)
     # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
-    # mistake) every query: one of them must leave the output alone.
-    same = any(not bool(_differs(shift[0], z,
-                                 max(atol, SHIFT * scale(shift[0]))).any())
-               for z in shift[1:])
+    # mistake) every query: one of them must leave the output alone; a
+    # layer that gives the values too moves it by one step per shift
+    # (``twice - once == once - constant``).
+    limit = max(atol, SHIFT * _scale(constant))
+    same = any(not bool(_differs(once - constant, twice - once, limit).any())
+               if other else not bool(_differs(constant, once, limit).any())
+               for (once, twice), (_, other) in zip(shifted, roles))
     return moves and same
 
 
@@ -319,9 +435,7 @@ class CausalProperty(CaseCheck):
             if found is None:
                 return Verdict(False, problem, "wrong return value")
             got[probe.id.split(":causal:", 1)[1]] = found[0]
-        extra = [returned_tensors(r, p, None)[0]
-                 for r, p in zip(results[causal:], probes[causal:])]
-        extra = [o[0] if o is not None else None for o in extra]
+        extra = projection_outputs(results[causal:], probes[causal:])
         before = got["eval:plain"]
         if before.dim() != 3 or any(o.shape != before.shape
                                     for o in got.values()):
@@ -368,4 +482,4 @@ class CausalProperty(CaseCheck):
             [before[:, 1:], first[:, 1:], twice[:, 1:]],
             check.params.nonlinear_threshold) and follows_queries_and_keys(
                 before, extra, check.atol, check.params.projections,
-                softmax=True))
+                softmax=True, threshold=check.params.nonlinear_threshold))

@@ -11,7 +11,7 @@ words (``PROBABILITIES``, ``WEIGHTS``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum, auto
 from string import Formatter
 from typing import Any
@@ -19,9 +19,11 @@ from typing import Any
 import torch
 
 from autograder import probes as P
+from autograder.checks import dropout_replay
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
-                                      projection_probes, valid_projections)
+                                      projection_outputs, projection_probes,
+                                      valid_projections)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.values import eval_differs
@@ -109,7 +111,6 @@ class Finding(Enum):
 
     WRONG_SHAPE = auto()
     NAN_IN_TRAIN = auto()        # NaN where the eval values are finite
-    EVAL_ALL_NAN = auto()        # nothing finite to judge against
     NOT_APPLIED = auto()         # train mode equals eval mode
     UNSCALED = auto()
     OTHER_RATE = auto()          # a dropout rate that is not the module's
@@ -161,7 +162,6 @@ class Words:
     seen_has: str         # what the train-mode call returned, "has"
     seen_contains: str
     eval_is: str          # its eval counterpart, "is"
-    eval_nan: str         # "every ... " when nothing is finite
     same_as_eval: str     # train mode equals eval mode
     apply_to: str         # where self.dropout belongs
     rescale_tip: str
@@ -174,7 +174,6 @@ PROBABILITIES = Words(
     unit="probability", units="probabilities",
     seen_has="the probabilities have",
     seen_contains="the probabilities contain", eval_is="the eval ones are",
-    eval_nan="probability is NaN or infinite",
     same_as_eval="the probabilities and att equal the eval ones",
     apply_to="softmax probabilities",
     rescale_tip=" (nn.Dropout scales them for you)",
@@ -186,8 +185,8 @@ PROBABILITIES = Words(
 WEIGHTS = Words(
     unit="weight", units="weights", seen_has="the output has",
     seen_contains="the output contains", eval_is="the eval output is",
-    eval_nan="weight is NaN", same_as_eval="the output equals the eval "
-    "output", apply_to="attention weights", rescale_tip="", shape_why="",
+    same_as_eval="the output equals the eval output",
+    apply_to="attention weights", rescale_tip="", shape_why="",
     wrong_which="the attention weights", wrong_tail=": is")
 
 # Finding -> (message, short message without values, for hidden cases).
@@ -198,9 +197,6 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
     Finding.NAN_IN_TRAIN: (
         "in train mode {seen_contains} NaN or infinite values where "
         "{eval_is} finite", "NaN values"),
-    Finding.EVAL_ALL_NAN: (
-        "in eval mode every {eval_nan}, so dropout cannot be checked",
-        "NaN values"),
     Finding.NOT_APPLIED: (
         "no dropout in train mode: with dropout {p:g} {same_as_eval}. "
         "Apply self.dropout to the {apply_to}.", "dropout not applied"),
@@ -297,15 +293,30 @@ class Baseline:
     def finite(self) -> torch.Tensor:
         return torch.isfinite(self.clean)
 
+    @property
+    def established(self) -> bool:
+        """Whether anything is finite to judge against: a baseline that is
+        NaN or infinite everywhere (the submission's own eval values under
+        another unit's bug, e.g. a mask that hides every key) cannot judge
+        dropout, and the case gives no verdict (``no_verdict``): that bug
+        costs its own item, not this one."""
+        return bool(self.finite.any())
+
     def nan_finding(self, *train: torch.Tensor) -> Finding | None:
-        """NaN in a train-mode tensor where the baseline is finite, or a
-        baseline with nothing finite; None if neither."""
+        """NaN in a train-mode tensor where the baseline is finite; None
+        if there is none."""
         finite = self.finite
         if any(bool((~torch.isfinite(t) & finite).any()) for t in train):
             return Finding.NAN_IN_TRAIN
-        if not bool(finite.any()):
-            return Finding.EVAL_ALL_NAN
         return None
+
+
+def no_verdict() -> Verdict:
+    """A case whose baseline cannot be established: passed without
+    evidence, as the rubric's "no points without work" reads it
+    (``CaseCheck.no_evidence``): no point lost for another unit's bug,
+    none earned without a case that shows dropout."""
+    return Verdict(True, evidence=False)
 
 
 # --------------------------------------------------------------------------
@@ -354,9 +365,17 @@ class DropoutOnWeightsParams(DropoutParams):
     # The query and key projections' attribute names, zeroed in turn: the
     # weights must follow them (the evidence).
     projections: list[str] = field(kw_only=True)
+    # The value projection's attribute name: where a failing call's
+    # dropout went is replayed through it ("" : not tried).
+    value_layer: str = ""
 
     def __post_init__(self) -> None:
         valid_projections(self.projections)
+        if self.value_layer and not ATTRIBUTE_NAME.fullmatch(
+                str(self.value_layer)):
+            raise ValueError(f"value_layer must be a layer's attribute "
+                             f"name, e.g. \"W_value\" (got "
+                             f"{self.value_layer!r})")
 
 
 def _split_value_mix(case: Case, shape: torch.Size, value: str, mix: str
@@ -444,12 +463,45 @@ class DropoutTrain(CaseCheck):
             return call
         verdict = _train_finding(call, float(case.init["dropout"]), params)
         if verdict is not None:
-            return verdict
+            return _replayed(verdict, case, outputs[0], own,
+                             params.value_layer, params.mix_layer)
         other, _ = returned_tensors(results[2], probes[2], 2)
         return Verdict(True, evidence=other is not None and
                        own_eval is not None and
                        not close(own_eval[1], other[1],
                                  params.evidence_atol, equal_nan=True))
+
+
+def _replayed(verdict: Verdict, case: Case, got: torch.Tensor,
+              own: list[torch.Tensor] | None, value: str,
+              mix: str | None) -> Verdict:
+    """A failing ``verdict`` with where its dropout went, when the
+    reference's dropout mask replayed on the submission's own eval
+    values (``own``: its eval output and weights) proves it
+    (``dropout_replay``); as it was otherwise."""
+    if verdict.ok or own is None or case.seed is None:
+        return verdict
+    b, s, _ = case.tensors["x"].shape
+    weights = own[1]
+    if weights.numel() % (b * s * s):
+        return verdict
+    weights = weights.reshape(b, -1, s, s)
+    x = case.tensors["x"]
+    values = dropout_replay.linear(x, case.weights, value) if value \
+        else None
+
+    def after(merged: torch.Tensor) -> torch.Tensor:
+        mixed = dropout_replay.linear(merged, case.weights, mix) \
+            if mix else merged
+        return merged if mixed is None else mixed
+
+    said = dropout_replay.where_dropout(
+        got, weights, own[0], values, after, case.seed,
+        float(case.init["dropout"]))
+    if not said:
+        return verdict
+    stop = "" if verdict.message.endswith((".", "?", "!")) else "."
+    return replace(verdict, message=f"{verdict.message}{stop} {said}")
 
 
 @dataclass(frozen=True)
@@ -534,8 +586,10 @@ def _weighted(weights: torch.Tensor, value_mix: torch.Tensor,
 def _train_finding(call: _TrainCall, p: float,
                    params: DropoutTrainParams) -> Verdict | None:
     """The first of 2.3b's conditions the call fails, said; None if it
-    meets them all."""
+    meets them all; no verdict where the baseline is NaN everywhere."""
     base = Baseline.of(call.frozen, call.own_probs)
+    if not base.established:
+        return no_verdict()
     clean, finite = base.clean, base.finite
     got, att, eval_att = call.probs.double(), call.att, call.eval_att
     finding = base.nan_finding(got)
@@ -612,13 +666,14 @@ class DropoutOnWeights(CaseCheck):
         and moved by zeroing the query or the key projection (see
         ``follows_queries_and_keys``)."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
-                 for r, p in zip(results[1:], probes[1:])]
-        if None in found[:3] or not nonlinear([f[0] for f in found[:3]],
-                                              params.nonlinear_threshold):
+                 for r, p in zip(results[1:4], probes[1:4])]
+        if None in found or not nonlinear([f[0] for f in found],
+                                          params.nonlinear_threshold):
             return False
         return follows_queries_and_keys(
-            found[0][0], [f[0] if f else None for f in found[3:]],
-            params.same_atol, params.projections)
+            found[0][0], projection_outputs(results[4:], probes[4:]),
+            params.same_atol, params.projections,
+            threshold=params.nonlinear_threshold)
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case
@@ -633,7 +688,22 @@ class DropoutOnWeights(CaseCheck):
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
-        """Halves equal, entries 0 or rescaled, some dropped, some kept."""
+        """Halves equal, entries 0 or rescaled, some dropped, some kept;
+        a failure with where its dropout went, when a replay proves it."""
+        verdict = self._judge(check, case, results, probes)
+        if verdict.ok or not results[1].ok:
+            return verdict
+        own, _ = returned_tensors(results[1], probes[1], None)
+        found, _ = returned_tensors(results[0], probes[0], None)
+        split = self._halves(own[0], case) if own else None
+        if split is None or found is None:
+            return verdict
+        # The weights' own eval copy, and the output its own eval gives.
+        return _replayed(verdict, case, found[0], [own[0], split[0]],
+                         check.params.value_layer, None)
+
+    def _judge(self, check: Check, case: Case, results: list[ProbeResult],
+               probes: list[Probe]) -> Verdict:
         params = check.params
         found, problem = returned_tensors(results[0], probes[0], None)
         if found is None:
@@ -662,6 +732,8 @@ class DropoutOnWeights(CaseCheck):
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
+        if not base.established:
+            return no_verdict()
         clean, finite = base.clean, base.finite
         finding = base.nan_finding(first, second)
         if finding is not None:

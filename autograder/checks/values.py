@@ -206,16 +206,33 @@ def _out_of_room(again: ProbeResult) -> bool:
                                       "File too large" in again.message)
 
 
+def _differs(other: torch.Tensor, first: torch.Tensor, atol: float) -> bool:
+    return tuple(other.shape) != tuple(first.shape) or \
+        not close(other, first, atol, equal_nan=True)
+
+
 def eval_differs(result: ProbeResult, probe: Probe, first: torch.Tensor,
                  atol: float) -> bool:
-    """Whether an eval probe's second call gives another output than its
-    first (beyond ``atol``; NaN equals NaN): nondeterminism in eval mode
-    or state kept between calls."""
-    if probe.train:
+    """Whether an eval probe's same-order repeat (``ProbeResult.repeat``)
+    gives another output than its first call (beyond ``atol``; NaN equals
+    NaN): nondeterminism in eval mode or state kept between calls. Code
+    that mixes batch elements repeats itself here (see
+    ``batch_dependent``)."""
+    if probe.train or not result.repeat:
+        return False
+    return _differs(result.repeat[0], first, atol)
+
+
+def batch_dependent(result: ProbeResult, probe: Probe, first: torch.Tensor,
+                    atol: float) -> bool:
+    """Whether an eval probe's output for one batch element changes with
+    the others: the second call (the batch reversed) differs from the
+    first while the same-order repeat gives it again."""
+    if probe.train or not result.repeat or \
+            eval_differs(result, probe, first, atol):
         return False
     att, _ = again_att(result, probe)
-    return att is not None and (tuple(att.shape) != tuple(first.shape) or
-                                not close(att, first, atol, equal_nan=True))
+    return att is not None and _differs(att, first, atol)
 
 
 def _state_words(changed: list[str]) -> str:
@@ -269,28 +286,39 @@ def second_call(case: Case, result: ProbeResult, probe: Probe,
 def _not_deterministic(verdict: Verdict, first: torch.Tensor,
                        result: ProbeResult, probe: Probe,
                        ctx: Context) -> Verdict:
-    """A wrong eval output whose second call differs again, with no
-    state changed that was there before: randomness in eval mode (most
-    likely dropout left on) or batch elements mixed. Say what was seen
-    instead of a catalogue mistake."""
+    """A wrong eval output whose repeat differs, with no state changed
+    that was there before (randomness in eval mode, most likely dropout
+    left on), or whose batch reversed gives another output for the same
+    element while the repeat does not (batch elements mixed). Say what
+    was seen instead of a catalogue mistake."""
     kept = [n for n in result.changed if not n.endswith(NEW)]
-    if kept or not eval_differs(result, probe, first, ctx.mistake_atol):
+    if kept:
         return verdict
-    # A fact, not a cause: the second call takes the batch in reverse
-    # order, so code that mixes batch elements differs too, no dropout in
-    # it (a same-order repeat would be needed to prove randomness).
-    return Verdict(False, f"your eval-mode output is not repeatable: two "
-                   f"eval-mode calls of {P.call_text(probe)} on the same "
-                   f"input (the second with the batch in reverse order) "
-                   f"give different outputs for the same batch element. "
-                   f"In eval mode nothing may be random, and each batch "
-                   f"element's output depends on that element alone. If "
-                   f"your dropout is on in eval mode: build it in "
-                   f"`__init__` (`self.dropout = nn.Dropout(dropout)`) and "
-                   f"use it in forward, or pass `training=self.training` "
-                   f"to `F.dropout`: `model.eval()` then turns it off. "
-                   f"(First call: {verdict.message})",
-                   "eval-mode output not repeatable")
+    call = P.call_text(probe)
+    if eval_differs(result, probe, first, ctx.mistake_atol):
+        return Verdict(False, f"your eval-mode output is not repeatable: "
+                       f"two eval-mode calls of {call}, one after the "
+                       f"other on the same input in the same order, give "
+                       f"different outputs. In eval mode nothing may be "
+                       f"random. If your dropout is on in eval mode: build "
+                       f"it in `__init__` (`self.dropout = "
+                       f"nn.Dropout(dropout)`) and use it in forward, or "
+                       f"pass `training=self.training` to `F.dropout`: "
+                       f"`model.eval()` then turns it off. (First call: "
+                       f"{verdict.message})",
+                       "eval-mode output not repeatable")
+    if batch_dependent(result, probe, first, ctx.mistake_atol):
+        # A fact, not a cause: the same call in the same order repeats
+        # itself, the batch reversed does not.
+        return Verdict(False, f"your output for one batch element depends "
+                       f"on the other batch elements: {call} called again "
+                       f"with the batch in reverse order gives another "
+                       f"output for the same element, while the same call "
+                       f"in the same order gives the same output. Each "
+                       f"batch element's output must depend on that "
+                       f"element alone. (First call: {verdict.message})",
+                       "batch elements mixed")
+    return verdict
 
 
 @register("item", "attention_probs", uses_cases=True)

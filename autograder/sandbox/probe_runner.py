@@ -206,6 +206,8 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             if again:
                 result.changed = changed_state(before, state_snapshot(
                     instance))
+                if not probe.train:
+                    result.repeat = repeat_call(instance, probe)
                 result.again = call_again(
                     instance, probe, filename,
                     lambda: _rebuilt(cls, probe, before))
@@ -259,6 +261,22 @@ def _rebuilt(cls: Callable[..., Any], probe: Probe,
     load_state(fresh, {path: value for path, value in before.items()
                        if isinstance(value, torch.Tensor)})
     return fresh.eval()
+
+
+def repeat_call(instance: nn.Module, probe: Probe) -> list[torch.Tensor]:
+    """An eval probe's call made again at once, on the same input in the
+    same order (``ProbeResult.repeat``): its first output, or nothing if
+    it raised or returned no tensor (the reversed call after it reports
+    that). Randomness in eval mode or state the first call changed shows
+    there; code that mixes batch elements does not."""
+    try:
+        with torch.no_grad():
+            value = instance(*[_copy(a) for a in probe.args],
+                             **{k: _copy(v) for k, v in probe.kwargs.items()})
+        _, outputs = collect_outputs(value)
+    except BaseException:   # noqa: B902 - student code may raise anything
+        return []
+    return outputs[:1]
 
 
 def call_again(instance: nn.Module, probe: Probe, filename: str,

@@ -79,8 +79,10 @@ class Probe:
     # Call the same module a second time, in eval mode, on the same input
     # with its batch order reversed (dim 0 of every tensor argument): an
     # in-place change of a buffer, an accumulating attribute or a cache
-    # keyed on nothing shows there (and dropout left on in eval, as a
-    # difference between two eval calls). The result's ``again`` holds it.
+    # keyed on nothing shows there. An eval probe's call is first repeated
+    # as it was (same input, same order: ``ProbeResult.repeat``), so that
+    # randomness in eval mode (dropout left on) is told apart from code
+    # that mixes batch elements. The result's ``again`` holds the second.
     again: bool = False
     # With ``again``: after the second call, a third one on a longer input
     # (the second call's, its first ``again_longer`` tokens appended,
@@ -153,6 +155,11 @@ class ProbeResult:
     # and attributes the first call changed (``self.mask``, ``heads.0.n``).
     again: ProbeResult | None = None
     changed: list[str] = field(default_factory=list)
+    # Probe.again on an eval probe: the first output of the same call
+    # made again before the reversed one, on the same input in the same
+    # order (randomness in eval mode or state the first call changed shows
+    # there, batch elements mixed do not); empty if it raised.
+    repeat: list[torch.Tensor] = field(default_factory=list)
     # trace_values=True: (first line of the statement, float32 copy of a
     # tensor it bound or returned), in execution order, capped.
     values: list[tuple[int, torch.Tensor]] = field(default_factory=list)

@@ -179,6 +179,12 @@ def result_payload(result: ProbeResult) -> tuple[dict[str, Any],
                            "n_outputs": len(again.outputs)}
         header["n_outputs"] += len(again.outputs)
         tensors += again.outputs
+    if result.repeat:
+        # Probe.again's same-order repeat: one tensor after the second
+        # call's, counted in n_outputs too.
+        header["n_repeat"] = 1
+        header["n_outputs"] += 1
+        tensors.append(result.repeat[0])
     fused, room = [], LIMITS.outputs - len(tensors)
     for call in result.fused[:LIMITS.fused_calls]:
         if len(call.tensors) <= min(room, 4):
@@ -217,6 +223,12 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         raise BadMessage(f"expected the result of probe {expected_id!r}")
     outputs, fused = _split_fused(header.get("fused"), outputs)
     outputs, values = _split_values(header.get("value_lines"), outputs)
+    n_repeat = header.get("n_repeat", 0)
+    if not isinstance(n_repeat, int) or isinstance(n_repeat, bool) or \
+            n_repeat not in (0, 1) or n_repeat > len(outputs):
+        raise BadMessage("bad n_repeat")
+    repeat = outputs[len(outputs) - n_repeat:]
+    outputs = outputs[:len(outputs) - n_repeat]
     again = None
     if header.get("again") is not None:
         raw = header["again"]
@@ -251,7 +263,7 @@ def result_from_header(header: dict[str, Any], outputs: list[torch.Tensor],
         stdout=want("stdout", str),
         seconds=float(want("seconds", (int, float), 0.0)),
         phase=want("phase", str), exception=want("exception", str),
-        line=line, again=again,
+        line=line, again=again, repeat=repeat if status == OK else [],
         changed=[name[:LIMITS.name_chars]
                  for name in changed[:LIMITS.wire_changed_names]],
         values=values, fused=fused)

@@ -3,7 +3,8 @@ reference's named steps, and find where their values leave the path.
 
 A recorded tensor is compared with a step in every layout a correct
 solution may use (keys transposed, ``[b*h, s, s]`` or ``[b, h, s, s]``,
-heads split or merged); the recorder already made it float32. The first
+heads split or merged; scores and weights never transposed, which is
+k @ q^T, not a layout); the recorder already made it float32. The first
 tensor that is shaped like a step still ahead but matches none is where
 the values leave the path, unless a later tensor rejoins it (a helper
 tensor the reference has no name for, such as a hand-written softmax's
@@ -17,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from autograder.checks.diagnosis.steps import STEPS
+from autograder.checks.diagnosis.steps import ORIENTED, STEPS
 
 MASKED = -1e4      # a score at or below this is a masked position
 
@@ -114,8 +115,13 @@ def _alternatives(name: str, tensor: torch.Tensor,
 
 def matches(t: torch.Tensor, name: str, step: torch.Tensor,
             head: int) -> bool:
-    """Whether the recorded ``t`` is step ``name`` in some layout."""
-    return any(same(view, alt) for view in layouts(t, tuple(step.shape))
+    """Whether the recorded ``t`` is step ``name`` in some layout: for a
+    step whose last two dimensions are [query, key] (``ORIENTED``), only
+    in a layout that keeps them in that order (its transpose is k @ q^T,
+    another tensor, which a later softmax or mask treats differently)."""
+    return any(same(view, alt)
+               for view, swapped in oriented_layouts(t, tuple(step.shape))
+               if not (swapped and name in ORIENTED)
                for alt in _alternatives(name, step, head))
 
 
@@ -172,9 +178,13 @@ def walk(records: list[tuple[int, torch.Tensor]],
         seen = set().union(*hits[:i]) if i else set()
         ahead = [n for n in names if n not in seen and n != "x"
                  and STEPS[n].rank >= floor]
+        # A view that swaps a [query, key] step's last two dimensions is
+        # another tensor, not that step in another layout: no relation
+        # read in it is proven on the student's values.
         options = [(n, view, swapped) for n in ahead
                    for view, swapped in oriented_layouts(
-                       tensor, tuple(steps[n].shape))]
+                       tensor, tuple(steps[n].shape))
+                   if not (swapped and n in ORIENTED)]
         if not options:
             continue
 

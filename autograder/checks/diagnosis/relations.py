@@ -12,17 +12,12 @@ from dataclasses import dataclass
 import torch
 
 from autograder.checks.diagnosis.flow import MASKED, same, tolerance
-from autograder.checks.diagnosis.steps import STEPS
+from autograder.checks.diagnosis.steps import ORIENTED, STEPS
 from autograder.values import Case
 
 SCALED = ("scaled", "scaled_masked")
 RAW = {"scores": "scaled", "masked": "scaled_masked"}   # before scaling
 MASKS = ("masked", "scaled_masked", "weights")
-# Steps whose last two dimensions are [query, key]: a claim about their
-# rows (a mask's region, a softmax's axis, a temperature per row) holds
-# only in the layout the student's code holds them in, never in a view
-# that swaps them (the code's mask and softmax act on its own layout).
-ORIENTED = ("scores", "scaled", "masked", "scaled_masked", "weights")
 ROLES = ("q", "k", "v")
 
 

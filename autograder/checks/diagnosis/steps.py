@@ -40,6 +40,12 @@ STEPS = {s.name: s for s in (
 )}
 
 
+# Steps whose last two dimensions are [query, key]: their transpose is
+# another tensor (k @ q^T), not a layout of theirs (a claim about their
+# rows holds only in the layout the student's code holds them in).
+ORIENTED = ("scores", "scaled", "masked", "scaled_masked", "weights")
+
+
 def case_steps(tensors: dict) -> dict[str, object]:
     """The frozen steps among a case's tensors (name -> tensor), in path
     order (``x``, the input, is the path's start)."""

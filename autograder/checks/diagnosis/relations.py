@@ -93,12 +93,47 @@ def _region(pattern: torch.Tensor) -> str:
     return f"hides {int(pattern.sum())} of the {s * s} positions"
 
 
+def _corner(want: torch.Tensor, have: torch.Tensor,
+            sizes: dict[str, int]) -> tuple[str, str] | None:
+    """The student's mask ``have`` as a cut of a larger mask whose top-left
+    corner is the expected ``want`` (a buffer built for the longest input,
+    cut at the wrong corner): the same diagonal rule (``triu(k)``) at a size
+    the case names, cut elsewhere, gives ``have``, and cut at ``[:s, :s]``
+    gives ``want``. (key, words) of the cut, or None."""
+    s = want.shape[-1]
+    rule = next((k for k in range(-s + 1, s) if torch.equal(
+        want, torch.ones(s, s, dtype=torch.bool).triu(k))), None)
+    if rule is None:
+        return None
+    for name, n in sizes.items():
+        if n <= s:
+            continue
+        full = torch.ones(n, n, dtype=torch.bool).triu(rule)
+        # The two wrong corners only: any other cut is a shifted
+        # diagonal, which the region's words already say.
+        cuts = [(0, n - s, f"its last {s} columns (`[:{s}, -{s}:]`, the "
+                 f"top-right corner)"),
+                (n - s, 0, f"its last {s} rows (`[-{s}:, :{s}]`, the "
+                 f"bottom-left corner)")]
+        for r, c, words in cuts:
+            if torch.equal(full[r:r + s, c:c + s], have):
+                return (f"mask cut: [{r}:, {c}:] of {name}",
+                        f"Your mask {_region(have)}: that is the {n} x {n} "
+                        f"mask ({name} = {n}) cut at {words}; its top-left "
+                        f"corner (`[:{s}, :{s}]`, the first {s} rows and "
+                        f"columns) is the causal mask this input needs.")
+    return None
+
+
 def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
-                scaled: torch.Tensor | None = None) -> Relation | None:
+                scaled: torch.Tensor | None = None,
+                sizes: dict[str, int] | None = None) -> Relation | None:
     """A mask that covers another region than j > i: the scores the mask
     leaves are the right ones, or (weights) the softmax of the scaled
     scores (``scaled``) with that region hidden gives the student's
-    weights."""
+    weights. Named as a larger mask cut at the wrong place when that cut
+    of it is the student's mask and its top-left corner the expected one
+    (``_corner``, ``sizes``: the case's named sizes)."""
     if step not in MASKS:
         return None
     weights = step == "weights"
@@ -117,6 +152,9 @@ def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
             got, torch.softmax(scaled.masked_fill(have, float("-inf")), -1)):
         return None
     if not torch.equal(want, have):
+        cut = _corner(want, have, sizes or {})
+        if cut is not None:
+            return Relation(*cut)
         return Relation(f"mask region: {_region(have)}",
                         f"Your mask {_region(have)}; the causal mask hides "
                         f"key j for query i where j > i (j >= i + 1): "
@@ -477,8 +515,8 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
     tests = (lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
              lambda: mask_fill(step, got, expected),
-             lambda: mask_region(step, got, expected, steps.get("scaled"))
-             if oriented else None,
+             lambda: mask_region(step, got, expected, steps.get("scaled"),
+                                 sizes) if oriented else None,
              lambda: softmax_axis(step, got, before) if oriented else None,
              lambda: temperature(step, got, expected, raw, head, head_name,
                                  sizes) if oriented else None,

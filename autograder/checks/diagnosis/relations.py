@@ -348,6 +348,49 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
                     "vector at every position.")
 
 
+# The step a layer's input is, for each step a layer computes.
+_LAYER_INPUT = {"q": ("x",), "k": ("x",), "v": ("x",),
+                "output": ("merged", "context")}
+
+
+def transposed_weight(step: str, got: torch.Tensor, expected: torch.Tensor,
+                      steps: dict[str, torch.Tensor],
+                      weights: dict[str, torch.Tensor],
+                      layers: dict[str, str]) -> Relation | None:
+    """The layer computing ``step`` applied with its weight not transposed
+    (``x @ W + b``, where ``nn.Linear`` computes ``x @ W.T + b``): proven
+    when the layer's input step times ``W.T`` (plus the bias) is the
+    expected step and times ``W`` is the student's, in one layout."""
+    from autograder.checks.diagnosis.flow import oriented_layouts
+    attribute = layers.get(step)
+    w = weights.get(f"{attribute}.weight") if attribute else None
+    source = next((steps[n] for n in _LAYER_INPUT.get(step, ())
+                   if n in steps), None)
+    if w is None or source is None or w.dim() != 2 or \
+            w.shape[0] != w.shape[1] or source.shape[-1] != w.shape[0]:
+        return None
+    b = weights.get(f"{attribute}.bias")
+    shift = 0.0 if b is None else b.float()
+    right = source.float() @ w.float().T + shift
+    wrong = source.float() @ w.float() + shift
+    shape = tuple(expected.shape)
+    for (good, _), (bad, _) in zip(oriented_layouts(right, shape, step),
+                                   oriented_layouts(wrong, shape, step)):
+        if same(good, expected) and same(got, bad):
+            layer = f"self.{attribute}"
+            plus = "" if b is None else f" + {layer}.bias"
+            given = next(n for n in _LAYER_INPUT[step] if n in steps)
+            added = "" if b is None else f" plus `{layer}.bias`"
+            return Relation(f"weight not transposed: {layer}",
+                            f"These values ({_words(step)}) are "
+                            f"{_words(given)} times `{layer}.weight`"
+                            f"{added}: the weight is not transposed; "
+                            f"`nn.Linear` computes `input @ "
+                            f"{layer}.weight.T{plus}`. Call the layer "
+                            f"(`{layer}(...)`) or use `{layer}.weight.T`.")
+    return None
+
+
 def _rearrangements(step: str, expected: torch.Tensor,
                     steps: dict[str, torch.Tensor]
                     ) -> list[tuple[torch.Tensor, str]]:
@@ -521,6 +564,8 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
              lambda: temperature(step, got, expected, raw, head, head_name,
                                  sizes) if oriented else None,
              lambda: factor(step, got, expected, head, head_name, sizes),
+             lambda: transposed_weight(step, got, expected, steps,
+                                       case.weights, case.layers),
              lambda: bias(step, got, expected, case.weights, case.layers),
              lambda: permutation(step, got, expected, steps))
     for test in tests:

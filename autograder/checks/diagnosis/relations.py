@@ -544,6 +544,49 @@ def operands(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor],
     return None
 
 
+def head_values(step: str, got: torch.Tensor,
+                steps: dict[str, torch.Tensor]) -> Relation | None:
+    """Heads that weigh another head's values (``v[..., :head_dim]`` in
+    every head): proven by rebuilding, from the reference's weights and
+    values (which the student's matched), each head's context with the
+    values of the head named, and finding the student's numbers, head by
+    head (the context, or the heads merged in their usual order)."""
+    context, weights, v = (steps.get(n) for n in ("context", "weights",
+                                                    "v"))
+    if step not in ("context", "merged") or context is None or \
+            weights is None or v is None or context.dim() != 4:
+        return None
+    b, h, s, d = context.shape
+    if h < 2:
+        return None
+    if step == "merged":
+        if tuple(got.shape) != (b, s, h * d):
+            return None
+        got = got.reshape(b, s, h, d).transpose(1, 2)
+    elif tuple(got.shape) != (b, h, s, d):
+        return None
+    used = []
+    for i in range(h):
+        found = [j for j in range(h) if same(
+            got[:, i], weights[:, i] @ v[:, j])]
+        if len(found) != 1:
+            return None
+        used.append(found[0])
+    if used == list(range(h)):
+        return None
+    if len(set(used)) == 1:
+        words = (f"every head weighs head {used[0]}'s values (the values' "
+                 f"slice of head {used[0]} in every head)")
+    else:
+        words = "; ".join(f"head {i} weighs head {j}'s values"
+                          for i, j in enumerate(used) if i != j)
+    return Relation(f"head values: {used}",
+                    f"These values ({_words(step)}) are what attention "
+                    f"gives when {words}: each head must weigh its own "
+                    f"slice of the values, as it does of the queries and "
+                    f"keys.")
+
+
 def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
             steps: dict[str, torch.Tensor], case: Case, head: int,
             head_name: str, sizes: dict[str, int],
@@ -557,6 +600,7 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
     oriented = not (swapped and step in ORIENTED)
     tests = (lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
+             lambda: head_values(step, got, steps),
              lambda: mask_fill(step, got, expected),
              lambda: mask_region(step, got, expected, steps.get("scaled"),
                                  sizes) if oriented else None,

@@ -8,6 +8,7 @@ a fact it checked on every position; none holds: no relation is named.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -36,6 +37,10 @@ class Relation:
     # The step the student's line computes, when the relation shows it is
     # another than the one compared (a scores line that also scales).
     step: str | None = None
+    # The same fact without the size it names (``divided by 3``, not
+    # ``divided by 3 = seq_len``): said instead when another failing case
+    # of the item does not show the same size (``attach.agree``).
+    plain: "Relation | None" = None
 
 
 def _fmt(value: float) -> str:
@@ -224,23 +229,41 @@ def softmax_axis(step: str, got: torch.Tensor, before: torch.Tensor | None
 
 
 def _divisor_words(divisor: float, sizes: dict[str, int], prefer: str
-                   ) -> tuple[str, str] | None:
-    """How the scores were scaled: (key without values, words)."""
+                   ) -> tuple[str, str, str, str]:
+    """How the scores were scaled: (key without values, words, and the
+    same two without a size's name). A factor no size (or more than two)
+    gives is said as a number only: both pairs alike."""
     if abs(divisor - 1.0) < 1e-3:
-        return "not divided", "not divided at all"
+        return ("not divided", "not divided at all", "not divided",
+                "not divided at all")
     if divisor < 1:
         times = 1.0 / divisor
+        plain = ("multiplied by another number",
+                 f"multiplied by {_fmt(times)} instead of divided")
         named = name_number(times, sizes, prefer=prefer)
         if named is None:
-            return None
+            return (*plain, *plain)
         short = name_number(times, sizes, False, prefer)
         return (f"multiplied by {short}",
-                f"multiplied by {_fmt(times)} = {named} instead of divided")
+                f"multiplied by {_fmt(times)} = {named} instead of divided",
+                *plain)
+    plain = ("divided by another number", f"divided by {_fmt(divisor)}")
     named = name_number(divisor, sizes, prefer=prefer)
     if named is None:
-        return None
+        return (*plain, *plain)
     return (f"divided by {name_number(divisor, sizes, False, prefer)}",
-            f"divided by {_fmt(divisor)} = {named}")
+            f"divided by {_fmt(divisor)} = {named}", *plain)
+
+
+def _named_or_plain(words: tuple[str, str, str, str], text: Any,
+                    step: str | None = None) -> Relation:
+    """The scale relation in ``words``' named form, carrying its plain
+    form (``text`` makes a sentence of the words)."""
+    plain = Relation(f"scale: scores {words[2]}", text(words[3]), step)
+    if words[:2] == words[2:]:
+        return plain
+    return Relation(f"scale: scores {words[0]}", text(words[1]), step,
+                    plain)
 
 
 def temperature(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -269,12 +292,10 @@ def temperature(step: str, got: torch.Tensor, expected: torch.Tensor,
     if abs(divisor - head ** 0.5) <= 1e-3 * head ** 0.5:
         return None
     words = _divisor_words(divisor, sizes, head_name)
-    if words is None:
-        return None
-    return Relation(f"scale: scores {words[0]}",
-                    f"Your weights are the softmax of the scores "
-                    f"{words[1]}; the scores are divided by sqrt("
-                    f"{head_name} = {head}) = {_fmt(head ** 0.5)}.")
+    return _named_or_plain(words, lambda said: (
+        f"Your weights are the softmax of the scores {said}; the scores "
+        f"are divided by sqrt({head_name} = {head}) = "
+        f"{_fmt(head ** 0.5)}."))
 
 
 def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -294,16 +315,19 @@ def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
         # Relative to the raw scores: a scores line that scales too.
         divisor = (head ** 0.5 if step in SCALED else 1.0) / c
         words = _divisor_words(divisor, sizes, head_name)
-        if words is None or words[0] == "not divided" and step in RAW:
+        if words[0] == "not divided" and step in RAW:
             return None
-        return Relation(f"scale: scores {words[0]}",
-                        f"Your scaled scores are the scores {words[1]}; "
-                        f"expected divided by sqrt({head_name} = {head}) = "
-                        f"{_fmt(head ** 0.5)}.", RAW.get(step))
+        return _named_or_plain(words, lambda said: (
+            f"Your scaled scores are the scores {said}; expected divided "
+            f"by sqrt({head_name} = {head}) = {_fmt(head ** 0.5)}."),
+            RAW.get(step))
     named = name_number(c, sizes)
     text = f"Your values are the expected ones times {_fmt(c)}"
-    return Relation(f"factor {name_number(c, sizes, False) or 'constant'}",
-                    text + (f" = {named}." if named else "."))
+    plain = Relation("factor constant", text + ".")
+    if named is None:
+        return plain
+    return Relation(f"factor {name_number(c, sizes, False)}",
+                    f"{text} = {named}.", plain=plain)
 
 
 def bias(step: str, got: torch.Tensor, expected: torch.Tensor,

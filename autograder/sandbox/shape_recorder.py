@@ -214,9 +214,9 @@ def load_traced(source: str, filename: str,
     ImportFailure as ``load_module`` does."""
     plain = sys.modules.get(MODULE_NAME)
     try:
+        tree = instrument(source, prefix, methods, inplace)
         return load_module(
-            source, filename, tree=instrument(source, prefix, methods,
-                                               inplace),
+            source, filename, tree=tree,
             link=lambda code, namespace: link(code, recorder, prefix,
                                               namespace))
     finally:

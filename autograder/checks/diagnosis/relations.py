@@ -575,8 +575,7 @@ def head_values(step: str, got: torch.Tensor,
     values (which the student's matched), each head's context with the
     values of the head named, and finding the student's numbers, head by
     head (the context, or the heads merged in their usual order)."""
-    context, weights, v = (steps.get(n) for n in ("context", "weights",
-                                                    "v"))
+    context, weights, v = (steps.get(n) for n in ("context", "weights", "v"))
     if step not in ("context", "merged") or context is None or \
             weights is None or v is None or context.dim() != 4:
         return None

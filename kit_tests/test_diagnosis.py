@@ -60,6 +60,22 @@ def test_recorder_keeps_float_tensors_in_order_within_its_caps():
     assert recorder.values == []
 
 
+def test_an_in_place_change_is_recorded_for_values_only():
+    """``t.masked_fill_(...)`` binds nothing: the value trace records
+    ``t`` after it (the mask line is where the values leave), the shape
+    trace does not (its comments' lines stay as they are); a call's
+    result changed in place has no name to read it by and is skipped."""
+    import ast
+    from autograder.sandbox.shape_recorder import instrument
+    source = ("def f(t, m):\n    t.masked_fill_(m, 0.0)\n"
+              "    t.abs().clamp_(0, 1)\n    t.add(1)\n    return t\n")
+    values = ast.unparse(instrument(source, "rec", {}, inplace=True))
+    shapes = ast.unparse(instrument(source, "rec", {}))
+    assert values.count("'rec.bound'(2, t)") == 1
+    assert "'rec.bound'(3" not in values and "'rec.bound'(4" not in values
+    assert "'rec.bound'" not in shapes
+
+
 def test_recorded_values_cross_the_wire_and_the_wire_bounds_them():
     result = ProbeResult("p", OK, outputs=[torch.ones(2)],
                          output_kind="tensor",

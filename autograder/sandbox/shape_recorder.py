@@ -98,9 +98,11 @@ class _Instrumenter(ast.NodeTransformer):
     """Adds a recorder call after each recorded statement, wraps the value
     of each recorded ``return`` and records each function's entry."""
 
-    def __init__(self, statements: set[int], recorder: str):
+    def __init__(self, statements: set[int], recorder: str,
+                 inplace: bool = False):
         self.statements = statements   # id() of the nodes to instrument
         self.recorder = recorder
+        self.inplace = inplace         # record in-place ops' tensors too
 
     def _call(self, method: str, line: int, args: list[ast.expr]) -> ast.Call:
         # A placeholder constant, replaced by the recorder's guarded method
@@ -124,6 +126,30 @@ class _Instrumenter(ast.NodeTransformer):
         return [node, record]
 
     visit_Assign = visit_AnnAssign = visit_AugAssign = _bind
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        """``t.masked_fill_(...)`` (a method named ``..._``, torch's
+        in-place convention) changes ``t`` without binding it: with
+        ``inplace``, ``t`` is recorded after the statement as if bound,
+        so the value recorder sees the tensor the line leaves."""
+        self.generic_visit(node)
+        call = node.value
+        if not self.inplace or id(node) not in self.statements or \
+                not isinstance(call, ast.Call) or \
+                not isinstance(call.func, ast.Attribute) or \
+                not call.func.attr.endswith("_") or \
+                call.func.attr.startswith("_"):
+            return node
+        target = call.func.value
+        chain = target
+        while isinstance(chain, ast.Attribute):
+            chain = chain.value
+        if not isinstance(chain, ast.Name):
+            return node      # a call's result: no name to read it by again
+        value = ast.parse(ast.unparse(target), mode="eval").body
+        record = ast.Expr(self._call("bound", node.lineno, [value]))
+        ast.copy_location(record, node)
+        return [node, ast.fix_missing_locations(record)]
 
     def visit_Return(self, node: ast.Return) -> ast.Return:
         self.generic_visit(node)
@@ -157,13 +183,15 @@ class _Instrumenter(ast.NodeTransformer):
 
 
 def instrument(source: str, recorder: str,
-               methods: dict[str, tuple[str, ...]]) -> ast.Module:
+               methods: dict[str, tuple[str, ...]],
+               inplace: bool = False) -> ast.Module:
     """The AST of ``source`` with shape recording on the statements of its
     graded regions (``methods``: the graded rubric's task methods, which
     the probe carries: see ``regions.graded_regions``) and of
     every function, and the entry of every function and lambda recorded:
     what ran decides which helpers a task's deductions read. Line numbers
-    are the original ones."""
+    are the original ones. With ``inplace`` (the value recorder), the
+    tensor an in-place method changes is recorded too."""
     tree = ast.parse(source)
     found = regions.student_statements(
         tree, regions.graded_regions(source, tree, methods=methods))
@@ -173,21 +201,22 @@ def instrument(source: str, recorder: str,
             wanted.update(id(node) for stmt in function.body
                           for node in ast.walk(stmt)
                           if isinstance(node, ast.stmt))
-    tree = _Instrumenter(wanted, recorder).visit(tree)
+    tree = _Instrumenter(wanted, recorder, inplace).visit(tree)
     return ast.fix_missing_locations(tree)
 
 
 def load_traced(source: str, filename: str,
                 methods: dict[str, tuple[str, ...]], recorder: Any,
-                prefix: str) -> types.ModuleType:
+                prefix: str, inplace: bool = False) -> types.ModuleType:
     """A copy of the submission instrumented (``instrument``) to call
     ``recorder`` through the placeholder constants named by ``prefix``
     (``link``); lookups by ``__name__`` still find the plain copy. Raises
     ImportFailure as ``load_module`` does."""
     plain = sys.modules.get(MODULE_NAME)
     try:
+        tree = instrument(source, prefix, methods, inplace)
         return load_module(
-            source, filename, tree=instrument(source, prefix, methods),
+            source, filename, tree=tree,
             link=lambda code, namespace: link(code, recorder, prefix,
                                               namespace))
     finally:

@@ -101,7 +101,7 @@ class ValueTracedModule:
                  installed: tuple[ValueRecorder, str] | None = None):
         self.recorder, prefix = installed or install()
         self.module = load_traced(source, filename, methods, self.recorder,
-                                  prefix)
+                                  prefix, inplace=True)
 
 
 def run_traced(traced: ValueTracedModule, probe: Probe,

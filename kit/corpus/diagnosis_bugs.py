@@ -34,6 +34,9 @@ class Bug:
     edits: tuple[tuple[str, str], ...]
     base: str = ""          # a correct style of kit/variants/styles.toml
     never: tuple[str, ...] = ()   # words its diagnosis must not say
+    # Other failing cases of the same item, diagnosed with ``case`` as the
+    # grader does (``attach.agree``: a size named only if all show it).
+    also: tuple[str, ...] = ()
 
     def source(self, reference: str | None = None) -> str:
         """The reference (or the style ``base`` made of it) with this
@@ -58,7 +61,8 @@ def load(path: Path = TABLE) -> dict[str, Bug]:
     return {name: Bug(name, entry["about"], entry["case"], entry["step"],
                       entry["relation"],
                       tuple(tuple(e) for e in entry["edits"]),
-                      entry.get("base", ""), tuple(entry.get("never", ())))
+                      entry.get("base", ""), tuple(entry.get("never", ())),
+                      tuple(entry.get("also", ())))
             for name, entry in table.items()}
 
 
@@ -81,14 +85,18 @@ def outcome(bug: Bug, finding: attach.Finding | None) -> str:
 
 def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
              ) -> attach.Finding | None:
-    """Run the bug's case through ``runner`` (source, filename, probes)
-    on the value-recording copy and diagnose it."""
-    case = cases[bug.case]
-    probe = attach.diagnosis_probe(P.case_probe(case, kwargs=case.call),
-                                   case, {})
+    """Run the bug's case (and its ``also`` cases) through ``runner``
+    (source, filename, probes) on the value-recording copy and diagnose
+    it, the cases' findings agreed as the grader agrees an item's."""
+    chosen = [cases[name] for name in (bug.case, *bug.also)]
+    probes = [attach.diagnosis_probe(P.case_probe(c, kwargs=c.call), c, {})
+              for c in chosen]
     source = bug.source()
-    result = runner(source, MODULE, [probe])[0]
-    return attach.diagnose_case(case, result, source)
+    results = runner(source, MODULE, probes)
+    findings = [attach.diagnose_case(c, r, source)
+                for c, r in zip(chosen, results)]
+    attach.agree([f for f in findings if f is not None], len(chosen))
+    return findings[0]
 
 
 def bench_lines(sandbox: Any, config: Any) -> list[str]:

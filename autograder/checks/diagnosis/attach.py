@@ -269,6 +269,23 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
                          source), missing)
 
 
+def agree(findings: list[Finding], cases: int | None = None) -> None:
+    """A size is named only when every failing case shows the same one:
+    among one item's ``findings`` (one per failing case), a relation that
+    names a size (``divided by 3 = seq_len``) keeps it only if every
+    finding has that relation's key (and every one of the item's
+    ``cases`` failing cases has a finding); else each says its plain fact
+    (the factor on its case, no name). A size that fits one case by
+    chance (hidden / 2 = seq_len) is no cause."""
+    keys = {f.relation.key if f.relation else None for f in findings}
+    if len(keys) < 2 and (cases is None or cases <= len(findings)):
+        return
+    for finding in findings:
+        plain = finding.relation.plain if finding.relation else None
+        if plain is not None:
+            finding.relation = plain
+
+
 def d_rank(divergence: Divergence) -> int:
     """The rank of the step where the values leave the path."""
     return STEPS[divergence.step].rank
@@ -293,19 +310,22 @@ def diagnose(grade: Any, config: Any, results: dict[str, ProbeResult],
     ordered = sorted(probes.values(), key=lambda p: p.hidden)
     answers = dict(zip((p.id for p in ordered),
                        runner(source, filename, ordered)))
-    findings = []
-    shown: dict[int, int] = {}
+    found: list[tuple[Any, Finding]] = []
     for item, case, probe in failing:
         result = answers.get(diagnosis_probe(probe, case, methods).id)
         finding = diagnose_case(case, result, source) if result else None
-        if finding is None:
-            continue
-        findings.append(finding)
+        if finding is not None:
+            found.append((item, finding))
+    for item, _ in found:
+        agree([f for i, f in found if i is item],
+              sum(i is item for i, _, _ in failing))
+    shown: dict[int, int] = {}
+    for item, finding in found:
         outcome = item.outcome
         outcome.diagnosis.append(finding.key)
-        if case.set == "hidden":
+        if finding.case.set == "hidden":
             outcome.hidden_lines.append(sentence(finding))
         elif shown.get(id(item), 0) < MAX_PUBLIC_LINES:
             shown[id(item)] = shown.get(id(item), 0) + 1
             outcome.lines.append(sentence(finding))
-    return findings
+    return [f for _, f in found]

@@ -38,13 +38,22 @@ class Divergence:
     relation: Any = None       # what explains the difference, if found
 
 
-def oriented_layouts(t: torch.Tensor, shape: tuple[int, ...]
-                     ) -> list[tuple[torch.Tensor, bool]]:
-    """Views of ``t`` in ``shape`` that a correct solution may hold, each
-    with whether it swaps ``t``'s last two dimensions: as is, the last two
-    dimensions swapped (keys transposed), heads flattened into the batch
-    (``[b*h, s, d]``), heads not yet split (``[b, s, h*d]``) or split but
-    not transposed (``[b, s, h, d]``)."""
+# Steps a correct solution may hold with the heads not yet split
+# (``[b, s, h*d]``). The context never: ``[b, s, h*d]`` is the merged
+# step's own shape, so a tensor of that shape is the heads merged, and a
+# wrong merge is named as one, never as a context "in another order".
+UNSPLIT = ("q", "k", "v")
+
+
+def oriented_layouts(t: torch.Tensor, shape: tuple[int, ...],
+                     step: str = "") -> list[tuple[torch.Tensor, bool]]:
+    """Views of ``t`` in ``shape`` (the shape of ``step``, if given) that
+    a correct solution may hold, each with whether it swaps ``t``'s last
+    two dimensions: as is, the last two dimensions swapped (keys
+    transposed), heads flattened into the batch (``[b*h, s, d]``), heads
+    not yet split (``[b, s, h*d]``: q, k and v only, or any step when
+    ``step`` is not given) or split but not transposed
+    (``[b, s, h, d]``)."""
     found: list[tuple[torch.Tensor, bool]] = []
     if t.numel() != math.prod(shape):
         return found
@@ -61,7 +70,8 @@ def oriented_layouts(t: torch.Tensor, shape: tuple[int, ...]
         if t.dim() == 3 and t.shape[0] == b * h:
             add(t.reshape(b, h, *t.shape[1:]))
             add(t.reshape(b, h, *t.shape[1:]).transpose(-2, -1), True)
-        if t.dim() == 3 and tuple(t.shape) == (b, s, h * d):
+        if t.dim() == 3 and tuple(t.shape) == (b, s, h * d) and (
+                not step or step in UNSPLIT):
             add(t.reshape(b, s, h, d).transpose(1, 2))
         if t.dim() == 4 and tuple(t.shape) == (b, s, h, d):
             add(t.transpose(1, 2))
@@ -70,9 +80,10 @@ def oriented_layouts(t: torch.Tensor, shape: tuple[int, ...]
     return found
 
 
-def layouts(t: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
+def layouts(t: torch.Tensor, shape: tuple[int, ...],
+            step: str = "") -> list[torch.Tensor]:
     """The views of :func:`oriented_layouts`, without their flags."""
-    return [view for view, _ in oriented_layouts(t, shape)]
+    return [view for view, _ in oriented_layouts(t, shape, step)]
 
 
 def tolerance(expected: torch.Tensor) -> float:
@@ -120,7 +131,8 @@ def matches(t: torch.Tensor, name: str, step: torch.Tensor,
     in a layout that keeps them in that order (its transpose is k @ q^T,
     another tensor, which a later softmax or mask treats differently)."""
     return any(same(view, alt)
-               for view, swapped in oriented_layouts(t, tuple(step.shape))
+               for view, swapped in oriented_layouts(t, tuple(step.shape),
+                                                     name)
                if not (swapped and name in ORIENTED)
                for alt in _alternatives(name, step, head))
 
@@ -183,7 +195,7 @@ def walk(records: list[tuple[int, torch.Tensor]],
         # read in it is proven on the student's values.
         options = [(n, view, swapped) for n in ahead
                    for view, swapped in oriented_layouts(
-                       tensor, tuple(steps[n].shape))
+                       tensor, tuple(steps[n].shape), n)
                    if not (swapped and n in ORIENTED)]
         if not options:
             continue

@@ -8,6 +8,7 @@ a fact it checked on every position; none holds: no relation is named.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -31,6 +32,10 @@ class Relation:
     # The step the student's line computes, when the relation shows it is
     # another than the one compared (a scores line that also scales).
     step: str | None = None
+    # The same fact without the size it names (``divided by 3``, not
+    # ``divided by 3 = seq_len``): said instead when another failing case
+    # of the item does not show the same size (``attach.agree``).
+    plain: "Relation | None" = None
 
 
 def _fmt(value: float) -> str:
@@ -88,12 +93,47 @@ def _region(pattern: torch.Tensor) -> str:
     return f"hides {int(pattern.sum())} of the {s * s} positions"
 
 
+def _corner(want: torch.Tensor, have: torch.Tensor,
+            sizes: dict[str, int]) -> tuple[str, str] | None:
+    """The student's mask ``have`` as a cut of a larger mask whose top-left
+    corner is the expected ``want`` (a buffer built for the longest input,
+    cut at the wrong corner): the same diagonal rule (``triu(k)``) at a size
+    the case names, cut elsewhere, gives ``have``, and cut at ``[:s, :s]``
+    gives ``want``. (key, words) of the cut, or None."""
+    s = want.shape[-1]
+    rule = next((k for k in range(-s + 1, s) if torch.equal(
+        want, torch.ones(s, s, dtype=torch.bool).triu(k))), None)
+    if rule is None:
+        return None
+    for name, n in sizes.items():
+        if n <= s:
+            continue
+        full = torch.ones(n, n, dtype=torch.bool).triu(rule)
+        # The two wrong corners only: any other cut is a shifted
+        # diagonal, which the region's words already say.
+        cuts = [(0, n - s, f"its last {s} columns (`[:{s}, -{s}:]`, the "
+                 f"top-right corner)"),
+                (n - s, 0, f"its last {s} rows (`[-{s}:, :{s}]`, the "
+                 f"bottom-left corner)")]
+        for r, c, words in cuts:
+            if torch.equal(full[r:r + s, c:c + s], have):
+                return (f"mask cut: [{r}:, {c}:] of {name}",
+                        f"Your mask {_region(have)}: that is the {n} x {n} "
+                        f"mask ({name} = {n}) cut at {words}; its top-left "
+                        f"corner (`[:{s}, :{s}]`, the first {s} rows and "
+                        f"columns) is the causal mask this input needs.")
+    return None
+
+
 def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
-                scaled: torch.Tensor | None = None) -> Relation | None:
+                scaled: torch.Tensor | None = None,
+                sizes: dict[str, int] | None = None) -> Relation | None:
     """A mask that covers another region than j > i: the scores the mask
     leaves are the right ones, or (weights) the softmax of the scaled
     scores (``scaled``) with that region hidden gives the student's
-    weights."""
+    weights. Named as a larger mask cut at the wrong place when that cut
+    of it is the student's mask and its top-left corner the expected one
+    (``_corner``, ``sizes``: the case's named sizes)."""
     if step not in MASKS:
         return None
     weights = step == "weights"
@@ -112,6 +152,9 @@ def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
             got, torch.softmax(scaled.masked_fill(have, float("-inf")), -1)):
         return None
     if not torch.equal(want, have):
+        cut = _corner(want, have, sizes or {})
+        if cut is not None:
+            return Relation(*cut)
         return Relation(f"mask region: {_region(have)}",
                         f"Your mask {_region(have)}; the causal mask hides "
                         f"key j for query i where j > i (j >= i + 1): "
@@ -181,23 +224,41 @@ def softmax_axis(step: str, got: torch.Tensor, before: torch.Tensor | None
 
 
 def _divisor_words(divisor: float, sizes: dict[str, int], prefer: str
-                   ) -> tuple[str, str] | None:
-    """How the scores were scaled: (key without values, words)."""
+                   ) -> tuple[str, str, str, str]:
+    """How the scores were scaled: (key without values, words, and the
+    same two without a size's name). A factor no size (or more than two)
+    gives is said as a number only: both pairs alike."""
     if abs(divisor - 1.0) < 1e-3:
-        return "not divided", "not divided at all"
+        return ("not divided", "not divided at all", "not divided",
+                "not divided at all")
     if divisor < 1:
         times = 1.0 / divisor
+        plain = ("multiplied by another number",
+                 f"multiplied by {_fmt(times)} instead of divided")
         named = name_number(times, sizes, prefer=prefer)
         if named is None:
-            return None
+            return (*plain, *plain)
         short = name_number(times, sizes, False, prefer)
         return (f"multiplied by {short}",
-                f"multiplied by {_fmt(times)} = {named} instead of divided")
+                f"multiplied by {_fmt(times)} = {named} instead of divided",
+                *plain)
+    plain = ("divided by another number", f"divided by {_fmt(divisor)}")
     named = name_number(divisor, sizes, prefer=prefer)
     if named is None:
-        return None
+        return (*plain, *plain)
     return (f"divided by {name_number(divisor, sizes, False, prefer)}",
-            f"divided by {_fmt(divisor)} = {named}")
+            f"divided by {_fmt(divisor)} = {named}", *plain)
+
+
+def _named_or_plain(words: tuple[str, str, str, str], text: Any,
+                    step: str | None = None) -> Relation:
+    """The scale relation in ``words``' named form, carrying its plain
+    form (``text`` makes a sentence of the words)."""
+    plain = Relation(f"scale: scores {words[2]}", text(words[3]), step)
+    if words[:2] == words[2:]:
+        return plain
+    return Relation(f"scale: scores {words[0]}", text(words[1]), step,
+                    plain)
 
 
 def temperature(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -226,12 +287,10 @@ def temperature(step: str, got: torch.Tensor, expected: torch.Tensor,
     if abs(divisor - head ** 0.5) <= 1e-3 * head ** 0.5:
         return None
     words = _divisor_words(divisor, sizes, head_name)
-    if words is None:
-        return None
-    return Relation(f"scale: scores {words[0]}",
-                    f"Your weights are the softmax of the scores "
-                    f"{words[1]}; the scores are divided by sqrt("
-                    f"{head_name} = {head}) = {_fmt(head ** 0.5)}.")
+    return _named_or_plain(words, lambda said: (
+        f"Your weights are the softmax of the scores {said}; the scores "
+        f"are divided by sqrt({head_name} = {head}) = "
+        f"{_fmt(head ** 0.5)}."))
 
 
 def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -251,16 +310,19 @@ def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
         # Relative to the raw scores: a scores line that scales too.
         divisor = (head ** 0.5 if step in SCALED else 1.0) / c
         words = _divisor_words(divisor, sizes, head_name)
-        if words is None or words[0] == "not divided" and step in RAW:
+        if words[0] == "not divided" and step in RAW:
             return None
-        return Relation(f"scale: scores {words[0]}",
-                        f"Your scaled scores are the scores {words[1]}; "
-                        f"expected divided by sqrt({head_name} = {head}) = "
-                        f"{_fmt(head ** 0.5)}.", RAW.get(step))
+        return _named_or_plain(words, lambda said: (
+            f"Your scaled scores are the scores {said}; expected divided "
+            f"by sqrt({head_name} = {head}) = {_fmt(head ** 0.5)}."),
+            RAW.get(step))
     named = name_number(c, sizes)
     text = f"Your values are the expected ones times {_fmt(c)}"
-    return Relation(f"factor {name_number(c, sizes, False) or 'constant'}",
-                    text + (f" = {named}." if named else "."))
+    plain = Relation("factor constant", text + ".")
+    if named is None:
+        return plain
+    return Relation(f"factor {name_number(c, sizes, False)}",
+                    f"{text} = {named}.", plain=plain)
 
 
 def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -303,6 +365,49 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
     return Relation("constant shift",
                     "Your values differ from the expected ones by the same "
                     "vector at every position.")
+
+
+# The step a layer's input is, for each step a layer computes.
+_LAYER_INPUT = {"q": ("x",), "k": ("x",), "v": ("x",),
+                "output": ("merged", "context")}
+
+
+def transposed_weight(step: str, got: torch.Tensor, expected: torch.Tensor,
+                      steps: dict[str, torch.Tensor],
+                      weights: dict[str, torch.Tensor],
+                      layers: dict[str, str]) -> Relation | None:
+    """The layer computing ``step`` applied with its weight not transposed
+    (``x @ W + b``, where ``nn.Linear`` computes ``x @ W.T + b``): proven
+    when the layer's input step times ``W.T`` (plus the bias) is the
+    expected step and times ``W`` is the student's, in one layout."""
+    from autograder.checks.diagnosis.flow import oriented_layouts
+    attribute = layers.get(step)
+    w = weights.get(f"{attribute}.weight") if attribute else None
+    source = next((steps[n] for n in _LAYER_INPUT.get(step, ())
+                   if n in steps), None)
+    if w is None or source is None or w.dim() != 2 or \
+            w.shape[0] != w.shape[1] or source.shape[-1] != w.shape[0]:
+        return None
+    b = weights.get(f"{attribute}.bias")
+    shift = 0.0 if b is None else b.float()
+    right = source.float() @ w.float().T + shift
+    wrong = source.float() @ w.float() + shift
+    shape = tuple(expected.shape)
+    for (good, _), (bad, _) in zip(oriented_layouts(right, shape, step),
+                                   oriented_layouts(wrong, shape, step)):
+        if same(good, expected) and same(got, bad):
+            layer = f"self.{attribute}"
+            plus = "" if b is None else f" + {layer}.bias"
+            given = next(n for n in _LAYER_INPUT[step] if n in steps)
+            added = "" if b is None else f" plus `{layer}.bias`"
+            return Relation(f"weight not transposed: {layer}",
+                            f"These values ({_words(step)}) are "
+                            f"{_words(given)} times `{layer}.weight`"
+                            f"{added}: the weight is not transposed; "
+                            f"`nn.Linear` computes `input @ "
+                            f"{layer}.weight.T{plus}`. Call the layer "
+                            f"(`{layer}(...)`) or use `{layer}.weight.T`.")
+    return None
 
 
 def _rearrangements(step: str, expected: torch.Tensor,
@@ -458,6 +563,48 @@ def operands(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor],
     return None
 
 
+def head_values(step: str, got: torch.Tensor,
+                steps: dict[str, torch.Tensor]) -> Relation | None:
+    """Heads that weigh another head's values (``v[..., :head_dim]`` in
+    every head): proven by rebuilding, from the reference's weights and
+    values (which the student's matched), each head's context with the
+    values of the head named, and finding the student's numbers, head by
+    head (the context, or the heads merged in their usual order)."""
+    context, weights, v = (steps.get(n) for n in ("context", "weights", "v"))
+    if step not in ("context", "merged") or context is None or \
+            weights is None or v is None or context.dim() != 4:
+        return None
+    b, h, s, d = context.shape
+    if h < 2:
+        return None
+    if step == "merged":
+        if tuple(got.shape) != (b, s, h * d):
+            return None
+        got = got.reshape(b, s, h, d).transpose(1, 2)
+    elif tuple(got.shape) != (b, h, s, d):
+        return None
+    used = []
+    for i in range(h):
+        found = [j for j in range(h) if same(
+            got[:, i], weights[:, i] @ v[:, j])]
+        if len(found) != 1:
+            return None
+        used.append(found[0])
+    if used == list(range(h)):
+        return None
+    if len(set(used)) == 1:
+        words = (f"every head weighs head {used[0]}'s values (the values' "
+                 f"slice of head {used[0]} in every head)")
+    else:
+        words = "; ".join(f"head {i} weighs head {j}'s values"
+                          for i, j in enumerate(used) if i != j)
+    return Relation(f"head values: {used}",
+                    f"These values ({_words(step)}) are what attention "
+                    f"gives when {words}: each head must weigh its own "
+                    f"slice of the values, as it does of the queries and "
+                    f"keys.")
+
+
 def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
             steps: dict[str, torch.Tensor], case: Case, head: int,
             head_name: str, sizes: dict[str, int],
@@ -471,13 +618,16 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
     oriented = not (swapped and step in ORIENTED)
     tests = (lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
+             lambda: head_values(step, got, steps),
              lambda: mask_fill(step, got, expected),
-             lambda: mask_region(step, got, expected, steps.get("scaled"))
-             if oriented else None,
+             lambda: mask_region(step, got, expected, steps.get("scaled"),
+                                 sizes) if oriented else None,
              lambda: softmax_axis(step, got, before) if oriented else None,
              lambda: temperature(step, got, expected, raw, head, head_name,
                                  sizes) if oriented else None,
              lambda: factor(step, got, expected, head, head_name, sizes),
+             lambda: transposed_weight(step, got, expected, steps,
+                                       case.weights, case.layers),
              lambda: bias(step, got, expected, case.weights, case.layers),
              lambda: permutation(step, got, expected, steps))
     for test in tests:

@@ -634,14 +634,17 @@ def serve_probes(source: str, filename: str, encoded: bytes,
     of ``check``'s plain child (autograder/sandbox/plain.py), so both give
     the same verdicts."""
     from autograder.sandbox import audit
+    from autograder.sandbox.shape_recorder import stream_sink
     from autograder.sandbox.worker import execute_probes
 
     probes = wire.decode_probes(encoded)
     stream = _CappedStream(limit, 1)
     sys.stdout = sys.stderr = stream
-    # Before the submission loads: reach-ins reported to the parent at
-    # once, on the result channel, whatever their spelling.
-    report = audit.Reporter(results.fileno())
+    # Before the submission loads: reach-ins and shape records written to
+    # the parent at once, on the result channel, as frames of their own;
+    # the worker keeps neither (the parent rebuilds the shape tables).
+    write = wire.frame_writer(results)
+    report = audit.Reporter(write)
     audit.install(filename, report)
     changes = audit.watch()
     # The watch compares the grader's state before a traced probe's
@@ -663,11 +666,12 @@ def serve_probes(source: str, filename: str, encoded: bytes,
         return more
 
     for count, result in enumerate(execute_probes(
-            source, filename, probes, on_import=ready, more=hidden)):
+            source, filename, probes, on_import=ready, more=hidden,
+            shape_sink=stream_sink(write))):
         if result.id in traced or count % _WATCH_EVERY == 0 or \
                 count >= known[0] - 1:
             for name in changes():
-                report(f"grader state changed: {name}")
+                report(audit.STATE_CHANGED + name)
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
 

@@ -283,10 +283,14 @@ def grade_source(source: str, filename: str, config: GradingConfig,
         results = run_phased(planned, source, filename, runner, hidden)
         ctx.extra["ran"] = ran_by_task(rubric, planned, results)
         # Reach-ins the worker's audit caught (sandbox/audit.py): charged
-        # as the static rule's findings, in every task, and no trace of
-        # the run is evidence (checks/source.py).
-        ctx.extra["reach_ins"] = sorted({r for res in results.values()
-                                         for r in res.reach_ins})
+        # as the static rule's findings to the tasks whose calls could
+        # have made them (or to every task where the parent cannot tell),
+        # and no trace of the run is evidence (checks/source.py).
+        everywhere = {r for res in results.values() for r in res.reach_ins}
+        ctx.extra["reach_everywhere"] = sorted(everywhere)
+        ctx.extra["reach_by_task"] = reach_by_task(rubric, planned, results)
+        ctx.extra["reach_ins"] = sorted(everywhere.union(
+            *ctx.extra["reach_by_task"].values()))
         for probe in probes:
             if probe.id not in results:
                 results[probe.id] = ProbeResult(probe.id, NOT_RUN,
@@ -381,6 +385,22 @@ def ran_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],
         cls = owner[id(check)]
         ran[cls] = ran.get(cls, frozenset()) | lines
     return ran
+
+
+def reach_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],
+                  results: dict[str, ProbeResult]) -> dict[str, list[str]]:
+    """Task class -> the reach-ins caught while one of its checks' probes
+    ran, or an earlier probe of the same worker (``reach_here``: what
+    could have changed its answers)."""
+    owner = {id(c): t.cls for t in rubric.tasks
+             for c in (*t.items, *t.deductions, *t.bonuses)}
+    found: dict[str, set[str]] = {t.cls: set() for t in rubric.tasks}
+    for check, probes in planned:
+        cls = owner.get(id(check))
+        if cls is not None:
+            found[cls].update(r for p in probes if p.id in results
+                              for r in results[p.id].reach_here)
+    return {cls: sorted(whats) for cls, whats in found.items()}
 
 
 def hidden_probe_ids(probes: list[Probe], cases: list) -> set[str]:

@@ -139,15 +139,16 @@ def test_a_line_full_of_records_is_a_forgery():
     assert problem and "more records than the grader keeps" in problem
 
 
-def test_the_recorder_drops_a_trace_past_its_cap_whole():
+def test_the_parent_refuses_a_trace_past_its_cap():
     from autograder.sandbox.limits import LIMITS
-    from autograder.sandbox.shape_recorder import ShapeRecorder
-    recorder = ShapeRecorder()
-    recorder.reset([3, 4])
+    from autograder.sandbox.shape_table import FULL, ShapeTable
+    table = ShapeTable()
+    table.start()
     for k in range(LIMITS.shapes_per_line):     # the control: at the cap
-        recorder.bound(7, torch.ones(k + 1))
-    assert len(recorder.take()[7]) == LIMITS.shapes_per_line
-    recorder.reset([3, 4])
+        table.record(7, [[k + 1]])
+    shapes, problem = table.take()
+    assert len(shapes[7]) == LIMITS.shapes_per_line and problem == ""
+    table.start()
     for k in range(LIMITS.shapes_per_line + 1):  # one more: a forgery
-        recorder.bound(7, torch.ones(k + 1))
-    assert recorder.take() == {}
+        table.record(7, [[k + 1]])
+    assert table.take()[1] == FULL

@@ -151,10 +151,7 @@ class GraderAccess:
         """Triggered (points to deduct) by any finding charged to the
         task; the lines name each place and the rule."""
         from autograder.checks.grader_access import access_issues
-        # Caught at run time, whatever the spelling (sandbox/audit.py):
-        # charged to every task, as code outside every class is.
-        caught = [f"while it ran: {what}"
-                  for what in ctx.extra.get("reach_ins") or []]
+        caught = caught_reach_ins(task, ctx)
         try:
             found = [f.message for f in access_issues(
                 ctx.source, task.cls, tuple(ctx.task_methods))]
@@ -172,6 +169,26 @@ class GraderAccess:
             return Outcome(0.0, True, [f"- {PASS} {task.cls} leaves the "
                                        f"grader alone"])
         return _access_failed(check, found + caught)
+
+
+def caught_reach_ins(task: Task, ctx: Context) -> list[str]:
+    """The reach-ins caught at run time, whatever the spelling
+    (``sandbox/audit.py``), charged to ``task``: those caught while its
+    calls ran, or earlier calls in the same process (which could have
+    changed its answers), and those the grader cannot place (at import,
+    or a change of the grader's state found later), which every task is
+    charged, as code outside every class is; each line says which."""
+    by_task = ctx.extra.get("reach_by_task")
+    everywhere = ctx.extra.get("reach_everywhere") if by_task is not None \
+        else ctx.extra.get("reach_ins")
+    everywhere = list(everywhere or [])
+    own = [what for what in (by_task or {}).get(task.cls, [])
+           if what not in everywhere]
+    return [f"while {task.cls}'s calls, or earlier calls in the same "
+            f"process, ran: {what}" for what in own] + \
+        [f"while it ran (where the grader cannot tell which task's code "
+         f"did it, so every task is charged): {what}"
+         for what in everywhere]
 
 
 def _access_failed(check: Check, findings: list[str]) -> Outcome:
@@ -195,8 +212,8 @@ def _trace_problem(task: Task, probe: Probe, result: ProbeResult,
     from autograder.checks.trace_integrity import trace_problem
     outputs = result.outputs if result.output_kind in ("tensor",
                                                        "tuple") else None
-    return trace_problem(ctx.source, task.cls, probe.canary, result.shapes,
-                         outputs) or (
+    return result.trace_forged or trace_problem(
+        ctx.source, task.cls, probe.canary, result.shapes, outputs) or (
         "code reached into the grader while it ran"
         if ctx.extra.get("reach_ins") else None)
 

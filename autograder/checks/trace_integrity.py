@@ -1,8 +1,10 @@
 """Whether a shape trace can be trusted, and what ran while it was taken.
 
-The shape recorder lives in the worker, beside student code that may patch
-it (a no-op ``add``, a replaced recorder object). The parent therefore
-checks each traced call that returned: the canary, a record the worker
+The shape recorder lives in the worker, beside student code that may
+reach it; it keeps nothing there (each record is sent to the parent as it
+is made, and the parent rebuilds the table: ``sandbox/shape_table.py``),
+but code can still stop it or write records of its own. The parent
+therefore checks each traced call that returned: the canary, a record the worker
 makes through the recorder at every function entry with a shape drawn
 from a nonce the parent chose (``Probe.canary``), must be there, and every
 statement that runs on any path through the task's ``forward`` (its
@@ -25,14 +27,11 @@ import ast
 from typing import Any
 
 from autograder.sandbox.limits import LIMITS
+from autograder.sandbox.protocol import CANARY_LINE, canary_shape
 from autograder.submission import regions
 
-CANARY_LINE = 0     # no source line is 0
-
-
-def canary_shape(nonce: int) -> list[int]:
-    """The shape the canary record of ``nonce`` carries."""
-    return [2 + nonce % 89, 2 + (nonce // 89) % 97]
+__all__ = ["CANARY_LINE", "canary_shape", "expected_lines", "return_lines",
+           "trace_problem"]
 
 
 def _forward(source: str, cls: str) -> ast.FunctionDef | None:

@@ -44,8 +44,17 @@ import threading
 import types
 from typing import Any, Callable
 
-from autograder.checks.grader_access import MODULES
+from autograder.sandbox.wire import frame_writer
 
+# Modules whose import is a reach-in: the interpreter's back doors, code
+# loaded by name, and the grader itself (a package and its submodules).
+# The static rule (``checks/grader_access.py``) finds the same imports in
+# the source; it reads this list, which lives here, the lower layer.
+MODULES = frozenset({
+    "builtins", "gc", "inspect", "ctypes", "importlib", "imp",
+    "autograder", "kit", "_thread", "sysconfig", "code", "codeop",
+    "runpy", "pickle", "marshal", "tracemalloc", "faulthandler",
+})
 # Events that are a reach-in when the submission's code raises them.
 EVENTS = frozenset({
     "sys._getframe", "sys._current_frames", "sys.settrace",
@@ -64,6 +73,9 @@ HELPERS = ("inspect", "importlib", "runpy", "pickle", "code", "codeop",
            "dis", "pdb", "bdb", "pydoc", "operator", "functools")
 # The grader's own packages, whose state the watch fingerprints.
 GRADER_PACKAGES = ("autograder", "kit")
+# The watch's findings start so (the parent cannot tell when the change
+# was made, so it charges them to every task).
+STATE_CHANGED = "grader state changed: "
 MAX_REPORTS = 20          # findings written per worker (the first ones)
 MAX_WHAT = 120            # characters of one finding
 
@@ -89,18 +101,17 @@ def _helper_files() -> frozenset[str]:
 
 class Reporter:
     """Writes findings to the parent at once, as frames of the result
-    channel (the descriptor ``fd``), with nothing a later patch of a
-    module could change: ``os.write``, ``bytes`` and ``str`` methods taken
-    now. At most ``MAX_REPORTS`` per worker; a lock keeps two threads'
-    frames apart. A channel that refuses the write (a closed one; a
-    Windows pipe handle, where ``check``'s plain child cannot report)
-    loses the report, never fails the code that raised the event."""
+    channel (``wire.frame_writer`` of ``channel``: a descriptor, or the
+    writer itself, shared with the shape records), with nothing a later
+    patch of a module could change. At most ``MAX_REPORTS`` per worker
+    (the parent keeps no more). A channel that refuses the write loses
+    the report, never fails the code that raised the event."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, channel: int | Callable[[str], None]) -> None:
+        self._write = frame_writer(channel) if isinstance(channel, int) \
+            else channel
         self.count = 0
         self.seen: set[str] = set()
-        self._write = os.write
         self._lock = threading.RLock()
 
     def __call__(self, what: str) -> None:
@@ -111,14 +122,7 @@ class Reporter:
                 return
             self.seen.add(what)
             self.count += 1
-            head = ('{"kind": "reach", "what": "' + what + '"}').encode()
-            payload = len(head).to_bytes(4, "big") + head
-            frame = len(payload).to_bytes(4, "big", signed=True) + payload
-            try:
-                while frame:
-                    frame = frame[self._write(self.fd, frame):]
-            except OSError:
-                pass
+            self._write('{"kind": "reach", "what": "' + what + '"}')
 
 
 def install(filename: str, report: Callable[[str], None]) -> None:
@@ -132,6 +136,7 @@ def install(filename: str, report: Callable[[str], None]) -> None:
     forbidden = MODULES
     events, prefixes = EVENTS, EVENT_PREFIXES
     stdlib = _stdlib_dir()
+    type_name = type.__dict__["__name__"].__get__
 
     def is_helper(path: str) -> bool:
         return path in helpers or (path.startswith(stdlib) and any(
@@ -158,7 +163,9 @@ def install(filename: str, report: Callable[[str], None]) -> None:
             detail = name
         elif event in ("object.__getattr__", "object.__setattr__",
                        "object.__delattr__") and len(args) > 1:
-            detail = f"{type(args[0]).__name__}.{args[1]}"
+            # The type's own name, read past its metaclass (a property
+            # there would run student code inside the hook).
+            detail = f"{type_name(type(args[0]))}.{args[1]}"
         else:
             detail = ""
         frame = getframe(2)   # the code that raised it (past hook)

@@ -54,7 +54,11 @@ class SandboxLimits:
     message_bytes: int = 64 * _MIB         # one frame
     header_bytes: int = 1 * _MIB           # its JSON header
     outputs: int = 64                      # tensors per result
-    shape_ints: int = 200_000              # shape entries per result
+    shape_ints: int = 200_000              # shape entries per probe
+    # Shape records the worker streams while one traced probe runs (one
+    # per statement run: a loop over heads makes a few dozen); past it
+    # the worker is stopped, its trace no evidence.
+    shape_frames: int = 20_000
     text_chars: int = 200_000              # each text field, then cut
     retained_bytes: int = 512 * _MIB       # all frames of one worker
     wire_changed_names: int = 20           # names of changed state

@@ -13,9 +13,9 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 
-from autograder.checks import trace_integrity
 from autograder.sandbox import fastbuild
-from autograder.sandbox.protocol import CRASH, ERROR, OK, Probe, ProbeResult
+from autograder.sandbox.protocol import (CRASH, ERROR, OK, Probe, ProbeResult,
+                                         canary_shape)
 from autograder.sandbox.shape_recorder import ShapeRecorder, tensor_shape
 from autograder.sandbox.stand_in import stand_in_class
 from autograder.sandbox.state_change import changed_state, state_snapshot
@@ -141,7 +141,9 @@ def collect_outputs(value: Any) -> tuple[str, list[torch.Tensor]]:
 
 def run_probe(module: types.ModuleType, probe: Probe, filename: str,
               recorder: ShapeRecorder | None = None) -> ProbeResult:
-    """Answer one probe with the classes of ``module``."""
+    """Answer one probe with the classes of ``module``; ``recorder`` (a
+    traced probe's) is told when the call begins, and sends what it
+    records itself (``shape_recorder``): the result carries no shapes."""
     if probe.stand_in:
         name = str(probe.stand_in["cls"])
         missing = object()
@@ -191,7 +193,7 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             args = [_copy(a) for a in probe.args]
             kwargs = {k: _copy(v) for k, v in probe.kwargs.items()}
             if recorder is not None:
-                recorder.reset(trace_integrity.canary_shape(probe.canary))
+                recorder.reset(canary_shape(probe.canary))
             # No second call with stand-ins (Probe.stand_in): they accept
             # only the first call's x, and the batch reversed is not it, so
             # a correct module would fail its second call.
@@ -220,8 +222,6 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
     except BaseException as exc:   # noqa: B902 - student code may raise anything
         status, message, name, line = describe_exception(exc, filename)
         _fail(result, status, message, phase, name, line)
-    if recorder is not None:
-        result.shapes = recorder.take()
     result.seconds = time.perf_counter() - start
     return result
 

@@ -139,8 +139,14 @@ class ProbeResult:
     # (each entry a list: one shape per tensor bound, in target order; an
     # empty one: it ran and bound no tensor); also the first line of every
     # function (or lambda) of the submission that ran (an empty entry) and
-    # line 0, the canary (autograder/checks/trace_integrity.py).
+    # line 0, the canary (``CANARY_LINE``). Never read from the worker's
+    # result: the parent rebuilds it from the records the worker streamed
+    # while the probe ran (``sandbox/shape_table.py``).
     shapes: dict[int, list[list[list[int]]]] = field(default_factory=dict)
+    # Why the streamed records are no evidence (a call of the recorder
+    # from code the grader did not make, a line past its cap, a flood):
+    # set by the parent, "" when none.
+    trace_forged: str = ""
     stdout: str = ""             # captured stdout+stderr, truncated
     seconds: float = 0.0
     # Where a failure happened: "import", "init", "load" (weights), "call",
@@ -170,10 +176,24 @@ class ProbeResult:
     # of the submission ran (``sandbox/audit.py``), the same on every
     # result of one run: set by the parent, never read from a result.
     reach_ins: list[str] = field(default_factory=list)
+    # Reach-ins caught while this probe, or an earlier probe of the same
+    # worker, ran (after the import): what could have changed this
+    # probe's answer; set by the parent.
+    reach_here: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+
+CANARY_LINE = 0     # no source line is 0: the canary's record
+
+
+def canary_shape(nonce: int) -> list[int]:
+    """The shape the canary record of ``nonce`` carries (the worker
+    records it at each function entry of a traced call; the parent,
+    which chose ``nonce``, checks it: ``checks/trace_integrity.py``)."""
+    return [2 + nonce % 89, 2 + (nonce // 89) % 97]
 
 
 def stand_in_output(seed: int, index: int, shape: list[int]) -> torch.Tensor:

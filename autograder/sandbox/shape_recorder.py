@@ -14,70 +14,106 @@ import ast
 import secrets
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
-from autograder.checks import trace_integrity
-from autograder.sandbox.limits import LIMITS
+from autograder.sandbox.protocol import CANARY_LINE
 from autograder.sandbox.student_module import MODULE_NAME, load_module
 from autograder.submission import regions
 
 
-class ShapeRecorder:
-    """Collects, per traced line, the distinct lists of tensor shapes (an
-    empty list: the line ran and bound no tensor), the first line of each
-    function entered, and the canary (see
-    ``autograder/checks/trace_integrity.py``)."""
+class ShapeRecorder(NamedTuple):
+    """Sends, for each traced statement that ran, the shapes of the
+    tensors it bound (an empty list: it ran and bound no tensor), the
+    first line of each function entered, and the canary (see
+    ``autograder/checks/trace_integrity.py``) to a sink, at once
+    (``make_recorder``).
 
-    def __init__(self) -> None:
-        self.shapes: dict[int, list[list[list[int]]]] = {}
-        self.canary: list[int] | None = None
-        self.forged = False   # a call came from code the grader did not make
+    It keeps no table: in the worker the sink is ``stream_sink``, whose
+    records are frames of the result channel, and the parent rebuilds the
+    table (``sandbox/shape_table.py``): what student code reaches here
+    later (a frame's locals, through ``f_back``) cannot change what the
+    parent already has. A tuple of functions that hold the sink as default
+    values: nothing to reassign, and reading or replacing a function's
+    defaults raises an audit event (``audit.py``)."""
 
-    def reset(self, canary: list[int] | None = None) -> None:
-        """Forget everything recorded so far (one probe at a time); the
-        next function entry records ``canary``."""
-        self.shapes, self.canary, self.forged = {}, canary, False
+    reset: Callable[..., None]
+    forged: Callable[[], None]
+    bound: Callable[..., None]
+    returned: Callable[[int, Any], Any]
+    entered: Callable[[int], None]
 
-    def take(self) -> dict[int, list[list[list[int]]]]:
-        """What was recorded, then reset. A forged trace (a call from code
-        the grader did not make, a line past its cap) is dropped whole,
-        canary included: the parent then refuses it (``trace_integrity``),
-        and no forged record reaches it."""
-        shapes = {} if self.forged else self.shapes
-        self.reset()
-        return shapes
 
-    def bound(self, line: int, *values: Any) -> None:
+def make_recorder(sink: Any) -> ShapeRecorder:
+    """A ``ShapeRecorder`` sending to ``sink`` (``start``, ``forged``,
+    ``record``: a ``StreamSink`` in the worker, a ``ShapeTable`` in the
+    student's own process)."""
+    canary: list[Any] = [None]    # the next entries' canary record
+
+    def reset(value: list[int] | None = None, _canary: list = canary,
+              _start: Callable = sink.start) -> None:
+        """A traced call begins; each function entry records ``value``."""
+        _canary[0] = value
+        _start()
+
+    def forged(_forged: Callable = sink.forged) -> None:
+        """A call from code the grader did not make (``link``)."""
+        _forged()
+
+    def bound(line: int, *values: Any, _record: Callable = sink.record,
+              _shape: Callable = tensor_shape) -> None:
         """Record the tensors among the values a statement just bound."""
-        shapes = [tensor_shape(v) for v in values]
-        self._add(line, [s for s in shapes if s is not None])
+        shapes = [_shape(v) for v in values]
+        _record(line, [s for s in shapes if s is not None])
 
-    def returned(self, line: int, value: Any) -> Any:
+    def returned(line: int, value: Any, _record: Callable = sink.record,
+                 _shape: Callable = tensor_shape) -> Any:
         """Record the tensor(s) of a return value and pass it through."""
         items = value if isinstance(value, (tuple, list)) else (value,)
-        self._add(line, [s for s in map(tensor_shape, items)
-                         if s is not None])
+        _record(line, [s for s in map(_shape, items) if s is not None])
         return value
 
-    def entered(self, line: int) -> None:
+    def entered(line: int, _canary: list = canary,
+                _record: Callable = sink.record) -> None:
         """A function (or lambda) of the submission starting at ``line``
         was called."""
-        if self.canary is not None:
-            self._add(trace_integrity.CANARY_LINE, [self.canary])
-        self._add(line, [])
+        if _canary[0] is not None:
+            _record(CANARY_LINE, [_canary[0]])
+        _record(line, [])
 
-    def _add(self, line: int, shapes: list[list[int]]) -> None:
-        seen = self.shapes.setdefault(line, [])
-        if shapes in seen:
-            return
-        if len(seen) >= LIMITS.shapes_per_line:
-            # A full line keeps no more: what ran later would go unseen
-            # (a table filled ahead with empty records hid every shape).
-            self.forged = True
-            return
-        seen.append(shapes)
+    return ShapeRecorder(reset, forged, bound, returned, entered)
+
+
+class StreamSink(NamedTuple):
+    """The worker's sink: each call writes one frame on the result channel
+    (``wire.frame_writer``) and keeps nothing. A tuple of functions whose
+    writer is a default value: nothing here can be reassigned without an
+    audit event, and what was written stays written."""
+
+    start: Callable[[], None]
+    forged: Callable[[], None]
+    record: Callable[[int, list[list[int]]], None]
+
+
+def stream_sink(write: Callable[[str], None]) -> StreamSink:
+    """A ``StreamSink`` writing with ``write`` (``wire.frame_writer``)."""
+    def start(_write: Callable[[str], None] = write) -> None:
+        _write('{"kind": "shape", "start": true}')
+
+    def forged(_write: Callable[[str], None] = write) -> None:
+        _write('{"kind": "shape", "forged": true}')
+
+    def record(line: int, shapes: list[list[int]],
+               _write: Callable[[str], None] = write,
+               _join: Callable[..., str] = ",".join,
+               _int: type = int) -> None:
+        # Plain ints only (tensor_shape made them): "%d" of an int is JSON.
+        text = _join("[" + _join("%d" % _int(d) for d in shape) + "]"
+                     for shape in shapes)
+        _write('{"kind": "shape", "line": %d, "shapes": [%s]}'
+               % (_int(line), text))
+    return StreamSink(start, forged, record)
 
 
 def tensor_shape(value: Any) -> list[int] | None:
@@ -227,12 +263,12 @@ def load_traced(source: str, filename: str,
 class TracedModule:
     """The instrumented copy of a submission and its shape recorder
     (``installed``: one made by ``install_recorder`` before the plain copy
-    loaded, else a new one)."""
+    loaded)."""
 
     def __init__(self, source: str, filename: str,
                  methods: dict[str, tuple[str, ...]],
-                 installed: tuple[ShapeRecorder, str] | None = None):
-        self.recorder, prefix = installed or install_recorder()
+                 installed: tuple[ShapeRecorder, str]):
+        self.recorder, prefix = installed
         self.module = load_traced(source, filename, methods, self.recorder,
                                   prefix)
 
@@ -243,21 +279,23 @@ def link(code: types.CodeType, recorder: Any, prefix: str,
     replaced by a guard of ``recorder.<method>``. The guard records only a
     call made by one of these code objects, with this module's globals,
     on the line it names: a wrapper, a forged record, a replaced
-    ``__code__`` or a call from other code marks the trace forged (see
-    ``ShapeRecorder.take``) and records nothing."""
+    ``__code__`` or a call from other code records nothing and tells the
+    parent at once that the trace is forged (``ShapeRecorder.forged``),
+    which no later call can undo."""
     ours: set[int] = set()
     kept: list[types.CodeType] = []     # keeps the ids in ``ours`` unique
     guards: dict[str, Callable[..., Any]] = {}
 
     def guard(method: str) -> Callable[..., Any]:
         target = getattr(recorder, method)
+        refuse = recorder.forged
 
         def call(line: int, *args: Any) -> Any:
             caller = sys._getframe(1)
             if id(caller.f_code) in ours and caller.f_lineno == line and \
                     caller.f_globals is namespace:
                 return target(line, *args)
-            recorder.forged = True
+            refuse()
             return args[0] if args else None
         return call
 
@@ -278,14 +316,15 @@ def link(code: types.CodeType, recorder: Any, prefix: str,
     return relink(code)
 
 
-def install_recorder() -> tuple[ShapeRecorder, str]:
-    """A new shape recorder and the random prefix of the placeholder
-    constants through which the traced copy calls it (see ``link``). No
-    module, builtin or global holds it (only the caller's frame, the
-    traced copy's ``TracedModule`` and the guards, constants of the traced
-    code): reaching it takes a frame or a code object, which raise audit
-    events (``audit.py``); a call student code makes itself is refused."""
-    return ShapeRecorder(), f"autograder-{secrets.token_hex(8)}"
+def install_recorder(sink: Any) -> tuple[ShapeRecorder, str]:
+    """A new shape recorder sending to ``sink`` and the random prefix of
+    the placeholder constants through which the traced copy calls it (see
+    ``link``). No module, builtin or global holds it (only the caller's
+    frame, the traced copy's ``TracedModule`` and the guards, constants of
+    the traced code); a call student code makes itself is refused, and
+    whoever reaches it (a frame's ``f_back`` raises no audit event) finds
+    no table: what it sent is the parent's."""
+    return make_recorder(sink), f"autograder-{secrets.token_hex(8)}"
 
 
 # --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
                                          MEMORY, NOT_RUN, TIMEOUT, Probe,
                                          ProbeResult)
+from autograder.sandbox.shape_table import ShapeTable, TooManyRecords
 from autograder.sandbox.worker_jail import (WorkerSettings, keeper_main,
                                             read_keeper_log, read_leftover,
                                             scratch_verdict)
@@ -91,7 +92,10 @@ def supervise(start: Starter, source: str, filename: str,
             layers = attempt.layers if attempt.layers is not None \
                 else layers
             refused = attempt.refused or refused
-            reach_ins += [r for r in getattr(attempt, "reach_ins", ())
+            # Charged to every task: caught at import, in the grader's
+            # state, or after the last result this worker gave.
+            reach_ins += [r for r in getattr(attempt, "unattributed",
+                                             list)()
                           if r not in reach_ins]
             staff = read_keeper_log(settings.workdir)
         if _staff_log(staff, filename):
@@ -246,7 +250,12 @@ class Attempt:
         finally:
             theirs.close()
         self.frames = 0
-        self.reach_ins: list[str] = []     # what the worker's audit caught
+        self.reach_ins: list[str] = []     # caught where no probe ran
+        # Caught while a probe ran (after the import), in order, and how
+        # many of them the results given so far carry.
+        self.reach_since: list[str] = []
+        self.reach_given = 0
+        self.table = ShapeTable()          # the running probe's records
         self.inmate: int | None = None     # the process running student code
         self.layers: list[str] | None = None
         self.refused: list[str] = []
@@ -273,6 +282,8 @@ class Attempt:
                 self.imported = True
             elif kind == "reach" and self.frames > 2:
                 self._accept_reach(header)
+            elif kind == "shape" and self.frames > 2:
+                self._accept_shape(header, probe)
             elif kind == "hidden" and not self.hidden_sent and \
                     index == len(self.probes) - len(self._hidden):
                 self._send_hidden(probe, deadline)
@@ -287,6 +298,13 @@ class Attempt:
                 if result.status != IMPORT_ERROR and \
                         result.phase != "import":
                     self.imported = True
+                # The shapes are the records streamed while it ran,
+                # never the worker's word at the end.
+                shapes, forged = self.table.take()
+                if probe.trace_shapes:
+                    result.shapes, result.trace_forged = shapes, forged
+                result.reach_here = list(self.reach_since)
+                self.reach_given = len(self.reach_since)
                 yield result
                 index += 1
             else:
@@ -296,13 +314,37 @@ class Attempt:
                 deadline = self._deadline(self.probes[index])
 
     def _accept_reach(self, header: dict[str, Any]) -> None:
-        """A reach-in the worker's audit caught (``sandbox/audit.py``):
-        kept, bounded, for every result of the run."""
+        """A reach-in the worker's audit caught (``sandbox/audit.py``),
+        kept, bounded. One an event showed while a probe ran (after the
+        import) is charged to that probe and every later one of this
+        worker, whose answers it could have changed (``reach_here``);
+        the others (at import; a change the watch found in the grader's
+        state, made at some earlier time) to every probe of the run."""
         what = header.get("what")
-        if isinstance(what, str) and len(self.reach_ins) < \
-                audit.MAX_REPORTS and what[:audit.MAX_WHAT] not in \
-                self.reach_ins:
-            self.reach_ins.append(what[:audit.MAX_WHAT])
+        if not isinstance(what, str) or \
+                len(self.reach_ins) + len(self.reach_since) >= \
+                audit.MAX_REPORTS:
+            return
+        what = what[:audit.MAX_WHAT]
+        where = self.reach_since if self.imported and not \
+            what.startswith(audit.STATE_CHANGED) else self.reach_ins
+        if what not in where:
+            where.append(what)
+
+    def unattributed(self) -> list[str]:
+        """The reach-ins no given result carries as its own: caught at
+        import, in the grader's state, or after the last result (the
+        probe they ran in failed): charged to every probe."""
+        return self.reach_ins + self.reach_since[self.reach_given:]
+
+    def _accept_shape(self, header: dict[str, Any], probe: Probe) -> None:
+        """A shape record streamed while ``probe`` ran
+        (``sandbox/shape_table.py``)."""
+        try:
+            self.table.accept(header)
+        except TooManyRecords as exc:
+            raise Failure(CRASH, f"the worker sent {exc} during probe "
+                          f"{probe.id}") from None
 
     def _send_hidden(self, probe: Probe, deadline: float) -> None:
         """Answer the worker's request for the hidden probes, within the

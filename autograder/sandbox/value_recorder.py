@@ -34,8 +34,13 @@ class ValueRecorder:
     def __init__(self) -> None:
         self.values: list[tuple[int, torch.Tensor]] = []
         self.armed = False
-        self.forged = False    # set by the link's guard (shape_recorder.link)
+        self.refused = False   # a call the link's guard refused
         self._total = 0
+
+    def forged(self) -> None:
+        """A call the link's guard refused (``shape_recorder.link``):
+        nothing recorded; the values diagnose, they grade nothing."""
+        self.refused = True
 
     def reset(self, canary: Any = None) -> None:
         """Forget what was recorded (the worker's probe API)."""

@@ -11,12 +11,13 @@ with no terminal and an eager ``torch.compile`` (``run_environment``).
 from __future__ import annotations
 
 import sys
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from autograder.sandbox import value_recorder
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.sandbox.run_environment import eager, no_terminal
+from autograder.sandbox.shape_table import ShapeTable
 from autograder.sandbox.shape_recorder import TracedModule, install_recorder
 from autograder.sandbox.student_module import (
     MODULE_NAME, ImportFailure, load_module)
@@ -24,30 +25,50 @@ from autograder.sandbox.student_module import (
 
 def execute_probes(source: str, filename: str, probes: list[Probe],
                    on_import: Callable[[], None] | None = None,
-                   more: Callable[[], list[Probe]] | None = None
-                   ) -> Iterator[ProbeResult]:
+                   more: Callable[[], list[Probe]] | None = None,
+                   shape_sink: Any = None) -> Iterator[ProbeResult]:
     """Import ``source`` as a fresh module and yield one result per probe,
     in order. An import failure gives every probe that status (usually
     IMPORT_ERROR). ``on_import`` is called once the module imported.
     ``more`` is called once ``probes`` are all answered and returns the
     probes that follow (the hidden cases', which the parent sends only
     then: see ``supervisor.Attempt``). While it runs the submission has no
-    terminal (``no_terminal``) and runs eagerly (``eager``)."""
+    terminal (``no_terminal``) and runs eagerly (``eager``).
+
+    ``shape_sink``: where traced probes' shape records go as they are made
+    (the sandbox's worker: ``shape_recorder.stream_sink``, the parent
+    rebuilds the table and the results carry none). Without it (the
+    student's own process, where no one is to be kept out) a
+    ``ShapeTable`` collects them here and each traced result carries its
+    own."""
+    local = ShapeTable() if shape_sink is None else None
+    traced = {p.id for p in probes if p.trace_shapes}
+
+    def then() -> list[Probe]:
+        found = more() if more is not None else []
+        traced.update(p.id for p in found if p.trace_shapes)
+        return found
+
     with no_terminal(), eager():
-        yield from _execute_probes(source, filename, probes, on_import, more)
+        for result in _execute_probes(source, filename, probes, on_import,
+                                      then, shape_sink or local):
+            if local is not None:
+                shapes, problem = local.take()
+                if result.id in traced:
+                    result.shapes, result.trace_forged = shapes, problem
+            yield result
 
 
 def _execute_probes(source: str, filename: str, probes: list[Probe],
                     on_import: Callable[[], None] | None,
-                    more: Callable[[], list[Probe]] | None
-                    ) -> Iterator[ProbeResult]:
+                    more: Callable[[], list[Probe]],
+                    shape_sink: Any) -> Iterator[ProbeResult]:
     def stream() -> Iterator[Probe]:
         yield from probes
-        if more is not None:
-            yield from more()
+        yield from more()
 
     # Made before the plain copy loads (no tell), held by this frame only.
-    shapes_installed = install_recorder() \
+    shapes_installed = install_recorder(shape_sink) \
         if any(probe.trace_shapes for probe in probes) else None
     values_installed = value_recorder.install() \
         if any(probe.trace_values for probe in probes) else None

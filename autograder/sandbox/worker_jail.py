@@ -366,10 +366,13 @@ def _watch(pid: int, settings: WorkerSettings, proc: int, home: int,
     its processes hold open after unlinking them, in every mode (read
     through ``proc``, a descriptor of /proc). Over it, kill the inmate and
     say why in ``VERDICT_FILE`` (in ``home``, a descriptor of the worker's
-    folder: with a mount namespace its path shows the inmate's root)."""
+    folder: with a mount namespace its path shows the inmate's root).
+    Every other process of the submission that is not parked is killed
+    as the descendants are counted (``unparked``)."""
     killed = False
     tick = 0
     holders = [pid]
+    looked: dict[int, tuple[bytes, int]] = {}   # for ``unparked``
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -379,6 +382,11 @@ def _watch(pid: int, settings: WorkerSettings, proc: int, home: int,
         if tick % _DESCENDANTS_EVERY == 0:
             holders = submission_processes(
                 proc, os.getpid(), settings.uid if settings.own_uid else None)
+            for other in unparked(proc, holders, pid, looked):
+                try:
+                    os.kill(other, signal.SIGKILL)
+                except OSError:   # ended meanwhile
+                    pass
         tick += 1
         used, entries = _usage(settings.scratch) if folder else (0, 0)
         used += held_unlinked(proc, holders)
@@ -391,6 +399,54 @@ def _watch(pid: int, settings: WorkerSettings, proc: int, home: int,
             os.write(fd, b"scratch")
             os.close(fd)
         time.sleep(_WATCH_SECONDS)
+
+
+# Signals no process can block (SIGKILL, SIGSTOP) and those glibc keeps
+# for itself (32, 33): a parked process blocks every other one.
+_UNBLOCKABLE = sum(1 << (n - 1) for n in (9, 19, 32, 33))
+_EVERY_SIGNAL = (1 << 64) - 1
+# Where a parked process waits (``park_forks``: sigwait); "0" where the
+# kernel does not say (no symbols, or not to this keeper).
+_PARK_WAITS = (b"do_sigtimedwait", b"0")
+
+
+def unparked(proc: int, pids: list[int], inmate: int,
+             looked: dict[int, tuple[bytes, int]]) -> list[int]:
+    """The processes of ``pids`` other than ``inmate`` that are not parked
+    (``park_forks``): every signal blocked, asleep in the park's wait, and
+    no CPU time since the keeper last looked (``looked``: pid -> start
+    time and CPU ticks then, updated). A child forked past Python's fork
+    hooks (libc's ``fork()`` through ``ctypes``, a raw ``clone``) or a
+    program a child started runs student code on, beside the inmate and
+    after its answers: the keeper kills it."""
+    found = []
+    for pid in pids:
+        if pid == inmate:
+            continue
+        try:
+            stat = _read(proc, f"{pid}/stat")
+            status = _read(proc, f"{pid}/status", 8192)
+        except OSError:   # ended meanwhile
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+            continue
+        now = (fields[19], int(fields[11]) + int(fields[12]))
+        before = looked.get(pid, now)
+        looked[pid] = now
+        try:
+            wchan = _read(proc, f"{pid}/wchan", 64)
+        except OSError:
+            wchan = b"0"
+        blocked = next((int(line.split()[1], 16) for line in
+                        status.splitlines() if line.startswith(b"SigBlk:")),
+                       0)
+        parked = (blocked | _UNBLOCKABLE) == _EVERY_SIGNAL and \
+            wchan.startswith(_PARK_WAITS) and fields[0] == b"S" and \
+            (before[0] != now[0] or before[1] == now[1])
+        if not parked:
+            found.append(pid)
+    return found
 
 
 def _read(proc: int, path: str, limit: int = 4096) -> bytes:
@@ -608,7 +664,11 @@ def park_forks() -> None:
     blocked none could run anyway); then a wait in C that returns for no
     signal (``sigwait`` on the empty set: glibc repeats it on EINTR, and
     every signal stays blocked and pending). Only SIGKILL ends it, which
-    is how the keeper, the PID namespace or the subreaper end it."""
+    is how the keeper, the PID namespace or the subreaper end it.
+
+    A child forked past these hooks (libc's ``fork()`` through ``ctypes``,
+    a raw ``clone``) never parks: the keeper kills every process of the
+    submission but the inmate that is not parked so (``unparked``)."""
     os.register_at_fork(after_in_child=functools.partial(
         signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()))
     os.register_at_fork(after_in_child=_default_handlers)
@@ -634,14 +694,17 @@ def serve_probes(source: str, filename: str, encoded: bytes,
     of ``check``'s plain child (autograder/sandbox/plain.py), so both give
     the same verdicts."""
     from autograder.sandbox import audit
+    from autograder.sandbox.shape_recorder import stream_sink
     from autograder.sandbox.worker import execute_probes
 
     probes = wire.decode_probes(encoded)
     stream = _CappedStream(limit, 1)
     sys.stdout = sys.stderr = stream
-    # Before the submission loads: reach-ins reported to the parent at
-    # once, on the result channel, whatever their spelling.
-    report = audit.Reporter(results.fileno())
+    # Before the submission loads: reach-ins and shape records written to
+    # the parent at once, on the result channel, as frames of their own;
+    # the worker keeps neither (the parent rebuilds the shape tables).
+    write = wire.frame_writer(results)
+    report = audit.Reporter(write)
     audit.install(filename, report)
     changes = audit.watch()
     # The watch compares the grader's state before a traced probe's
@@ -663,11 +726,12 @@ def serve_probes(source: str, filename: str, encoded: bytes,
         return more
 
     for count, result in enumerate(execute_probes(
-            source, filename, probes, on_import=ready, more=hidden)):
+            source, filename, probes, on_import=ready, more=hidden,
+            shape_sink=stream_sink(write))):
         if result.id in traced or count % _WATCH_EVERY == 0 or \
                 count >= known[0] - 1:
             for name in changes():
-                report(f"grader state changed: {name}")
+                report(audit.STATE_CHANGED + name)
         result.stdout = stream.take() + output.take()
         send(*wire.result_payload(result))
 

@@ -66,8 +66,8 @@ def test_state_kept_outside_the_module_is_not_shared(where):
     with Sandbox() as box:
         first, second = box.run(REPLAY.replace('"WHERE"', repr(where)),
                                 "replay.py", probes)
-    assert first.status == second.status == OK, (first.message,
-                                                  second.message)
+    assert first.status == second.status == OK, \
+        (first.message, second.message)
     # No mask: the last token changes every earlier position's output,
     # unless the second call replays the first's.
     earlier = (first.outputs[0][:, :-1] - second.outputs[0][:, :-1]).abs()

@@ -101,7 +101,9 @@ def graded(request):
 
             def runner(source, filename, probes):
                 results = box.run(source, filename, probes)
-                caught.update(r for res in results for r in res.reach_ins)
+                # Placed by probe where the parent can tell, else on all.
+                caught.update(r for res in results
+                              for r in (*res.reach_ins, *res.reach_here))
                 return results
 
             result = grade_source(source, "attack.py", config, runner)

@@ -303,7 +303,8 @@ def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
     if norm == 0 or not torch.isfinite(g).all():
         return None
     c = float((g * e).sum()) / norm
-    if abs(c - 1) < 1e-4 or not bool(
+    # All zeros is no factor (and no divisor): say only where.
+    if c == 0 or abs(c - 1) < 1e-4 or not bool(
             ((g - c * e).abs() <= tolerance(expected) * max(1, abs(c))).all()):
         return None
     if step in SCALED or step in RAW:

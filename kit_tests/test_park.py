@@ -41,7 +41,10 @@ def fork_and_poke():
         except (OSError, ValueError):
             pass
     read, write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except PermissionError:   # the jail's seccomp refuses every new process
+        return False
     if pid == 0:
         os.write(write, b"escaped")
         os._exit(0)

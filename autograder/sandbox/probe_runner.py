@@ -283,7 +283,7 @@ def call_again(instance: nn.Module, probe: Probe, filename: str,
             # Its failure rides on the second call's result (status ok,
             # outputs kept): the parent judges the second call first.
             problem = longer_call(instance, probe, args, kwargs, filename,
-                                  rebuild)
+                                  rebuild, again.outputs)
             if problem:
                 again.phase, again.message = "longer", problem
     except ProbeFailure as failure:
@@ -306,14 +306,18 @@ def _longer(value: Any, tokens: int) -> Any:
 
 def longer_call(instance: nn.Module, probe: Probe, args: list,
                 kwargs: dict[str, Any], filename: str,
-                rebuild: Callable[[], nn.Module] | None = None) -> str:
+                rebuild: Callable[[], nn.Module] | None = None,
+                shorter: list[torch.Tensor] | None = None) -> str:
     """The third call (``Probe.again_longer``): the second call's input
     with its first tokens appended. What went wrong ("" if nothing): it
-    raised, returned the first call's length, or (``rebuild``) its values
-    differ at some position from those of a new module built the same way
-    whose first call is this one (a mask or cache sized by, or kept from,
-    the first call). The values are the module's own: whether they are
-    right is the other checks' business."""
+    raised, returned the first call's length, (``Probe.again_prefix``) its
+    first positions differ from the second call's outputs ``shorter`` (a
+    causal module's output at a position depends only on the tokens up
+    to it), or (``rebuild``) its values differ at some position from
+    those of a new module built the same way whose first call is this one
+    (a mask or cache sized by, or kept from, the first call). The values
+    are the module's own: whether they are right is the other checks'
+    business."""
     what = (f"a third call on a longer input (the same batch with "
             f"{probe.again_longer} more token"
             f"{'s' * (probe.again_longer > 1)})")
@@ -337,6 +341,10 @@ def longer_call(instance: nn.Module, probe: Probe, args: list,
     if got != want:
         return (f"{what} returned {got} positions, not {want}: is "
                 f"something sized by the first call?")
+    if probe.again_prefix and shorter:
+        problem = _prefix_differs(what, outputs, shorter)
+        if problem:
+            return problem
     fresh = _first_call_outputs(rebuild, longer, kwargs)
     return "" if fresh is None else _differs_from_fresh(
         what, outputs, fresh, probe.again_longer)
@@ -393,6 +401,41 @@ def _differs_from_fresh(what: str, outputs: list[torch.Tensor],
                     f"by up to {float(gap[bad].max()):.3g}: is something "
                     f"(a mask, a cache) sized by or kept from the first "
                     f"call?")
+    return ""
+
+
+def _prefix_differs(what: str, outputs: list[torch.Tensor],
+                    shorter: list[torch.Tensor]) -> str:
+    """Where a causal module's third call (``outputs``) differs, on the
+    positions of the second call, from the second call's outputs
+    (``shorter``): "" if nowhere. Float noise of the longer matmuls is
+    within ``LONGER_ATOL`` relative to the values' scale."""
+    for index, (got, want) in enumerate(zip(outputs, shorter)):
+        name = "the output" if len(outputs) == 1 else f"output {index}"
+        if got.dim() < 2 or want.dim() != got.dim() or \
+                got.shape[0] != want.shape[0] or \
+                got.shape[1] < want.shape[1] or \
+                got.shape[2:] != want.shape[2:]:
+            continue
+        head = got[:, :want.shape[1]]
+        scale = max(1.0, float(want.abs().nan_to_num(0.0).amax())) \
+            if want.numel() else 1.0
+        gap = (head - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
+        bad = ((gap > LONGER_ATOL * scale) | (head.isnan() ^ want.isnan()))
+        rows = bad.transpose(0, 1).reshape(want.shape[1], -1).any(dim=1)
+        if bool(rows.any()):
+            where = [int(i) for i in rows.nonzero().flatten()]
+            listed = ", ".join(map(str, where[:8])) + \
+                (", ..." if len(where) > 8 else "")
+            return (f"{what} changes the outputs of the tokens it shares "
+                    f"with the second call: {name} differs from the "
+                    f"second call's at {len(where)} of its "
+                    f"{want.shape[1]} positions ({listed}), by up to "
+                    f"{float(gap[bad].max()):.3g}. In causal attention an "
+                    f"output depends only on the tokens up to its own "
+                    f"position, whatever follows: is the mask sized by "
+                    f"the first call (cut it to num_tokens on every "
+                    f"call)?")
     return ""
 
 

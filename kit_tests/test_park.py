@@ -128,3 +128,59 @@ def test_a_forked_child_with_handlers_stays_parked_in_the_jail(namespaces):
         [result] = box.run(SUBMISSION, "forker.py", [probe])
     assert result.status == OK, (result.status, result.message)
     assert result.outputs[0].tolist() == [0.0], "the forked child ran on"
+
+
+# libc's fork() through ctypes runs no fork hook (nothing parks its
+# child); os.fork, the control, does. In the jail both are refused by the
+# kernel (seccomp): no child runs a line of Python, however forked.
+LIBC_FORK = '''
+import ctypes
+import os
+
+import torch
+import torch.nn as nn
+
+
+class Forker(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def forward(self, x):
+        read, write = os.pipe()
+        if self.how == "libc":
+            pid = ctypes.CDLL(None, use_errno=True).fork()
+        else:
+            try:
+                pid = os.fork()
+            except PermissionError:
+                pid = -1
+        if pid == 0:
+            os.write(write, b"ran")
+            os._exit(0)
+        os.close(write)
+        os.set_blocking(read, False)
+        import time
+        time.sleep(0.5)
+        try:
+            heard = os.read(read, 3)
+        except BlockingIOError:
+            heard = b""
+        return x + torch.tensor([float(pid < 0), float(heard == b"ran")])
+'''
+
+
+@pytest.mark.parametrize("how", ["libc", "os"])
+@pytest.mark.parametrize("namespaces", [True, False],
+                         ids=["namespaces", "no-namespaces"])
+def test_no_fork_however_called_gives_a_running_child(namespaces, how):
+    with Sandbox(namespaces=namespaces) as box:
+        refused = None if namespaces else refusal(box)
+        if refused is not None:
+            pytest.skip(f"the grader refuses ({refused})")
+        probe = Probe(f"fork-{how}", "Forker", {"how": how},
+                      args=[torch.zeros(2)], timeout=60)
+        [result] = box.run(LIBC_FORK, "forker.py", [probe])
+    assert result.status == OK, (result.status, result.message)
+    # [refused, a child ran Python]
+    assert result.outputs[0].tolist() == [1.0, 0.0], result.outputs[0]

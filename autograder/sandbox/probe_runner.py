@@ -384,24 +384,35 @@ def _differs_from_fresh(what: str, outputs: list[torch.Tensor],
                     f"first call?")
         if got.dim() < 2:
             continue
-        gap = (got - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
-        both_nan = got.isnan() & want.isnan()
-        bad = ((gap > LONGER_ATOL) | (got.isnan() ^ want.isnan())) \
-            & ~both_nan
-        rows = bad.transpose(0, 1).reshape(got.shape[1], -1).any(dim=1)
-        if bool(rows.any()):
-            where = [int(i) for i in rows.nonzero().flatten()]
-            listed = ", ".join(map(str, where[:8])) + \
-                (", ..." if len(where) > 8 else "")
+        apart = _positions_apart(got, want, LONGER_ATOL)
+        if apart:
+            where, listed, gap = apart
             return (f"{what} gives values other than a new module's, "
                     f"built the same way and called once on that input: "
                     f"{name} differs at {len(where)} of {got.shape[1]} "
                     f"positions ({listed}; the first "
                     f"{got.shape[1] - appended} are the first call's), "
-                    f"by up to {float(gap[bad].max()):.3g}: is something "
+                    f"by up to {gap:.3g}: is something "
                     f"(a mask, a cache) sized by or kept from the first "
                     f"call?")
     return ""
+
+
+def _positions_apart(got: torch.Tensor, want: torch.Tensor, atol: float
+                     ) -> tuple[list[int], str, float] | None:
+    """The positions (dim 1) where ``got`` and ``want`` (one shape) differ
+    by more than ``atol`` or where one alone is NaN, those positions
+    listed for a message (the first eight), and the largest gap; None if
+    nowhere."""
+    gap = (got - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
+    bad = (gap > atol) | (got.isnan() ^ want.isnan())
+    rows = bad.transpose(0, 1).reshape(got.shape[1], -1).any(dim=1)
+    if not bool(rows.any()):
+        return None
+    where = [int(i) for i in rows.nonzero().flatten()]
+    listed = ", ".join(map(str, where[:8])) + \
+        (", ..." if len(where) > 8 else "")
+    return where, listed, float(gap[bad].max())
 
 
 def _prefix_differs(what: str, outputs: list[torch.Tensor],
@@ -420,18 +431,14 @@ def _prefix_differs(what: str, outputs: list[torch.Tensor],
         head = got[:, :want.shape[1]]
         scale = max(1.0, float(want.abs().nan_to_num(0.0).amax())) \
             if want.numel() else 1.0
-        gap = (head - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
-        bad = ((gap > LONGER_ATOL * scale) | (head.isnan() ^ want.isnan()))
-        rows = bad.transpose(0, 1).reshape(want.shape[1], -1).any(dim=1)
-        if bool(rows.any()):
-            where = [int(i) for i in rows.nonzero().flatten()]
-            listed = ", ".join(map(str, where[:8])) + \
-                (", ..." if len(where) > 8 else "")
+        apart = _positions_apart(head, want, LONGER_ATOL * scale)
+        if apart:
+            where, listed, gap = apart
             return (f"{what} changes the outputs of the tokens it shares "
                     f"with the second call: {name} differs from the "
                     f"second call's at {len(where)} of its "
                     f"{want.shape[1]} positions ({listed}), by up to "
-                    f"{float(gap[bad].max()):.3g}. In causal attention an "
+                    f"{gap:.3g}. In causal attention an "
                     f"output depends only on the tokens up to its own "
                     f"position, whatever follows: is the mask sized by "
                     f"the first call (cut it to num_tokens on every "

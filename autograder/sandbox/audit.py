@@ -119,6 +119,12 @@ def _installed_folders() -> tuple[str, ...]:
     return tuple(os.path.join(f, "") for f in folders if f)
 
 
+# Read once, when the fork server preloads this module (``sysconfig``
+# and ``site`` cost a worker tenths of a second under load, within its
+# first probe's time).
+_INSTALLED = _installed_folders()
+
+
 class Reporter:
     """Writes findings to the parent at once, as frames of the result
     channel (the descriptor ``fd``), with nothing a later patch of a
@@ -165,7 +171,7 @@ def install(filename: str, report: Callable[[str], None]) -> None:
     events, prefixes = EVENTS, EVENT_PREFIXES
     own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
     internal_use = _module_files(INTERNAL_USE)
-    installed = _installed_folders()
+    installed = _INSTALLED
     # This package's folder: its guards and recorders run inside the
     # submission's calls, and what they raise is the grader's own.
     grader = os.path.join(os.path.dirname(os.path.dirname(

@@ -143,6 +143,7 @@ def plan_checks(config: GradingConfig, ctx: Context,
     cases (ids shared between checks). Raises RubricError if a check
     selects no case (unless public-only)."""
     planned = []
+    causal: list[tuple[str, dict]] = []
     for task in config.rubric.tasks:
         for check in (*task.items, *task.deductions, *task.bonuses):
             chosen = _cases_for(check, config.cases, ctx.public_only)
@@ -152,7 +153,20 @@ def plan_checks(config: GradingConfig, ctx: Context,
             if timeout is not None:
                 found = [replace(p, timeout=timeout) for p in found]
             planned.append((check, found))
-    return planned
+            if getattr(kind(check).impl, "judges_causality", False):
+                causal += [(c.cls, c.init) for c in chosen]
+    return [(check, [_prefix_causal(p, causal) for p in found])
+            for check, found in planned]
+
+
+def _prefix_causal(probe: Probe, causal: list[tuple[str, dict]]) -> Probe:
+    """``probe`` asked to keep its prefix on the longer call
+    (``Probe.again_prefix``) when it builds a module the rubric judges
+    causal (the class and arguments of a causality item's case)."""
+    if probe.again_longer and not probe.again_prefix and any(
+            probe.cls == cls and probe.init == init for cls, init in causal):
+        return replace(probe, again_prefix=True)
+    return probe
 
 
 def plan_probes(config: GradingConfig, ctx: Context,
@@ -170,7 +184,8 @@ def _unique(probes) -> list[Probe]:
             # One run serves every check that shares it: the second call
             # that one of them asks for (module_output) is made.
             seen[probe.id] = replace(first, again=True,
-                                     again_longer=probe.again_longer)
+                                     again_longer=probe.again_longer,
+                                     again_prefix=probe.again_prefix)
     return list(seen.values())
 
 

@@ -30,6 +30,7 @@ HARNESS = textwrap.dedent('''
     found = {}
     for name, code in json.loads(sys.argv[1]).items():
         reporter.seen.clear()   # each case reported on its own
+        reporter.count = 0
         try:
             exec(compile(code, "student.py", "exec"), {"__name__": "s"})
         except Exception as exc:
@@ -60,6 +61,29 @@ ATTACKS = {
                  "    getattr(e.__traceback__, 'tb_' + 'frame')",
     "inspect": "import inspect\ninspect.currentframe()",
     "gc": "import gc\ngc.get_referrers(print)",
+    # Libraries that compile, run or walk frames for their caller launder
+    # nothing: the submission's code is on the stack.
+    "timeit": "import timeit\nns = {}\n"
+              "timeit.Timer('pass', setup='def f(): return 1', "
+              "globals=ns).timeit(1)",
+    "profile": "import cProfile\ncProfile.runctx('x = 1', {}, {})",
+    "trace": "import trace\ntrace.Trace(count=0, trace=0).runctx("
+             "'x = 1', {}, {})",
+    # (walk_stack(None) starts four frames out: called four deep.)
+    "walk_stack": "import traceback\n"
+                  "def a(): return next(traceback.walk_stack(None))\n"
+                  "def b(): return a()\ndef c(): return b()\n"
+                  "def d(): return c()\nd()",
+    "walk_tb": "import traceback\ntry:\n    1 / 0\nexcept Exception as e:"
+               "\n    next(traceback.walk_tb(e.__traceback__))",
+    "currentframe": "import logging\nlogging.currentframe()",
+    "typing_eval": "import typing\ndef f(x: 'int'): pass\n"
+                   "typing.get_type_hints(f)",
+    "scratch_module": "import os, sys, tempfile\n"
+                      "d = tempfile.mkdtemp()\n"
+                      "open(os.path.join(d, 'scratch_helper.py'), 'w')"
+                      ".write('x = 1')\nsys.path.insert(0, d)\n"
+                      "import scratch_helper",
     "patched": "import sys\nm = getattr(sys, 'mod' + 'ules')\n"
                "m['autograder.sandbox.shape_recorder'].ShapeRecorder.take = "
                "lambda self: {}",
@@ -75,6 +99,15 @@ CONTROLS = {
                  "    traceback.print_exc(file=io.StringIO())",
     "deepcopy": "import copy, torch\n"
                 "copy.deepcopy(torch.nn.Linear(2, 2))",
+    "logging": "import logging\nlogging.getLogger('s').warning('careful')",
+    "enum": "import enum\nenum.Enum('E', 'a b')\n"
+            "class F(enum.Enum):\n    A = 1",
+    "typevar": "import typing\ntyping.TypeVar('T')",
+    "new_stdlib_module": "import difflib, fractions, statistics",
+    "module_call": "import torch\nclass M(torch.nn.Module):\n"
+                   "    def forward(self, x):\n"
+                   "        return torch.einsum('ij,jk->ik', x, x)\n"
+                   "M()(torch.ones(2, 2))",
 }
 
 

@@ -37,7 +37,7 @@ CALLS = {"x86_64": {"keyctl": 250, "add_key": 248, "request_key": 249,
 def _run_bpf(program, nr: int, arch: int, args=(0,) * 6) -> int:
     """Classic BPF, the few instructions the filter uses, on a
     ``struct seccomp_data``."""
-    data = struct.pack("<iIQ6Q", nr, arch, 0, *args)
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *args, *(0,) * (6 - len(args)))
     acc, pc = 0, 0
     while True:
         code, jt, jf, k = program[pc]
@@ -49,6 +49,8 @@ def _run_bpf(program, nr: int, arch: int, args=(0,) * 6) -> int:
             pc += jt if acc == k else jf
         elif code == 0x35:    # jge #k
             pc += jt if acc >= k else jf
+        elif code == 0x45:    # jset #k
+            pc += jt if acc & k else jf
         elif code == 0x06:    # ret #k
             return k
         else:
@@ -85,6 +87,33 @@ def test_the_filter_refuses_what_it_names_and_nothing_else(machine):
         assert _run_bpf(program, 0x40000000 | 250, arch) == EPERM
 
 
+ENOSYS = 0x00050000 | errno.ENOSYS
+PROCESS_CALLS = {"x86_64": {"clone": 56, "clone3": 435, "fork": 57,
+                            "vfork": 58},
+                 "aarch64": {"clone": 220, "clone3": 435}}
+
+
+@pytest.mark.parametrize("machine", sorted(CALLS))
+def test_the_second_filter_refuses_new_processes_not_threads(machine):
+    # libc's fork() through ctypes runs no fork hook: the kernel refuses
+    # it. Threads (torch's, threading's) are clone with CLONE_THREAD.
+    program = seccomp.process_program(machine)
+    calls, arch = PROCESS_CALLS[machine], ARCH[machine]
+    fork_flags = 0x01200000 | 17      # glibc fork: CHILD_*TID | SIGCHLD
+    spawn_flags = 0x4000 | 0x100 | 17  # posix_spawn: VFORK | VM | SIGCHLD
+    thread_flags = 0x3D0F00           # glibc pthread_create
+    assert _run_bpf(program, calls["clone"], arch, (fork_flags,)) == EPERM
+    assert _run_bpf(program, calls["clone"], arch, (spawn_flags,)) == EPERM
+    assert _run_bpf(program, calls["clone"], arch,
+                    (thread_flags,)) == ALLOW
+    assert _run_bpf(program, calls["clone3"], arch) == ENOSYS
+    for name in ("fork", "vfork"):
+        if name in calls:
+            assert _run_bpf(program, calls[name], arch) == EPERM
+    for name in ("read", "mmap", "getpid", "socket"):   # not its calls
+        assert _run_bpf(program, CALLS[machine][name], arch) == ALLOW
+
+
 @pytest.mark.skipif(not seccomp.program(), reason="no filter for this "
                     "architecture")
 def test_the_filter_holds_in_a_real_process():
@@ -105,13 +134,27 @@ def test_the_filter_holds_in_a_real_process():
                     seen.append(False)
                 except PermissionError:
                     seen.append(True)
+            # No new process, however forked; a thread still starts.
+            seen.append(libc.fork() == -1 and
+                        ctypes.get_errno() == errno.EPERM)
+            try:
+                os.fork()
+                seen.append(False)
+            except PermissionError:
+                seen.append(True)
+            import threading
+            ran = []
+            thread = threading.Thread(target=ran.append, args=(1,))
+            thread.start()
+            thread.join()
+            seen.append(ran == [1])
             os.write(write, repr(seen).encode())
         finally:
             os._exit(0)
     os.close(write)
     seen = os.read(read, 100).decode()
     os.waitpid(pid, 0)
-    assert seen == "[True, True, True, True]"
+    assert seen == repr([True] * 7)
 
 
 class _Sandbox:

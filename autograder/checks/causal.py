@@ -388,6 +388,10 @@ class CausalProperty(CaseCheck):
                    "softmax(q k^T / sqrt(d_k)) with the future masked, not "
                    "as fixed (e.g. uniform) weights")
 
+    # Its cases' modules are causal: their module probes' longer call
+    # must keep the second call's outputs (grade.plan_checks).
+    judges_causality = True
+
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """The case's call; the same call with the last token changed,
         with every token after each earlier position changed (each in

@@ -7,17 +7,30 @@ with an audit hook (``sys.addaudithook``: it cannot be removed) installed
 before the submission's module loads, and a watch on the grader's own
 modules:
 
-- **Events** CPython 3.11 raises for what a reach-in needs, when the
-  submission's own code raises them (its frame is the innermost, or only
-  frames of the stdlib's introspection helpers stand between, e.g.
-  ``inspect.currentframe``): frames (``sys._getframe``,
-  ``sys._current_frames``, and ``object.__getattr__``, which CPython
-  raises for ``__code__``, ``tb_frame``, ``gi_frame``, ``gi_code``, ...),
-  code and functions made or replaced (``code.__new__``,
-  ``function.__new__``, ``object.__setattr__``), code run from strings
-  (``exec``, ``compile``), ``gc``'s object lists, tracing and profiling
-  hooks, another audit hook, ``ctypes``, and imports of the forbidden
-  modules (``grader_access.MODULES``) that load them.
+- **Events** CPython 3.11 raises for what a reach-in needs, whenever the
+  submission's own code is on the stack when they are raised (the
+  innermost frame, or any frame out from it before a frame of the
+  grader's, whose guards and recorders run inside the submission's
+  calls): frames (``sys._getframe``, ``sys._current_frames``, and
+  ``object.__getattr__``, which CPython raises for ``__code__``,
+  ``tb_frame``, ``gi_frame``, ``gi_code``, ...), code and functions made
+  or replaced (``code.__new__``, ``function.__new__``,
+  ``object.__setattr__``), code run from strings (``exec``,
+  ``compile``), ``gc``'s object lists, tracing and profiling hooks,
+  another audit hook, ``ctypes``, and imports of the forbidden modules
+  (``grader_access.MODULES``) that load them. The stack, not the
+  innermost frame: a library that compiles, runs or walks frames for its
+  caller (``timeit``, ``trace``, ``profile``, ``doctest``, ``logging``,
+  ``traceback``, ``inspect``, ...) launders nothing. Three exceptions,
+  each a library's own use that hands its caller no frame and no code it
+  did not write: an import of an installed module (code from the standard
+  library's or site-packages' files, compiled and run by importlib);
+  the modules of ``OWN_USE``, which read frames or compile code they
+  generate themselves (``namedtuple``, ``dataclass``, ``Enum``,
+  ``TypeVar``, ``warnings``); and the modules of ``INTERNAL_USE`` when
+  their own code called the raiser (``traceback.print_exc`` reading a
+  traceback, a ``logging`` call finding its caller), not the
+  submission's (``traceback.walk_stack``, ``logging.currentframe``).
 - **The rest**, which raises no event (``__globals__``, ``__closure__``,
   ``vars``, ``sys.modules``, ``print.__self__``, ``__subclasses__``):
   what they can reach of the grader is its modules' state, so every
@@ -65,12 +78,20 @@ EVENTS = frozenset({
     "cpython._PySys_ClearAuditHooks", "sys._getframemodulename",
 })
 EVENT_PREFIXES = ("ctypes.",)
-# Stdlib modules that reach frames and code on their caller's behalf: an
-# event they raise is charged to the code that called them. (Not
-# ``traceback``: printing one's own exception reads its frames, and is
-# no reach.)
-HELPERS = ("inspect", "importlib", "runpy", "pickle", "code", "codeop",
-           "dis", "pdb", "bdb", "pydoc", "operator", "functools")
+# Standard library modules that, called by the submission, read frames
+# (``OWN_FRAMES``) or compile code (``OWN_CODE``) only for their own ends
+# (the caller's module name, generated methods), handing no frame and no
+# code of the caller's out: an event raised inside such a call is none of
+# the submission's reach. (Not ``typing`` for code: ``get_type_hints``
+# evaluates strings the caller wrote.)
+OWN_FRAMES = ("collections", "dataclasses", "enum", "typing", "warnings")
+OWN_CODE = ("collections", "dataclasses")
+# Modules whose public functions hand frames out (``walk_stack``,
+# ``walk_tb``, ``currentframe``) and also use them internally: an event is
+# theirs only when their own code, not the submission, called the raiser.
+INTERNAL_USE = ("traceback", "logging")
+IMPORTLIB = ("<frozen importlib._bootstrap>",
+             "<frozen importlib._bootstrap_external>")
 # The grader's own packages, whose state the watch fingerprints.
 GRADER_PACKAGES = ("autograder", "kit")
 # The watch's findings start so (the parent cannot tell when the change
@@ -86,17 +107,34 @@ def _stdlib_dir() -> str:
     return os.path.dirname(threading.__file__)
 
 
-def _helper_files() -> frozenset[str]:
+def _module_files(names: tuple[str, ...]) -> frozenset[str]:
+    """The source files of the loaded modules (and packages) ``names``."""
     found = set()
-    for name in HELPERS:
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
+    for name in names:
+        path = getattr(sys.modules.get(name), "__file__", None)
         if path:
             found.add(path)
-    folder = os.path.join(_stdlib_dir(), "importlib")
-    found.update({"<frozen importlib._bootstrap>",
-                  "<frozen importlib._bootstrap_external>"})
-    return frozenset(found | {folder})
+    return frozenset(found)
+
+
+def _installed_folders() -> tuple[str, ...]:
+    """Where installed modules live: the standard library and every
+    site-packages folder (a module the submission wrote to its scratch
+    folder and imports is in none of them)."""
+    import site
+    import sysconfig
+    folders = {_stdlib_dir(), sysconfig.get_paths()["purelib"],
+               sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+    user = site.getusersitepackages()
+    if isinstance(user, str):
+        folders.add(user)
+    return tuple(os.path.join(f, "") for f in folders if f)
+
+
+# Read once, when the fork server preloads this module (``sysconfig``
+# and ``site`` cost a worker tenths of a second under load, within its
+# first probe's time).
+_INSTALLED = _installed_folders()
 
 
 class Reporter:
@@ -127,20 +165,23 @@ class Reporter:
 
 def install(filename: str, report: Callable[[str], None]) -> None:
     """Add the audit hook (for the rest of this process): an event of
-    ``EVENTS`` raised by code of ``filename`` (the submission's, either
-    copy), directly or through ``HELPERS``, is ``report``-ed as
-    ``"event: detail"``."""
-    helpers = _helper_files()
+    ``EVENTS`` raised while code of ``filename`` (the submission's, either
+    copy) is on the stack, and no frame of the grader's between it and the
+    raiser, is ``report``-ed as ``"event: detail"`` (but for the
+    libraries' own uses, see the module's docstring)."""
     getframe = sys._getframe
     busy = threading.local()
     forbidden = MODULES
     events, prefixes = EVENTS, EVENT_PREFIXES
-    stdlib = _stdlib_dir()
+    own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
+    internal_use = _module_files(INTERNAL_USE)
+    installed = _INSTALLED
+    # This package's folder: its guards and recorders run inside the
+    # submission's calls, and what they raise is the grader's own.
+    grader = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "")
+    str_type, bytes_type, code_type = str, bytes, types.CodeType
     type_name = type.__dict__["__name__"].__get__
-
-    def is_helper(path: str) -> bool:
-        return path in helpers or (path.startswith(stdlib) and any(
-            path.startswith(h) for h in helpers if h.startswith(stdlib)))
 
     def hook(event: str, args: tuple) -> None:
         if event not in events and not event.startswith(prefixes):
@@ -155,6 +196,38 @@ def install(filename: str, report: Callable[[str], None]) -> None:
         finally:
             busy.on = False
 
+    def is_installed(path: str) -> bool:
+        return path.startswith(installed) and not path.startswith(grader)
+
+    def compiled_file(event: str, args: tuple) -> str:
+        # The file of the code ``exec`` runs or ``compile`` compiles.
+        if event == "exec" and args and type(args[0]) is code_type:
+            return args[0].co_filename
+        if event == "compile" and len(args) > 1:
+            name = args[1]
+            if type(name) is bytes_type:
+                name = name.decode(errors="replace")
+            return name if type(name) is str_type else ""
+        return ""
+
+    def libraries_own(event: str, args: tuple, raiser: Any,
+                      between: list[str]) -> bool:
+        # ``between``: the files of the frames from the raiser out to the
+        # submission's, the submission's call (the entry) last.
+        code = event in ("exec", "compile")
+        if code:
+            compiled = compiled_file(event, args)
+            if compiled.startswith("<frozen ") or is_installed(compiled):
+                return True     # an installed module imported
+        if is_installed(raiser.f_code.co_filename) and \
+                any(p in IMPORTLIB for p in between):
+            return True     # an installed module's code, run as imported
+        entry = between[-1]
+        if entry in (own_code if code else own_frames):
+            return True
+        return entry in internal_use and len(between) > 1 and \
+            between[-2] == entry
+
     def check(event: str, args: tuple) -> None:
         if event == "import":
             name = str(args[0]) if args else ""
@@ -168,14 +241,23 @@ def install(filename: str, report: Callable[[str], None]) -> None:
             detail = f"{type_name(type(args[0]))}.{args[1]}"
         else:
             detail = ""
-        frame = getframe(2)   # the code that raised it (past hook)
-        walk = event in ("import", "sys._getframe",
-                         "object.__getattr__")
-        while frame is not None and walk and \
-                is_helper(frame.f_code.co_filename):
+        raiser = getframe(2)   # the code that raised it (past the hook)
+        between: list[str] = []
+        frame = raiser
+        while frame is not None:    # out to the submission's frame
+            path = frame.f_code.co_filename
+            if path == filename:
+                break
+            if path.startswith(grader):
+                return          # the grader's own code, inside its call
+            between.append(path)
             frame = frame.f_back
-        if frame is not None and frame.f_code.co_filename == filename:
-            report(f"{event}: {detail}" if detail else event)
+        else:
+            return              # no submission code on the stack
+        if between and event != "import" and \
+                libraries_own(event, args, raiser, between):
+            return
+        report(f"{event}: {detail}" if detail else event)
 
     sys.addaudithook(hook)
 

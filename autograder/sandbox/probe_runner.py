@@ -301,7 +301,7 @@ def call_again(instance: nn.Module, probe: Probe, filename: str,
             # Its failure rides on the second call's result (status ok,
             # outputs kept): the parent judges the second call first.
             problem = longer_call(instance, probe, args, kwargs, filename,
-                                  rebuild)
+                                  rebuild, again.outputs)
             if problem:
                 again.phase, again.message = "longer", problem
     except ProbeFailure as failure:
@@ -324,14 +324,18 @@ def _longer(value: Any, tokens: int) -> Any:
 
 def longer_call(instance: nn.Module, probe: Probe, args: list,
                 kwargs: dict[str, Any], filename: str,
-                rebuild: Callable[[], nn.Module] | None = None) -> str:
+                rebuild: Callable[[], nn.Module] | None = None,
+                shorter: list[torch.Tensor] | None = None) -> str:
     """The third call (``Probe.again_longer``): the second call's input
     with its first tokens appended. What went wrong ("" if nothing): it
-    raised, returned the first call's length, or (``rebuild``) its values
-    differ at some position from those of a new module built the same way
-    whose first call is this one (a mask or cache sized by, or kept from,
-    the first call). The values are the module's own: whether they are
-    right is the other checks' business."""
+    raised, returned the first call's length, (``Probe.again_prefix``) its
+    first positions differ from the second call's outputs ``shorter`` (a
+    causal module's output at a position depends only on the tokens up
+    to it), or (``rebuild``) its values differ at some position from
+    those of a new module built the same way whose first call is this one
+    (a mask or cache sized by, or kept from, the first call). The values
+    are the module's own: whether they are right is the other checks'
+    business."""
     what = (f"a third call on a longer input (the same batch with "
             f"{probe.again_longer} more token"
             f"{'s' * (probe.again_longer > 1)})")
@@ -356,8 +360,11 @@ def longer_call(instance: nn.Module, probe: Probe, args: list,
         return (f"{what} returned {got} positions, not {want}: is "
                 f"something sized by the first call?")
     fresh = _first_call_outputs(rebuild, longer, kwargs)
-    return "" if fresh is None else _differs_from_fresh(
+    problem = "" if fresh is None else _differs_from_fresh(
         what, outputs, fresh, probe.again_longer)
+    if not problem and probe.again_prefix and shorter:
+        problem = _prefix_differs(what, outputs, shorter)
+    return problem
 
 
 LONGER_ATOL = 1e-5   # the same computation twice: float noise at most
@@ -394,23 +401,65 @@ def _differs_from_fresh(what: str, outputs: list[torch.Tensor],
                     f"first call?")
         if got.dim() < 2:
             continue
-        gap = (got - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
-        both_nan = got.isnan() & want.isnan()
-        bad = ((gap > LONGER_ATOL) | (got.isnan() ^ want.isnan())) \
-            & ~both_nan
-        rows = bad.transpose(0, 1).reshape(got.shape[1], -1).any(dim=1)
-        if bool(rows.any()):
-            where = [int(i) for i in rows.nonzero().flatten()]
-            listed = ", ".join(map(str, where[:8])) + \
-                (", ..." if len(where) > 8 else "")
+        apart = _positions_apart(got, want, LONGER_ATOL)
+        if apart:
+            where, listed, gap = apart
             return (f"{what} gives values other than a new module's, "
                     f"built the same way and called once on that input: "
                     f"{name} differs at {len(where)} of {got.shape[1]} "
                     f"positions ({listed}; the first "
                     f"{got.shape[1] - appended} are the first call's), "
-                    f"by up to {float(gap[bad].max()):.3g}: is something "
+                    f"by up to {gap:.3g}: is something "
                     f"(a mask, a cache) sized by or kept from the first "
                     f"call?")
+    return ""
+
+
+def _positions_apart(got: torch.Tensor, want: torch.Tensor, atol: float
+                     ) -> tuple[list[int], str, float] | None:
+    """The positions (dim 1) where ``got`` and ``want`` (one shape) differ
+    by more than ``atol`` or where one alone is NaN, those positions
+    listed for a message (the first eight), and the largest gap; None if
+    nowhere."""
+    gap = (got - want).abs().nan_to_num(nan=0.0, posinf=float("inf"))
+    bad = (gap > atol) | (got.isnan() ^ want.isnan())
+    rows = bad.transpose(0, 1).reshape(got.shape[1], -1).any(dim=1)
+    if not bool(rows.any()):
+        return None
+    where = [int(i) for i in rows.nonzero().flatten()]
+    listed = ", ".join(map(str, where[:8])) + \
+        (", ..." if len(where) > 8 else "")
+    return where, listed, float(gap[bad].max())
+
+
+def _prefix_differs(what: str, outputs: list[torch.Tensor],
+                    shorter: list[torch.Tensor]) -> str:
+    """Where a causal module's third call (``outputs``) differs, on the
+    positions of the second call, from the second call's outputs
+    (``shorter``): "" if nowhere. Float noise of the longer matmuls is
+    within ``LONGER_ATOL`` relative to the values' scale."""
+    for index, (got, want) in enumerate(zip(outputs, shorter)):
+        name = "the output" if len(outputs) == 1 else f"output {index}"
+        # One position shows no prefix a mistake of the mask could keep
+        # (a softmax over the wrong axis is right on one token).
+        if got.dim() < 2 or want.dim() != got.dim() or want.shape[1] < 2 or \
+                got.shape[0] != want.shape[0] or \
+                got.shape[1] < want.shape[1] or \
+                got.shape[2:] != want.shape[2:]:
+            continue
+        head = got[:, :want.shape[1]]
+        scale = max(1.0, float(want.abs().nan_to_num(0.0).amax())) \
+            if want.numel() else 1.0
+        apart = _positions_apart(head, want, LONGER_ATOL * scale)
+        if apart:
+            where, listed, gap = apart
+            return (f"{what} changes the outputs of the tokens it shares "
+                    f"with the second call: {name} differs from the "
+                    f"second call's at {len(where)} of its "
+                    f"{want.shape[1]} positions ({listed}), by up to "
+                    f"{gap:.3g}. In causal attention an "
+                    f"output depends only on the tokens up to its own "
+                    f"position, whatever follows")
     return ""
 
 

@@ -92,6 +92,12 @@ class Probe:
     # way whose first call is that input, the second call's result says
     # so (phase "longer").
     again_longer: int = 0
+    # With ``again_longer``: the module is causal as built (the rubric
+    # judges its causality), so the third call's first positions, whose
+    # tokens are the second call's, must give the second call's outputs:
+    # a mask sized by the first call and open beyond it shows there even
+    # when a rebuilt module shares its state (kept on another module).
+    again_prefix: bool = False
     # Run on a copy of the submission that records the values of the
     # tensors its statements bind, in execution order
     # (``sandbox/value_recorder.py``): the diagnosis of a failing case.

@@ -24,6 +24,18 @@ Docker's default profile) makes these fail with EPERM:
   memory (Landlock also refuses it outside its domain; this holds where
   Landlock is missing).
 
+A second filter (``process_program``), installed with the first, refuses
+every new process, however it is asked for: ``clone`` without
+``CLONE_THREAD`` (``os.fork``, libc's ``fork()`` through ``ctypes``,
+``posix_spawn``, ``subprocess``) and ``fork``/``vfork`` fail with EPERM;
+``clone3`` fails with ENOSYS (its flags are in memory, out of the filter's
+sight), so glibc falls back to ``clone``, where threads are told apart.
+Threads (torch's, ``threading``) stay allowed. A fork hook cannot hold a
+child that libc's ``fork()`` makes (it runs none), and nothing the worker
+does after the jail is built forks: the inmate serves every probe itself.
+Code that must fork later has to do it before ``install`` (or install the
+filter in each child).
+
 The filter checks the audit architecture first: a call made through
 another ABI (32-bit ``int 0x80`` or x32 on x86-64) is refused whole, so
 the numbers below cannot be dodged. Unknown architectures get no filter
@@ -66,13 +78,21 @@ _ARCHES = {
         "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185}),
 }
 DENIED = tuple(_ARCHES["x86_64"][1])
+# Per architecture: clone, clone3 and (where they exist) fork and vfork.
+_PROCESS_CALLS = {
+    "x86_64": {"clone": 56, "clone3": 435, "fork": 57, "vfork": 58},
+    "aarch64": {"clone": 220, "clone3": 435},
+}
+CLONE_THREAD = 0x00010000
 
 # Classic BPF opcodes and seccomp return values.
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_EPERM = 0x00050000 | errno.EPERM
-# struct seccomp_data: nr at 0, arch at 4.
-_NR, _ARCH = 0, 4
+_RET_ENOSYS = 0x00050000 | errno.ENOSYS
+# struct seccomp_data: nr at 0, arch at 4, args[0]'s low word at 16
+# (both architectures are little-endian).
+_NR, _ARCH, _ARG0_LOW = 0, 4, 16
 
 
 class _Filter(ctypes.Structure):
@@ -92,7 +112,7 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     if arch is None:
         return []
     # Written with labels ("allow", "deny"), resolved into offsets below.
-    code: list[tuple[int, object, object, int]] = [
+    code: list[tuple] = [
         (_LD_W_ABS, 0, 0, _ARCH),
         (_JEQ_K, 0, "deny", arch),
         (_LD_W_ABS, 0, 0, _NR)]
@@ -102,6 +122,41 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
         code.append((_JEQ_K, "deny", 0, number))
     code += [("allow", _RET_K, 0, 0, _RET_ALLOW),
              ("deny", _RET_K, 0, 0, _RET_EPERM)]
+    return _resolve(code)
+
+
+def process_program(machine: str | None = None
+                    ) -> list[tuple[int, int, int, int]]:
+    """The second filter's instructions for ``machine``: no new process
+    (``clone`` without ``CLONE_THREAD``, ``fork``, ``vfork``: EPERM;
+    ``clone3``: ENOSYS); empty for an architecture it does not know.
+    Another ABI is refused whole by the first filter already."""
+    machine = machine or platform.machine()
+    arch = _ARCHES.get(machine, (None, {}))[0]
+    if arch is None:
+        return []
+    calls = _PROCESS_CALLS[machine]
+    code: list[tuple] = [
+        (_LD_W_ABS, 0, 0, _ARCH),
+        (_JEQ_K, 0, "allow", arch),     # the first filter refuses it
+        (_LD_W_ABS, 0, 0, _NR),
+        (_JEQ_K, 0, "other", calls["clone"]),
+        (_LD_W_ABS, 0, 0, _ARG0_LOW),
+        (_JSET_K, "allow", "deny", CLONE_THREAD),
+        ("other", _JEQ_K, "nosys", 0, calls["clone3"])]
+    for name in ("fork", "vfork"):
+        if name in calls:
+            code.append((_JEQ_K, "deny", 0, calls[name]))
+    code += [("allow", _RET_K, 0, 0, _RET_ALLOW),
+             ("deny", _RET_K, 0, 0, _RET_EPERM),
+             ("nosys", _RET_K, 0, 0, _RET_ENOSYS)]
+    return _resolve(code)
+
+
+def _resolve(code: list[tuple]) -> list[tuple[int, int, int, int]]:
+    """Labelled instructions (a leading string names one; a jump's
+    string is a label) as plain ones with relative offsets (forward
+    only: the kernel refuses a filter with a jump back)."""
     labels = {}
     plain = []
     for i, ins in enumerate(code):
@@ -113,6 +168,7 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     for i, (op, jt, jf, k) in enumerate(plain):
         jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
         jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        assert 0 <= jt < 256 and 0 <= jf < 256, (i, jt, jf)
         out.append((op, jt, jf, k))
     return out
 
@@ -122,31 +178,36 @@ def install() -> bool:
     CAP_SYS_ADMIN; it is inherited by every child and cannot be removed).
     Returns whether it is in force; raises OSError if the kernel refused
     it where it should work."""
-    if sys.platform != "linux" or _COMPILED is None:
+    if sys.platform != "linux" or not _COMPILED:
         return False
-    _filters, prog = _COMPILED
-    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog),
-                   0, 0) != 0:
-        err = ctypes.get_errno()
-        if err == errno.EINVAL:   # a kernel built without seccomp
-            return False
-        raise OSError(err, f"prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER): "
-                      f"{errno.errorcode.get(err, err)} ({os.strerror(err)})")
+    for _filters, prog in _COMPILED:
+        if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+                       ctypes.byref(prog), 0, 0) != 0:
+            err = ctypes.get_errno()
+            if err == errno.EINVAL:   # a kernel built without seccomp
+                return False
+            raise OSError(err, "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER): "
+                          f"{errno.errorcode.get(err, err)} "
+                          f"({os.strerror(err)})")
     return True
 
 
-def _compile() -> tuple | None:
-    code = program()
-    if not code or sys.platform != "linux":
-        return None
-    filters = (_Filter * len(code))(*[_Filter(*c) for c in code])
-    return filters, _Program(len(code), filters)
+def _compile() -> list[tuple]:
+    if sys.platform != "linux":
+        return []
+    out = []
+    for code in (program(), process_program()):
+        if code:
+            filters = (_Filter * len(code))(*[_Filter(*c) for c in code])
+            out.append((filters, _Program(len(code), filters)))
+    return out
 
 
 # Built once, when the fork server preloads the jail: a worker only
-# installs it.
+# installs them.
 _COMPILED = _compile()
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" \
     else None
 
-__all__ = ["DENIED", "install", "program"]
+__all__ = ["CLONE_THREAD", "DENIED", "install", "process_program",
+           "program"]

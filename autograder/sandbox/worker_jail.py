@@ -505,12 +505,17 @@ def _scan(proc: int, pid: int, uid: int | None) -> list[int]:
 
 def held_unlinked(proc: int, pids: list[int]) -> int:
     """Bytes of the regular files that ``pids`` hold open with no name left
-    (unlinked, ``O_TMPFILE``, memfd), each file counted once. A process
-    whose descriptors the keeper may not list (the submission made itself
-    non-dumpable) counts as over the bound: hiding is no way around it."""
+    (unlinked, ``O_TMPFILE``, memfd), each file counted once, and of the
+    nameless shared memory they keep mapped with no descriptor left (a
+    memfd mapped with libc's ``mmap``, its descriptor closed, is in no fd
+    folder: ``mapped_unlinked``). A process whose descriptors the keeper
+    may not list (the submission made itself non-dumpable) counts as over
+    the bound: hiding is no way around it."""
     seen: set[tuple[int, int]] = set()
     held = 0
+    mapped: dict[tuple[int, int], int] = {}
     for pid in pids:
+        mapped_unlinked(proc, pid, mapped)
         try:
             folder = os.open(f"{pid}/fd", os.O_RDONLY | os.O_DIRECTORY |
                              os.O_CLOEXEC, dir_fd=proc)
@@ -536,7 +541,50 @@ def held_unlinked(proc: int, pids: list[int]) -> int:
                     key not in seen:
                 seen.add(key)
                 held += info.st_blocks * 512
-    return held
+    # A mapped file already counted through a descriptor is not again.
+    return held + sum(size for key, size in mapped.items()
+                      if key not in seen)
+
+
+_MAPS_LIMIT = 8 << 20   # bytes of one process's maps read (torch: ~50 KiB)
+
+
+def mapped_unlinked(proc: int, pid: int,
+                    found: dict[tuple[int, int], int]) -> None:
+    """Add to ``found`` ((device, inode) -> bytes) the shared mappings of
+    ``pid`` that have no name left: a memfd, a deleted file, shared
+    anonymous memory (``/dev/zero (deleted)``), each as the furthest byte
+    mapped (an upper bound of what it holds; no correct submission maps
+    any). Read from /proc/PID/maps, which shows mappings whose descriptor
+    is closed; a process that is gone adds nothing (an unreadable one is
+    refused by its fd folder already)."""
+    try:
+        fd = os.open(f"{pid}/maps", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+    except OSError:
+        return
+    try:
+        data, chunk = b"", b"x"
+        while chunk and len(data) < _MAPS_LIMIT:
+            chunk = os.read(fd, 1 << 16)
+            data += chunk
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    for line in data.split(b"\n"):
+        if not (line.endswith(b" (deleted)") or b" /memfd:" in line):
+            continue
+        fields = line.split(None, 5)
+        if len(fields) < 6 or fields[1][3:4] != b"s":
+            continue
+        try:
+            start, end = (int(x, 16) for x in fields[0].split(b"-"))
+            major, minor = (int(x, 16) for x in fields[3].split(b":"))
+            key = (os.makedev(major, minor), int(fields[4]))
+            furthest = int(fields[2], 16) + end - start
+        except ValueError:
+            continue
+        found[key] = max(found.get(key, 0), furthest)
 
 
 def _released(proc: int, pid: int) -> bool:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
 from autograder.config import GradingConfig, MistakesError, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
@@ -39,11 +40,13 @@ class ConfigError(Exception):
 
 
 def read_config(rubric: Path | None, values: Path | None,
-                sets: tuple[str, ...]) -> GradingConfig:
-    """The command's :class:`GradingConfig`, or ConfigError saying what
-    is wrong with the rubric or the test values."""
+                sets: tuple[str, ...],
+                hw: homework.Homework | None = None) -> GradingConfig:
+    """The command's :class:`GradingConfig` for the homework ``hw``
+    (default: the one in use), or ConfigError saying what is wrong with
+    the rubric or the test values."""
     try:
-        config = load_config(rubric, values, sets=sets)
+        config = load_config(rubric, values, sets=sets, hw=hw)
     except (RubricError, ValuesError, MistakesError) as exc:
         raise ConfigError(str(exc)) from None
     if not config.cases:
@@ -124,12 +127,14 @@ class Entry:
     source: str | None = None
     timeout: float | None = None
 
-    def resolve(self, workdir: Path) -> Submission:
-        """The submission's code (zips extracted under ``workdir``)."""
+    def resolve(self, workdir: Path,
+                hw: homework.Homework | None = None) -> Submission:
+        """The submission's code (zips extracted under ``workdir``; ``hw``
+        the homework whose module it holds)."""
         if self.source is not None:
             return Submission(self.name, self.path, str(self.path),
                               self.source)
-        return resolve(self.path, workdir, self.name)
+        return resolve(self.path, workdir, self.name, hw=hw)
 
 
 def failed(name: str, filename: str, config: GradingConfig | None, *,
@@ -164,7 +169,8 @@ def grade_submission(sub: Submission, config: GradingConfig,
 
 def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
                values: Path | None = None,
-               timeout: float | None = None) -> GradeResult:
+               timeout: float | None = None,
+               hw: homework.Homework | None = None) -> GradeResult:
     """``check``'s preview: the file graded on the public cases, after the
     canary (one that passed in this environment before counts). Where the
     jail cannot run, in a plain child process
@@ -172,9 +178,9 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
     from autograder.sandbox import plain
     workdir = grader_tempdir()
     try:
-        config = read_config(rubric, values, ("public",))
+        config = read_config(rubric, values, ("public",), hw)
         with plain.for_check(sandbox) as used:
-            sub = resolve(path, workdir)
+            sub = resolve(path, workdir, hw=config.profile)
             sub.filename = str(path)
             grade = grade_submission(sub, config,
                                      budgeted_runner(used, config),
@@ -207,22 +213,25 @@ def budgeted_runner(sandbox: Any, config: GradingConfig) -> Runner:
                           total_seconds=config.rubric.submission_timeout)
 
 
-def read_answers(grade: GradeResult,
-                 sub: Submission) -> dict[str, str] | None:
-    """Put the notebook's inline answers (Q1-Q5, graded by hand) into the
-    student's feedback and return them for the TAs' pages. A missing or
-    broken notebook is reported there and costs no points."""
+def read_answers(grade: GradeResult, sub: Submission,
+                 hw: homework.Homework | None = None
+                 ) -> dict[str, str] | None:
+    """Put the notebook's inline answers (the questions of the homework
+    ``hw``, graded by hand) into the student's feedback and return them
+    for the TAs' pages. A missing or broken notebook is reported there
+    and costs no points."""
     from autograder.submission import answers
     if not sub.notebooks:
         grade.answers = answers.answers_markdown(
             None, error="no notebook (.ipynb) in the submission")
         return None
     try:
-        found = answers.collect_answers(sub.notebooks[0])
+        asked = answers.questions(hw)
+        found = answers.collect_answers(sub.notebooks[0], asked)
     except Exception as exc:   # noqa: BLE001 - answers never cost points
         grade.answers = answers.answers_markdown(None, error=str(exc))
         return None
-    grade.answers = answers.answers_markdown(found)
+    grade.answers = answers.answers_markdown(found, asked=asked)
     return found
 
 
@@ -377,7 +386,7 @@ class _BatchRun:
     def save(self, entry: Entry, sub: Submission, grade: GradeResult,
              digest: str | None) -> None:
         assert self.out is not None
-        found = read_answers(grade, sub)
+        found = read_answers(grade, sub, self.config.profile)
         if found is not None:
             self.found_answers[entry.name] = found
         folder = layout.submission_dir(self.out, entry.name)
@@ -423,7 +432,7 @@ class _BatchRun:
         if row is not None:
             self.step(entry.name)
             return row
-        sub = entry.resolve(self.workdir)
+        sub = entry.resolve(self.workdir, self.config.profile)
         grade = grade_submission(sub, self.config, self.runner,
                                  public_only=self.public_only,
                                  timeout=entry.timeout)

@@ -14,19 +14,18 @@ from pathlib import Path
 from autograder import homework
 from autograder.rubric import Rubric, load_rubric
 from autograder.submission.user_files import read_regular_text
-from autograder.values import load_cases
-
-MISTAKES_FILE = homework.current().mistakes
+from autograder.values import load_cases, values_dir
 
 
 class MistakesError(ValueError):
     """The mistakes file cannot be read; the message names it."""
 
 
-def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
+def load_mistake_messages(path: Path | None = None) -> dict[str, str]:
     """Catalogue id -> student-facing explanation, in file order (the
     order in which a wrong answer is matched). Raises MistakesError naming
-    the file when it cannot be read."""
+    the file when it cannot be read. Default: the homework in use's."""
+    path = path or homework.current().mistakes
     try:
         # never a FIFO; a link to a regular file is followed
         data = tomllib.loads(read_regular_text(path, follow_links=True))
@@ -49,6 +48,15 @@ class GradingConfig:
     #: it (a notebook cell grades one class): code in another task's class
     #: stays that task's, never "outside every task" (charged to all).
     whole_task_methods: dict[str, tuple[str, ...]] | None = None
+    #: The homework graded (its module's name and package, its questions,
+    #: its data files): read once by the command and handed on with the
+    #: rest. None: the homework in use (``$HOMEWORK``), read when asked.
+    homework: homework.Homework | None = None
+
+    @property
+    def profile(self) -> homework.Homework:
+        """The homework this configuration grades."""
+        return self.homework or homework.current()
 
     @property
     def task_methods(self) -> dict[str, tuple[str, ...]]:
@@ -62,11 +70,17 @@ class GradingConfig:
 def load_config(rubric: Path | str | None = None,
                 values: Path | str | None = None, *,
                 sets: tuple[str, ...] = ("public", "hidden"),
-                mistakes: Path | str = MISTAKES_FILE) -> GradingConfig:
-    """Read the rubric (default ``autograder/rubric.toml``), the cases of
-    ``sets`` (default ``$AUTOGRADER_VALUES`` or ``test_values/``) and the
-    mistake messages. Raises RubricError or ValuesError naming the file."""
-    return GradingConfig(load_rubric(rubric),
-                         load_cases(Path(values) if values else None,
-                                    sets=sets),
-                         load_mistake_messages(Path(mistakes)))
+                mistakes: Path | str | None = None,
+                hw: homework.Homework | None = None) -> GradingConfig:
+    """Read the rubric, the cases of ``sets`` (default
+    ``$AUTOGRADER_VALUES`` or the homework's test values) and the mistake
+    messages, each by default the homework ``hw``'s (default: the one in
+    use, read here once). Raises RubricError or ValuesError naming the
+    file."""
+    hw = hw or homework.current()
+    return GradingConfig(load_rubric(rubric, hw=hw),
+                         load_cases(Path(values) if values
+                                    else values_dir(hw), sets=sets),
+                         load_mistake_messages(Path(mistakes or
+                                                    hw.mistakes)),
+                         homework=hw)

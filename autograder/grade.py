@@ -306,8 +306,11 @@ def grade_source(source: str, filename: str, config: GradingConfig,
         if any(r.status == IMPORT_ERROR for r in results.values()):
             # Code for a newer Python than this one, or a package off the
             # list (autograder/imports.toml): say which, and why.
-            for note in (python_version.grader_note(source),
-                         imports.grader_note(source)):
+            hw = config.profile
+            for note in (python_version.grader_note(
+                    source, path=hw.python_features),
+                         imports.grader_note(
+                             source, imports.load_allowed(hw.imports))):
                 if note:
                     grade.notes.append(note)
         ran = [r for r in results.values()

@@ -37,15 +37,17 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 values: Path | None = None, jobs: int = 1,
                 timeout: float | None = None, public_only: bool = False,
                 compare: Path | None = None, course: Path | None = None,
-                report_options: Any = None) -> int:
+                report_options: Any = None,
+                hw: homework.Homework | None = None) -> int:
     """Grade every path (a Gradescope export among them is opened) into
     ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
     folders, grades.csv, the answer pages and the staff's outputs, with
     the course folder's decisions (``course``, default course/ beside
     the profile: checked whole before anything is graded); print the
     summary. ``report_options`` (class_report.ReportOptions: earlier
-    editions for similarity, the anonymised view) shape the class report.
-    Returns the exit status."""
+    editions for similarity, the anonymised view) shape the class report;
+    ``hw``: the homework graded (default: the one in use). Returns the
+    exit status."""
     paths = [p for p in paths if not p.name.startswith(".")]
     for path in paths:
         check_path(path)
@@ -68,7 +70,7 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
             config, failed = _grade_into(
                 paths, given, sandbox, export, out=out, rubric=rubric,
                 values=values, jobs=jobs, timeout=timeout,
-                public_only=public_only)
+                public_only=public_only, hw=hw)
             try:
                 lines = _staff_outputs(out, config.mistakes, compare, export,
                                        term, report_options)
@@ -107,12 +109,13 @@ def _grader_error_status(failed: list[str]) -> int:
 def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
                 export: Any, *, out: Path, rubric: Path | None,
                 values: Path | None, jobs: int, timeout: float | None,
-                public_only: bool) -> tuple[GradingConfig, list[str]]:
+                public_only: bool, hw: homework.Homework | None = None
+                ) -> tuple[GradingConfig, list[str]]:
     """Grade ``paths`` (``given``: each as the grader named it) into
     ``out`` by the command's config; returns it and the names of the
     submissions the grader failed to grade."""
     config = read_config(rubric, values, ("public",) if public_only
-                         else ("public", "hidden"))
+                         else ("public", "hidden"), hw)
     if not public_only and not any(c.set == "hidden" for c in config.cases):
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "

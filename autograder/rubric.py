@@ -23,7 +23,6 @@ from autograder.checks.kinds import kind
 from autograder.checks.registry import KINDS, SECTIONS, KindSpec
 from autograder.submission.user_files import read_regular_text
 
-DEFAULT_RUBRIC = homework.current().rubric
 RUN_MODES = ("eval", "train")
 # What a total above the maximum means ([grading] bonus): "extra_credit"
 # keeps it, "capped" cuts it to the maximum. Every export states it.
@@ -63,10 +62,12 @@ class Rubric:
 # --------------------------------------------------------------------------
 # Loading and validation
 
-def load_rubric(path: Path | str | None = None) -> Rubric:
-    """Read and validate the rubric (default ``autograder/rubric.toml``).
-    Raises RubricError with a message naming the offending entry."""
-    path = Path(path or DEFAULT_RUBRIC)
+def load_rubric(path: Path | str | None = None, *,
+                hw: homework.Homework | None = None) -> Rubric:
+    """Read and validate the rubric (default: ``hw``'s, else the homework
+    in use). Raises RubricError with a message naming the offending
+    entry."""
+    path = Path(path or (hw or homework.current()).rubric)
     try:
         # never a FIFO; a link to a regular file is followed
         data = tomllib.loads(read_regular_text(path, follow_links=True))

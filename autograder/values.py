@@ -18,7 +18,6 @@ from safetensors.torch import load_file
 from autograder import homework
 from autograder.submission.user_files import read_regular
 
-DEFAULT_DIR = homework.current().test_values
 
 
 class ValuesError(RuntimeError):
@@ -117,9 +116,11 @@ def _layers(record: dict[str, Any], name: str) -> dict[str, str]:
     return dict(found)
 
 
-def values_dir() -> Path:
-    """Where the values live: ``$AUTOGRADER_VALUES`` or ``test_values/``."""
-    return Path(os.environ.get("AUTOGRADER_VALUES", DEFAULT_DIR))
+def values_dir(hw: homework.Homework | None = None) -> Path:
+    """Where the values live: ``$AUTOGRADER_VALUES`` or the test values of
+    ``hw`` (default: the homework in use)."""
+    found = os.environ.get("AUTOGRADER_VALUES")
+    return Path(found) if found else (hw or homework.current()).test_values
 
 
 def load_cases(directory: Path | None = None,

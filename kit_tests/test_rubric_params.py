@@ -10,9 +10,10 @@ import tomllib
 import pytest
 import torch
 
+from autograder import homework
 from autograder.checks.base import Context
 from autograder.checks.dropout import DropoutOnWeights
-from autograder.rubric import (DEFAULT_RUBRIC, RubricError, load_rubric,
+from autograder.rubric import (RubricError, load_rubric,
                                parse_rubric)
 from autograder.sandbox.protocol import ERROR, OK, ProbeResult
 from autograder.values import load_cases
@@ -21,7 +22,7 @@ from autograder.values import load_cases
 def _data_with(item: str, **keys) -> dict:
     """The live rubric's data with ``keys`` set on item ``item`` (a value
     None: the key removed)."""
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    data = tomllib.loads(homework.current().rubric.read_text())
     entry = next(e for task in data["task"]
                  for section in ("item", "deduction", "bonus")
                  for e in task.get(section, []) if e["id"] == item)
@@ -119,7 +120,7 @@ def test_a_refusal_names_the_rubric_file(tmp_path):
     path = tmp_path / "rubric.toml"
     # whatever tolerance the rubric states (a TA may change it)
     text, count = re.subn(r"att_atol = [-+.\deE]+", 'att_atol = "x"',
-                          DEFAULT_RUBRIC.read_text(), count=1)
+                          homework.current().rubric.read_text(), count=1)
     assert count == 1
     path.write_text(text)
     with pytest.raises(RubricError, match=rf"^{path}: .*item '2\.3b'"):

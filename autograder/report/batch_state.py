@@ -61,7 +61,7 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
     the rubric, the test values (their manifest holds each file's sha256,
     checked when they are loaded), the grader's code and data files
     (mistakes.toml among them) and the command's options."""
-    from autograder.rubric import DEFAULT_RUBRIC
+    from autograder import homework
     from autograder.values import values_dir
     digest = hashlib.sha256()
 
@@ -71,7 +71,7 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
 
     # Staff's own files: a link to a regular file is followed (a rubric
     # kept in a course's repository), a FIFO never waited on.
-    add("rubric", read_regular(Path(rubric or DEFAULT_RUBRIC),
+    add("rubric", read_regular(Path(rubric or homework.current().rubric),
                                follow_links=True))
     add("values", read_regular(Path(values or values_dir()) /
                                "manifest.json", follow_links=True))

@@ -53,7 +53,7 @@ def longer_tokens(case: Case) -> int:
     if x is None or x.dim() < 3:
         return 0
     seq = int(x.shape[1])
-    context = case.init.get("context_length")
+    context = case.size("context")
     room = LONGER if context is None else max(0, int(context) - seq)
     return min(LONGER, room, seq)
 

@@ -61,6 +61,22 @@ class Case:
     # Step -> the attribute of the layer computing it (``{"q": "W_query"}``):
     # the diagnosis names a layer whose bias is left out.
     layers: dict[str, str] = field(default_factory=dict)
+    # Role -> the constructor argument holding it, declared by the
+    # homework's cases (``{"heads": "num_heads"}``): "input" (x's last
+    # size), "width" (the output's, or a stacked head's, size), "heads",
+    # "context" (the longest input). The grader reads a size by its role,
+    # never by the homework's name for it.
+    arguments: dict[str, str] = field(default_factory=dict)
+
+    def argument(self, role: str) -> str | None:
+        """The constructor argument that holds ``role`` (None: none)."""
+        return self.arguments.get(role)
+
+    def size(self, role: str, default: Any = None) -> Any:
+        """The value of the argument holding ``role`` (``default``: the
+        class has none, or the case does not set it)."""
+        name = self.arguments.get(role)
+        return self.init.get(name, default) if name else default
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
@@ -104,14 +120,16 @@ def _scale(record: dict[str, Any], name: str) -> Scale | None:
     return Scale(found["name"], found["size"])
 
 
-def _layers(record: dict[str, Any], name: str) -> dict[str, str]:
-    """The case's frozen step -> layer names; ValuesError if malformed."""
-    found = record.get("layers", {})
+def _layers(record: dict[str, Any], name: str,
+            key: str = "layers") -> dict[str, str]:
+    """The case's frozen step -> layer names (``key`` "arguments": role ->
+    argument names); ValuesError if malformed."""
+    found = record.get(key, {})
     if not isinstance(found, dict) or not all(
             isinstance(k, str) and isinstance(v, str)
             for k, v in found.items()):
-        raise ValuesError(f"case {name}: its `layers` in manifest.json is "
-                          f"not a table of step -> layer names: "
+        raise ValuesError(f"case {name}: its `{key}` in manifest.json is "
+                          f"not a table of names: "
                           f"regenerate with `make test-values`")
     return dict(found)
 
@@ -170,6 +188,7 @@ def load_cases(directory: Path | None = None,
                 mistake_errors=record.get("mistake_errors", {}),
                 call=record.get("call", {}), scale=_scale(record, name),
                 layers=_layers(record, name),
+                arguments=_layers(record, name, "arguments"),
                 tensors={k[len(prefix):]: v for k, v in tensors.items()
                          if k.startswith(prefix)}))
     return cases

@@ -47,7 +47,8 @@ def _refusal(item: str, **keys) -> str:
 @pytest.mark.parametrize("item, key, value", [
     ("2.3b", "att_atol", "1e-5"),            # a string for a float
     ("3.1d", "relative_tolerance", True),   # a bool is no number
-    ("3.4", "num_heads", 12.0),              # a float for an int
+    ("3.4", "seed", 12.0),                   # a float for an int
+    ("3.4", "attributes", 12),               # a number for a table
     ("1.1", "attributes", "q"),              # a string for a list
 ])
 def test_a_parameter_of_the_wrong_type_is_refused(item, key, value):
@@ -62,7 +63,7 @@ def test_an_unknown_parameter_is_refused():
     assert "relative_tolerance" in message   # the allowed keys are listed
 
 
-@pytest.mark.parametrize("item, key", [("3.4", "num_heads"),
+@pytest.mark.parametrize("item, key", [("3.4", "attributes"),
                                        ("1.bonus", "max_statements"),
                                        ("1.shapes", "init")])
 def test_a_missing_required_parameter_is_refused(item, key):

@@ -328,7 +328,8 @@ class CausalProperty(CaseCheck):
             shapes = sorted({fmt_shape(o.shape) for o in got.values()})
             return Verdict(False, f"forward returned shapes "
                            f"{', '.join(shapes)}, expected [b, num_tokens, "
-                           f"d_out] every time", "wrong shape")
+                           f"{case.argument('width')}] every time",
+                           "wrong shape")
         if before.shape[1] < 2:
             return Verdict(True, evidence=False)   # one token shows nothing
         for mode in ("eval", "train"):

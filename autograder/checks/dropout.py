@@ -485,7 +485,7 @@ class _TrainCall:
         att_atol = params.att_atol
         frozen = case.tensors["attention"]
         b, s, _ = case.tensors["x"].shape
-        h = case.init["num_heads"]
+        h = case.size("heads")
         if tuple(probs.shape) in ((b, h, s, s),):
             probs = probs.reshape(frozen.shape)   # 2.1 already says so
         eval_att = case.tensors["output"].double()
@@ -625,7 +625,7 @@ class DropoutOnWeights(CaseCheck):
                 ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The two [b, heads, n, n] copies of the weights in ``out``."""
         b, n = case.tensors["x"].shape[:2]
-        heads = case.init.get("num_heads", 1)
+        heads = case.size("heads", 1)
         if tuple(out.shape) != (b, n, heads * 2 * n):
             return None
         halves = out.double().view(b, n, heads, 2, n).permute(3, 0, 2, 1, 4)
@@ -641,7 +641,7 @@ class DropoutOnWeights(CaseCheck):
         split = self._halves(found[0], case)
         if split is None:
             b, n = case.tensors["x"].shape[:2]
-            width = case.init.get("num_heads", 1) * 2 * n
+            width = case.size("heads", 1) * 2 * n
             return say(Finding.WRONG_SHAPE, WEIGHTS,
                        got_shape=fmt_shape(found[0].shape),
                        want_shape=fmt_shape((b, n, width)))

@@ -21,13 +21,13 @@ from autograder.values import Case
 
 @dataclass(frozen=True)
 class ModuleSizeParams:
-    """The expected heads and head size, the student's own class and
+    """The module's expected attributes (name -> value, e.g. its heads
+    and head size: the rubric names them), the student's own class and
     arguments the module must equal, the seed of both calls, and how
     close outputs must be (the factory's to the student's class's; the
     stand-in's known output)."""
 
-    num_heads: int
-    head_dim: int
+    attributes: dict
     own_class: str           # the student's fused class (the rubric names it)
     seed: int = 0
     own_init: dict = field(default_factory=dict)
@@ -145,8 +145,7 @@ class ModuleSize:
                              f"(raised in {own_cls}'s code)")
                 continue
             attrs = found.attributes
-            want = {"num_heads": check.params.num_heads,
-                    "head_dim": check.params.head_dim,
+            want = {**check.params.attributes,
                     "__parameters__": int(case.tensors["num_parameters"])}
             for name, value in want.items():
                 got = attrs.get(name, {}).get("value")

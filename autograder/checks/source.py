@@ -246,10 +246,10 @@ class ShapeComments:
         dims = {"batch_size": shape[0], "seq_len": shape[1],
                 **{k: v for k, v in init.items()
                    if isinstance(v, int) and not isinstance(v, bool)}}
-        if "num_heads" in dims and "hidden" in dims:
-            dims["head_size"] = dims["hidden"] // dims["num_heads"]
-        # Sizes a name stands for that the constructor does not show, e.g.
-        # the wrapper's head size (its d_out).
+        # A derived size (a head's) comes from the notation's table
+        # (shape_notation.normalise_dims). Sizes a name stands for that
+        # the constructor does not show, e.g. the wrapper's head size (its
+        # d_out).
         dims.update(check.params.extra_dims)
         return dims
 

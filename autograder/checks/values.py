@@ -32,12 +32,12 @@ from autograder.values import Case
 @dataclass(frozen=True)
 class LinearAttributesParams:
     """The attributes inspected, the constructor arguments, and which of
-    them are the expected in and out sizes."""
+    them are the expected in and out sizes (the rubric names them)."""
 
     attributes: list
     init: dict
-    in_features: str = "input_size"
-    out_features: str = "hidden"
+    in_features: str
+    out_features: str
 
 
 @register("item", "linear_attributes", params=LinearAttributesParams)
@@ -83,7 +83,8 @@ class LinearAttributes:
                 problem = (f"`self.{name}` is nn.Linear("
                            f"{got_in}, {got_out})"
                            f" in {made}, expected nn.Linear({want_in}, "
-                           f"{want_out}) (input_size -> hidden)")
+                           f"{want_out}) ({check.params.in_features} -> "
+                           f"{check.params.out_features})")
             elif not found.get("bias"):
                 problem = (f"`self.{name}` has no bias: keep nn.Linear's "
                            f"default bias=True")
@@ -167,7 +168,8 @@ class ModuleOutput(CaseCheck):
 
 
 def _output_words(case: Case, probe: Probe) -> str:
-    if probe.kwargs.get("return_attention") or "num_heads" in case.init:
+    if probe.kwargs.get("return_attention") or \
+            case.size("heads") is not None:
         return f"`att` from {P.call_text(probe)}"
     return f"the output of {P.call_text(probe)}"
 
@@ -319,7 +321,8 @@ class AttentionProbs(CaseCheck):
             shape = (f"probabilities not flattened: they have shape "
                      f"{fmt_shape(got.shape)}, expected "
                      f"{fmt_shape(expected.shape)} = [batch_size * "
-                     f"num_heads, seq_len, seq_len] (reshape them, keeping "
+                     f"{case.argument('heads')}, seq_len, seq_len] "
+                     f"(reshape them, keeping "
                      f"the heads of one batch element next to each other)")
             if verdict.ok:
                 # The catalogue freezes this answer unflattened: name it.

@@ -29,6 +29,7 @@ SOURCES = (REFERENCE, homework.staff().cases,
            ROOT / "kit" / "generate" / "exact.py",
            homework.staff().steps,
            ROOT / "kit" / "generate" / "values.py",
+           ROOT / "kit" / "generate" / "case_definition.py",
            ROOT / "kit" / "generate" / "edition.py",
            # The edition (`make new-edition`; absent: the cases as written).
            homework.staff().cases.with_name("edition.toml"))

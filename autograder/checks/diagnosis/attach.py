@@ -73,12 +73,11 @@ def _sizes(case: Case) -> dict[str, int]:
     sizes = {name: head}
     sizes.update((k, v) for k, v in case.sizes.items()
                  if k != "batch_size" and k not in sizes)
-    heads = case.init.get("num_heads")
-    for name in ("input_size", "d_in"):
-        if heads and name in case.init:
-            # A head size taken from the input's features.
-            sizes.setdefault(f"{name} // num_heads",
-                             case.init[name] // heads)
+    heads, name = case.size("heads"), case.argument("input")
+    if heads and name in case.init:
+        # A head size taken from the input's features.
+        sizes.setdefault(f"{name} // {case.argument('heads')}",
+                         case.init[name] // heads)
     return sizes
 
 

@@ -46,6 +46,12 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
              "cases": ("path", True), "steps": ("path", True)},
     "docs": {"facts": ("paths", True)},
 }
+# Keys a profile may leave out, and what stands in for each: what the
+# grader's Python lacks is the grader's fact, not a homework's (one shared
+# table; a homework names its own only to override it).
+SHARED_FEATURES = Path(__file__).resolve().with_name("python_features.toml")
+OPTIONAL: dict[tuple[str, str], Path] = {
+    ("data", "python_features"): SHARED_FEATURES}
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _ABSPATH = re.compile(r"/[A-Za-z0-9_./-]{1,200}")
 
@@ -179,6 +185,8 @@ def load(root: Path | None = None, *, staff: bool = False) -> Homework:
                 raise HomeworkError(f"{path}: unknown key [{section}] {key}:"
                                     f" the keys are {', '.join(keys)}")
         for key, (kind, staff_only) in keys.items():
+            if key not in table and (section, key) in OPTIONAL:
+                continue
             if key not in table:
                 raise HomeworkError(f"{path}: [{section}] {key} is missing:"
                                     f" add it to {PROFILE}")
@@ -210,7 +218,9 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         summary=str(f["release.summary"]), hidden=str(f["release.hidden"]),
         gradescope_venv=str(f["gradescope.venv"]), rubric=at("data.rubric"),
         mistakes=at("data.mistakes"), questions=at("data.questions"),
-        python_features=at("data.python_features"),
+        python_features=at("data.python_features")
+        if "data.python_features" in f
+        else OPTIONAL[("data", "python_features")],
         imports=at("data.imports"),
         test_values=at("data.test_values"), catalogue=at("data.catalogue"),
         cases=at("data.cases"), steps=at("data.steps"),

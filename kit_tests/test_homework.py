@@ -28,7 +28,9 @@ def _copy_profile(tmp_path: Path, edit=None) -> Path:
         for key, (kind, _) in keys.items():
             if kind not in ("path", "paths"):
                 continue
-            value = tomllib.loads(text)[section][key]
+            value = tomllib.loads(text)[section].get(key)
+            if value is None:   # an optional key left out
+                continue
             for one in [value] if kind == "path" else value:
                 target = tmp_path / one
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +82,26 @@ def test_the_grader_reads_its_files_from_the_profile_it_is_given():
     assert values_dir(hw) == hw.test_values or os.environ.get(
         "AUTOGRADER_VALUES")
     assert answers.questions(hw) == answers.load_questions(hw.questions)
+
+
+def test_python_features_is_the_graders_unless_a_homework_overrides_it(
+        tmp_path):
+    # one shared table (what the grader's Python lacks is the grader's
+    # fact): neither homework copies it
+    for root in (ROOT, ROOT / "homeworks" / "ffn"):
+        assert homework.load(root).python_features == \
+            homework.SHARED_FEATURES
+    assert not (ROOT / "homeworks" / "ffn" / "autograder" /
+                "python_features.toml").exists()
+    own = _copy_profile(tmp_path, lambda t: t.replace(
+        "[data]\n", '[data]\npython_features = "own/features.toml"\n', 1))
+    (own / "own").mkdir()
+    (own / "own" / "features.toml").write_text('grader = "3.11"\n')
+    assert homework.load(own).python_features == \
+        own.resolve() / "own" / "features.toml"
+    (own / "own" / "features.toml").unlink()
+    with pytest.raises(homework.HomeworkError, match="python_features"):
+        homework.load(own)
 
 
 # -- validation ---------------------------------------------------------------
@@ -180,8 +202,12 @@ def test_the_gradescope_tree_loads_its_own_profile(tmp_path):
     shipped = homework.load(tree)
     assert shipped.root == tree.resolve()
     for path in (shipped.rubric, shipped.mistakes, shipped.questions,
-                 shipped.python_features, shipped.test_values):
+                 shipped.test_values):
         assert path.exists() and path.is_relative_to(tree.resolve())
+    # what the grader's Python lacks is the running grader's: the tree's
+    # own grader package carries it
+    assert (tree / "autograder" / "python_features.toml").read_bytes() == \
+        homework.SHARED_FEATURES.read_bytes()
     assert not shipped.reference.exists()
     assert shipped.rubric.read_bytes() == homework.current().rubric \
         .read_bytes()

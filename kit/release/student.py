@@ -146,6 +146,8 @@ def ship_profile(dest: Path) -> None:
     shutil.copy2(hw.profile, dest / homework.PROFILE)
     for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features,
                  hw.imports):
+        if not path.is_relative_to(hw.root):
+            continue   # the grader's own (python_features): ships with it
         target = dest / path.relative_to(hw.root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)

@@ -43,15 +43,18 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
              "python_features": ("path", False),
              "imports": ("path", False),
              "test_values": ("path", False), "catalogue": ("path", True),
-             "cases": ("path", True), "steps": ("path", True)},
+             "cases": ("path", True), "steps": ("path", True),
+             "kinds": ("paths", False)},
     "docs": {"facts": ("paths", True)},
 }
 # Keys a profile may leave out, and what stands in for each: what the
 # grader's Python lacks is the grader's fact, not a homework's (one shared
 # table; a homework names its own only to override it).
 SHARED_FEATURES = Path(__file__).resolve().with_name("python_features.toml")
-OPTIONAL: dict[tuple[str, str], Path] = {
-    ("data", "python_features"): SHARED_FEATURES}
+# A homework's own check kinds (modules that register kinds only its
+# rubric uses) are optional: most homeworks use the grader's alone.
+OPTIONAL: dict[tuple[str, str], object] = {
+    ("data", "python_features"): SHARED_FEATURES, ("data", "kinds"): ()}
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _ABSPATH = re.compile(r"/[A-Za-z0-9_./-]{1,200}")
 
@@ -87,6 +90,8 @@ class Homework:
     catalogue: Path         # the variant catalogue folder (staff only)
     cases: Path             # the cases' definitions (staff only)
     steps: Path             # the reference's named steps (staff only)
+    kinds: tuple[Path, ...]   # its own check kinds' modules (registered
+    #                           through autograder.checks.registry)
     fact_documents: tuple[str, ...]   # documents with facts blocks, relative
     #                                   to root (posix; staff only)
 
@@ -224,6 +229,7 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         imports=at("data.imports"),
         test_values=at("data.test_values"), catalogue=at("data.catalogue"),
         cases=at("data.cases"), steps=at("data.steps"),
+        kinds=tuple(root / one for one in f.get("data.kinds", ())),
         fact_documents=tuple(f["docs.facts"]))
 
 

@@ -19,7 +19,7 @@ from autograder import homework
 # The entries' types, the case filter and the kind lookup are also read
 # from here by the stages that hold a rubric.
 from autograder.checks.entries import Check, Outcome, Task, select_cases
-from autograder.checks.kinds import kind
+from autograder.checks.kinds import kind, register_homework_kinds
 from autograder.checks.registry import KINDS, SECTIONS, KindSpec
 from autograder.submission.user_files import read_regular_text
 
@@ -67,7 +67,8 @@ def load_rubric(path: Path | str | None = None, *,
     """Read and validate the rubric (default: ``hw``'s, else the homework
     in use). Raises RubricError with a message naming the offending
     entry."""
-    path = Path(path or (hw or homework.current()).rubric)
+    hw = hw or homework.current()
+    path = Path(path or hw.rubric)
     try:
         # never a FIFO; a link to a regular file is followed
         data = tomllib.loads(read_regular_text(path, follow_links=True))
@@ -75,11 +76,15 @@ def load_rubric(path: Path | str | None = None, *,
         raise RubricError(f"cannot read rubric {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise RubricError(f"{path} is not valid TOML: {exc}") from None
-    return parse_rubric(data, str(path))
+    return parse_rubric(data, str(path), hw=hw)
 
 
-def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
-    """Validate the decoded TOML ``data`` and build the Rubric."""
+def parse_rubric(data: dict[str, Any], where: str = "rubric", *,
+                 hw: homework.Homework | None = None) -> Rubric:
+    """Validate the decoded TOML ``data`` against the shared kinds and the
+    homework ``hw``'s own (default: the one in use) and build the
+    Rubric."""
+    register_homework_kinds(hw or homework.current())
     _expect_keys(data, where, allowed={"grading", "task"}, required={"task"})
     grading = data.get("grading", {})
     _expect_keys(grading, f"{where} [grading]", allowed={

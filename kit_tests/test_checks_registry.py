@@ -138,3 +138,34 @@ def test_a_kind_is_registered_once():
     section, name = next(iter(registry.KINDS))
     with pytest.raises(ValueError, match=f"{name}.*registered twice"):
         registry.register(section, name)
+
+
+def _registered_names(path: Path) -> set[str]:
+    """The kind names a module registers (``@register(section, name)``)."""
+    return {d.args[1].value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ClassDef)
+            for d in node.decorator_list
+            if isinstance(d, ast.Call) and getattr(d.func, "id", "") ==
+            "register" and len(d.args) > 1}
+
+
+def test_a_homework_ships_its_own_kinds_through_the_registry():
+    from autograder import homework
+    hw = homework.current()
+    own = kinds.register_homework_kinds(hw)
+    assert own and all(path.is_relative_to(hw.root) and
+                       not path.is_relative_to(ROOT / "autograder")
+                       for path in hw.kinds)
+    theirs = set().union(*(_registered_names(p) for p in hw.kinds))
+    assert theirs and {name for _, name in registry.KINDS} >= theirs
+    # the grader registers none of them itself, and loads each file once
+    shared = set().union(*(_registered_names(p)
+                           for p in grader_modules().values()))
+    assert not theirs & shared
+    assert kinds.register_homework_kinds(hw) == own
+    # a homework that uses none of them reads its rubric without them
+    ffn = homework.load(ROOT / "homeworks" / "ffn")
+    assert ffn.kinds == () and kinds.register_homework_kinds(ffn) == {}
+    used = {c.kind for c in load_rubric(hw=ffn).checks()}
+    assert used and not used & theirs

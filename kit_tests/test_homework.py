@@ -201,8 +201,9 @@ def test_the_gradescope_tree_loads_its_own_profile(tmp_path):
     gradescope.assemble(tree)
     shipped = homework.load(tree)
     assert shipped.root == tree.resolve()
+    assert shipped.kinds   # the homework's own check kinds ship with it
     for path in (shipped.rubric, shipped.mistakes, shipped.questions,
-                 shipped.test_values):
+                 shipped.test_values, *shipped.kinds):
         assert path.exists() and path.is_relative_to(tree.resolve())
     # what the grader's Python lacks is the running grader's: the tree's
     # own grader package carries it

@@ -60,7 +60,8 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
     """sha256 of everything a grade depends on besides the submission:
     the rubric, the test values (their manifest holds each file's sha256,
     checked when they are loaded), the grader's code and data files
-    (mistakes.toml among them) and the command's options."""
+    (mistakes.toml among them), the homework's own check kinds and the
+    command's options."""
     from autograder import homework
     from autograder.values import values_dir
     digest = hashlib.sha256()
@@ -79,6 +80,8 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
         if path.suffix in (".py", ".toml") and path.is_file():
             add(path.relative_to(GRADER_ROOT).as_posix(),
                 read_regular(path, follow_links=True))
+    for path in homework.current().kinds:   # the homework's own kinds
+        add(f"kinds/{path.name}", read_regular(path, follow_links=True))
     add("options", json.dumps(options, sort_keys=True).encode())
     return digest.hexdigest()
 

@@ -145,7 +145,7 @@ def ship_profile(dest: Path) -> None:
     hw = homework.current()
     shutil.copy2(hw.profile, dest / homework.PROFILE)
     for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features,
-                 hw.imports):
+                 hw.imports, *hw.kinds):
         if not path.is_relative_to(hw.root):
             continue   # the grader's own (python_features): ships with it
         target = dest / path.relative_to(hw.root)

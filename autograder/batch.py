@@ -3,7 +3,7 @@
 Every command that grades goes through here: ``grade`` (a folder of
 submissions: autograder/graded_folder.py), ``check`` and ``gradescope``
 (one submission, :func:`grade_submission`), and the kit's own batches
-(``kit_tests/grading_batch.py``, ``make bench``). One submission never
+(``kit/corpus/grading_batch.py``, ``make bench``). One submission never
 stops a batch: whatever happens to it is a grade (with ``error`` or
 ``internal_error``); only the grader's own environment failing (the
 canary, autograder/sandbox/preflight.py) stops it, as a
@@ -25,9 +25,10 @@ from typing import Any
 from autograder.config import GradingConfig, MistakesError, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
-from autograder.report import atomic, batch_state, layout, \
+from autograder.files import atomic
+from autograder.report import batch_state, layout, \
     results as report
-from autograder.report.atomic import OutputError
+from autograder.files.atomic import OutputError
 from autograder.rubric import RubricError, load_rubric
 from autograder.sandbox.protocol import MEMORY
 from autograder.submission.locate import Submission, resolve, shown_name
@@ -182,6 +183,8 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
             if grade.internal_error:   # prove the environment next time
                 from autograder.sandbox.preflight import forget_preflight
                 forget_preflight(used)
+    except plain.PlainUnavailable as exc:
+        raise ConfigError(str(exc)) from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return grade
@@ -228,7 +231,7 @@ def read_answers(grade: GradeResult,
 
 def write_outputs(grade: GradeResult, folder: Path) -> list[str]:
     """The submission's results.json (Gradescope format) and feedback.md,
-    each whole or absent (autograder/report/atomic.py); a minimal valid
+    each whole or absent (autograder/files/atomic.py); a minimal valid
     results.json if they cannot be made. Returns the files written; an
     OS error writing them is an OutputError (the batch stops)."""
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from autograder import homework
 from autograder.rubric import Rubric, load_rubric
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 from autograder.values import load_cases
 
 MISTAKES_FILE = homework.current().mistakes

@@ -21,7 +21,7 @@ from autograder import homework
 from autograder.checks.entries import Check, Outcome, Task, select_cases
 from autograder.checks.kinds import kind
 from autograder.checks.registry import KINDS, SECTIONS, KindSpec
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 
 DEFAULT_RUBRIC = homework.current().rubric
 RUN_MODES = ("eval", "train")

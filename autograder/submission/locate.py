@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from autograder import homework
-from autograder.submission.user_files import NotRegularFile, open_regular
+from autograder.files.user_files import NotRegularFile, open_regular
 
 # The students' module and its package: the homework profile's.
 TARGET = homework.current().module_name

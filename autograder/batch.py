@@ -40,11 +40,14 @@ class ConfigError(Exception):
 
 
 def read_config(rubric: Path | None, values: Path | None,
-                sets: tuple[str, ...]) -> GradingConfig:
-    """The command's :class:`GradingConfig`, or ConfigError saying what
-    is wrong with the rubric or the test values."""
+                sets: tuple[str, ...],
+                probe_timeout: float | None = None) -> GradingConfig:
+    """The command's :class:`GradingConfig` (``probe_timeout``: its
+    ``--timeout``), or ConfigError saying what is wrong with the rubric or
+    the test values."""
     try:
-        config = load_config(rubric, values, sets=sets)
+        config = load_config(rubric, values, sets=sets,
+                             probe_timeout=probe_timeout)
     except (RubricError, ValuesError, MistakesError) as exc:
         raise ConfigError(str(exc)) from None
     if not config.cases:
@@ -118,7 +121,8 @@ def beside_canary(sandbox: Any, load: Callable[[], Any]
 class Entry:
     """One submission of a batch: its name, what was handed in, and (code
     already in memory) its source, graded as the file ``path``.
-    ``timeout`` overrides every probe's time limit."""
+    ``timeout`` overrides every probe's time limit for it alone (the kit's
+    hostile code: ``GradingConfig.with_time_limit``)."""
 
     name: str
     path: Path
@@ -144,8 +148,8 @@ def failed(name: str, filename: str, config: GradingConfig | None, *,
 
 
 def grade_submission(sub: Submission, config: GradingConfig,
-                     runner: Runner, *, public_only: bool = False,
-                     timeout: float | None = None) -> GradeResult:
+                     runner: Runner, *, public_only: bool = False
+                     ) -> GradeResult:
     """Grade a resolved submission; never raises."""
     if sub.internal_error:   # the grader's machine failed reading it
         return failed(sub.name, sub.filename or shown_name(sub.path.name),
@@ -156,8 +160,7 @@ def grade_submission(sub: Submission, config: GradingConfig,
                       config, error=sub.error or "no source to grade")
     try:
         return grade_source(sub.source, sub.filename, config, runner,
-                            name=sub.name, public_only=public_only,
-                            timeout=timeout)
+                            name=sub.name, public_only=public_only)
     except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
         return failed(sub.name, sub.filename, config,
                       internal_error=traceback.format_exc())
@@ -173,13 +176,13 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
     from autograder.sandbox import plain
     workdir = grader_tempdir()
     try:
-        config = read_config(rubric, values, ("public",))
+        config = read_config(rubric, values, ("public",), timeout)
         with plain.for_check(sandbox) as used:
             sub = resolve(path, workdir)
             sub.filename = str(path)
             grade = grade_submission(sub, config,
                                      budgeted_runner(used, config),
-                                     public_only=True, timeout=timeout)
+                                     public_only=True)
             if grade.internal_error:   # prove the environment next time
                 from autograder.sandbox.preflight import forget_preflight
                 forget_preflight(used)
@@ -427,9 +430,9 @@ class _BatchRun:
             self.step(entry.name)
             return row
         sub = entry.resolve(self.workdir)
-        grade = grade_submission(sub, self.config, self.runner,
-                                 public_only=self.public_only,
-                                 timeout=entry.timeout)
+        grade = grade_submission(sub,
+                                 self.config.with_time_limit(entry.timeout),
+                                 self.runner, public_only=self.public_only)
         if self.layers is not None:
             grade.jail = self.layers
         self.prove_environment(entry, grade)

@@ -8,11 +8,11 @@ rubric and nothing else.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder import homework
-from autograder.rubric import Rubric, load_rubric
+from autograder.rubric import Check, Rubric, load_rubric
 from autograder.files.user_files import read_regular_text
 from autograder.values import load_cases
 
@@ -49,6 +49,23 @@ class GradingConfig:
     #: it (a notebook cell grades one class): code in another task's class
     #: stays that task's, never "outside every task" (charged to all).
     whole_task_methods: dict[str, tuple[str, ...]] | None = None
+    #: Seconds per probe for every check, over the rubric's (``grade
+    #: --timeout``, ``check --timeout``; the kit's tests give hostile code
+    #: short ones). None: each check's own (:meth:`time_limit`).
+    probe_timeout: float | None = None
+
+    def time_limit(self, check: Check) -> float:
+        """Seconds of wall clock each probe of ``check`` gets: the
+        command's override, else the item's ``timeout``, else the rubric's
+        ``[grading] timeout`` (already the item's when it states none)."""
+        return self.probe_timeout if self.probe_timeout is not None \
+            else check.timeout
+
+    def with_time_limit(self, seconds: float | None) -> GradingConfig:
+        """This config with every probe's limit ``seconds`` (None: as
+        it is)."""
+        return self if seconds is None else replace(self,
+                                                    probe_timeout=seconds)
 
     @property
     def task_methods(self) -> dict[str, tuple[str, ...]]:
@@ -62,11 +79,14 @@ class GradingConfig:
 def load_config(rubric: Path | str | None = None,
                 values: Path | str | None = None, *,
                 sets: tuple[str, ...] = ("public", "hidden"),
-                mistakes: Path | str = MISTAKES_FILE) -> GradingConfig:
+                mistakes: Path | str = MISTAKES_FILE,
+                probe_timeout: float | None = None) -> GradingConfig:
     """Read the rubric (default ``autograder/rubric.toml``), the cases of
     ``sets`` (default ``$AUTOGRADER_VALUES`` or ``test_values/``) and the
-    mistake messages. Raises RubricError or ValuesError naming the file."""
+    mistake messages; ``probe_timeout`` overrides every probe's seconds.
+    Raises RubricError or ValuesError naming the file."""
     return GradingConfig(load_rubric(rubric),
                          load_cases(Path(values) if values else None,
                                     sets=sets),
-                         load_mistake_messages(Path(mistakes)))
+                         load_mistake_messages(Path(mistakes)),
+                         probe_timeout=probe_timeout)

@@ -113,7 +113,7 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
     ``out`` by the command's config; returns it and the names of the
     submissions the grader failed to grade."""
     config = read_config(rubric, values, ("public",) if public_only
-                         else ("public", "hidden"))
+                         else ("public", "hidden"), timeout)
     if not public_only and not any(c.set == "hidden" for c in config.cases):
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "
@@ -139,8 +139,8 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
         state = batch_state.begin(out, batch_state.grader_fingerprint(
             rubric, values, options))
         _make_folder(out / layout.SUBMISSIONS)   # the layout of new grades
-        graded = grade_all([Entry(n, p, timeout=timeout)
-                            for n, p in zip(names, paths)], config,
+        graded = grade_all([Entry(n, p) for n, p in zip(names, paths)],
+                           config,
                            budgeted_runner(sandbox, config), jobs=jobs,
                            public_only=public_only, out=out, canary=sandbox,
                            layers=layers, progress=Progress(len(paths)).step,

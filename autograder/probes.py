@@ -1,5 +1,10 @@
 """Build the probes a check needs, and put a failed probe into words.
 
+A probe's time limit is not the kind's to choose: the grade sets every
+planned probe's from the GradingConfig (``GradingConfig.time_limit``:
+``--timeout``, else the item's, else the rubric's), so a builder's
+``timeout`` matters only to probes run outside a grade.
+
 Probe ids are deterministic in what the probe does, so checks that need the
 same call (2.1 and 2.3a both call ``forward(x, return_attention=True)`` in
 eval mode) share one run.
@@ -12,6 +17,7 @@ from typing import Any
 import torch
 
 from autograder.text import mdsafe
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
                                          NOT_RUN, TIMEOUT, Probe, ProbeResult)
 from autograder.values import Case
@@ -21,7 +27,8 @@ TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
 
 def case_probe(case: Case, *, train: bool = False,
                kwargs: dict[str, Any] | None = None,
-               timeout: float = 10.0, again: bool = False) -> Probe:
+               timeout: float = LIMITS.probe_seconds,
+               again: bool = False) -> Probe:
     """``cls(**case.init)`` with the case's weights, called on its ``x``;
     with ``again``, then called again in eval mode on the same input
     (``Probe.again``: state kept between calls shows there; the
@@ -59,7 +66,7 @@ def longer_tokens(case: Case) -> int:
 
 
 def inspect_probe(cls: str, init: dict[str, Any],
-                  timeout: float = 10.0) -> Probe:
+                  timeout: float = LIMITS.probe_seconds) -> Probe:
     """Construct ``cls(**init)`` and report its attributes, no call."""
     args = ",".join(f"{k}={v}" for k, v in sorted(init.items()))
     return Probe(id=f"inspect:{cls}({args})", cls=cls, init=dict(init),
@@ -70,7 +77,7 @@ def trace_probes(cls: str, init: dict[str, Any], input_shape: list[int], *,
                  vary_init: dict[str, list] | None = None,
                  vary_kwargs: dict[str, list] | None = None,
                  vary_train: list[bool] | None = None,
-                 timeout: float = 10.0) -> list[Probe]:
+                 timeout: float = LIMITS.probe_seconds) -> list[Probe]:
     """Shape-tracing probes over every combination of the variations, with
     fresh random weights and a random ``x`` of ``input_shape``."""
     vary_init, vary_kwargs = vary_init or {}, vary_kwargs or {}

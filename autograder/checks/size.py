@@ -78,21 +78,19 @@ class ModuleSize:
         # class that hangs cannot make the sandbox skip it.
         config = Probe(id=f"{case.name}:stand-in-{own_cls}:x{shape}",
                        cls=case.cls, init=dict(case.init), args=[x],
-                       drawn_seed=seed, timeout=check.timeout,
+                       drawn_seed=seed,
                        stand_in={"cls": own_cls, "init": own_init,
                                  "shape": [int(d) for d in x.shape]})
         # Both calls seeded alike: dropout left on in eval mode (Task
         # 3.3's item) draws the same masks on both sides, not a difference.
         made = Probe(id=f"{case.name}:eval:x{shape}:seed{seed}",
                      cls=case.cls, init=dict(case.init), drawn=drawn,
-                     drawn_seed=seed, args=[x], seed=seed,
-                     timeout=check.timeout)
+                     drawn_seed=seed, args=[x], seed=seed)
         own = Probe(id=f"{case.name}:own:{own_cls}:eval:x{shape}:seed{seed}",
                     cls=own_cls, init=own_init, drawn=drawn,
-                    drawn_seed=seed, args=[x], seed=seed,
-                    timeout=check.timeout)
-        return [config, P.inspect_probe(case.cls, case.init, check.timeout),
-                P.inspect_probe(own_cls, own_init, check.timeout), made, own]
+                    drawn_seed=seed, args=[x], seed=seed)
+        return [config, P.inspect_probe(case.cls, case.init),
+                P.inspect_probe(own_cls, own_init), made, own]
 
     def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:

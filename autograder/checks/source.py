@@ -215,7 +215,7 @@ class ShapeComments:
         traces = P.trace_probes(
             task.cls, params.init, params.input,
             vary_init=params.vary_init, vary_kwargs=params.vary_kwargs,
-            vary_train=params.vary_train, timeout=check.timeout)
+            vary_train=params.vary_train)
         # stand_in (see Probe.stand_in): another class the traced one
         # uses, replaced, so that its mistakes do not change this class's
         # shapes (the wrapper's heads).

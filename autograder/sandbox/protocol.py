@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from autograder.sandbox.limits import LIMITS
+
 # Statuses a probe can end in. Only "ok" carries outputs.
 OK = "ok"
 ERROR = "error"              # the student code raised (message says so)
@@ -51,7 +53,9 @@ class Probe:
     # trace_shapes: the nonce of the canary record the trace must hold
     # (autograder/checks/trace_integrity.py), chosen by the parent.
     canary: int = 0
-    timeout: float = 10.0        # seconds of wall clock for this probe
+    # Seconds of wall clock for this probe: set from the GradingConfig when
+    # the grade plans it (grade.plan_checks), whatever the kind built.
+    timeout: float = LIMITS.probe_seconds
     # The checks this probe serves. Once a probe hits the time or memory
     # limit, its checks are lost (all-or-nothing), so the sandbox skips any
     # later probe all of whose checks are lost: hostile code costs one time

@@ -381,21 +381,15 @@ def ran_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],
 
 
 def hidden_probe_ids(probes: list[Probe], cases: list) -> set[str]:
-    """The probes that run a hidden case's inputs (their ids start with the
-    case's name) or build a module of a hidden case's sizes that no public
-    case shares: what they print is a hidden detail."""
-    hidden = {c.name for c in cases if c.set == "hidden"}
+    """The probes that run a hidden case's inputs (marked ``hidden`` by
+    their builder, ``probes.case_probe``) or inspect a module of a hidden
+    case's sizes that no public case shares: what they print is a hidden
+    detail."""
     public_inits = [(c.cls, c.init) for c in cases if c.set != "hidden"]
     hidden_inits = [(c.cls, c.init) for c in cases if c.set == "hidden"]
-    found = set()
-    for probe in probes:
-        if probe.id.split(":", 1)[0] in hidden:
-            found.add(probe.id)
-        elif probe.id.startswith("inspect:") and \
-                (probe.cls, probe.init) in hidden_inits and \
-                (probe.cls, probe.init) not in public_inits:
-            found.add(probe.id)
-    return found
+    return {probe.id for probe in probes if probe.hidden or (
+        probe.inspect and (probe.cls, probe.init) in hidden_inits
+        and (probe.cls, probe.init) not in public_inits)}
 
 
 def _printed(probes: list[Probe], results: dict[str, ProbeResult]) -> str:

@@ -16,10 +16,11 @@ from kit import imports
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 
-# Imports that run up today, each with the issue that removes it. The
-# sandbox's shape recorder and probe runner read the trace's integrity
-# rules from checks/; issue 36 (`stream`) rewrites both: remove these
-# lines when it lands.
+# Imports that run up today, each with what removes it. The sandbox's
+# shape recorder and probe runner read the trace's integrity rules from
+# checks/; the branch rewriting both (`stream`) moves that down: remove
+# these lines when it is merged
+# (test_the_allowed_upward_imports_are_still_there fails once they go).
 ALLOWED_UP = {
     ("autograder.sandbox.probe_runner", "autograder.checks.trace_integrity"),
     ("autograder.sandbox.shape_recorder",

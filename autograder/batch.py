@@ -3,7 +3,7 @@
 Every command that grades goes through here: ``grade`` (a folder of
 submissions: autograder/graded_folder.py), ``check`` and ``gradescope``
 (one submission, :func:`grade_submission`), and the kit's own batches
-(``kit_tests/grading_batch.py``, ``make bench``). One submission never
+(``kit/corpus/grading_batch.py``, ``make bench``). One submission never
 stops a batch: whatever happens to it is a grade (with ``error`` or
 ``internal_error``); only the grader's own environment failing (the
 canary, autograder/sandbox/preflight.py) stops it, as a
@@ -26,9 +26,10 @@ from autograder import homework
 from autograder.config import GradingConfig, MistakesError, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
-from autograder.report import atomic, batch_state, layout, \
+from autograder.files import atomic
+from autograder.report import batch_state, layout, \
     results as report
-from autograder.report.atomic import OutputError
+from autograder.files.atomic import OutputError
 from autograder.rubric import RubricError, load_rubric
 from autograder.sandbox.protocol import MEMORY
 from autograder.submission.locate import Submission, resolve, shown_name
@@ -41,12 +42,14 @@ class ConfigError(Exception):
 
 def read_config(rubric: Path | None, values: Path | None,
                 sets: tuple[str, ...],
-                hw: homework.Homework | None = None) -> GradingConfig:
+                hw: homework.Homework | None = None,
+                probe_timeout: float | None = None) -> GradingConfig:
     """The command's :class:`GradingConfig` for the homework ``hw``
-    (default: the one in use), or ConfigError saying what is wrong with
-    the rubric or the test values."""
+    (default: the one in use; ``probe_timeout``: its ``--timeout``), or
+    ConfigError saying what is wrong with the rubric or the test values."""
     try:
-        config = load_config(rubric, values, sets=sets, hw=hw)
+        config = load_config(rubric, values, sets=sets, hw=hw,
+                             probe_timeout=probe_timeout)
     except (RubricError, ValuesError, MistakesError) as exc:
         raise ConfigError(str(exc)) from None
     if not config.cases:
@@ -120,7 +123,8 @@ def beside_canary(sandbox: Any, load: Callable[[], Any]
 class Entry:
     """One submission of a batch: its name, what was handed in, and (code
     already in memory) its source, graded as the file ``path``.
-    ``timeout`` overrides every probe's time limit."""
+    ``timeout`` overrides every probe's time limit for it alone (the kit's
+    hostile code: ``GradingConfig.with_time_limit``)."""
 
     name: str
     path: Path
@@ -148,8 +152,8 @@ def failed(name: str, filename: str, config: GradingConfig | None, *,
 
 
 def grade_submission(sub: Submission, config: GradingConfig,
-                     runner: Runner, *, public_only: bool = False,
-                     timeout: float | None = None) -> GradeResult:
+                     runner: Runner, *, public_only: bool = False
+                     ) -> GradeResult:
     """Grade a resolved submission; never raises."""
     if sub.internal_error:   # the grader's machine failed reading it
         return failed(sub.name, sub.filename or shown_name(sub.path.name),
@@ -160,8 +164,7 @@ def grade_submission(sub: Submission, config: GradingConfig,
                       config, error=sub.error or "no source to grade")
     try:
         return grade_source(sub.source, sub.filename, config, runner,
-                            name=sub.name, public_only=public_only,
-                            timeout=timeout)
+                            name=sub.name, public_only=public_only)
     except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
         return failed(sub.name, sub.filename, config,
                       internal_error=traceback.format_exc())
@@ -178,16 +181,19 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
     from autograder.sandbox import plain
     workdir = grader_tempdir()
     try:
-        config = read_config(rubric, values, ("public",), hw)
+        config = read_config(rubric, values, ("public",), hw,
+                             probe_timeout=timeout)
         with plain.for_check(sandbox) as used:
             sub = resolve(path, workdir, hw=config.profile)
             sub.filename = str(path)
             grade = grade_submission(sub, config,
                                      budgeted_runner(used, config),
-                                     public_only=True, timeout=timeout)
+                                     public_only=True)
             if grade.internal_error:   # prove the environment next time
                 from autograder.sandbox.preflight import forget_preflight
                 forget_preflight(used)
+    except plain.PlainUnavailable as exc:
+        raise ConfigError(str(exc)) from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return grade
@@ -237,7 +243,7 @@ def read_answers(grade: GradeResult, sub: Submission,
 
 def write_outputs(grade: GradeResult, folder: Path) -> list[str]:
     """The submission's results.json (Gradescope format) and feedback.md,
-    each whole or absent (autograder/report/atomic.py); a minimal valid
+    each whole or absent (autograder/files/atomic.py); a minimal valid
     results.json if they cannot be made. Returns the files written; an
     OS error writing them is an OutputError (the batch stops)."""
     try:
@@ -433,9 +439,9 @@ class _BatchRun:
             self.step(entry.name)
             return row
         sub = entry.resolve(self.workdir, self.config.profile)
-        grade = grade_submission(sub, self.config, self.runner,
-                                 public_only=self.public_only,
-                                 timeout=entry.timeout)
+        grade = grade_submission(sub,
+                                 self.config.with_time_limit(entry.timeout),
+                                 self.runner, public_only=self.public_only)
         if self.layers is not None:
             grade.jail = self.layers
         self.prove_environment(entry, grade)

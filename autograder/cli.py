@@ -25,10 +25,10 @@ from typing import Any
 from autograder import batch, graded_folder, homework
 from autograder.batch import ConfigError
 from autograder.report import results as report
-from autograder.report.atomic import OutputError
+from autograder.files.atomic import OutputError
 from autograder.rubric import RubricError, load_rubric
 from autograder.submission.locate import UsageError
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"

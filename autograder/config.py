@@ -8,12 +8,12 @@ rubric and nothing else.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder import homework
-from autograder.rubric import Rubric, load_rubric
-from autograder.submission.user_files import read_regular_text
+from autograder.rubric import Check, Rubric, load_rubric
+from autograder.files.user_files import read_regular_text
 from autograder.values import load_cases, values_dir
 
 
@@ -58,6 +58,24 @@ class GradingConfig:
         """The homework this configuration grades."""
         return self.homework or homework.current()
 
+    #: Seconds per probe for every check, over the rubric's (``grade
+    #: --timeout``, ``check --timeout``; the kit's tests give hostile code
+    #: short ones). None: each check's own (:meth:`time_limit`).
+    probe_timeout: float | None = None
+
+    def time_limit(self, check: Check) -> float:
+        """Seconds of wall clock each probe of ``check`` gets: the
+        command's override, else the item's ``timeout``, else the rubric's
+        ``[grading] timeout`` (already the item's when it states none)."""
+        return self.probe_timeout if self.probe_timeout is not None \
+            else check.timeout
+
+    def with_time_limit(self, seconds: float | None) -> GradingConfig:
+        """This config with every probe's limit ``seconds`` (None: as
+        it is)."""
+        return self if seconds is None else replace(self,
+                                                    probe_timeout=seconds)
+
     @property
     def task_methods(self) -> dict[str, tuple[str, ...]]:
         """Class ("" for a module-level function) -> the methods whose code
@@ -71,16 +89,17 @@ def load_config(rubric: Path | str | None = None,
                 values: Path | str | None = None, *,
                 sets: tuple[str, ...] = ("public", "hidden"),
                 mistakes: Path | str | None = None,
-                hw: homework.Homework | None = None) -> GradingConfig:
+                hw: homework.Homework | None = None,
+                probe_timeout: float | None = None) -> GradingConfig:
     """Read the rubric, the cases of ``sets`` (default
     ``$AUTOGRADER_VALUES`` or the homework's test values) and the mistake
     messages, each by default the homework ``hw``'s (default: the one in
-    use, read here once). Raises RubricError or ValuesError naming the
-    file."""
+    use, read here once); ``probe_timeout`` overrides every probe's
+    seconds. Raises RubricError or ValuesError naming the file."""
     hw = hw or homework.current()
     return GradingConfig(load_rubric(rubric, hw=hw),
                          load_cases(Path(values) if values
                                     else values_dir(hw), sets=sets),
                          load_mistake_messages(Path(mistakes or
                                                     hw.mistakes)),
-                         homework=hw)
+                         homework=hw, probe_timeout=probe_timeout)

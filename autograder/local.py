@@ -31,7 +31,7 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.rubric import Check, Rubric, Task
 from autograder.sandbox.student_module import MODULE_NAME
 from autograder.sandbox.worker import execute_probes
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 
 # What these checkers check, said by each of them: the pytest header
 # (items only) and the notebook's check cells (every check of the class).

@@ -21,7 +21,8 @@ from autograder import homework
 from autograder.checks.entries import Check, Outcome, Task, select_cases
 from autograder.checks.kinds import kind, register_homework_kinds
 from autograder.checks.registry import KINDS, SECTIONS, KindSpec
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
+from autograder.sandbox.limits import LIMITS
 
 RUN_MODES = ("eval", "train")
 # What a total above the maximum means ([grading] bonus): "extra_credit"
@@ -98,8 +99,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric", *,
     defaults = {
         "atol": _number(grading.get("atol", 1e-6), "[grading] atol"),
         "rtol": _number(grading.get("rtol", 0.0), "[grading] rtol"),
-        "timeout": _number(grading.get("timeout", 10.0), "[grading] timeout",
-                           positive=True),
+        "timeout": _number(grading.get("timeout", LIMITS.probe_seconds),
+                           "[grading] timeout", positive=True),
     }
     tasks = []
     seen_tasks: set[str] = set()

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from autograder import homework
-from autograder.submission.user_files import read_regular
+from autograder.files.user_files import read_regular
 
 
 

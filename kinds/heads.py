@@ -16,7 +16,8 @@ from autograder.checks.base import (ATTRIBUTE_NAME, CaseCheck, Context,
 from autograder.checks.outputs import (diagnose, mistake_tensors,
                                        returned_tensors)
 from autograder.checks.compare import close, fmt_shape
-from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
+from autograder.sandbox.protocol import (Probe, ProbeResult, StandIn,
+                                         stand_in_output)
 from autograder.submission.regions import owner_of_line
 from autograder.checks.entries import Check, Task
 from autograder.checks.registry import register
@@ -133,13 +134,11 @@ class ConcatenatedHeads(CaseCheck):
         head_class = check.params.head_class
         init = _head_init(case)
         b, n = case.tensors["x"].shape[:2]
-        probe = P.case_probe(case, timeout=check.timeout)
-        probe.id += f":stand-in-{head_class}"
-        probe.state = {}
-        probe.drawn_seed = int(case.seed)
-        probe.stand_in = {"cls": head_class, "init": init,
-                          "shape": [int(b), int(n), int(case.size("width"))]}
-        return probe
+        return P.case_probe(
+            case, timeout=check.timeout, suffix=f":stand-in-{head_class}",
+            state={}, drawn_seed=int(case.seed),
+            stand_in=StandIn(head_class, init,
+                             (int(b), int(n), int(case.size("width")))))
 
     def _calls(self, check: Check, case: Case) -> list[Probe]:
         found = [P.case_probe(case, timeout=check.timeout)]
@@ -153,7 +152,7 @@ class ConcatenatedHeads(CaseCheck):
                 init=dict(init), args=[x],
                 state={k[len(prefix):]: v for k, v in case.weights.items()
                        if k.startswith(prefix)},
-                timeout=check.timeout))
+                timeout=check.timeout, hidden=P.is_hidden(case)))
         return found
 
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
@@ -240,7 +239,7 @@ class ConcatenatedHeads(CaseCheck):
                            f"{problem})", "wrong return value")
         heads = int(case.size("heads"))
         spec = probe.stand_in
-        known = [stand_in_output(probe.drawn_seed, k, spec["shape"])
+        known = [stand_in_output(probe.drawn_seed, k, spec.shape)
                  for k in range(heads)]
         out = found[0]
         if tuple(out.shape) == tuple(torch.cat(known, -1).shape):

@@ -43,7 +43,7 @@ def _stand_in_probe(case_name: str = "mhw_small") -> Probe:
 
 def _known(probe: Probe, heads: int) -> torch.Tensor:
     return torch.cat([stand_in_output(probe.drawn_seed, k,
-                                      probe.stand_in["shape"])
+                                      probe.stand_in.shape)
                       for k in range(heads)], dim=-1)
 
 

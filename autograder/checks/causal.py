@@ -140,21 +140,16 @@ def projection_probes(case: Case, timeout: float,
     for name in projections:
         state = projection_zeroed(case, name)
         if state is not None:
-            probe = P.case_probe(case, timeout=timeout)
-            probe.id += f":{name}-zeroed"
-            probe.state = state
-            found.append(probe)
+            found.append(P.case_probe(case, timeout=timeout,
+                                      suffix=f":{name}-zeroed", state=state))
     shifts = [keys_shifted(case, name) for name in projections[::-1]]
     if all(shift is not None for shift in shifts):
         x = shifts[0][0]
         for label, weights in [("constant-feature", case.weights)] + [
                 (f"{name}-shifted", shift[1])
                 for name, shift in zip(projections[::-1], shifts)]:
-            probe = P.case_probe(case, timeout=timeout)
-            probe.id += f":{label}"
-            probe.args = [x]
-            probe.state = weights
-            found.append(probe)
+            found.append(P.case_probe(case, timeout=timeout,
+                                      suffix=f":{label}", x=x, state=weights))
     return found
 
 

@@ -400,8 +400,8 @@ class DropoutTrain(CaseCheck):
         """One seeded train-mode call with return_attention=True, and the
         same call in eval mode (shared with 2.1/2.3a)."""
         scaled = P.case_probe(case, timeout=check.timeout,
-                              kwargs={"return_attention": True})
-        scaled.id, scaled.args = scaled.id + "*2", [2 * case.tensors["x"]]
+                              kwargs={"return_attention": True},
+                              suffix="*2", x=2 * case.tensors["x"])
         return [P.case_probe(case, train=True, timeout=check.timeout,
                              kwargs={"return_attention": True}),
                 P.case_probe(case, timeout=check.timeout,
@@ -598,10 +598,9 @@ class DropoutOnWeights(CaseCheck):
         found = [P.case_probe(case, train=True, timeout=check.timeout),
                  P.case_probe(case, timeout=check.timeout)]
         for factor in (2, 3):
-            probe = P.case_probe(case, timeout=check.timeout)
-            probe.id += f"*{factor}"
-            probe.args = [factor * case.tensors["x"]]
-            found.append(probe)
+            found.append(P.case_probe(case, timeout=check.timeout,
+                                      suffix=f"*{factor}",
+                                      x=factor * case.tensors["x"]))
         return found + projection_probes(case, check.timeout,
                                          check.params.projections)
 

@@ -46,7 +46,7 @@ class LinearAttributes:
     after construction, no forward call)."""
 
     def _probe(self, check: Check, task: Task) -> Probe:
-        return P.inspect_probe(task.cls, check.params.init, check.timeout)
+        return P.inspect_probe(task.cls, check.params.init)
 
     def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
@@ -116,17 +116,15 @@ class ModuleOutput(CaseCheck):
         train = check.run_mode == "train"
         found = []
         if check.params.return_attention:
-            found.append(P.case_probe(case, train=train, timeout=check.timeout,
+            found.append(P.case_probe(case, train=train,
                                       kwargs={"return_attention": True},
                                       again=True))
         if not found or check.params.also_plain_call:
-            found.append(P.case_probe(case, train=train,
-                                      timeout=check.timeout, again=True))
+            found.append(P.case_probe(case, train=train, again=True))
         if case.mode == "train" and not train:
             # Eval after train: the train-mode call of the dropout item
             # (same probe), whose second call is in eval mode.
             found.append(P.case_probe(case, train=True,
-                                      timeout=check.timeout,
                                       kwargs=found[0].kwargs, again=True))
         return found
 
@@ -302,7 +300,6 @@ class AttentionProbs(CaseCheck):
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One call with return_attention=True."""
         return [P.case_probe(case, train=check.run_mode == "train",
-                             timeout=check.timeout,
                              kwargs={"return_attention": True})]
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic
-from autograder.submission.user_files import open_regular, read_regular
+from autograder.files import atomic
+from autograder.files.user_files import open_regular, read_regular
 
 MARKER = ".batch.json"
 STAMP = ".graded.json"

@@ -17,7 +17,7 @@ modules:
   ``function.__new__``, ``object.__setattr__``), code run from strings
   (``exec``, ``compile``), ``gc``'s object lists, tracing and profiling
   hooks, another audit hook, ``ctypes``, and imports of the forbidden
-  modules (``grader_access.MODULES``) that load them.
+  modules (``MODULES``, the static rule's list too) that load them.
 - **The rest**, which raises no event (``__globals__``, ``__closure__``,
   ``vars``, ``sys.modules``, ``print.__self__``, ``__subclasses__``):
   what they can reach of the grader is its modules' state, so every
@@ -44,7 +44,15 @@ import threading
 import types
 from typing import Any, Callable
 
-from autograder.checks.grader_access import MODULES
+# Modules whose import is the finding, here and in the static rule
+# (checks/grader_access.py reads this list): the interpreter's back doors,
+# code loaded by name, and the grader itself (a package and its
+# submodules).
+MODULES = frozenset({
+    "builtins", "gc", "inspect", "ctypes", "importlib", "imp",
+    "autograder", "kit", "_thread", "sysconfig", "code", "codeop",
+    "runpy", "pickle", "marshal", "tracemalloc", "faulthandler",
+})
 
 # Events that are a reach-in when the submission's code raises them.
 EVENTS = frozenset({

@@ -143,7 +143,7 @@ def run_probe(module: types.ModuleType, probe: Probe, filename: str,
               recorder: ShapeRecorder | None = None) -> ProbeResult:
     """Answer one probe with the classes of ``module``."""
     if probe.stand_in:
-        name = str(probe.stand_in["cls"])
+        name = probe.stand_in.cls
         missing = object()
         real = module.__dict__.get(name, missing)
         module.__dict__[name] = stand_in_class(probe, real)

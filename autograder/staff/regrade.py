@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic
+from autograder.files import atomic
 from autograder.text import mdsafe
 from autograder.staff.class_report import Item, read_batch
 

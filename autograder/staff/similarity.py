@@ -59,8 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from autograder import homework
-from autograder.report import atomic, layout
-from autograder.submission.user_files import open_regular
+from autograder.files import atomic
+from autograder.report import layout
+from autograder.files.user_files import open_regular
 from autograder.text import mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            graded_regions, python_lines)

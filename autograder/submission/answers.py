@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autograder import homework
-from autograder.report import atomic
-from autograder.submission.user_files import read_regular_text
+from autograder.files import atomic
+from autograder.files.user_files import read_regular_text
 from autograder.text import mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from autograder import homework
-from autograder.submission.user_files import NotRegularFile, open_regular
+from autograder.files.user_files import NotRegularFile, open_regular
 
 MAX_SOURCE_BYTES = 1_000_000
 MAX_ZIP_ENTRIES = 2_000

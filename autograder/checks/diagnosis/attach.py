@@ -98,7 +98,9 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
             for case in cases:
                 if not diagnosable(case):
                     continue
-                probes = [p for p in impl.case_probes(check, case)
+                # the limit the grade gave them (grade.plan_checks)
+                probes = [replace(p, timeout=config.time_limit(check))
+                          for p in impl.case_probes(check, case)
                           if not p.train]
                 result = results.get(probes[0].id) if probes else None
                 if result is None or not result.ok or not result.outputs:

@@ -124,11 +124,11 @@ bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) a
 bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size and write the notebook's chart (ARGS=--small: a quick run, charted under build/)
 	$(PY) -m kit.machine.bench_attention $(ARGS)
 
-release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
-	$(PY) -m kit.release.student
+release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (another HOMEWORK: dist/NAME/...; leak-scanned, self-graded)
+	$(PY) -m kit release
 
-autograder: $(SETUP) fresh-all ## build dist/autograder.zip for Gradescope
-	$(PY) -m kit.release.gradescope
+autograder: $(SETUP) fresh-all ## build dist/autograder.zip for Gradescope (another HOMEWORK: dist/NAME/autograder.zip)
+	$(PY) -m kit autograder
 
 demo: $(SETUP) fresh-all ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
 	$(PY) -m kit.release.demo

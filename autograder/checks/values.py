@@ -32,12 +32,13 @@ from autograder.values import Case
 @dataclass(frozen=True)
 class LinearAttributesParams:
     """The attributes inspected, the constructor arguments, and which of
-    them are the expected in and out sizes."""
+    them are the expected in and out sizes (the homework's own argument
+    names: no default)."""
 
     attributes: list
     init: dict
-    in_features: str = "input_size"
-    out_features: str = "hidden"
+    in_features: str
+    out_features: str
 
 
 @register("item", "linear_attributes", params=LinearAttributesParams)

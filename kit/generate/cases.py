@@ -52,6 +52,10 @@ class Case:
     #                          ("value_mix": see kit/generate/values.py)
     sizes_only: bool = False  # freeze the input, the parameter count and
     #                          shapes only, no output (GPT-2's attention)
+    input_arg: str = "input_size"   # the constructor argument that is
+    #                          x's last size (Part 3's: d_in)
+    width: int = 0           # x's last size when no argument gives it
+    #                          (a factory without arguments: GPT-2's 768)
 
     @property
     def task(self) -> str:
@@ -59,10 +63,17 @@ class Case:
 
     @property
     def input_size(self) -> int:
-        """The last dimension of ``x``."""
-        if self.cls == "gpt2_small_attention":
-            return 768
-        return self.init.get("input_size", self.init.get("d_in"))
+        """The last dimension of ``x``: ``width``, else the constructor
+        argument ``input_arg``; ValueError naming the case and the fix."""
+        if self.width:
+            return self.width
+        if type(self.init.get(self.input_arg)) is not int:
+            raise ValueError(
+                f"case {self.name}: its init has no integer "
+                f"{self.input_arg!r}, the size of x's last dimension: set "
+                f"the Case's input_arg to the constructor argument that is "
+                f"(or width to the size)")
+        return self.init[self.input_arg]
 
 
 def _tasks() -> dict[str, str]:
@@ -164,9 +175,11 @@ CASES: list[Case] = [
 
 
 def _p3(name, set_, cls, init, batch, seq, seed, description, mode="eval",
-        inputs="randn", weights="init", same_sizes="", sizes_only=False):
+        inputs="randn", weights="init", same_sizes="", sizes_only=False,
+        width=0):
     return Case(name, set_, cls, init, batch, seq, seed, mode, description,
-                inputs, weights, same_sizes, sizes_only=sizes_only)
+                inputs, weights, same_sizes, sizes_only=sizes_only,
+                input_arg="d_in", width=width)
 
 
 BOOK = "the book's example: six tokens of a context of 6, d_out 2, batch 2"
@@ -219,7 +232,7 @@ PART3: list[Case] = [
     _p3("gpt2_small", "public", "gpt2_small_attention", {}, 2, 5, 303,
         "GPT-2 small: 768 dims, 12 heads, context 1024, dropout 0.1, "
         "qkv bias", same_sizes="GPT-2's own sizes: d_in = d_out = 768 "
-        "(sizes only, no values)", sizes_only=True),
+        "(sizes only, no values)", sizes_only=True, width=768),
 
     _p3("ca_single_token", "hidden", CA, _ca(4, 3, 5), 1, 1, 311,
         "batch 1, one token"),

@@ -151,7 +151,7 @@ def ship_profile(dest: Path) -> None:
     hw = homework.current()
     shutil.copy2(hw.profile, dest / homework.PROFILE)
     for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features,
-                 hw.imports):
+                 hw.imports, hw.shape_notation):
         target = dest / path.relative_to(hw.root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)

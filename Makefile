@@ -99,6 +99,10 @@ mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/varian
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.generate test-values
 
+.PHONY: new-homework
+new-homework: $(SETUP) ## write a new homework (layer norm + softmax classifier, from kit/templates/) into DIR=path, anywhere (NAME=id); then make generate HOMEWORK=DIR
+	$(PY) -m kit new-homework "$(DIR)" $(if $(NAME),--name $(NAME))
+
 .PHONY: new-edition
 new-edition: $(SETUP) ## next year's hidden values: EDITION=2025 (or SEED=n) redraws every hidden case's seed and sizes, regenerates the values, reports what stays equal (PUBLIC=1: the public seeds too)
 	$(PY) -m kit.generate.new_edition $(if $(EDITION),--edition "$(EDITION)") $(if $(SEED),--seed $(SEED)) $(if $(PUBLIC),--public)

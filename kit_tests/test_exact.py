@@ -1,7 +1,7 @@
 """kit/generate/exact.py: float64 products, sums, softmax, LayerNorm, log,
-log_softmax, tanh, erf and GELU built from elementwise operations agree with torch's own (or the C
-library's) within the module's stated tolerances, and nothing else reduces
-inside it."""
+log_softmax, tanh, erf and GELU built from elementwise operations agree
+with torch's own (or the C library's) within the module's stated
+tolerances, and nothing else reduces inside it."""
 from __future__ import annotations
 
 import math

@@ -36,14 +36,14 @@ replaced by ones built from elementwise operations in a fixed order:
   ``1 + tanh`` of a negative argument are taken from erfc and exp, not
   from a difference that would cancel.
 
-Stated accuracy in float64 (kit_tests/test_exact.py measures it): exp,
-sin, cos ~1 ulp; log within 2 ulps; tanh and erf within 1e-15 relative of the C library,
-erfc within 3e-15 (0 below exp(UNDERFLOW), as exp); GELU within 4e-15
-relative for |x| <= 3 and 2e-15 absolute everywhere (beyond, the rounding
-of its own argument dominates, as in torch); sums, means, variances and
-LayerNorm within 1e-13 of torch's own. These are float64 errors, rounded
-once to float32: what :func:`exact` promises is the same bits on every
-CPU, not torch's bits.
+Stated accuracy in float64 (kit_tests/test_exact.py measures it): exp, sin,
+cos ~1 ulp; log within 2 ulps; tanh and erf within 1e-15 relative of the C
+library, erfc within 3e-15 (0 below exp(UNDERFLOW), as exp); GELU within
+4e-15 relative for |x| <= 3 and 2e-15 absolute everywhere (beyond, the
+rounding of its own argument dominates, as in torch); sums, means,
+variances and LayerNorm within 1e-13 of torch's own. These are float64
+errors, rounded once to float32: what :func:`exact` promises is the same
+bits on every CPU, not torch's bits.
 
 Any other reducing or transcendental operation raises inside :func:`exact`
 (:data:`REFUSED`, every function named in :data:`REFUSED_NAMES`, in
@@ -391,8 +391,9 @@ LOG_SOFTMAX = {torch.log_softmax, torch.Tensor.log_softmax, F.log_softmax}
 # them rather than let a CPU-dependent kernel in.
 REFUSED = {torch.einsum, torch.sum, torch.Tensor.sum, torch.mean,
            torch.Tensor.mean, torch.mm, torch.Tensor.mm, torch.addmm,
-           torch.baddbmm, torch.exp, torch.Tensor.exp, torch.logsumexp, torch.cumsum, torch.prod,
-           torch.norm, torch.sigmoid, F.scaled_dot_product_attention}
+           torch.baddbmm, torch.exp, torch.Tensor.exp, torch.logsumexp,
+           torch.cumsum, torch.prod, torch.norm, torch.sigmoid,
+           F.scaled_dot_product_attention}
 REDUCTIONS = {torch.sum: "sum", torch.Tensor.sum: "sum",
               torch.mean: "mean", torch.Tensor.mean: "mean",
               torch.var: "var", torch.Tensor.var: "var",

@@ -42,6 +42,7 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
              "questions": ("path", False),
              "python_features": ("path", False),
              "imports": ("path", False),
+             "shape_notation": ("path", False),
              "test_values": ("path", False), "catalogue": ("path", True),
              "cases": ("path", True), "steps": ("path", True),
              "kinds": ("paths", False)},
@@ -86,6 +87,7 @@ class Homework:
     questions: Path
     python_features: Path
     imports: Path           # the packages a submission may import
+    shape_notation: Path    # the shape comments' size names and forms
     test_values: Path
     catalogue: Path         # the variant catalogue folder (staff only)
     cases: Path             # the cases' definitions (staff only)
@@ -227,6 +229,7 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         if "data.python_features" in f
         else OPTIONAL[("data", "python_features")],
         imports=at("data.imports"),
+        shape_notation=at("data.shape_notation"),
         test_values=at("data.test_values"), catalogue=at("data.catalogue"),
         cases=at("data.cases"), steps=at("data.steps"),
         kinds=tuple(root / one for one in f.get("data.kinds", ())),

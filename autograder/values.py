@@ -80,9 +80,11 @@ class Case:
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
-        """State-dict-path -> tensor, e.g. ``{"q.weight": ...}``."""
+        """State-dict-path -> tensor, e.g. ``{"q.weight": ...}``, or the
+        module's own ``{"weight": ...}`` (a parameter set on the module
+        itself has no dot in its path)."""
         return {k: v for k, v in self.tensors.items()
-                if k.endswith((".weight", ".bias"))
+                if k.rsplit(".", 1)[-1] in ("weight", "bias")
                 and not k.startswith("mistake.")}
 
     @property

@@ -1,7 +1,9 @@
 """The shape-comment notation: what a comment may say, and how it is read.
 
-The notation is data, ``shape_notation.toml``: the size names a student may
-write and the forms of a shape, each with an example. This module reads
+The notation is data, the homework's own (its profile's ``[data]
+shape_notation``, attention's ``autograder/shape_notation.toml``): the
+size names a student may write and the forms of a shape, each with an
+example. This module reads
 comments with it (:func:`parse_comment`) and renders the notebook's table
 from it (:func:`notation_markdown`), so that the notebook promises exactly
 what the grader reads. The grammar is the promise and nothing more::
@@ -24,7 +26,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).with_name("shape_notation.toml")
+from autograder import homework
+
+DATA: Path = homework.current().shape_notation
 _NOTATION = tomllib.loads(DATA.read_text())
 
 # Size key -> the names students may write for it (the key first).

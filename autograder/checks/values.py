@@ -32,7 +32,8 @@ from autograder.values import Case
 @dataclass(frozen=True)
 class LinearAttributesParams:
     """The attributes inspected, the constructor arguments, and which of
-    them are the expected in and out sizes (the rubric names them)."""
+    them are the expected in and out sizes (the homework's own argument
+    names: no default)."""
 
     attributes: list
     init: dict

@@ -127,7 +127,8 @@ CASES: list[Case] = [
 
 
 def _p3(name, set_, cls, init, batch, seq, seed, description, mode="eval",
-        inputs="randn", weights="init", same_sizes="", sizes_only=False):
+        inputs="randn", weights="init", same_sizes="", sizes_only=False,
+        width=0):
     return Case(name, set_, cls, init, batch, seq, seed, mode, description,
                 inputs, weights, same_sizes, sizes_only=sizes_only,
                 arguments=ARGUMENTS.get(cls, {}),
@@ -184,7 +185,7 @@ PART3: list[Case] = [
     _p3("gpt2_small", "public", "gpt2_small_attention", {}, 2, 5, 303,
         "GPT-2 small: 768 dims, 12 heads, context 1024, dropout 0.1, "
         "qkv bias", same_sizes="GPT-2's own sizes: d_in = d_out = 768 "
-        "(sizes only, no values)", sizes_only=True),
+        "(sizes only, no values)", sizes_only=True, width=768),
 
     _p3("ca_single_token", "hidden", CA, _ca(4, 3, 5), 1, 1, 311,
         "batch 1, one token"),

@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -39,12 +40,23 @@ from kit.generate.sources import (REFERENCE, OUT, ROOT, SOURCES,
 
 
 def _profile_module(path: Path) -> ModuleType:
-    """The module at ``path`` (the profile's cases or steps, inside the
-    kit's checkout), imported by its dotted name: kit/generate/cases.py is
-    ``kit.generate.cases``, homeworks/ffn/kit/cases.py
-    ``homeworks.ffn.kit.cases``."""
-    return importlib.import_module(
-        ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
+    """The module at ``path`` (the profile's cases or steps). Inside the
+    kit's checkout it is imported by its dotted name (kit/generate/cases.py
+    is ``kit.generate.cases``, homeworks/ffn/kit/cases.py
+    ``homeworks.ffn.kit.cases``), so that it is one module with the kit's
+    own imports of it; elsewhere (a homework in its own folder, or linked
+    in) from its file, under a name of its own."""
+    if path.resolve().is_relative_to(ROOT):
+        return importlib.import_module(
+            ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
+    name = "homework_" + hashlib.sha256(
+        str(path.resolve()).encode()).hexdigest()[:12] + "_" + path.stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module   # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def profile_cases(hw: homework.Homework | None = None) -> list[Case]:

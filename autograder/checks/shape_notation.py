@@ -48,7 +48,8 @@ VOCABULARY_HINT = (
     "write shapes like `# [batch_size, seq_len, hidden]` with the names " +
     ", ".join(f"{names[0]} ({', '.join(names[1:])})" if names[1:] else
               names[0] for names in VOCABULARY.values()) +
-    f", integers, and products such as `{_NOTATION['product_example']}`")
+    f", integers, and products such as "
+    f"`{_NOTATION.get('product_example', 'bs * seq')}`")
 
 # Budgets that keep reading linear in the size of the source, whatever a
 # hostile comment holds: a comment text longer than MAX_COMMENT_CHARS,

@@ -10,12 +10,13 @@ from dataclasses import replace
 
 from autograder.config import GradingConfig, load_config
 from autograder.grade import grading_context, plan_checks
-from autograder.rubric import DEFAULT_RUBRIC, parse_rubric
+from autograder import homework
+from autograder.rubric import parse_rubric
 
 
 def _config(grading_timeout: float | None = None,
             item_timeouts: dict[str, float] | None = None) -> GradingConfig:
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    data = tomllib.loads(homework.current().rubric.read_text())
     if grading_timeout is not None:
         data["grading"]["timeout"] = grading_timeout
     for task in data["task"]:

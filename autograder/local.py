@@ -39,7 +39,6 @@ SCOPE = "values only; `make check` adds PEP 8 and shape comments"
 TASK_SCOPE = "values, deductions and bonus, as `make check` grades them"
 
 
-
 def in_process_runner(source: str, filename: str,
                       probes: list[Probe]) -> list[ProbeResult]:
     """Answer ``probes`` in this process, as the sandbox's worker would

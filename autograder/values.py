@@ -19,7 +19,6 @@ from autograder import homework
 from autograder.files.user_files import read_regular
 
 
-
 class ValuesError(RuntimeError):
     """The test values are missing, corrupt or inconsistent."""
 

@@ -28,7 +28,8 @@ def rubric_with(item: str, points: float) -> Rubric:
 
 def item_points(item: str, rubric: Rubric | None = None) -> float:
     """Item ``item``'s points in ``rubric`` (default: the live one)."""
-    rubric = rubric or parse_rubric(tomllib.loads(homework.current().rubric.read_text()))
+    rubric = rubric or parse_rubric(tomllib.loads(
+        homework.current().rubric.read_text()))
     found = [c.points for t in rubric.tasks for c in t.items if c.id == item]
     assert found, f"no item {item} in the rubric"
     return found[0]
@@ -37,7 +38,8 @@ def item_points(item: str, rubric: Rubric | None = None) -> float:
 def notebook_task_points(task: str, rubric: Rubric | None = None) -> float:
     """The points of notebook task ``task`` ("2.3": items 2.3a and 2.3b;
     "3.1": 3.1, 3.1c, 3.1d), summed here from the rubric's items."""
-    rubric = rubric or parse_rubric(tomllib.loads(homework.current().rubric.read_text()))
+    rubric = rubric or parse_rubric(tomllib.loads(
+        homework.current().rubric.read_text()))
     pattern = re.compile(rf"{re.escape(task)}[a-z]?")
     return sum(c.points for t in rubric.tasks for c in t.items
                if pattern.fullmatch(c.id))
@@ -66,5 +68,6 @@ def rubric_text_with(item: str, points: float) -> str:
 def live_task_methods() -> dict[str, tuple[str, ...]]:
     """The live rubric's task methods, as ``GradingConfig.task_methods``
     gives them to the checks (class -> methods)."""
-    rubric = parse_rubric(tomllib.loads(homework.current().rubric.read_text()))
+    rubric = parse_rubric(tomllib.loads(
+        homework.current().rubric.read_text()))
     return {task.cls: task.methods for task in rubric.tasks}

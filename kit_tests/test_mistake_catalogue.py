@@ -55,7 +55,8 @@ def _cases() -> tuple[Case, ...]:
 
 @cache
 def _errors() -> dict[str, dict[str, str]]:
-    manifest = json.loads((homework.current().test_values / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     return {name: record.get("mistake_errors", {})
             for name, record in manifest["cases"].items()}
 

@@ -184,11 +184,13 @@ def test_gpt2_case_holds_sizes_not_weights(cases):
 def test_part3_mistakes_are_explained_and_the_catalogue_agrees(cases):
     import tomllib
     messages = tomllib.loads(
-        (homework.current().test_values.parent / "autograder" / "mistakes.toml").read_text())
+        (homework.current().test_values.parent / "autograder"
+         / "mistakes.toml").read_text())
     ids = {mid for mid, m in load_mistakes().items()
            if m.edited & {c.cls for c in PART3}}
     assert ids <= set(messages)
-    manifest = json.loads((homework.current().test_values / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     raised = {mid for name in cases for mid in
               manifest["cases"][name].get("mistake_errors", {})}
     seen = {mid for c in cases.values() for mid in c.mistakes}
@@ -203,7 +205,8 @@ def test_part3_mistakes_are_explained_and_the_catalogue_agrees(cases):
 
 
 def test_manifest_records_the_special_inputs_and_weights():
-    manifest = json.loads((homework.current().test_values / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     record = manifest["cases"]
     assert record["ca_book"]["inputs"] == "book"
     assert record["mha_equiv_book"]["weights"] == "concat:mhw_book"

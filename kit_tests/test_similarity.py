@@ -80,7 +80,8 @@ def test_disguises_change_the_text_but_keep_the_code_valid():
 
 
 def test_near_copies_rank_above_independent_solutions():
-    pairs = S.code_pairs(_codes(_sources()), homework.current().module.read_text())
+    pairs = S.code_pairs(_codes(_sources()),
+                         homework.current().module.read_text())
     copies = {frozenset((c, o)) for c, (o, _) in COPIES.items()}
     top = [frozenset((p.a, p.b)) for p in pairs[:len(copies)]]
     precision = sum(t in copies for t in top) / len(copies)

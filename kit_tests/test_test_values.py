@@ -81,11 +81,13 @@ def test_regeneration_with_other_cpu_kernels_is_bit_for_bit(tmp_path: Path):
 
 
 def test_manifest_records_checksums_seeds_and_shapes():
-    manifest = json.loads((homework.current().test_values / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     assert manifest["torch_version"] == torch.__version__
     assert manifest["compute"].startswith("float64, rounded once to float32")
     for filename, info in manifest["files"].items():
-        digest = hashlib.sha256((homework.current().test_values / filename).read_bytes())
+        digest = hashlib.sha256(
+            (homework.current().test_values / filename).read_bytes())
         assert info["sha256"] == digest.hexdigest()
     assert set(manifest["cases"]) == {c.name for c in CASES}
     record = manifest["cases"]["mhsa_course"]
@@ -203,7 +205,8 @@ def test_the_catalogue_copy_alone_regenerates_the_values(tmp_path):
     make_test_values.generate(tmp_path / "out", verbose=False,
                               catalogue=folder)
     made = load_file(tmp_path / "out" / "public.safetensors")
-    committed = load_file(homework.current().test_values / "public.safetensors")
+    committed = load_file(
+        homework.current().test_values / "public.safetensors")
     mistakes = {k.split("/", 1)[1].split(".")[1] for k in made
                 if "/mistake." in k}
     assert mistakes == {"no_mix"}

@@ -18,7 +18,8 @@ IMPL_ENV = "ATTENTION_IMPL"
 def implementation_path() -> Path:
     """The file under test: ``$ATTENTION_IMPL`` (relative to the current
     directory) or the homework's module (homework.toml's [module] file)."""
-    return Path(os.environ.get(IMPL_ENV) or homework.current().module).resolve()
+    return Path(os.environ.get(IMPL_ENV)
+                or homework.current().module).resolve()
 
 
 def pytest_report_header() -> list[str]:

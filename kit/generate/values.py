@@ -74,6 +74,7 @@ def profile_steps(hw: homework.Homework | None = None) -> ModuleType:
     """The homework ``hw``'s named steps (its ``steps`` definition)."""
     return _profile_module((hw or homework.staff()).steps)
 
+
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
@@ -359,8 +360,8 @@ def _value_mix(module: torch.nn.Module, x64: torch.Tensor, case: Case,
     give; the grader checks train-mode outputs this way.
     """
     bs, seq, _ = x64.shape
-    value, mix = getattr(module, layers["v"]), getattr(module,
-                                                      layers["output"])
+    value = getattr(module, layers["v"])
+    mix = getattr(module, layers["output"])
     heads = case.size("heads", 1)
     size = value.out_features // heads
     v = value(x64).view(bs, seq, heads, size).transpose(1, 2)

@@ -99,6 +99,10 @@ mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/varian
 test-values: $(SETUP) ## regenerate the frozen test values from the reference
 	$(PY) -m kit.generate test-values
 
+.PHONY: new-homework
+new-homework: $(SETUP) ## write a new homework (layer norm + softmax classifier, from kit/templates/) into DIR=path, anywhere (NAME=id); then make generate HOMEWORK=DIR
+	$(PY) -m kit new-homework "$(DIR)" $(if $(NAME),--name $(NAME))
+
 .PHONY: new-edition
 new-edition: $(SETUP) ## next year's hidden values: EDITION=2025 (or SEED=n) redraws every hidden case's seed and sizes, regenerates the values, reports what stays equal (PUBLIC=1: the public seeds too)
 	$(PY) -m kit.generate.new_edition $(if $(EDITION),--edition "$(EDITION)") $(if $(SEED),--seed $(SEED)) $(if $(PUBLIC),--public)
@@ -124,11 +128,11 @@ bench: $(SETUP) ## seconds per submission (warm workers vs fresh interpreters) a
 bench-attention: $(SETUP) ## time stacked vs fused heads at GPT-2 size and write the notebook's chart (ARGS=--small: a quick run, charted under build/)
 	$(PY) -m kit.machine.bench_attention $(ARGS)
 
-release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (leak-scanned, self-graded)
-	$(PY) -m kit.release.student
+release: $(SETUP) fresh-all ## build dist/student/ and dist/student.zip (another HOMEWORK: dist/NAME/...; leak-scanned, self-graded)
+	$(PY) -m kit release
 
-autograder: $(SETUP) fresh-all ## build dist/autograder.zip for Gradescope
-	$(PY) -m kit.release.gradescope
+autograder: $(SETUP) fresh-all ## build dist/autograder.zip for Gradescope (another HOMEWORK: dist/NAME/autograder.zip)
+	$(PY) -m kit autograder
 
 demo: $(SETUP) fresh-all ## build both, grade the examples (kit/variants/examples.toml; + reference, skeleton), print a score table
 	$(PY) -m kit.release.demo

@@ -3,7 +3,7 @@
 Every command that grades goes through here: ``grade`` (a folder of
 submissions: autograder/graded_folder.py), ``check`` and ``gradescope``
 (one submission, :func:`grade_submission`), and the kit's own batches
-(``kit_tests/grading_batch.py``, ``make bench``). One submission never
+(``kit/corpus/grading_batch.py``, ``make bench``). One submission never
 stops a batch: whatever happens to it is a grade (with ``error`` or
 ``internal_error``); only the grader's own environment failing (the
 canary, autograder/sandbox/preflight.py) stops it, as a
@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder import homework
 from autograder.config import GradingConfig, MistakesError, load_config
 from autograder.grade import (GradeResult, Runner, failed_grade,
                               grade_source, sandbox_runner)
-from autograder.report import atomic, batch_state, layout, \
+from autograder.files import atomic
+from autograder.report import batch_state, layout, \
     results as report
-from autograder.report.atomic import OutputError
+from autograder.files.atomic import OutputError
 from autograder.rubric import RubricError, load_rubric
 from autograder.sandbox.protocol import MEMORY
 from autograder.submission.locate import Submission, resolve, shown_name
@@ -39,11 +41,15 @@ class ConfigError(Exception):
 
 
 def read_config(rubric: Path | None, values: Path | None,
-                sets: tuple[str, ...]) -> GradingConfig:
-    """The command's :class:`GradingConfig`, or ConfigError saying what
-    is wrong with the rubric or the test values."""
+                sets: tuple[str, ...],
+                hw: homework.Homework | None = None,
+                probe_timeout: float | None = None) -> GradingConfig:
+    """The command's :class:`GradingConfig` for the homework ``hw``
+    (default: the one in use; ``probe_timeout``: its ``--timeout``), or
+    ConfigError saying what is wrong with the rubric or the test values."""
     try:
-        config = load_config(rubric, values, sets=sets)
+        config = load_config(rubric, values, sets=sets, hw=hw,
+                             probe_timeout=probe_timeout)
     except (RubricError, ValuesError, MistakesError) as exc:
         raise ConfigError(str(exc)) from None
     if not config.cases:
@@ -117,19 +123,22 @@ def beside_canary(sandbox: Any, load: Callable[[], Any]
 class Entry:
     """One submission of a batch: its name, what was handed in, and (code
     already in memory) its source, graded as the file ``path``.
-    ``timeout`` overrides every probe's time limit."""
+    ``timeout`` overrides every probe's time limit for it alone (the kit's
+    hostile code: ``GradingConfig.with_time_limit``)."""
 
     name: str
     path: Path
     source: str | None = None
     timeout: float | None = None
 
-    def resolve(self, workdir: Path) -> Submission:
-        """The submission's code (zips extracted under ``workdir``)."""
+    def resolve(self, workdir: Path,
+                hw: homework.Homework | None = None) -> Submission:
+        """The submission's code (zips extracted under ``workdir``; ``hw``
+        the homework whose module it holds)."""
         if self.source is not None:
             return Submission(self.name, self.path, str(self.path),
                               self.source)
-        return resolve(self.path, workdir, self.name)
+        return resolve(self.path, workdir, self.name, hw=hw)
 
 
 def failed(name: str, filename: str, config: GradingConfig | None, *,
@@ -143,8 +152,8 @@ def failed(name: str, filename: str, config: GradingConfig | None, *,
 
 
 def grade_submission(sub: Submission, config: GradingConfig,
-                     runner: Runner, *, public_only: bool = False,
-                     timeout: float | None = None) -> GradeResult:
+                     runner: Runner, *, public_only: bool = False
+                     ) -> GradeResult:
     """Grade a resolved submission; never raises."""
     if sub.internal_error:   # the grader's machine failed reading it
         return failed(sub.name, sub.filename or shown_name(sub.path.name),
@@ -155,8 +164,7 @@ def grade_submission(sub: Submission, config: GradingConfig,
                       config, error=sub.error or "no source to grade")
     try:
         return grade_source(sub.source, sub.filename, config, runner,
-                            name=sub.name, public_only=public_only,
-                            timeout=timeout)
+                            name=sub.name, public_only=public_only)
     except Exception:   # noqa: BLE001 - a RubricError here is a grader bug
         return failed(sub.name, sub.filename, config,
                       internal_error=traceback.format_exc())
@@ -164,7 +172,8 @@ def grade_submission(sub: Submission, config: GradingConfig,
 
 def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
                values: Path | None = None,
-               timeout: float | None = None) -> GradeResult:
+               timeout: float | None = None,
+               hw: homework.Homework | None = None) -> GradeResult:
     """``check``'s preview: the file graded on the public cases, after the
     canary (one that passed in this environment before counts). Where the
     jail cannot run, in a plain child process
@@ -172,16 +181,19 @@ def check_file(path: Path, sandbox: Any, *, rubric: Path | None = None,
     from autograder.sandbox import plain
     workdir = grader_tempdir()
     try:
-        config = read_config(rubric, values, ("public",))
+        config = read_config(rubric, values, ("public",), hw,
+                             probe_timeout=timeout)
         with plain.for_check(sandbox) as used:
-            sub = resolve(path, workdir)
+            sub = resolve(path, workdir, hw=config.profile)
             sub.filename = str(path)
             grade = grade_submission(sub, config,
                                      budgeted_runner(used, config),
-                                     public_only=True, timeout=timeout)
+                                     public_only=True)
             if grade.internal_error:   # prove the environment next time
                 from autograder.sandbox.preflight import forget_preflight
                 forget_preflight(used)
+    except plain.PlainUnavailable as exc:
+        raise ConfigError(str(exc)) from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return grade
@@ -207,28 +219,31 @@ def budgeted_runner(sandbox: Any, config: GradingConfig) -> Runner:
                           total_seconds=config.rubric.submission_timeout)
 
 
-def read_answers(grade: GradeResult,
-                 sub: Submission) -> dict[str, str] | None:
-    """Put the notebook's inline answers (Q1-Q5, graded by hand) into the
-    student's feedback and return them for the TAs' pages. A missing or
-    broken notebook is reported there and costs no points."""
+def read_answers(grade: GradeResult, sub: Submission,
+                 hw: homework.Homework | None = None
+                 ) -> dict[str, str] | None:
+    """Put the notebook's inline answers (the questions of the homework
+    ``hw``, graded by hand) into the student's feedback and return them
+    for the TAs' pages. A missing or broken notebook is reported there
+    and costs no points."""
     from autograder.submission import answers
     if not sub.notebooks:
         grade.answers = answers.answers_markdown(
             None, error="no notebook (.ipynb) in the submission")
         return None
     try:
-        found = answers.collect_answers(sub.notebooks[0])
+        asked = answers.questions(hw)
+        found = answers.collect_answers(sub.notebooks[0], asked)
     except Exception as exc:   # noqa: BLE001 - answers never cost points
         grade.answers = answers.answers_markdown(None, error=str(exc))
         return None
-    grade.answers = answers.answers_markdown(found)
+    grade.answers = answers.answers_markdown(found, asked=asked)
     return found
 
 
 def write_outputs(grade: GradeResult, folder: Path) -> list[str]:
     """The submission's results.json (Gradescope format) and feedback.md,
-    each whole or absent (autograder/report/atomic.py); a minimal valid
+    each whole or absent (autograder/files/atomic.py); a minimal valid
     results.json if they cannot be made. Returns the files written; an
     OS error writing them is an OutputError (the batch stops)."""
     try:
@@ -377,7 +392,7 @@ class _BatchRun:
     def save(self, entry: Entry, sub: Submission, grade: GradeResult,
              digest: str | None) -> None:
         assert self.out is not None
-        found = read_answers(grade, sub)
+        found = read_answers(grade, sub, self.config.profile)
         if found is not None:
             self.found_answers[entry.name] = found
         folder = layout.submission_dir(self.out, entry.name)
@@ -423,10 +438,10 @@ class _BatchRun:
         if row is not None:
             self.step(entry.name)
             return row
-        sub = entry.resolve(self.workdir)
-        grade = grade_submission(sub, self.config, self.runner,
-                                 public_only=self.public_only,
-                                 timeout=entry.timeout)
+        sub = entry.resolve(self.workdir, self.config.profile)
+        grade = grade_submission(sub,
+                                 self.config.with_time_limit(entry.timeout),
+                                 self.runner, public_only=self.public_only)
         if self.layers is not None:
             grade.jail = self.layers
         self.prove_environment(entry, grade)

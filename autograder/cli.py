@@ -25,16 +25,14 @@ from typing import Any
 from autograder import batch, graded_folder, homework
 from autograder.batch import ConfigError
 from autograder.report import results as report
-from autograder.report.atomic import OutputError
-from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
+from autograder.files.atomic import OutputError
+from autograder.rubric import RubricError, load_rubric
 from autograder.submission.locate import UsageError
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 
 USAGE_ERROR = 2
 ROOT_ENV = "AUTOGRADER_ROOT"
 DEFAULT_ROOT = "/autograder"
-DEFAULT_CHECK_FILE = Path(homework.current().module_file)
-TITLE = homework.current().title
 
 DESCRIPTION = """\
 Autograder of {title} ({tasks}).
@@ -85,8 +83,7 @@ extensions), scores.csv (question scores), adjustments.csv and
 submitted.csv (a local folder's submission times). They are checked
 whole before grading and applied after it: grades.csv gains the
 submission time, lateness, question points, adjustments and the total.
-""".format(module=DEFAULT_CHECK_FILE.name,
-           package=homework.current().package)
+"""
 
 
 _early_sandbox: Any = None   # started by main() before the handoff is read
@@ -128,21 +125,22 @@ def _check_sandbox():
 # Commands
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    """Grade every PATH into --out."""
+    """Grade every PATH into --out (the homework read once, by main)."""
     return graded_folder.grade_paths(
         [Path(p) for p in args.paths], _sandbox_context, out=Path(args.out),
         rubric=args.rubric, values=args.values, jobs=args.jobs,
         timeout=args.timeout, public_only=args.public_only,
         compare=args.compare, course=args.course,
-        report_options=_report_options(args))
+        report_options=_report_options(args), hw=args.homework)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Preview on the public cases, printed for the student."""
-    path = Path(args.file or DEFAULT_CHECK_FILE)
+    hw = args.homework
+    path = Path(args.file or hw.module_file)
     if not path.is_file():
         from autograder.sandbox.plain import this_python
-        name = DEFAULT_CHECK_FILE.name
+        name = hw.module_name
         raise ConfigError(f"{path}: no such file (run from the homework "
                           f"folder, or give the file: `make check "
                           f"FILE=path/to/{name}`, or `{this_python()} -m "
@@ -152,7 +150,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from autograder.submission import imports
     if path.suffix == ".py":
         try:
-            refusal = imports.refusal(path.read_text())
+            refusal = imports.refusal(path.read_text(),
+                                      imports.load_allowed(hw.imports))
         except (OSError, UnicodeDecodeError):
             refusal = ""   # the grade below says why it is unreadable
         if refusal:
@@ -160,7 +159,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             return 1
     with _check_sandbox() as sandbox:
         grade = batch.check_file(path, sandbox, rubric=args.rubric,
-                                 values=args.values, timeout=args.timeout)
+                                 values=args.values, timeout=args.timeout,
+                                 hw=hw)
     if grade.internal_error:
         # The preview failed in the grader's own code: a student's words
         # (the staff's apology promises a regrade that a preview has not).
@@ -172,7 +172,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         if path.suffix == ".py":
             for line in python_version.check_warnings(
-                    read_regular_text(path, follow_links=True)):
+                    read_regular_text(path, follow_links=True),
+                    path=hw.python_features):
                 print(line)
     except (OSError, UnicodeDecodeError):
         pass   # the grade above already said why the file is unreadable
@@ -235,28 +236,28 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _description() -> str:
-    """The CLI's description, with the default rubric's tasks and points
-    (they are the rubric's facts, not the code's)."""
+def _description(hw: homework.Homework) -> str:
+    """The CLI's description, with the homework's rubric's tasks and
+    points (they are the rubric's facts, not the code's)."""
     try:
-        rubric = load_rubric()
+        rubric = load_rubric(hw=hw)
     except (OSError, RubricError) as exc:   # help must still print
         return DESCRIPTION.format(tasks="rubric unreadable", points="?",
-                                  bonus=f" ({exc})", title=TITLE,
-                                  rubric=_shown(DEFAULT_RUBRIC))
+                                  bonus=f" ({exc})", title=hw.title,
+                                  rubric=_shown(hw.rubric))
     tasks = ", ".join(t.title.split(": ", 1)[-1] for t in rubric.tasks)
     bonus = f" (+{rubric.max_bonus:g} bonus)" if rubric.max_bonus else ""
     text = DESCRIPTION.format(tasks=tasks, points=f"{rubric.max_score:g}",
-                              bonus=bonus, title=TITLE,
-                              rubric=_shown(DEFAULT_RUBRIC))
+                              bonus=bonus, title=hw.title,
+                              rubric=_shown(hw.rubric))
     first, rest = text.split("\n", 1)
     return textwrap.fill(first, 76) + "\n" + rest
 
 
-def _common(sub: argparse.ArgumentParser) -> None:
+def _common(sub: argparse.ArgumentParser, hw: homework.Homework) -> None:
     """The options every grading command takes: the rubric, the values."""
     sub.add_argument("--rubric", type=Path, default=None,
-                     help=f"rubric file (default {DEFAULT_RUBRIC.name} "
+                     help=f"rubric file (default {hw.rubric.name} "
                           f"next to the grader)")
     sub.add_argument("--values", type=Path, default=None,
                      help="folder of the frozen test values (default "
@@ -300,9 +301,12 @@ def _report_flags(sub: argparse.ArgumentParser, view: bool = True) -> None:
              "each student's pseudonym across assignments)")
 
 
-def _add_grade(commands: argparse._SubParsersAction) -> None:
+def _add_grade(commands: argparse._SubParsersAction,
+               hw: homework.Homework) -> None:
     grade = commands.add_parser(
-        "grade", help="grade submissions (staff)", description=GRADE_HELP,
+        "grade", help="grade submissions (staff)",
+        description=GRADE_HELP.format(module=hw.module_name,
+                                      package=hw.package),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     grade.add_argument("paths", nargs="+", metavar="PATH",
                        help=".py file, folder or .zip of one submission")
@@ -327,11 +331,12 @@ def _add_grade(commands: argparse._SubParsersAction) -> None:
                        help="grade on the public cases only (no hidden "
                             "values available)")
     _report_flags(grade)
-    _common(grade)
+    _common(grade, hw)
     grade.set_defaults(run=cmd_grade)
 
 
-def _add_check(commands: argparse._SubParsersAction) -> None:
+def _add_check(commands: argparse._SubParsersAction,
+               hw: homework.Homework) -> None:
     check = commands.add_parser(
         "check", help="preview your grade on the public cases (students)",
         description="Run the grader's checks on the PUBLIC test cases and "
@@ -339,14 +344,15 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
                     "PEP 8 and shape-comment deductions. Hidden cases are "
                     "graded when you submit.")
     check.add_argument("file", nargs="?", metavar="FILE",
-                       help=f"your module (default: {DEFAULT_CHECK_FILE})")
+                       help=f"your module (default: {hw.module_file})")
     check.add_argument("--timeout", type=float, default=None, metavar="S",
                        help=argparse.SUPPRESS)
-    _common(check)
+    _common(check, hw)
     check.set_defaults(run=cmd_check)
 
 
-def _add_folder_commands(commands: argparse._SubParsersAction) -> None:
+def _add_folder_commands(commands: argparse._SubParsersAction,
+                         hw: homework.Homework) -> None:
     """``report`` and ``similarity``: they read a graded folder."""
     report_cmd = commands.add_parser(
         "report", help="write OUT/report.html, the class report (staff)",
@@ -389,7 +395,8 @@ def _add_folder_commands(commands: argparse._SubParsersAction) -> None:
     term.set_defaults(run=cmd_term)
 
 
-def _add_gradescope(commands: argparse._SubParsersAction) -> None:
+def _add_gradescope(commands: argparse._SubParsersAction,
+                    hw: homework.Homework) -> None:
     gradescope = commands.add_parser(
         "gradescope", help="grade on Gradescope (used by run_autograder)",
         description=f"Grade ${ROOT_ENV}/submission (default {DEFAULT_ROOT})"
@@ -397,21 +404,26 @@ def _add_gradescope(commands: argparse._SubParsersAction) -> None:
                     f"writes a valid results.json.")
     gradescope.add_argument("--root", default=None,
                             help=f"instead of ${ROOT_ENV}")
-    _common(gradescope)
+    _common(gradescope, hw)
     gradescope.set_defaults(run=cmd_gradescope)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of ``python -m autograder``: one function adds
-    each command, in the order ``--help`` lists them."""
+def build_parser(hw: homework.Homework | None = None
+                 ) -> argparse.ArgumentParser:
+    """The argparse parser of ``python -m autograder`` for the homework
+    ``hw`` (default: the one in use, read here once and handed to each
+    command as ``args.homework``): one function adds each command, in the
+    order ``--help`` lists them."""
+    hw = hw or homework.current()
     parser = argparse.ArgumentParser(
-        prog="python -m autograder", description=_description(),
+        prog="python -m autograder", description=_description(hw),
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(homework=hw)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for add in (_add_grade, _add_check, _add_folder_commands,
                 _add_gradescope):
-        add(commands)
+        add(commands, hw)
     return parser
 
 
@@ -432,7 +444,12 @@ def main(argv: list[str] | None = None) -> int:
         from autograder.sandbox.pool import Sandbox
         _early_sandbox = Sandbox(fork_server_from_here=True)
         argv = cleanenv.take_handoff()
-    args = build_parser().parse_args(argv)
+    try:
+        hw = homework.current()
+    except homework.HomeworkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    args = build_parser(hw).parse_args(argv)
     try:
         return args.run(args)
     except (ConfigError, UsageError, OutputError) as exc:

@@ -8,25 +8,24 @@ rubric and nothing else.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder import homework
-from autograder.rubric import Rubric, load_rubric
-from autograder.submission.user_files import read_regular_text
-from autograder.values import load_cases
-
-MISTAKES_FILE = homework.current().mistakes
+from autograder.rubric import Check, Rubric, load_rubric
+from autograder.files.user_files import read_regular_text
+from autograder.values import load_cases, values_dir
 
 
 class MistakesError(ValueError):
     """The mistakes file cannot be read; the message names it."""
 
 
-def load_mistake_messages(path: Path = MISTAKES_FILE) -> dict[str, str]:
+def load_mistake_messages(path: Path | None = None) -> dict[str, str]:
     """Catalogue id -> student-facing explanation, in file order (the
     order in which a wrong answer is matched). Raises MistakesError naming
-    the file when it cannot be read."""
+    the file when it cannot be read. Default: the homework in use's."""
+    path = path or homework.current().mistakes
     try:
         # never a FIFO; a link to a regular file is followed
         data = tomllib.loads(read_regular_text(path, follow_links=True))
@@ -49,6 +48,33 @@ class GradingConfig:
     #: it (a notebook cell grades one class): code in another task's class
     #: stays that task's, never "outside every task" (charged to all).
     whole_task_methods: dict[str, tuple[str, ...]] | None = None
+    #: The homework graded (its module's name and package, its questions,
+    #: its data files): read once by the command and handed on with the
+    #: rest. None: the homework in use (``$HOMEWORK``), read when asked.
+    homework: homework.Homework | None = None
+
+    @property
+    def profile(self) -> homework.Homework:
+        """The homework this configuration grades."""
+        return self.homework or homework.current()
+
+    #: Seconds per probe for every check, over the rubric's (``grade
+    #: --timeout``, ``check --timeout``; the kit's tests give hostile code
+    #: short ones). None: each check's own (:meth:`time_limit`).
+    probe_timeout: float | None = None
+
+    def time_limit(self, check: Check) -> float:
+        """Seconds of wall clock each probe of ``check`` gets: the
+        command's override, else the item's ``timeout``, else the rubric's
+        ``[grading] timeout`` (already the item's when it states none)."""
+        return self.probe_timeout if self.probe_timeout is not None \
+            else check.timeout
+
+    def with_time_limit(self, seconds: float | None) -> GradingConfig:
+        """This config with every probe's limit ``seconds`` (None: as
+        it is)."""
+        return self if seconds is None else replace(self,
+                                                    probe_timeout=seconds)
 
     @property
     def task_methods(self) -> dict[str, tuple[str, ...]]:
@@ -62,11 +88,18 @@ class GradingConfig:
 def load_config(rubric: Path | str | None = None,
                 values: Path | str | None = None, *,
                 sets: tuple[str, ...] = ("public", "hidden"),
-                mistakes: Path | str = MISTAKES_FILE) -> GradingConfig:
-    """Read the rubric (default ``autograder/rubric.toml``), the cases of
-    ``sets`` (default ``$AUTOGRADER_VALUES`` or ``test_values/``) and the
-    mistake messages. Raises RubricError or ValuesError naming the file."""
-    return GradingConfig(load_rubric(rubric),
-                         load_cases(Path(values) if values else None,
-                                    sets=sets),
-                         load_mistake_messages(Path(mistakes)))
+                mistakes: Path | str | None = None,
+                hw: homework.Homework | None = None,
+                probe_timeout: float | None = None) -> GradingConfig:
+    """Read the rubric, the cases of ``sets`` (default
+    ``$AUTOGRADER_VALUES`` or the homework's test values) and the mistake
+    messages, each by default the homework ``hw``'s (default: the one in
+    use, read here once); ``probe_timeout`` overrides every probe's
+    seconds. Raises RubricError or ValuesError naming the file."""
+    hw = hw or homework.current()
+    return GradingConfig(load_rubric(rubric, hw=hw),
+                         load_cases(Path(values) if values
+                                    else values_dir(hw), sets=sets),
+                         load_mistake_messages(Path(mistakes or
+                                                    hw.mistakes)),
+                         homework=hw, probe_timeout=probe_timeout)

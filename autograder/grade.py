@@ -136,12 +136,12 @@ def _cases_for(check: Check, cases: list, public_only: bool) -> list:
     return chosen
 
 
-def plan_checks(config: GradingConfig, ctx: Context,
-                timeout: float | None = None
+def plan_checks(config: GradingConfig, ctx: Context
                 ) -> list[tuple[Check, list[Probe]]]:
     """Each check of ``config``'s rubric with the probes it needs on its
-    cases (ids shared between checks). Raises RubricError if a check
-    selects no case (unless public-only)."""
+    cases (ids shared between checks), each probe's time limit the
+    config's for that check (a kind never sets it). Raises RubricError if
+    a check selects no case (unless public-only)."""
     planned = []
     causal: list[tuple[str, dict]] = []
     for task in config.rubric.tasks:
@@ -149,9 +149,9 @@ def plan_checks(config: GradingConfig, ctx: Context,
             chosen = _cases_for(check, config.cases, ctx.public_only)
             if check.cases and not chosen:
                 continue
-            found = kind(check).impl.plan(check, task, chosen, ctx)
-            if timeout is not None:
-                found = [replace(p, timeout=timeout) for p in found]
+            seconds = config.time_limit(check)
+            found = [replace(p, timeout=seconds)
+                     for p in kind(check).impl.plan(check, task, chosen, ctx)]
             planned.append((check, found))
             if getattr(kind(check).impl, "judges_causality", False):
                 causal += [(c.cls, c.init) for c in chosen]
@@ -169,10 +169,9 @@ def _prefix_causal(probe: Probe, causal: list[tuple[str, dict]]) -> Probe:
     return probe
 
 
-def plan_probes(config: GradingConfig, ctx: Context,
-                timeout: float | None = None) -> list[Probe]:
+def plan_probes(config: GradingConfig, ctx: Context) -> list[Probe]:
     """Every probe the rubric needs, once each, in rubric order."""
-    return _unique(p for _, found in plan_checks(config, ctx, timeout)
+    return _unique(p for _, found in plan_checks(config, ctx)
                    for p in found)
 
 
@@ -280,19 +279,17 @@ def _score_task(task: Task, cases: list, results: dict[str, ProbeResult],
 
 def grade_source(source: str, filename: str, config: GradingConfig,
                  runner: Runner, *, name: str = "submission",
-                 public_only: bool = False, timeout: float | None = None
-                 ) -> GradeResult:
+                 public_only: bool = False) -> GradeResult:
     """Grade ``source`` (the text of modeling_attention.py) by ``config``
-    (its rubric, cases and mistakes: nothing else is read). Never raises
-    because of the submission; an internal failure is recorded in
-    ``internal_error`` with score 0. ``timeout`` overrides every probe's
-    time limit (tests use short ones for hostile code)."""
+    (its rubric, cases, mistakes and time limits: nothing else is read).
+    Never raises because of the submission; an internal failure is
+    recorded in ``internal_error`` with score 0."""
     start = time.perf_counter()
     rubric, cases = config.rubric, config.cases
     grade = GradeResult.of(rubric, name, filename, public_only=public_only)
     try:
         ctx = grading_context(config, source, public_only)
-        planned = plan_checks(config, ctx, timeout)
+        planned = plan_checks(config, ctx)
         probes = _unique(p for _, found in planned for p in found)
         hidden = hidden_probe_ids(probes, cases)
         results = run_phased(planned, source, filename, runner, hidden)
@@ -325,8 +322,11 @@ def grade_source(source: str, filename: str, config: GradingConfig,
         if any(r.status == IMPORT_ERROR for r in results.values()):
             # Code for a newer Python than this one, or a package off the
             # list (autograder/imports.toml): say which, and why.
-            for note in (python_version.grader_note(source),
-                         imports.grader_note(source)):
+            hw = config.profile
+            for note in (python_version.grader_note(
+                    source, path=hw.python_features),
+                         imports.grader_note(
+                             source, imports.load_allowed(hw.imports))):
                 if note:
                     grade.notes.append(note)
         ran = [r for r in results.values()
@@ -419,21 +419,15 @@ def reach_by_task(rubric: Rubric, planned: list[tuple[Check, list[Probe]]],
 
 
 def hidden_probe_ids(probes: list[Probe], cases: list) -> set[str]:
-    """The probes that run a hidden case's inputs (their ids start with the
-    case's name) or build a module of a hidden case's sizes that no public
-    case shares: what they print is a hidden detail."""
-    hidden = {c.name for c in cases if c.set == "hidden"}
+    """The probes that run a hidden case's inputs (marked ``hidden`` by
+    their builder, ``probes.case_probe``) or inspect a module of a hidden
+    case's sizes that no public case shares: what they print is a hidden
+    detail."""
     public_inits = [(c.cls, c.init) for c in cases if c.set != "hidden"]
     hidden_inits = [(c.cls, c.init) for c in cases if c.set == "hidden"]
-    found = set()
-    for probe in probes:
-        if probe.id.split(":", 1)[0] in hidden:
-            found.add(probe.id)
-        elif probe.id.startswith("inspect:") and \
-                (probe.cls, probe.init) in hidden_inits and \
-                (probe.cls, probe.init) not in public_inits:
-            found.add(probe.id)
-    return found
+    return {probe.id for probe in probes if probe.hidden or (
+        probe.inspect and (probe.cls, probe.init) in hidden_inits
+        and (probe.cls, probe.init) not in public_inits)}
 
 
 def _printed(probes: list[Probe], results: dict[str, ProbeResult]) -> str:

@@ -25,9 +25,10 @@ from autograder import homework
 from autograder.batch import (ConfigError, Entry, Progress, budgeted_runner,
                               grade_all, preflight, read_config)
 from autograder.config import GradingConfig, load_mistake_messages
-from autograder.report import atomic, batch_state, layout, outdir, \
+from autograder.files import atomic
+from autograder.report import batch_state, layout, outdir, \
     results as report
-from autograder.report.atomic import OutputError
+from autograder.files.atomic import OutputError
 from autograder.submission.locate import check_path, submission_names
 from autograder.values import values_dir
 
@@ -37,15 +38,17 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 values: Path | None = None, jobs: int = 1,
                 timeout: float | None = None, public_only: bool = False,
                 compare: Path | None = None, course: Path | None = None,
-                report_options: Any = None) -> int:
+                report_options: Any = None,
+                hw: homework.Homework | None = None) -> int:
     """Grade every path (a Gradescope export among them is opened) into
     ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
     folders, grades.csv, the answer pages and the staff's outputs, with
     the course folder's decisions (``course``, default course/ beside
     the profile: checked whole before anything is graded); print the
     summary. ``report_options`` (class_report.ReportOptions: earlier
-    editions for similarity, the anonymised view) shape the class report.
-    Returns the exit status."""
+    editions for similarity, the anonymised view) shape the class report;
+    ``hw``: the homework graded (default: the one in use). Returns the
+    exit status."""
     paths = [p for p in paths if not p.name.startswith(".")]
     for path in paths:
         check_path(path)
@@ -68,7 +71,7 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
             config, failed = _grade_into(
                 paths, given, sandbox, export, out=out, rubric=rubric,
                 values=values, jobs=jobs, timeout=timeout,
-                public_only=public_only)
+                public_only=public_only, hw=hw)
             try:
                 lines = _staff_outputs(out, config.mistakes, compare, export,
                                        term, report_options)
@@ -107,12 +110,14 @@ def _grader_error_status(failed: list[str]) -> int:
 def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
                 export: Any, *, out: Path, rubric: Path | None,
                 values: Path | None, jobs: int, timeout: float | None,
-                public_only: bool) -> tuple[GradingConfig, list[str]]:
+                public_only: bool, hw: homework.Homework | None = None
+                ) -> tuple[GradingConfig, list[str]]:
     """Grade ``paths`` (``given``: each as the grader named it) into
     ``out`` by the command's config; returns it and the names of the
     submissions the grader failed to grade."""
     config = read_config(rubric, values, ("public",) if public_only
-                         else ("public", "hidden"))
+                         else ("public", "hidden"), hw,
+                         probe_timeout=timeout)
     if not public_only and not any(c.set == "hidden" for c in config.cases):
         raise ConfigError("test_values/hidden.safetensors is missing: the "
                           "hidden cases cannot be graded (pass "
@@ -138,8 +143,8 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
         state = batch_state.begin(out, batch_state.grader_fingerprint(
             rubric, values, options))
         _make_folder(out / layout.SUBMISSIONS)   # the layout of new grades
-        graded = grade_all([Entry(n, p, timeout=timeout)
-                            for n, p in zip(names, paths)], config,
+        graded = grade_all([Entry(n, p) for n, p in zip(names, paths)],
+                           config,
                            budgeted_runner(sandbox, config), jobs=jobs,
                            public_only=public_only, out=out, canary=sandbox,
                            layers=layers, progress=Progress(len(paths)).step,
@@ -401,11 +406,11 @@ def write_class_report(out: Path, messages: dict[str, str],
     class_report.ReportOptions); a failure there is reported and never
     costs the grades already written."""
     try:
-        from autograder.staff import class_report
+        from autograder.staff import anonymise, class_report
     except ImportError:   # a release without the staff tools
         return ""
     try:
-        return class_report.write_views(out, messages, options)
+        return anonymise.write_views(out, messages, options)
     except OutputError:
         raise   # the machine's failure: the command stops
     except Exception as exc:   # noqa: BLE001 - grades are already safe
@@ -434,10 +439,10 @@ def rewrite_report(out: Path, options: Any = None) -> str:
         raise ConfigError(f"{out}: no grades.csv or results.json (grade "
                           f"into it first: python -m autograder grade "
                           f"--out {out} PATH...)")
-    class_report = staff_tool("class_report")
+    anonymise = staff_tool("anonymise")
     messages = load_mistake_messages()
     try:
-        return class_report.write_views(out, messages, options, strict=True)
+        return anonymise.write_views(out, messages, options, strict=True)
     except ValueError as exc:   # a staff file (the key, an archive)
         raise ConfigError(str(exc)) from None
 

@@ -42,10 +42,20 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
              "questions": ("path", False),
              "python_features": ("path", False),
              "imports": ("path", False),
+             "shape_notation": ("path", False),
              "test_values": ("path", False), "catalogue": ("path", True),
-             "cases": ("path", True), "steps": ("path", True)},
+             "cases": ("path", True), "steps": ("path", True),
+             "kinds": ("paths", False)},
     "docs": {"facts": ("paths", True)},
 }
+# Keys a profile may leave out, and what stands in for each: what the
+# grader's Python lacks is the grader's fact, not a homework's (one shared
+# table; a homework names its own only to override it).
+SHARED_FEATURES = Path(__file__).resolve().with_name("python_features.toml")
+# A homework's own check kinds (modules that register kinds only its
+# rubric uses) are optional: most homeworks use the grader's alone.
+OPTIONAL: dict[tuple[str, str], object] = {
+    ("data", "python_features"): SHARED_FEATURES, ("data", "kinds"): ()}
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _ABSPATH = re.compile(r"/[A-Za-z0-9_./-]{1,200}")
 
@@ -77,10 +87,13 @@ class Homework:
     questions: Path
     python_features: Path
     imports: Path           # the packages a submission may import
+    shape_notation: Path    # the shape comments' size names and forms
     test_values: Path
     catalogue: Path         # the variant catalogue folder (staff only)
     cases: Path             # the cases' definitions (staff only)
     steps: Path             # the reference's named steps (staff only)
+    kinds: tuple[Path, ...]   # its own check kinds' modules (registered
+    #                           through autograder.checks.registry)
     fact_documents: tuple[str, ...]   # documents with facts blocks, relative
     #                                   to root (posix; staff only)
 
@@ -179,6 +192,8 @@ def load(root: Path | None = None, *, staff: bool = False) -> Homework:
                 raise HomeworkError(f"{path}: unknown key [{section}] {key}:"
                                     f" the keys are {', '.join(keys)}")
         for key, (kind, staff_only) in keys.items():
+            if key not in table and (section, key) in OPTIONAL:
+                continue
             if key not in table:
                 raise HomeworkError(f"{path}: [{section}] {key} is missing:"
                                     f" add it to {PROFILE}")
@@ -210,10 +225,14 @@ def _homework(root: Path, f: dict[str, object]) -> Homework:
         summary=str(f["release.summary"]), hidden=str(f["release.hidden"]),
         gradescope_venv=str(f["gradescope.venv"]), rubric=at("data.rubric"),
         mistakes=at("data.mistakes"), questions=at("data.questions"),
-        python_features=at("data.python_features"),
+        python_features=at("data.python_features")
+        if "data.python_features" in f
+        else OPTIONAL[("data", "python_features")],
         imports=at("data.imports"),
+        shape_notation=at("data.shape_notation"),
         test_values=at("data.test_values"), catalogue=at("data.catalogue"),
         cases=at("data.cases"), steps=at("data.steps"),
+        kinds=tuple(root / one for one in f.get("data.kinds", ())),
         fact_documents=tuple(f["docs.facts"]))
 
 

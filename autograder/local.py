@@ -25,21 +25,18 @@ from pathlib import Path
 
 import torch
 
-from autograder import homework
 from autograder.config import GradingConfig
 from autograder.grade import CheckResult, GradeResult, grade_source
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.rubric import Check, Rubric, Task
 from autograder.sandbox.student_module import MODULE_NAME
 from autograder.sandbox.worker import execute_probes
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 
 # What these checkers check, said by each of them: the pytest header
 # (items only) and the notebook's check cells (every check of the class).
 SCOPE = "values only; `make check` adds PEP 8 and shape comments"
 TASK_SCOPE = "values, deductions and bonus, as `make check` grades them"
-
-DEFAULT_FILE = homework.current().module
 
 
 def in_process_runner(source: str, filename: str,
@@ -140,7 +137,7 @@ def check_values(config: GradingConfig, path: Path | str | None = None, *,
     public ones: ``load_config(sets=("public",))``) with its rubric's
     items, in this process. ``task_id`` limits it to one notebook task's
     items."""
-    path = Path(path or DEFAULT_FILE)
+    path = Path(path or config.profile.module)
     config = replace(config, rubric=value_rubric(config.rubric, task_id))
     source = read_regular_text(path, follow_links=True)
     return grade_source(source, str(path), config, in_process_runner,
@@ -153,7 +150,7 @@ def check_task(config: GradingConfig, path: Path | str | None = None, *,
     grader does, on ``config``'s cases, in this process: every check
     (items, deductions, bonuses) of the classes that notebook task
     ``task_id`` belongs to (``class_rubric``)."""
-    path = Path(path or DEFAULT_FILE)
+    path = Path(path or config.profile.module)
     config = replace(config, rubric=class_rubric(config.rubric, task_id),
                      whole_task_methods=config.task_methods)
     return grade_source(path.read_text(), str(path), config,
@@ -193,7 +190,7 @@ def item_text(result: CheckResult, details: bool = True) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_FILE", "SCOPE", "TASK_SCOPE", "bonus_task",
+__all__ = ["SCOPE", "TASK_SCOPE", "bonus_task",
            "check_task", "check_values", "class_rubric",
            "in_process_runner", "item_text", "items", "notebook_task",
            "task_points", "value_rubric"]

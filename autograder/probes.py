@@ -1,5 +1,10 @@
 """Build the probes a check needs, and put a failed probe into words.
 
+A probe's time limit is not the kind's to choose: the grade sets every
+planned probe's from the GradingConfig (``GradingConfig.time_limit``:
+``--timeout``, else the item's, else the rubric's), so a builder's
+``timeout`` matters only to probes run outside a grade.
+
 Probe ids are deterministic in what the probe does, so checks that need the
 same call (2.1 and 2.3a both call ``forward(x, return_attention=True)`` in
 eval mode) share one run.
@@ -12,8 +17,10 @@ from typing import Any
 import torch
 
 from autograder.text import mdsafe
+from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import (CRASH, ERROR, IMPORT_ERROR, MEMORY,
-                                         NOT_RUN, TIMEOUT, Probe, ProbeResult)
+                                         NOT_RUN, TIMEOUT, Probe, ProbeResult,
+                                         StandIn)
 from autograder.values import Case
 
 TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
@@ -21,7 +28,12 @@ TRACE_SEED = 1234   # input of shape-tracing probes (weights stay random)
 
 def case_probe(case: Case, *, train: bool = False,
                kwargs: dict[str, Any] | None = None,
-               timeout: float = 10.0, again: bool = False) -> Probe:
+               timeout: float = LIMITS.probe_seconds,
+               again: bool = False, suffix: str = "",
+               x: torch.Tensor | None = None,
+               state: dict[str, torch.Tensor] | None = None,
+               drawn_seed: int = 0,
+               stand_in: StandIn | None = None) -> Probe:
     """``cls(**case.init)`` with the case's weights, called on its ``x``;
     with ``again``, then called again in eval mode on the same input
     (``Probe.again``: state kept between calls shows there; the
@@ -31,16 +43,30 @@ def case_probe(case: Case, *, train: bool = False,
 
     A train-mode probe is seeded with the case's seed (the checks never
     assume the order of random draws; the seed only makes reruns equal).
+
+    A variant of the call is built here, whole, never edited after: its
+    id ends with ``suffix``; ``x`` replaces the case's input, ``state``
+    its weights (``{}``: the module's own), with ``drawn_seed`` and
+    ``stand_in`` as in :class:`Probe`. A hidden case's probe is marked
+    ``hidden``.
     """
     kwargs = dict(kwargs or {})
     mode = "train" if train else "eval"
     longer = longer_tokens(case) if again else 0
     call = ",".join(f"{k}={v}" for k, v in sorted(kwargs.items())) or "x"
-    return Probe(id=f"{case.name}:{mode}:{call}", cls=case.cls,
-                 init=dict(case.init), state=case.weights,
-                 args=[case.tensors["x"]], kwargs=kwargs, train=train,
+    return Probe(id=f"{case.name}:{mode}:{call}{suffix}", cls=case.cls,
+                 init=dict(case.init),
+                 state=case.weights if state is None else state,
+                 args=[case.tensors["x"] if x is None else x],
+                 kwargs=kwargs, train=train,
                  seed=case.seed if train else None, timeout=timeout,
-                 again=again, again_longer=longer)
+                 again=again, again_longer=longer, drawn_seed=drawn_seed,
+                 stand_in=stand_in, hidden=is_hidden(case))
+
+
+def is_hidden(case: Case) -> bool:
+    """Whether a probe built from ``case`` carries a hidden case's data."""
+    return case.set == "hidden"
 
 
 LONGER = 3   # tokens the third call of a module probe appends
@@ -53,13 +79,13 @@ def longer_tokens(case: Case) -> int:
     if x is None or x.dim() < 3:
         return 0
     seq = int(x.shape[1])
-    context = case.init.get("context_length")
+    context = case.size("context")
     room = LONGER if context is None else max(0, int(context) - seq)
     return min(LONGER, room, seq)
 
 
 def inspect_probe(cls: str, init: dict[str, Any],
-                  timeout: float = 10.0) -> Probe:
+                  timeout: float = LIMITS.probe_seconds) -> Probe:
     """Construct ``cls(**init)`` and report its attributes, no call."""
     args = ",".join(f"{k}={v}" for k, v in sorted(init.items()))
     return Probe(id=f"inspect:{cls}({args})", cls=cls, init=dict(init),
@@ -70,7 +96,7 @@ def trace_probes(cls: str, init: dict[str, Any], input_shape: list[int], *,
                  vary_init: dict[str, list] | None = None,
                  vary_kwargs: dict[str, list] | None = None,
                  vary_train: list[bool] | None = None,
-                 timeout: float = 10.0) -> list[Probe]:
+                 timeout: float = LIMITS.probe_seconds) -> list[Probe]:
     """Shape-tracing probes over every combination of the variations, with
     fresh random weights and a random ``x`` of ``input_shape``."""
     vary_init, vary_kwargs = vary_init or {}, vary_kwargs or {}

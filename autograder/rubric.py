@@ -19,11 +19,11 @@ from autograder import homework
 # The entries' types, the case filter and the kind lookup are also read
 # from here by the stages that hold a rubric.
 from autograder.checks.entries import Check, Outcome, Task, select_cases
-from autograder.checks.kinds import kind
+from autograder.checks.kinds import kind, register_homework_kinds
 from autograder.checks.registry import KINDS, SECTIONS, KindSpec
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
+from autograder.sandbox.limits import LIMITS
 
-DEFAULT_RUBRIC = homework.current().rubric
 RUN_MODES = ("eval", "train")
 # What a total above the maximum means ([grading] bonus): "extra_credit"
 # keeps it, "capped" cuts it to the maximum. Every export states it.
@@ -63,10 +63,13 @@ class Rubric:
 # --------------------------------------------------------------------------
 # Loading and validation
 
-def load_rubric(path: Path | str | None = None) -> Rubric:
-    """Read and validate the rubric (default ``autograder/rubric.toml``).
-    Raises RubricError with a message naming the offending entry."""
-    path = Path(path or DEFAULT_RUBRIC)
+def load_rubric(path: Path | str | None = None, *,
+                hw: homework.Homework | None = None) -> Rubric:
+    """Read and validate the rubric (default: ``hw``'s, else the homework
+    in use). Raises RubricError with a message naming the offending
+    entry."""
+    hw = hw or homework.current()
+    path = Path(path or hw.rubric)
     try:
         # never a FIFO; a link to a regular file is followed
         data = tomllib.loads(read_regular_text(path, follow_links=True))
@@ -74,11 +77,15 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
         raise RubricError(f"cannot read rubric {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise RubricError(f"{path} is not valid TOML: {exc}") from None
-    return parse_rubric(data, str(path))
+    return parse_rubric(data, str(path), hw=hw)
 
 
-def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
-    """Validate the decoded TOML ``data`` and build the Rubric."""
+def parse_rubric(data: dict[str, Any], where: str = "rubric", *,
+                 hw: homework.Homework | None = None) -> Rubric:
+    """Validate the decoded TOML ``data`` against the shared kinds and the
+    homework ``hw``'s own (default: the one in use) and build the
+    Rubric."""
+    register_homework_kinds(hw or homework.current())
     _expect_keys(data, where, allowed={"grading", "task"}, required={"task"})
     grading = data.get("grading", {})
     _expect_keys(grading, f"{where} [grading]", allowed={
@@ -92,8 +99,8 @@ def parse_rubric(data: dict[str, Any], where: str = "rubric") -> Rubric:
     defaults = {
         "atol": _number(grading.get("atol", 1e-6), "[grading] atol"),
         "rtol": _number(grading.get("rtol", 0.0), "[grading] rtol"),
-        "timeout": _number(grading.get("timeout", 10.0), "[grading] timeout",
-                           positive=True),
+        "timeout": _number(grading.get("timeout", LIMITS.probe_seconds),
+                           "[grading] timeout", positive=True),
     }
     tasks = []
     seen_tasks: set[str] = set()

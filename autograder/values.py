@@ -16,9 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from autograder import homework
-from autograder.submission.user_files import read_regular
-
-DEFAULT_DIR = homework.current().test_values
+from autograder.files.user_files import read_regular
 
 
 class ValuesError(RuntimeError):
@@ -62,12 +60,30 @@ class Case:
     # Step -> the attribute of the layer computing it (``{"q": "W_query"}``):
     # the diagnosis names a layer whose bias is left out.
     layers: dict[str, str] = field(default_factory=dict)
+    # Role -> the constructor argument holding it, declared by the
+    # homework's cases (``{"heads": "num_heads"}``): "input" (x's last
+    # size), "width" (the output's, or a stacked head's, size), "heads",
+    # "context" (the longest input). The grader reads a size by its role,
+    # never by the homework's name for it.
+    arguments: dict[str, str] = field(default_factory=dict)
+
+    def argument(self, role: str) -> str | None:
+        """The constructor argument that holds ``role`` (None: none)."""
+        return self.arguments.get(role)
+
+    def size(self, role: str, default: Any = None) -> Any:
+        """The value of the argument holding ``role`` (``default``: the
+        class has none, or the case does not set it)."""
+        name = self.arguments.get(role)
+        return self.init.get(name, default) if name else default
 
     @property
     def weights(self) -> dict[str, torch.Tensor]:
-        """State-dict-path -> tensor, e.g. ``{"q.weight": ...}``."""
+        """State-dict-path -> tensor, e.g. ``{"q.weight": ...}``, or the
+        module's own ``{"weight": ...}`` (a parameter set on the module
+        itself has no dot in its path)."""
         return {k: v for k, v in self.tensors.items()
-                if k.endswith((".weight", ".bias"))
+                if k.rsplit(".", 1)[-1] in ("weight", "bias")
                 and not k.startswith("mistake.")}
 
     @property
@@ -105,21 +121,25 @@ def _scale(record: dict[str, Any], name: str) -> Scale | None:
     return Scale(found["name"], found["size"])
 
 
-def _layers(record: dict[str, Any], name: str) -> dict[str, str]:
-    """The case's frozen step -> layer names; ValuesError if malformed."""
-    found = record.get("layers", {})
+def _layers(record: dict[str, Any], name: str,
+            key: str = "layers") -> dict[str, str]:
+    """The case's frozen step -> layer names (``key`` "arguments": role ->
+    argument names); ValuesError if malformed."""
+    found = record.get(key, {})
     if not isinstance(found, dict) or not all(
             isinstance(k, str) and isinstance(v, str)
             for k, v in found.items()):
-        raise ValuesError(f"case {name}: its `layers` in manifest.json is "
-                          f"not a table of step -> layer names: "
+        raise ValuesError(f"case {name}: its `{key}` in manifest.json is "
+                          f"not a table of names: "
                           f"regenerate with `make test-values`")
     return dict(found)
 
 
-def values_dir() -> Path:
-    """Where the values live: ``$AUTOGRADER_VALUES`` or ``test_values/``."""
-    return Path(os.environ.get("AUTOGRADER_VALUES", DEFAULT_DIR))
+def values_dir(hw: homework.Homework | None = None) -> Path:
+    """Where the values live: ``$AUTOGRADER_VALUES`` or the test values of
+    ``hw`` (default: the homework in use)."""
+    found = os.environ.get("AUTOGRADER_VALUES")
+    return Path(found) if found else (hw or homework.current()).test_values
 
 
 def load_cases(directory: Path | None = None,
@@ -169,6 +189,7 @@ def load_cases(directory: Path | None = None,
                 mistake_errors=record.get("mistake_errors", {}),
                 call=record.get("call", {}), scale=_scale(record, name),
                 layers=_layers(record, name),
+                arguments=_layers(record, name, "arguments"),
                 tensors={k[len(prefix):]: v for k, v in tensors.items()
                          if k.startswith(prefix)}))
     return cases

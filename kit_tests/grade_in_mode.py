@@ -32,8 +32,8 @@ def main(groups: list[str]) -> int:
         def one(key: str) -> tuple[str, dict]:
             grade = grade_source(
                 catalogue[key].source(), key.replace("/", "-") + ".py",
-                config, runner, name=key,
-                timeout=catalogue[key].fields.get("timeout"))
+                config.with_time_limit(catalogue[key].fields.get("timeout")),
+                runner, name=key)
             lost = sorted(c.check.id for t in grade.tasks
                           for c in (*t.items, *t.deductions, *t.bonuses)
                           if not c.outcome.passed)

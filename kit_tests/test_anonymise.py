@@ -96,7 +96,7 @@ def _leaks(folder: Path) -> list[tuple[str, str]]:
 
 def test_the_view_names_no_one_and_the_plain_report_does(tmp_path):
     out = graded_folder(tmp_path / "out")
-    line = class_report.write_views(
+    line = A.write_views(
         out, {}, class_report.ReportOptions(anonymise=True), strict=True)
     assert "anonymised view:" in line
     view = out / A.VIEW
@@ -128,7 +128,7 @@ def test_the_key_is_staff_only_and_pseudonyms_are_stable(tmp_path):
     out = graded_folder(tmp_path / "out")
     key = tmp_path / "term" / "pseudonyms.csv"
     options = class_report.ReportOptions(anonymise=True, key=key)
-    class_report.write_views(out, {}, options, strict=True)
+    A.write_views(out, {}, options, strict=True)
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
     assert not (out / A.KEY_NAME).exists()     # the key given is the key
     first = csvsafe.read_dicts(key)[1]
@@ -141,7 +141,7 @@ def test_the_key_is_staff_only_and_pseudonyms_are_stable(tmp_path):
     rows = csvsafe.read_rows(again / "grades.csv")
     csvsafe.write_rows(again / "grades.csv", rows + [
         ["yves", "", "", "", "", 1, 4, 1, "yves.py"]])
-    class_report.write_views(again, {}, options, strict=True)
+    A.write_views(again, {}, options, strict=True)
     second = {r["identity"]: r["pseudonym"]
               for r in csvsafe.read_dicts(key)[1]}
     assert all(second[r["identity"]] == r["pseudonym"] for r in first)
@@ -149,7 +149,7 @@ def test_the_key_is_staff_only_and_pseudonyms_are_stable(tmp_path):
     assert len(set(second.values())) == len(second)
     # The control: without the key, a new folder draws new pseudonyms.
     other = graded_folder(tmp_path / "fresh")
-    class_report.write_views(other, {}, class_report.ReportOptions(
+    A.write_views(other, {}, class_report.ReportOptions(
         anonymise=True), strict=True)
     fresh = {r["identity"]: r["pseudonym"]
              for r in csvsafe.read_dicts(other / A.KEY_NAME)[1]}

@@ -23,10 +23,10 @@ def crashing(source, filename, probes):
 def test_one_broken_submission_never_stops_the_batch(tmp_path, monkeypatch):
     real = batch.resolve
 
-    def resolve(path, workdir, name=None):
+    def resolve(path, workdir, name=None, *, hw=None):
         if name == "boom":
             raise RuntimeError("simulated")
-        return real(path, workdir, name)
+        return real(path, workdir, name, hw=hw)
     monkeypatch.setattr(batch, "resolve", resolve)
     entries = [batch.Entry("a", Path("a.py"), "x = 1\n"),
                batch.Entry("missing", tmp_path / "missing.py"),

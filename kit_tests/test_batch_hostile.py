@@ -23,7 +23,7 @@ from autograder.sandbox import wire
 from autograder.rubric import load_rubric
 from autograder.text import csvsafe
 from kit import variants
-from kit_tests.grading_batch import grade_batch
+from kit.corpus.grading_batch import grade_batch
 from kit_tests.test_cli import expected_row, run
 
 REFERENCE = variants.find("styles/reference").source()

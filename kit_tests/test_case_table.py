@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from autograder.rubric import load_rubric, select_cases
-from autograder.values import DEFAULT_DIR, load_cases
+from autograder.values import load_cases
 
-MANIFEST = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+MANIFEST = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
 
 
 # The one class whose `d_out` is a head's size, not the output's.

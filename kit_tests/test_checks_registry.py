@@ -1,7 +1,8 @@
 """The check kinds' registry: every module of ``autograder/checks/``
 imports alone, no kind imports the rubric (the rubric imports the
-registry), the grader's imports form no cycle, and every module that
-registers a kind is one ``autograder.checks.kinds`` imports."""
+registry), and every module that registers a kind is one
+``autograder.checks.kinds`` imports. The floors and the cycles of every
+import: kit_tests/test_layers.py."""
 from __future__ import annotations
 
 import ast
@@ -42,36 +43,6 @@ def imported(path: Path, modules: set[str], top_level: bool) -> set[str]:
             found |= {node.module, *(f"{node.module}.{a.name}"
                                      for a in node.names)}
     return found & modules
-
-
-def cycle(graph: dict[str, set[str]]) -> list[str]:
-    """One import cycle of ``graph`` (module -> modules), or []."""
-    state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = "open"
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == "open":
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        state[node] = "done"
-        path.pop()
-        return []
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return []
-
-
-def test_the_graders_imports_form_no_cycle():
-    modules = grader_modules()
-    graph = {name: imported(path, set(modules), top_level=True)
-             for name, path in modules.items()}
-    assert cycle(graph) == [], "an import cycle: break it"
 
 
 def test_no_check_module_imports_the_rubric():
@@ -138,3 +109,34 @@ def test_a_kind_is_registered_once():
     section, name = next(iter(registry.KINDS))
     with pytest.raises(ValueError, match=f"{name}.*registered twice"):
         registry.register(section, name)
+
+
+def _registered_names(path: Path) -> set[str]:
+    """The kind names a module registers (``@register(section, name)``)."""
+    return {d.args[1].value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ClassDef)
+            for d in node.decorator_list
+            if isinstance(d, ast.Call) and getattr(d.func, "id", "") ==
+            "register" and len(d.args) > 1}
+
+
+def test_a_homework_ships_its_own_kinds_through_the_registry():
+    from autograder import homework
+    hw = homework.current()
+    own = kinds.register_homework_kinds(hw)
+    assert own and all(path.is_relative_to(hw.root) and
+                       not path.is_relative_to(ROOT / "autograder")
+                       for path in hw.kinds)
+    theirs = set().union(*(_registered_names(p) for p in hw.kinds))
+    assert theirs and {name for _, name in registry.KINDS} >= theirs
+    # the grader registers none of them itself, and loads each file once
+    shared = set().union(*(_registered_names(p)
+                           for p in grader_modules().values()))
+    assert not theirs & shared
+    assert kinds.register_homework_kinds(hw) == own
+    # a homework that uses none of them reads its rubric without them
+    ffn = homework.load(ROOT / "homeworks" / "ffn")
+    assert ffn.kinds == () and kinds.register_homework_kinds(ffn) == {}
+    used = {c.kind for c in load_rubric(hw=ffn).checks()}
+    assert used and not used & theirs

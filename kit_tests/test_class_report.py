@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from autograder.report.layout import submission_dir
-from autograder.staff import class_report
+from autograder.staff import anonymise, class_report
 from autograder.submission.locate import submission_name
 from kit import variants
 from kit.corpus.examples import example_sources
@@ -346,7 +346,7 @@ document.body.setAttribute('data-fit', box.scrollWidth+' '+box.clientWidth);
 def anonymised(graded) -> Path:
     """The graded batch's anonymised view (``report --anonymise``)."""
     out, _ = graded
-    line = class_report.write_views(out, {}, class_report.ReportOptions(
+    line = anonymise.write_views(out, {}, class_report.ReportOptions(
         anonymise=True), strict=True)
     assert "anonymised view:" in line
     return out / "anonymised" / class_report.REPORT_NAME

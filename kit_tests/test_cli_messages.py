@@ -24,7 +24,7 @@ def test_check_on_a_missing_file_gives_the_make_and_the_python_forms(
     missing = tmp_path / "nope.py"
     assert cli.main(["check", str(missing)]) == cli.USAGE_ERROR
     err = " ".join(capsys.readouterr().err.split())
-    name = cli.DEFAULT_CHECK_FILE.name
+    name = cli.homework.current().module_name
     assert err.startswith(f"error: {missing}: no such file")
     assert f"`make check FILE=path/to/{name}`" in err
     assert f"`{sys.executable} -m autograder check path/to/{name}`" in err
@@ -34,13 +34,13 @@ def test_the_help_names_the_rubric_in_use_where_the_user_is(
         monkeypatch, tmp_path):
     # another homework's rubric (HOMEWORK=homeworks/ffn) is not at
     # autograder/rubric.toml: the help names the one the grader reads
-    ffn = cli.homework.load(ROOT / "homeworks" / "ffn").rubric
-    monkeypatch.setattr(cli, "DEFAULT_RUBRIC", ffn)
+    other = cli.homework.load(ROOT / "homeworks" / "ffn")
+    ffn = other.rubric
     monkeypatch.chdir(ROOT)
-    text = " ".join(cli.build_parser().format_help().split())
+    text = " ".join(cli.build_parser(other).format_help().split())
     assert "are in homeworks/ffn/autograder/rubric.toml." in text
     monkeypatch.chdir(tmp_path)   # outside it: the whole path
-    text = " ".join(cli.build_parser().format_help().split())
+    text = " ".join(cli.build_parser(other).format_help().split())
     assert f"are in {ffn}." in text
 
 

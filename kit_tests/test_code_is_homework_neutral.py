@@ -5,9 +5,11 @@ What a check, a student command or the values generator needs per class
 classes a submission must define) comes from data: the profile, the
 rubric, the cases' definitions, the manifest. This test reads the
 attention homework's class and function names (the reference's top-level
-definitions), its package and module names (the profile) and its question
+definitions), its constructors' argument names (``num_heads``, ``d_out``,
+``context_length``, ...: a case names them by role, the rubric by
+parameter), its package and module names (the profile) and its question
 ids (``questions.toml``), and fails on any of them written in code under
-``autograder/``, ``kit/student/`` and ``kit/generate/values.py``:
+``autograder/``, ``kit/student/`` and the values generator:
 identifiers and string literals, not docstrings or comments, which may
 keep naming the attention homework's classes as examples.
 """
@@ -21,7 +23,12 @@ from pathlib import Path
 from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("autograder", "kit/student", "kit/generate/values.py")
+SCANNED = ("autograder", "kit/student", "kit/generate/values.py",
+           "kit/generate/case_definition.py")
+# The size of one head as MultiHeadAttention's docstring names it (the
+# scale the steps definition freezes, the attribute the rubric's
+# module_size item expects): no constructor argument, the homework's word.
+HEAD_SIZE_NAME = "head_dim"
 
 
 def homework_names(root: Path = ROOT) -> set[str]:
@@ -36,7 +43,24 @@ def homework_names(root: Path = ROOT) -> set[str]:
     names |= {profile.package, profile.module_stem}
     with profile.questions.open("rb") as f:
         names |= set(tomllib.load(f)["questions"])
-    return names
+    return names | argument_names(tree)
+
+
+def argument_names(tree: ast.Module) -> set[str]:
+    """The constructor arguments of the reference's public classes that
+    are no plain word (``num_heads``, ``d_out``, ``context_length``, ...),
+    and the head size's name. Plain words (``hidden``, ``causal``,
+    ``dropout``) are also the grader's own (hidden cases, causal and
+    dropout kinds), so they are left out."""
+    found = {HEAD_SIZE_NAME}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and \
+                        item.name == "__init__":
+                    found |= {a.arg for a in item.args.args[1:]
+                              if "_" in a.arg}
+    return found
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -105,6 +129,9 @@ def test_the_names_are_read_from_the_homework():
     names = homework_names()
     assert {"transformer_lm", "modeling_attention", "Q1"} <= names
     assert "MultiHeadSelfAttention" in names
+    assert {"num_heads", "d_out", "context_length", "head_dim", "d_in",
+            "qkv_bias"} <= names
+    assert not {"hidden", "causal", "dropout"} & names
 
 
 def test_the_scan_sees_code_and_skips_docstrings_and_comments(tmp_path):

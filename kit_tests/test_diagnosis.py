@@ -254,7 +254,10 @@ def test_the_scores_a_loop_computes_right_still_follow(runner):
 
 
 def test_the_wrappers_own_heads_rearranged_are_named_only_when_rebuilt():
-    from autograder.checks.heads import heads_arrangement
+    from autograder import homework
+    from autograder.checks.kinds import register_homework_kinds
+    heads_arrangement = register_homework_kinds(
+        homework.current())["heads"].heads_arrangement
     g = torch.Generator().manual_seed(0)
     heads = [torch.randn(2, 5, 3, generator=g) for _ in range(3)]
     joined = torch.cat(heads, -1)

@@ -78,3 +78,22 @@ def test_a_parameter_of_another_layer_is_refused_by_name(layer, name):
         draws.draw_parameters(layer)
     with pytest.raises(TypeError, match="only nn.Linear parameters"):
         draws.linear_init(nn.LayerNorm(2))
+
+
+def test_a_parameter_of_the_homeworks_own_module_is_drawn_around_zero():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(3, 16))
+            self.bias = nn.Parameter(torch.zeros(3))
+            self.inner = nn.Linear(16, 3)
+
+    module = Scaled()   # nn.Linear's own init draws too: made first
+    torch.manual_seed(5)
+    drawn = draws.draw_parameters(module)
+    assert list(drawn) == ["weight", "bias", "inner.weight", "inner.bias"]
+    assert drawn["weight"].abs().max() <= 0.25 and drawn["weight"].std() > 0
+    assert drawn["bias"].abs().max() <= 1 / 3 ** 0.5
+    assert not torch.equal(drawn["bias"], torch.zeros(3))
+    torch.manual_seed(5)
+    assert torch.equal(drawn["weight"], draws.uniform((3, 16), 0.25))

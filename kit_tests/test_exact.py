@@ -1,7 +1,7 @@
-"""kit/generate/exact.py: float64 products, sums, softmax, LayerNorm, tanh,
-erf and GELU built from elementwise operations agree with torch's own (or the C
-library's) within the module's stated tolerances, and nothing else reduces
-inside it."""
+"""kit/generate/exact.py: float64 products, sums, softmax, LayerNorm, log,
+log_softmax, tanh, erf and GELU built from elementwise operations agree
+with torch's own (or the C library's) within the module's stated
+tolerances, and nothing else reduces inside it."""
 from __future__ import annotations
 
 import math
@@ -239,3 +239,40 @@ def test_normalisations_it_cannot_make_exact_are_refused_by_name(call, name):
     with exact(), pytest.raises(RuntimeError,
                                 match=rf"^{name} is not exact .*\(.+\)"):
         call(t)
+
+
+def test_log_is_accurate_against_the_c_library_and_its_edges():
+    generator = torch.Generator().manual_seed(7)
+    mantissas = 0.1 + 0.9 * torch.rand(2000, generator=generator,
+                                       dtype=torch.float64)
+    x = torch.cat([mantissas * 10.0 ** torch.randint(
+                       -300, 300, (2000,), generator=generator).double(),
+                   torch.tensor([1.0, 2.0, 0.5, math.sqrt(2.0), 1 - 1e-16,
+                                 1 + 2e-16, 1e-300, 1.7e308],
+                                dtype=torch.float64)])
+    with exact():
+        got = torch.log(x)
+        also = x.log()
+    want = torch.tensor([math.log(v) for v in x.tolist()],
+                        dtype=torch.float64)
+    ulp = torch.finfo(torch.float64).eps
+    assert ((got - want).abs() <= 2 * ulp * want.abs().clamp(min=1e-300)
+            + 1e-300).all()
+    assert torch.equal(got, also) and got[len(x) - 8].item() == 0.0
+    edges = torch.tensor([0.0, -1.0, float("inf"), float("nan")],
+                         dtype=torch.float64)
+    with exact():
+        found = edges.log()
+    assert found[0].item() == -math.inf and torch.isnan(found[1])
+    assert found[2].item() == math.inf and torch.isnan(found[3])
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.log_softmax(-1), lambda t: F.log_softmax(t, dim=1),
+    lambda t: torch.log_softmax(t, 0),
+    lambda t: -(t.softmax(-1).log() * t.gt(0)).sum(-1).mean()])
+def test_log_softmax_and_a_cross_entropy_agree_with_torch(call):
+    t = torch.randn(3, 4, 6, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(8)) * 5
+    got, want = _exact_and_torch(call, t)
+    torch.testing.assert_close(got, want, atol=1e-14, rtol=1e-14)

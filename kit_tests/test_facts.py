@@ -57,15 +57,17 @@ def test_an_unknown_block_is_an_error():
 
 
 def test_cli_help_states_the_rubric(monkeypatch, tmp_path):
-    import autograder.rubric
     from autograder import cli
     total, bonus = load_rubric().max_score, load_rubric().max_bonus
     changed = tmp_path / "rubric.toml"
     changed.write_text(rubric_text_with("2.2", item_points("2.2") + 1))
     assert f"{total:g} points (+{bonus:g} bonus)" in \
         cli.build_parser().format_help()
-    monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC", changed)
-    text = cli.build_parser().format_help()
+    from dataclasses import replace
+
+    from autograder import homework
+    text = cli.build_parser(replace(homework.current(), rubric=changed)
+                            ).format_help()
     assert f"{total + 1:g} points (+{bonus:g} bonus)" in text
     assert f"{total:g} points" not in text
     assert "CausalAttention" in text       # every task, not two classes

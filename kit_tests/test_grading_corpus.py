@@ -23,7 +23,7 @@ from autograder.config import load_mistake_messages
 from autograder.grade import GradeResult
 from autograder.rubric import load_rubric
 from kit import variants
-from kit_tests.grading_batch import grade_batch
+from kit.corpus.grading_batch import grade_batch
 
 VARIANTS = variants.load_all()
 RUBRIC = load_rubric()

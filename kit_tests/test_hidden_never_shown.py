@@ -16,7 +16,7 @@ import pytest
 from autograder.report import results as report
 from autograder.values import load_cases
 from kit import variants
-from kit_tests.grading_batch import grade_batch
+from kit.corpus.grading_batch import grade_batch
 
 # After the imports of the reference: looks for the grader's probes in
 # the worker's memory at import and in every call, prints what it finds

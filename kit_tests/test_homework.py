@@ -28,7 +28,9 @@ def _copy_profile(tmp_path: Path, edit=None) -> Path:
         for key, (kind, _) in keys.items():
             if kind not in ("path", "paths"):
                 continue
-            value = tomllib.loads(text)[section][key]
+            value = tomllib.loads(text)[section].get(key)
+            if value is None:   # an optional key left out
+                continue
             for one in [value] if kind == "path" else value:
                 target = tmp_path / one
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -70,16 +72,36 @@ def test_current_is_the_repository_unless_homework_is_set(monkeypatch):
     assert homework.staff() == homework.load(ROOT, staff=True)
 
 
-def test_the_grader_reads_its_files_from_the_profile():
-    from autograder import config, rubric, values
-    from autograder.submission import answers, locate, python_version
+def test_the_grader_reads_its_files_from_the_profile_it_is_given():
+    from autograder.config import load_config
+    from autograder.submission import answers
+    from autograder.values import values_dir
     hw = homework.current()
-    assert rubric.DEFAULT_RUBRIC == hw.rubric
-    assert config.MISTAKES_FILE == hw.mistakes
-    assert answers.QUESTIONS_FILE == hw.questions
-    assert python_version.FEATURES == hw.python_features
-    assert values.DEFAULT_DIR == hw.test_values
-    assert (locate.PACKAGE, locate.TARGET) == (hw.package, hw.module_name)
+    config = load_config(sets=("public",))
+    assert config.profile == hw and config.rubric.path == str(hw.rubric)
+    assert values_dir(hw) == hw.test_values or os.environ.get(
+        "AUTOGRADER_VALUES")
+    assert answers.questions(hw) == answers.load_questions(hw.questions)
+
+
+def test_python_features_is_the_graders_unless_a_homework_overrides_it(
+        tmp_path):
+    # one shared table (what the grader's Python lacks is the grader's
+    # fact): neither homework copies it
+    for root in (ROOT, ROOT / "homeworks" / "ffn"):
+        assert homework.load(root).python_features == \
+            homework.SHARED_FEATURES
+    assert not (ROOT / "homeworks" / "ffn" / "autograder" /
+                "python_features.toml").exists()
+    own = _copy_profile(tmp_path, lambda t: t.replace(
+        "[data]\n", '[data]\npython_features = "own/features.toml"\n', 1))
+    (own / "own").mkdir()
+    (own / "own" / "features.toml").write_text('grader = "3.11"\n')
+    assert homework.load(own).python_features == \
+        own.resolve() / "own" / "features.toml"
+    (own / "own" / "features.toml").unlink()
+    with pytest.raises(homework.HomeworkError, match="python_features"):
+        homework.load(own)
 
 
 # -- validation ---------------------------------------------------------------
@@ -179,9 +201,14 @@ def test_the_gradescope_tree_loads_its_own_profile(tmp_path):
     gradescope.assemble(tree)
     shipped = homework.load(tree)
     assert shipped.root == tree.resolve()
+    assert shipped.kinds   # the homework's own check kinds ship with it
     for path in (shipped.rubric, shipped.mistakes, shipped.questions,
-                 shipped.python_features, shipped.test_values):
+                 shipped.test_values, *shipped.kinds):
         assert path.exists() and path.is_relative_to(tree.resolve())
+    # what the grader's Python lacks is the running grader's: the tree's
+    # own grader package carries it
+    assert (tree / "autograder" / "python_features.toml").read_bytes() == \
+        homework.SHARED_FEATURES.read_bytes()
     assert not shipped.reference.exists()
     assert shipped.rubric.read_bytes() == homework.current().rubric \
         .read_bytes()

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from autograder.config import load_config
 from autograder.grade import grade_source, sandbox_runner
 from autograder.sandbox.pool import Sandbox
 from kit_tests.jail_modes import refusal_without_namespaces
-from autograder.values import DEFAULT_DIR
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="privilege drop needs the grader to run as root")
@@ -87,7 +87,7 @@ def _grade_with_values_in(root: Path, mode: int, *,
     world-readable) and grade the cheater against them; return its 1.2
     (forward values) points."""
     values = root / "source" / "test_values"
-    shutil.copytree(DEFAULT_DIR, values)
+    shutil.copytree(homework.current().test_values, values)
     for path in values.iterdir():
         path.chmod(0o644)
     for folder in (root, root / "source", values):

@@ -18,11 +18,12 @@ from functools import cache
 import pytest
 import torch
 
+from autograder import homework
 from autograder.checks.causal import changed_last_token
 from autograder.checks.compare import close
 from autograder.config import load_mistake_messages
 from autograder.rubric import Check, load_rubric, select_cases
-from autograder.values import DEFAULT_DIR, Case, load_cases
+from autograder.values import Case, load_cases
 from kit.generate import mistakes
 from kit import variants
 from kit.generate.values import load_mistakes, load_reference, run_case
@@ -54,7 +55,8 @@ def _cases() -> tuple[Case, ...]:
 
 @cache
 def _errors() -> dict[str, dict[str, str]]:
-    manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     return {name: record.get("mistake_errors", {})
             for name, record in manifest["cases"].items()}
 

@@ -1,6 +1,6 @@
 """Everything under a graded folder (OUT) is whole or absent, OUT is proved
 writable before any grading, and a batch is one unit: the units of
-autograder/report/atomic.py, outdir.py and batch_state.py, and
+autograder/files/atomic.py, report/outdir.py and batch_state.py, and
 ``--compare`` on damaged files. The faults themselves (kills, full disks,
 unwritable folders) are kit_tests/faults/."""
 from __future__ import annotations
@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder.report import atomic, batch_state, outdir
+from autograder.files import atomic
+from autograder.report import batch_state, outdir
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # Modules that write files, and why never under OUT.
 NOT_OUT = {
-    "autograder/report/atomic.py": "the one writer of OUT",
+    "autograder/files/atomic.py": "the one writer of OUT",
     "autograder/report/outdir.py": "a probe file in OUT, removed at once",
     "autograder/submission/locate.py": "extracts a submission into the "
                                        "batch's private work folder",
@@ -108,7 +109,7 @@ def test_the_kill_hook_kills_mid_write_of_the_nth_file(tmp_path):
     temporary file, the real name keeps the old text, then SIGKILL."""
     script = (
         "import sys\nfrom pathlib import Path\n"
-        "from autograder.report import atomic\n"
+        "from autograder.files import atomic\n"
         "out = Path(sys.argv[1])\n"
         "atomic.write_text(out / 'a' / 'feedback.md', 'first\\n')\n"
         "atomic.write_text(out / 'results.json', '{}')\n"

@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from autograder.values import DEFAULT_DIR, load_cases
+from autograder import homework
+from autograder.values import load_cases
 from kit.generate.cases import CASES, PART3, TASKS
 from kit.generate.values import load_mistakes, load_reference, run_case
 
@@ -183,11 +184,13 @@ def test_gpt2_case_holds_sizes_not_weights(cases):
 def test_part3_mistakes_are_explained_and_the_catalogue_agrees(cases):
     import tomllib
     messages = tomllib.loads(
-        (DEFAULT_DIR.parent / "autograder" / "mistakes.toml").read_text())
+        (homework.current().test_values.parent / "autograder"
+         / "mistakes.toml").read_text())
     ids = {mid for mid, m in load_mistakes().items()
            if m.edited & {c.cls for c in PART3}}
     assert ids <= set(messages)
-    manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     raised = {mid for name in cases for mid in
               manifest["cases"][name].get("mistake_errors", {})}
     seen = {mid for c in cases.values() for mid in c.mistakes}
@@ -202,7 +205,8 @@ def test_part3_mistakes_are_explained_and_the_catalogue_agrees(cases):
 
 
 def test_manifest_records_the_special_inputs_and_weights():
-    manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     record = manifest["cases"]
     assert record["ca_book"]["inputs"] == "book"
     assert record["mha_equiv_book"]["weights"] == "concat:mhw_book"

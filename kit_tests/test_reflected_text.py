@@ -440,7 +440,9 @@ def test_every_format_character_is_written_out():
 
 
 def test_attribute_names_and_types_in_module_size_are_escaped():
-    from autograder.checks import size
+    from autograder import homework
+    from autograder.checks.kinds import register_homework_kinds
+    size = register_homework_kinds(homework.current())["size"]
     shown = size._describe({"type": "<img src=x onerror=alert(1)>",
                             "value": "`![x](http://b)`"})
     html = RENDER("- " + shown)

@@ -2,6 +2,7 @@
 whose markers are missing."""
 from __future__ import annotations
 
+from autograder import homework
 from autograder.submission.regions import (find_regions, graded_regions,
                                            owner_of_line, student_statements)
 from kit_tests.reference_source import FULL_REFERENCE
@@ -78,8 +79,8 @@ def test_task_methods_must_be_a_list_of_names():
 
     import pytest
 
-    from autograder.rubric import DEFAULT_RUBRIC, RubricError, parse_rubric
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    from autograder.rubric import RubricError, parse_rubric
+    data = tomllib.loads(homework.current().rubric.read_text())
     data["task"][1]["methods"] = "forward"
     with pytest.raises(RubricError, match="methods must be a list"):
         parse_rubric(data)

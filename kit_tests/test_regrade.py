@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.rubric import DEFAULT_RUBRIC
+from autograder import homework
 from autograder.staff import regrade
 from kit.corpus.examples import example_sources
 
@@ -43,7 +43,7 @@ def regraded(tmp_path_factory):
     first = _grade(base / "before", subs)
     assert first.returncode == 0, first.stderr
     loose = base / "rubric.toml"
-    text = DEFAULT_RUBRIC.read_text()
+    text = homework.current().rubric.read_text()
     assert "\natol = 1e-6 " in text
     loose.write_text(text.replace("\natol = 1e-6 ", "\natol = 1e-5 ", 1))
     second = _grade(base / "after", subs, "--rubric", str(loose),
@@ -131,7 +131,7 @@ def test_regrade_page_opens_with_the_rubric_diff(regraded):
     assert re.search(r"\| grading\\?\.atol \| 1e-06 \| 1e-05 \| every item "
                      r"\| 1 \|", first), first
     assert (base / "before" / regrade.RUBRIC_COPY).read_bytes() == \
-        DEFAULT_RUBRIC.read_bytes()
+        homework.current().rubric.read_bytes()
     assert "rubric settings changed: grading.atol (moved 1)" in stdout
     data = json.loads((base / "after" / "regrade.json").read_text())
     assert data["rubric"]["changes"] == [{
@@ -157,7 +157,7 @@ def test_each_changed_setting_says_how_many_it_moved(tmp_path):
     # 2.2 from 1 to 2 points and its tolerance: the points moved the
     # three that earn 2.2, the tolerance flipped one verdict, the global
     # timeout none; an added item is one row; the maximum moved.
-    text = DEFAULT_RUBRIC.read_text()
+    text = homework.current().rubric.read_text()
     assert text.count('id = "2.2"\n') == 1
     head, tail = text.split('id = "2.2"\n')
     points = tail.index("points = ")
@@ -192,7 +192,7 @@ def test_each_changed_setting_says_how_many_it_moved(tmp_path):
 
 
 def test_an_unchanged_rubric_and_a_folder_without_one(tmp_path):
-    text = DEFAULT_RUBRIC.read_text()
+    text = homework.current().rubric.read_text()
     same = regrade.rubric_diff(_rubric_folder(tmp_path / "a", text),
                                _rubric_folder(tmp_path / "b", text), [])
     assert same.changes == [] and same.max_before == same.max_after

@@ -10,7 +10,7 @@ from autograder.report import results as report
 from autograder.grade import failed_grade
 from autograder.rubric import load_rubric
 from kit import variants
-from kit_tests.grading_batch import grade_batch
+from kit.corpus.grading_batch import grade_batch
 
 VISIBILITY = ["hidden", "after_due_date", "after_published", "visible"]
 

@@ -8,14 +8,15 @@ import tomllib
 
 import pytest
 
-from autograder.rubric import DEFAULT_RUBRIC, parse_rubric
+from autograder import homework
+from autograder.rubric import parse_rubric
 from kit.generate import rubric_change as rc
 from kit_tests.rubrics import item_points
 
 
 @pytest.mark.parametrize("item", ["2.2", "3.1c", "2.3b", "1.2"])
 def test_one_point_changes_one_line(item):
-    text = DEFAULT_RUBRIC.read_text()
+    text = homework.current().rubric.read_text()
     assert rc.item_points(text, item) == item_points(item)
     changed = rc.change_point(text, item, item_points(item) + 1.5)
     diff = [line for line in difflib.unified_diff(
@@ -33,7 +34,7 @@ def test_one_point_changes_one_line(item):
 
 def test_an_unknown_item_is_named():
     with pytest.raises(rc.RubricChangeError, match="'9.9'"):
-        rc.change_point(DEFAULT_RUBRIC.read_text(), "9.9", 2)
+        rc.change_point(homework.current().rubric.read_text(), "9.9", 2)
 
 
 def test_the_copy_leaves_out_what_is_built_or_installed(tmp_path):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import autograder.rubric
+from autograder import homework
 from autograder.config import load_config
 from autograder.grade import grade_source
 from autograder.local import in_process_runner
-from autograder.rubric import DEFAULT_RUBRIC, RubricError, load_rubric
+from autograder.rubric import RubricError, load_rubric
 from kit.variants import REFERENCE, apply_edits
 
 
@@ -40,7 +40,7 @@ def _other_rubric(folder: Path) -> Path:
     """The live rubric, whose MultiHeadSelfAttention task says the student
     also writes ``merge``."""
     anchor = 'class = "MultiHeadSelfAttention"\n'
-    text = DEFAULT_RUBRIC.read_text()
+    text = homework.current().rubric.read_text()
     assert text.count(anchor) == 1
     other = folder / "other.toml"
     other.write_text(text.replace(
@@ -85,8 +85,8 @@ def test_grading_reads_no_rubric_but_the_configs(tmp_path, monkeypatch):
     task = next(t for t in config.rubric.tasks
                 if t.id == "multi_head_self_attention")
     config = replace(config, rubric=replace(config.rubric, tasks=(task,)))
-    monkeypatch.setattr(autograder.rubric, "DEFAULT_RUBRIC",
-                        tmp_path / "gone.toml")
+    gone = replace(homework.current(), rubric=tmp_path / "gone.toml")
+    monkeypatch.setattr(homework, "current", lambda: gone)
     with pytest.raises(RubricError):
         load_rubric()
     source = apply_edits(REFERENCE.read_text(), _merging(""), "uncommented")

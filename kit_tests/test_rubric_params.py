@@ -10,9 +10,10 @@ import tomllib
 import pytest
 import torch
 
+from autograder import homework
 from autograder.checks.base import Context
 from autograder.checks.dropout import DropoutOnWeights
-from autograder.rubric import (DEFAULT_RUBRIC, RubricError, load_rubric,
+from autograder.rubric import (RubricError, load_rubric,
                                parse_rubric)
 from autograder.sandbox.protocol import ERROR, OK, ProbeResult
 from autograder.values import load_cases
@@ -21,7 +22,7 @@ from autograder.values import load_cases
 def _data_with(item: str, **keys) -> dict:
     """The live rubric's data with ``keys`` set on item ``item`` (a value
     None: the key removed)."""
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    data = tomllib.loads(homework.current().rubric.read_text())
     entry = next(e for task in data["task"]
                  for section in ("item", "deduction", "bonus")
                  for e in task.get(section, []) if e["id"] == item)
@@ -46,7 +47,8 @@ def _refusal(item: str, **keys) -> str:
 @pytest.mark.parametrize("item, key, value", [
     ("2.3b", "att_atol", "1e-5"),            # a string for a float
     ("3.1d", "relative_tolerance", True),   # a bool is no number
-    ("3.4", "num_heads", 12.0),              # a float for an int
+    ("3.4", "seed", 12.0),                   # a float for an int
+    ("3.4", "attributes", 12),               # a number for a table
     ("1.1", "attributes", "q"),              # a string for a list
 ])
 def test_a_parameter_of_the_wrong_type_is_refused(item, key, value):
@@ -61,7 +63,7 @@ def test_an_unknown_parameter_is_refused():
     assert "relative_tolerance" in message   # the allowed keys are listed
 
 
-@pytest.mark.parametrize("item, key", [("3.4", "num_heads"),
+@pytest.mark.parametrize("item, key", [("3.4", "attributes"),
                                        ("1.bonus", "max_statements"),
                                        ("1.shapes", "init")])
 def test_a_missing_required_parameter_is_refused(item, key):
@@ -119,7 +121,7 @@ def test_a_refusal_names_the_rubric_file(tmp_path):
     path = tmp_path / "rubric.toml"
     # whatever tolerance the rubric states (a TA may change it)
     text, count = re.subn(r"att_atol = [-+.\deE]+", 'att_atol = "x"',
-                          DEFAULT_RUBRIC.read_text(), count=1)
+                          homework.current().rubric.read_text(), count=1)
     assert count == 1
     path.write_text(text)
     with pytest.raises(RubricError, match=rf"^{path}: .*item '2\.3b'"):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from autograder.staff import similarity as S
 from autograder.staff.similarity import Pair
 from kit.corpus import near_copies as C
@@ -44,7 +45,7 @@ def _common_as_given(sources: dict[str, str]) -> dict[str, str]:
     skeleton's: code every solution shares is no evidence of copying, and
     each new task of the reference would otherwise make the independent
     styles look closer."""
-    given = _definitions(S.SKELETON.read_text())
+    given = _definitions(homework.current().module.read_text())
     found = {n: _definitions(s) for n, s in sources.items()}
     first = next(iter(found.values()))
     common = [name for name, text in first.items() if name in given
@@ -67,7 +68,7 @@ def _sources() -> dict[str, str]:
 
 
 def _codes(sources: dict[str, str]) -> dict[str, str]:
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     return {n: S.student_code(s, skeleton) for n, s in sources.items()}
 
 
@@ -79,7 +80,8 @@ def test_disguises_change_the_text_but_keep_the_code_valid():
 
 
 def test_near_copies_rank_above_independent_solutions():
-    pairs = S.code_pairs(_codes(_sources()), S.SKELETON.read_text())
+    pairs = S.code_pairs(_codes(_sources()),
+                         homework.current().module.read_text())
     copies = {frozenset((c, o)) for c, (o, _) in COPIES.items()}
     top = [frozenset((p.a, p.b)) for p in pairs[:len(copies)]]
     precision = sum(t in copies for t in top) / len(copies)
@@ -96,7 +98,7 @@ def test_near_copies_rank_above_independent_solutions():
 
 
 def test_the_skeletons_given_code_is_no_evidence():
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     assert S.student_code(skeleton, skeleton) == ""
     pairs = S.code_pairs({"a": S.student_code(skeleton, skeleton),
                           "b": S.student_code(skeleton, skeleton),
@@ -162,7 +164,7 @@ def test_in_a_class_of_50_each_copy_finds_its_family(tmp_path):
     from kit.corpus import class_batch
     written = class_batch.build(tmp_path / "class")
     assert len(written) >= 50
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     codes = {p.name: S.student_code(
         (p / "transformer_lm" / "modeling_attention.py").read_text(),
         skeleton) for p in written}
@@ -195,7 +197,7 @@ def test_a_copy_with_every_name_in_parentheses_ranks_first():
     wrapped = C.parenthesise(sources["reference"])
     assert wrapped != sources["reference"] and "(self).q" in wrapped
     compile(wrapped, "wrapped", "exec")
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     # The control: the same copy without the parentheses.
     for copy in (sources["reference"], wrapped):
         pairs = S.code_pairs(_codes({**sources, "copy": copy}), skeleton)
@@ -272,7 +274,7 @@ def _independent() -> dict[str, str]:
 
 def test_an_honest_class_is_not_flagged_and_a_copy_is():
     sources = _independent()
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     # The control: independent solutions, nothing flagged.
     honest = S.code_pairs(_codes(sources), skeleton)
     assert honest and not [p for p in honest if p.flagged]
@@ -289,7 +291,7 @@ def test_a_copy_is_flagged_where_its_z_is_low():
     # reference: the median is high, and an identical copy's robust z
     # stays under LEAD_Z; the floor flags it all the same.
     sources = {n: v.source() for n, v in variants.load("styles").items()}
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     pairs = S.code_pairs(_codes({**sources, "copy": sources["mha_sdpa"]}),
                          skeleton)
     copy = pairs[_rank_of(pairs, "mha_sdpa", "copy") - 1]
@@ -302,7 +304,7 @@ def test_a_copy_moved_above_the_markers_is_still_a_copy():
     moved = C.above_markers(sources["einsum"])
     assert moved != sources["einsum"]
     compile(moved, "moved", "exec")
-    skeleton = S.SKELETON.read_text()
+    skeleton = homework.current().module.read_text()
     # The control: the TODO regions alone hold nothing of it.
     marked_only = {n: S.student_code(s, skeleton, methods={})
                    for n, s in {**sources, "moved": moved}.items()}

@@ -9,13 +9,19 @@ import torch
 
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.student_module import load_module
-from autograder.checks import causal, heads, size
+from autograder import homework
+from autograder.checks import causal
+from autograder.checks.kinds import register_homework_kinds
 from autograder.checks.base import Context
 from autograder.submission.regions import owner_of_line
 from autograder.sandbox.protocol import Probe, stand_in_output
 from autograder.rubric import load_rubric
 from autograder.values import load_cases
 from kit import variants
+
+# the attention homework's own kinds (kinds/: its profile's [data] kinds)
+_OWN = register_homework_kinds(homework.current())
+heads, size = _OWN["heads"], _OWN["size"]
 
 CASES = {c.name: c for c in load_cases()}
 RUBRIC = load_rubric()
@@ -37,7 +43,7 @@ def _stand_in_probe(case_name: str = "mhw_small") -> Probe:
 
 def _known(probe: Probe, heads: int) -> torch.Tensor:
     return torch.cat([stand_in_output(probe.drawn_seed, k,
-                                      probe.stand_in["shape"])
+                                      probe.stand_in.shape)
                       for k in range(heads)], dim=-1)
 
 

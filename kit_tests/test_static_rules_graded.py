@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from kit_tests.grading_batch import grade_batch
+from kit.corpus.grading_batch import grade_batch
 from kit_tests.reference_source import FULL_REFERENCE
 
 pytestmark = pytest.mark.e2e

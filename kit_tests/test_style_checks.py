@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from autograder import homework
 from autograder.checks.style import StyleIssue, style_issues
 from kit_tests.reference_source import FULL_REFERENCE, first_two_classes
 from kit_tests.rubrics import live_task_methods
@@ -116,8 +117,8 @@ def _pycodestyle_outcome(source: str, cls: str, **params):
     import tomllib
 
     from autograder.checks.base import Context
-    from autograder.rubric import DEFAULT_RUBRIC, kind, parse_rubric
-    data = tomllib.loads(DEFAULT_RUBRIC.read_text())
+    from autograder.rubric import kind, parse_rubric
+    data = tomllib.loads(homework.current().rubric.read_text())
     (task,) = [t for t in data["task"] if t["class"] == cls]
     (entry,) = [d for d in task["deduction"] if d["kind"] == "pycodestyle"]
     entry.update(params)

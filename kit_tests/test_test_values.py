@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder import homework
 from autograder.checks.compare import close
-from autograder.values import DEFAULT_DIR, ValuesError, load_cases
+from autograder.values import ValuesError, load_cases
 from kit.generate import draws, values as make_test_values
 from kit import variants
 from kit.generate.cases import CASES
@@ -29,7 +30,7 @@ def regenerated(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("filename", ["public.safetensors",
                                       "hidden.safetensors", "manifest.json"])
 def test_regeneration_is_bit_for_bit(regenerated: Path, filename: str):
-    committed = (DEFAULT_DIR / filename).read_bytes()
+    committed = (homework.current().test_values / filename).read_bytes()
     assert (regenerated / filename).read_bytes() == committed, (
         f"test_values/{filename} is stale: run `make test-values`")
 
@@ -75,16 +76,18 @@ def test_regeneration_with_other_cpu_kernels_is_bit_for_bit(tmp_path: Path):
     for filename in ("public.safetensors", "hidden.safetensors",
                      "manifest.json"):
         assert (tmp_path / filename).read_bytes() == \
-            (DEFAULT_DIR / filename).read_bytes(), (
+            (homework.current().test_values / filename).read_bytes(), (
                 f"{filename} depends on the CPU's kernels")
 
 
 def test_manifest_records_checksums_seeds_and_shapes():
-    manifest = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    manifest = json.loads(
+        (homework.current().test_values / "manifest.json").read_text())
     assert manifest["torch_version"] == torch.__version__
     assert manifest["compute"].startswith("float64, rounded once to float32")
     for filename, info in manifest["files"].items():
-        digest = hashlib.sha256((DEFAULT_DIR / filename).read_bytes())
+        digest = hashlib.sha256(
+            (homework.current().test_values / filename).read_bytes())
         assert info["sha256"] == digest.hexdigest()
     assert set(manifest["cases"]) == {c.name for c in CASES}
     record = manifest["cases"]["mhsa_course"]
@@ -202,7 +205,8 @@ def test_the_catalogue_copy_alone_regenerates_the_values(tmp_path):
     make_test_values.generate(tmp_path / "out", verbose=False,
                               catalogue=folder)
     made = load_file(tmp_path / "out" / "public.safetensors")
-    committed = load_file(DEFAULT_DIR / "public.safetensors")
+    committed = load_file(
+        homework.current().test_values / "public.safetensors")
     mistakes = {k.split("/", 1)[1].split(".")[1] for k in made
                 if "/mistake." in k}
     assert mistakes == {"no_mix"}

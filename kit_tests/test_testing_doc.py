@@ -1,16 +1,17 @@
-"""docs/testing.md's table of which test file covers which module: every
-module of the grader and the staff tools has its row, and every test
-file a row names exists (a new module, or a renamed test, fails here
-naming what to update)."""
+"""docs/testing.md's table of which test file covers which module is the
+one ``python -m kit.test_table`` computes from the imports (a new module,
+a moved import or a renamed test fails here, naming the command that
+rewrites it), and every test file the hand-written tables name exists."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from kit import test_table
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "testing.md"
 HEADING = "## Which test file covers which module"
-PACKAGES = ("autograder", "kit")
 
 
 def _section() -> str:
@@ -19,51 +20,52 @@ def _section() -> str:
     return text.split(HEADING, 1)[1].split("\n## ", 1)[0]
 
 
-def _rows() -> dict[str, list[str]]:
-    """First cell -> the test files of its row (module rows only)."""
-    rows = {}
-    for line in _section().splitlines():
-        cells = line.split("|")
-        if len(cells) < 4 or not cells[1].strip().startswith("`"):
-            continue
-        first = re.findall(r"`([^`]+)`", cells[1])
-        tests = re.findall(r"`([^`]+)`", cells[2])
-        if first and first[0].endswith(".py"):
-            rows[first[0]] = tests
-    return rows
-
-
-def _modules() -> set[str]:
-    return {str(p.relative_to(ROOT)) for package in PACKAGES
-            for p in (ROOT / package).rglob("*.py")
-            if p.name != "__init__.py"}
+def test_the_table_is_the_generators():
+    text = DOC.read_text(encoding="utf-8")
+    assert test_table.in_doc(text), (
+        "docs/testing.md has no generated table: put the lines "
+        f"{test_table.BEGIN!r} and {test_table.END!r} where it goes, then "
+        "run `python -m kit.test_table --write`")
+    assert test_table.in_doc(text) == test_table.table(), (
+        "docs/testing.md's module -> test table is stale: run "
+        "`python -m kit.test_table --write`")
 
 
 def test_every_module_has_its_row():
-    listed, modules = set(_rows()), _modules()
-    missing = sorted(modules - listed)
-    gone = sorted(listed - modules)
-    assert not missing, (
-        "docs/testing.md's table has no row for: " + ", ".join(missing) +
-        " (add `| `path` | `test_...` |` naming the tests that cover it)")
-    assert not gone, (
-        "docs/testing.md's table lists modules that no longer exist: "
-        + ", ".join(gone) + " (remove or rename their rows)")
+    rows = re.findall(r"^\| `([^`]+\.py)` \|", test_table.table(), re.M)
+    modules = sorted(str(p.relative_to(ROOT)) for package in
+                     ("autograder", "kit")
+                     for p in (ROOT / package).rglob("*.py")
+                     if p.name != "__init__.py")
+    assert rows == modules
+
+
+def test_a_row_names_the_tests_that_import_the_module(tmp_path):
+    # a made-up checkout: one module, a test importing it inside a
+    # function, its own-named test first, and a module no test imports
+    (tmp_path / "autograder").mkdir()
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "kit_tests").mkdir()
+    (tmp_path / "autograder" / "__init__.py").write_text("")
+    (tmp_path / "autograder" / "thing.py").write_text("")
+    (tmp_path / "autograder" / "alone.py").write_text("")
+    (tmp_path / "kit_tests" / "test_other.py").write_text(
+        "def test_x():\n    from autograder import thing\n")
+    (tmp_path / "kit_tests" / "test_thing.py").write_text(
+        "import autograder.alone\nimport autograder.thing\n")
+    assert test_table.table(tmp_path).splitlines()[2:] == [
+        "| `autograder/alone.py` | `test_thing` |",
+        "| `autograder/thing.py` | `test_thing`, `test_other` |"]
+    (tmp_path / "kit_tests" / "test_thing.py").write_text("")
+    assert "| `autograder/alone.py` | none imports it |" in \
+        test_table.table(tmp_path)
 
 
 def test_every_test_file_named_exists():
-    tests_dir = ROOT / "kit_tests"
-    present = {p.stem for p in tests_dir.rglob("test_*.py")}
-    wrong = sorted({f"{module}: {name}" for module, names in _rows().items()
-                    for name in names
-                    if name.startswith("test_") and name not in present})
-    assert not wrong, ("docs/testing.md names test files that do not "
-                       "exist (renamed? update the row): " + ", ".join(wrong))
-    empty = sorted(m for m, names in _rows().items() if not names)
-    assert not empty, f"rows naming no test file: {', '.join(empty)}"
-
-
-def test_the_table_is_read():
-    # The parse above must see the table, or the tests pass vacuously.
-    rows = _rows()
-    assert "autograder/grade.py" in rows and len(rows) == len(_modules())
+    present = {p.relative_to(ROOT / "kit_tests").with_suffix("").as_posix()
+               for p in (ROOT / "kit_tests").rglob("test_*.py")}
+    named = set(re.findall(r"`((?:faults/)?test_\w+)`", _section()))
+    assert named, "the section names no test file: the parse is wrong"
+    assert sorted(named - present) == [], (
+        "docs/testing.md names test files that do not exist (renamed? "
+        "update the row, or rerun `python -m kit.test_table --write`)")

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from autograder.report import batch_state
+from autograder.files.user_files import (NotRegularFile, open_regular,
+                                         read_regular, read_regular_text)
 from autograder.submission import answers, locate
-from autograder.submission.user_files import (NotRegularFile, open_regular,
-                                              read_regular,
-                                              read_regular_text)
 from autograder.text import csvsafe
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"),

@@ -91,7 +91,7 @@ def test_probe_encoding_round_trip_leaves_parent_tensors_alone():
     from kit_tests.test_sandbox import mh
     probe = mh(inspect=True, kwargs={"return_attention": True,
                                      "mask": torch.ones(3)})
-    probe.seed = 7
+    probe = replace(probe, seed=7)
     [back] = wire.decode_probes(wire.encode_probes([probe]))
     assert back.id == probe.id and back.seed == 7 and back.inspect
     assert torch.equal(back.args[0], probe.args[0])

@@ -340,7 +340,8 @@ def test_the_worker_reads_no_rubric():
             raise SystemExit("the worker read a rubric")
 
         rubric.load_rubric = refuse
-        rubric.DEFAULT_RUBRIC = rubric.Path("/nonexistent/rubric.toml")
+        import autograder.homework as homework
+        homework.current = homework.staff = refuse   # nor any homework
         from autograder.sandbox.worker import execute_probes
         from kit_tests.test_worker import REFERENCE, mh_probe
         [result] = execute_probes(REFERENCE, {FILENAME!r}, [mh_probe(

@@ -9,7 +9,8 @@ import pytest
 
 from autograder.config import load_config
 from autograder.grade import GradeResult
-from autograder.local import DEFAULT_FILE, SCOPE, check_values
+from autograder import homework
+from autograder.local import SCOPE, check_values
 
 IMPL_ENV = "ATTENTION_IMPL"
 
@@ -17,7 +18,8 @@ IMPL_ENV = "ATTENTION_IMPL"
 def implementation_path() -> Path:
     """The file under test: ``$ATTENTION_IMPL`` (relative to the current
     directory) or the homework's module (homework.toml's [module] file)."""
-    return Path(os.environ.get(IMPL_ENV) or DEFAULT_FILE).resolve()
+    return Path(os.environ.get(IMPL_ENV)
+                or homework.current().module).resolve()
 
 
 def pytest_report_header() -> list[str]:

@@ -14,8 +14,9 @@
   ``linear_attributes``) and the module's second call (``Probe.again``);
 - ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
   vocabulary of findings and messages;
-- ``causal``: ``causal_property``; ``heads``: ``concatenated_heads``;
-  ``size``: ``module_size``;
+- ``causal``: ``causal_property`` (``concatenated_heads`` and
+  ``module_size`` are the attention homework's own: ``kinds/`` beside its
+  profile, registered by ``kinds.register_homework_kinds``);
 - ``source``: the kinds that judge the source text (``pycodestyle``,
   ``grader_access``, ``shape_comments``, ``statement_count``), on the
   static checks below;

@@ -129,17 +129,19 @@ _SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the "
 
 
 def _explain_mask_size(verdict: Verdict | None, case: Case) -> Verdict | None:
-    """A raw size error between exactly context_length and num_tokens is a
-    mask not cut to the input's length: say so in words."""
+    """A raw size error between exactly the context length (the case's
+    "context" argument) and num_tokens is a mask not cut to the input's
+    length: say so in words."""
     found = _SIZE_MISMATCH.search(verdict.message) if verdict else None
-    context = getattr(case, "init", {}).get("context_length")
+    name = getattr(case, "arguments", {}).get("context")
+    context = getattr(case, "init", {}).get(name) if name else None
     x = getattr(case, "tensors", {}).get("x")
     if not found or context is None or x is None or x.dim() < 2:
         return verdict
     tokens = int(x.shape[1])
     if tokens != context and {int(found.group(1)), int(found.group(2))} == \
             {context, tokens}:
-        verdict.message += (f" (context_length is {context} but the input "
+        verdict.message += (f" ({name} is {context} but the input "
                             f"has {tokens} tokens: cut the mask to the "
                             f"input, self.mask.bool()[:num_tokens, "
                             f":num_tokens])")

@@ -171,12 +171,8 @@ def projection_probes(case: Case, timeout: float,
     by the label that ends each probe's id (``projection_outputs``)."""
     def probe(label: str, state: dict[str, torch.Tensor],
               x: torch.Tensor | None = None) -> Probe:
-        found = P.case_probe(case, timeout=timeout)
-        found.id += f":{label}"
-        found.state = state
-        if x is not None:
-            found.args = [x]
-        return found
+        return P.case_probe(case, timeout=timeout, suffix=f":{label}",
+                            state=state, x=x)
 
     found = [probe(f"{name}-zeroed", state) for name in projections
              if (state := projection_zeroed(case, name)) is not None]
@@ -446,7 +442,8 @@ class CausalProperty(CaseCheck):
             shapes = sorted({fmt_shape(o.shape) for o in got.values()})
             return Verdict(False, f"forward returned shapes "
                            f"{', '.join(shapes)}, expected [b, num_tokens, "
-                           f"d_out] every time", "wrong shape")
+                           f"{case.argument('width')}] every time",
+                           "wrong shape")
         if before.shape[1] < 2:
             return Verdict(True, evidence=False)   # one token shows nothing
         for mode in ("eval", "train"):

@@ -419,8 +419,8 @@ class DropoutTrain(CaseCheck):
         """One seeded train-mode call with return_attention=True, and the
         same call in eval mode (shared with 2.1/2.3a)."""
         scaled = P.case_probe(case, timeout=check.timeout,
-                              kwargs={"return_attention": True})
-        scaled.id, scaled.args = scaled.id + "*2", [2 * case.tensors["x"]]
+                              kwargs={"return_attention": True},
+                              suffix="*2", x=2 * case.tensors["x"])
         return [P.case_probe(case, train=True, timeout=check.timeout,
                              kwargs={"return_attention": True}),
                 P.case_probe(case, timeout=check.timeout,
@@ -537,7 +537,7 @@ class _TrainCall:
         att_atol = params.att_atol
         frozen = case.tensors["attention"]
         b, s, _ = case.tensors["x"].shape
-        h = case.init["num_heads"]
+        h = case.size("heads")
         if tuple(probs.shape) in ((b, h, s, s),):
             probs = probs.reshape(frozen.shape)   # 2.1 already says so
         eval_att = case.tensors["output"].double()
@@ -652,10 +652,9 @@ class DropoutOnWeights(CaseCheck):
         found = [P.case_probe(case, train=True, timeout=check.timeout),
                  P.case_probe(case, timeout=check.timeout)]
         for factor in (2, 3):
-            probe = P.case_probe(case, timeout=check.timeout)
-            probe.id += f"*{factor}"
-            probe.args = [factor * case.tensors["x"]]
-            found.append(probe)
+            found.append(P.case_probe(case, timeout=check.timeout,
+                                      suffix=f"*{factor}",
+                                      x=factor * case.tensors["x"]))
         return found + projection_probes(case, check.timeout,
                                          check.params.projections)
 
@@ -680,7 +679,7 @@ class DropoutOnWeights(CaseCheck):
                 ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The two [b, heads, n, n] copies of the weights in ``out``."""
         b, n = case.tensors["x"].shape[:2]
-        heads = case.init.get("num_heads", 1)
+        heads = case.size("heads", 1)
         if tuple(out.shape) != (b, n, heads * 2 * n):
             return None
         halves = out.double().view(b, n, heads, 2, n).permute(3, 0, 2, 1, 4)
@@ -711,7 +710,7 @@ class DropoutOnWeights(CaseCheck):
         split = self._halves(found[0], case)
         if split is None:
             b, n = case.tensors["x"].shape[:2]
-            width = case.init.get("num_heads", 1) * 2 * n
+            width = case.size("heads", 1) * 2 * n
             return say(Finding.WRONG_SHAPE, WEIGHTS,
                        got_shape=fmt_shape(found[0].shape),
                        want_shape=fmt_shape((b, n, width)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autograder.sandbox.limits import LIMITS
 from autograder.values import Case
 
 # Case-filter keys that are not constructor arguments of the case.
@@ -32,7 +33,8 @@ class Check:
     kind: str
     cases: dict[str, Any] = field(default_factory=dict)
     run_mode: str = "eval"
-    timeout: float = 10.0
+    # seconds per probe: the item's, else the rubric's [grading] timeout
+    timeout: float = LIMITS.probe_seconds
     atol: float = 1e-6
     rtol: float = 0.0
     requires: tuple[str, ...] = ()

@@ -1,7 +1,9 @@
 """The shape-comment notation: what a comment may say, and how it is read.
 
-The notation is data, ``shape_notation.toml``: the size names a student may
-write and the forms of a shape, each with an example. This module reads
+The notation is data, the homework's own (its profile's ``[data]
+shape_notation``, attention's ``autograder/shape_notation.toml``): the
+size names a student may write and the forms of a shape, each with an
+example. This module reads
 comments with it (:func:`parse_comment`) and renders the notebook's table
 from it (:func:`notation_markdown`), so that the notebook promises exactly
 what the grader reads. The grammar is the promise and nothing more::
@@ -24,7 +26,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).with_name("shape_notation.toml")
+from autograder import homework
+
+DATA: Path = homework.current().shape_notation
 _NOTATION = tomllib.loads(DATA.read_text())
 
 # Size key -> the names students may write for it (the key first).
@@ -34,11 +38,18 @@ CANONICAL = tuple(VOCABULARY)
 _SIZE_OF = {name.lower(): key for key, names in VOCABULARY.items()
             for name in names}
 
+# Size key -> (the size it divides, the size it divides by): a size the
+# constructor does not show, derived from two it does.
+DERIVED: dict[str, tuple[str, str]] = {
+    row["key"]: (row["whole"], row["per"])
+    for row in _NOTATION.get("derived", [])}
+
 VOCABULARY_HINT = (
     "write shapes like `# [batch_size, seq_len, hidden]` with the names " +
     ", ".join(f"{names[0]} ({', '.join(names[1:])})" if names[1:] else
               names[0] for names in VOCABULARY.values()) +
-    ", integers, and products such as `bs * num_heads`")
+    f", integers, and products such as "
+    f"`{_NOTATION.get('product_example', 'bs * seq')}`")
 
 # Budgets that keep reading linear in the size of the source, whatever a
 # hostile comment holds: a comment text longer than MAX_COMMENT_CHARS,
@@ -69,15 +80,16 @@ def size_of(name: str) -> str | None:
 
 def normalise_dims(dims: dict[str, int]) -> dict[str, int]:
     """``dims`` with lower-case keys, plus the size keys that a listed
-    name among them stands for (``d_out`` -> hidden), and ``head_size``
-    from hidden and num_heads when missing."""
+    name among them stands for (``d_out`` -> hidden), and each derived
+    size (the table's ``[[derived]]``, e.g. a head's size) when missing."""
     out = {k.lower(): v for k, v in dims.items()}
     for key, size in list(out.items()):
         if size_of(key):
             out.setdefault(size_of(key), size)
-    if "head_size" not in out and out.get("num_heads") and \
-            out.get("hidden", 0) % out["num_heads"] == 0:
-        out["head_size"] = out["hidden"] // out["num_heads"]
+    for key, (whole, per) in DERIVED.items():
+        if key not in out and out.get(per) and \
+                out.get(whole, 0) % out[per] == 0:
+            out[key] = out[whole] // out[per]
     return out
 
 

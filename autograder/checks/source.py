@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
 from autograder.checks.compare import close
-from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.sandbox.protocol import Probe, ProbeResult, StandIn
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
 from autograder.values import Case
@@ -232,11 +232,11 @@ class ShapeComments:
         traces = P.trace_probes(
             task.cls, params.init, params.input,
             vary_init=params.vary_init, vary_kwargs=params.vary_kwargs,
-            vary_train=params.vary_train, timeout=check.timeout)
+            vary_train=params.vary_train)
         # stand_in (see Probe.stand_in): another class the traced one
         # uses, replaced, so that its mistakes do not change this class's
         # shapes (the wrapper's heads).
-        stand_in = dict(params.stand_in)
+        stand_in = StandIn.of(params.stand_in)
         # The canary's nonce: one per submission, chosen here, where the
         # student's code cannot see it before its trace is taken.
         nonce = ctx.extra.setdefault("canary", secrets.randbelow(1 << 30))
@@ -263,10 +263,10 @@ class ShapeComments:
         dims = {"batch_size": shape[0], "seq_len": shape[1],
                 **{k: v for k, v in init.items()
                    if isinstance(v, int) and not isinstance(v, bool)}}
-        if "num_heads" in dims and "hidden" in dims:
-            dims["head_size"] = dims["hidden"] // dims["num_heads"]
-        # Sizes a name stands for that the constructor does not show, e.g.
-        # the wrapper's head size (its d_out).
+        # A derived size (a head's) comes from the notation's table
+        # (shape_notation.normalise_dims). Sizes a name stands for that
+        # the constructor does not show, e.g. the wrapper's head size (its
+        # d_out).
         dims.update(check.params.extra_dims)
         return dims
 

@@ -33,12 +33,13 @@ from autograder.values import Case
 @dataclass(frozen=True)
 class LinearAttributesParams:
     """The attributes inspected, the constructor arguments, and which of
-    them are the expected in and out sizes."""
+    them are the expected in and out sizes (the homework's own argument
+    names: no default)."""
 
     attributes: list
     init: dict
-    in_features: str = "input_size"
-    out_features: str = "hidden"
+    in_features: str
+    out_features: str
 
 
 @register("item", "linear_attributes", params=LinearAttributesParams)
@@ -47,7 +48,7 @@ class LinearAttributes:
     after construction, no forward call)."""
 
     def _probe(self, check: Check, task: Task) -> Probe:
-        return P.inspect_probe(task.cls, check.params.init, check.timeout)
+        return P.inspect_probe(task.cls, check.params.init)
 
     def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
@@ -84,7 +85,8 @@ class LinearAttributes:
                 problem = (f"`self.{name}` is nn.Linear("
                            f"{got_in}, {got_out})"
                            f" in {made}, expected nn.Linear({want_in}, "
-                           f"{want_out}) (input_size -> hidden)")
+                           f"{want_out}) ({check.params.in_features} -> "
+                           f"{check.params.out_features})")
             elif not found.get("bias"):
                 problem = (f"`self.{name}` has no bias: keep nn.Linear's "
                            f"default bias=True")
@@ -116,17 +118,15 @@ class ModuleOutput(CaseCheck):
         train = check.run_mode == "train"
         found = []
         if check.params.return_attention:
-            found.append(P.case_probe(case, train=train, timeout=check.timeout,
+            found.append(P.case_probe(case, train=train,
                                       kwargs={"return_attention": True},
                                       again=True))
         if not found or check.params.also_plain_call:
-            found.append(P.case_probe(case, train=train,
-                                      timeout=check.timeout, again=True))
+            found.append(P.case_probe(case, train=train, again=True))
         if case.mode == "train" and not train:
             # Eval after train: the train-mode call of the dropout item
             # (same probe), whose second call is in eval mode.
             found.append(P.case_probe(case, train=True,
-                                      timeout=check.timeout,
                                       kwargs=found[0].kwargs, again=True))
         return found
 
@@ -168,7 +168,8 @@ class ModuleOutput(CaseCheck):
 
 
 def _output_words(case: Case, probe: Probe) -> str:
-    if probe.kwargs.get("return_attention") or "num_heads" in case.init:
+    if probe.kwargs.get("return_attention") or \
+            case.size("heads") is not None:
         return f"`att` from {P.call_text(probe)}"
     return f"the output of {P.call_text(probe)}"
 
@@ -329,7 +330,6 @@ class AttentionProbs(CaseCheck):
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One call with return_attention=True."""
         return [P.case_probe(case, train=check.run_mode == "train",
-                             timeout=check.timeout,
                              kwargs={"return_attention": True})]
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],
@@ -351,7 +351,8 @@ class AttentionProbs(CaseCheck):
             shape = (f"probabilities not flattened: they have shape "
                      f"{fmt_shape(got.shape)}, expected "
                      f"{fmt_shape(expected.shape)} = [batch_size * "
-                     f"num_heads, seq_len, seq_len] (reshape them, keeping "
+                     f"{case.argument('heads')}, seq_len, seq_len] "
+                     f"(reshape them, keeping "
                      f"the heads of one batch element next to each other)")
             if verdict.ok:
                 # The catalogue freezes this answer unflattened: name it.

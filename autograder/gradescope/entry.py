@@ -35,15 +35,17 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
         config, layers = batch.beside_canary(
             sandbox if sandbox is not None else _default_sandbox(),
             lambda: read_full_config(rubric_path, values))
-        policy = course_policy()
+        policy = course_policy(config.profile)
         with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-            sub = resolve(Path(submission_dir), Path(tmp), "submission")
+            sub = resolve(Path(submission_dir), Path(tmp), "submission",
+                          hw=config.profile)
             if sub.error:
-                sub = _nested_zip(Path(submission_dir), Path(tmp)) or sub
+                sub = _nested_zip(Path(submission_dir), Path(tmp),
+                                  config.profile) or sub
             grade = batch.grade_submission(
                 sub, config, batch.budgeted_runner(sandbox, config))
             grade.jail = layers
-            batch.read_answers(grade, sub)
+            batch.read_answers(grade, sub, config.profile)
     except batch.ConfigError as exc:
         # Not the student's fault: Gradescope shows the apology, not a 0.
         print(f"error: {exc}", file=sys.stderr)
@@ -69,7 +71,7 @@ def grade_gradescope(submission_dir: Path, results_path: Path, *,
     return data
 
 
-def course_policy() -> Any:
+def course_policy(hw: Any = None) -> Any:
     """The course's late policy as the zip ships it (course/policy.toml
     beside the profile, autograder/term/policy.py), or None. One the
     grader cannot read is its own failure: ConfigError, no score."""
@@ -78,7 +80,7 @@ def course_policy() -> Any:
     from autograder.term.files import StaffFileError
     from autograder.term.policy import POLICY_FILE, load_policy
     try:
-        return load_policy(homework.current().root / COURSE_FOLDER
+        return load_policy((hw or homework.current()).root / COURSE_FOLDER
                            / POLICY_FILE)
     except StaffFileError as exc:
         raise batch.ConfigError(str(exc)) from None
@@ -117,12 +119,13 @@ def _default_sandbox() -> Any:
     return default_sandbox()
 
 
-def _nested_zip(folder: Path, workdir: Path) -> Submission | None:
+def _nested_zip(folder: Path, workdir: Path,
+                hw: Any = None) -> Submission | None:
     """Students sometimes upload submission.zip inside a folder."""
     if not folder.is_dir():
         return None
     for archive in sorted(folder.rglob("*.zip")):
-        sub = resolve(archive, workdir, "submission")
+        sub = resolve(archive, workdir, "submission", hw=hw)
         if not sub.error:
             return sub
     return None

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic
-from autograder.submission.user_files import open_regular, read_regular
+from autograder.files import atomic
+from autograder.files.user_files import open_regular, read_regular
 
 MARKER = ".batch.json"
 STAMP = ".graded.json"
@@ -60,8 +60,9 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
     """sha256 of everything a grade depends on besides the submission:
     the rubric, the test values (their manifest holds each file's sha256,
     checked when they are loaded), the grader's code and data files
-    (mistakes.toml among them) and the command's options."""
-    from autograder.rubric import DEFAULT_RUBRIC
+    (mistakes.toml among them), the homework's own check kinds and the
+    command's options."""
+    from autograder import homework
     from autograder.values import values_dir
     digest = hashlib.sha256()
 
@@ -71,7 +72,7 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
 
     # Staff's own files: a link to a regular file is followed (a rubric
     # kept in a course's repository), a FIFO never waited on.
-    add("rubric", read_regular(Path(rubric or DEFAULT_RUBRIC),
+    add("rubric", read_regular(Path(rubric or homework.current().rubric),
                                follow_links=True))
     add("values", read_regular(Path(values or values_dir()) /
                                "manifest.json", follow_links=True))
@@ -79,6 +80,8 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
         if path.suffix in (".py", ".toml") and path.is_file():
             add(path.relative_to(GRADER_ROOT).as_posix(),
                 read_regular(path, follow_links=True))
+    for path in homework.current().kinds:   # the homework's own kinds
+        add(f"kinds/{path.name}", read_regular(path, follow_links=True))
     add("options", json.dumps(options, sort_keys=True).encode())
     return digest.hexdigest()
 

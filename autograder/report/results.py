@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic, layout
+from autograder.files import atomic
+from autograder.report import layout
 from autograder.text import csvsafe, mdsafe
 from autograder.grade import CheckResult, GradeResult, TaskResult
 
@@ -182,7 +183,7 @@ def write_results(grade: GradeResult, path: Path) -> dict[str, Any]:
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:
-    """Write JSON whole or not at all (autograder/report/atomic.py)."""
+    """Write JSON whole or not at all (autograder/files/atomic.py)."""
     atomic.write_text(path, json.dumps(data, indent=2, ensure_ascii=False)
                       + "\n")
 

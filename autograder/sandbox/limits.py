@@ -26,6 +26,10 @@ class SandboxLimits:
     memory_mb: int = 1024          # address space over the worker's own
     output_chars: int = 20_000     # a probe's printed output kept
     total_seconds: float = 300.0   # wall clock of all its probes together
+    # One probe's wall clock where the rubric states none ([grading]
+    # timeout): the rubric's, or ``--timeout``, reaches every probe
+    # through the GradingConfig (``GradingConfig.time_limit``).
+    probe_seconds: float = 10.0
     # CPU time: the probes' timeouts plus this, then a hard limit this
     # much later (SIGXCPU first, SIGKILL after).
     cpu_grace_seconds: int = 10

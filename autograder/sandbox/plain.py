@@ -278,13 +278,19 @@ def _set_limits(settings: WorkerSettings) -> list[str]:
     return [f"limits: {name} refused here" for name in missing]
 
 
+class PlainUnavailable(Exception):
+    """Even the plain child cannot run a known-correct module here; the
+    message is in a student's words (cause, remedy: no staff command).
+    ``batch.check_file`` reports it as a usage error (exit status 2): the
+    sandbox never imports the batch engine above it."""
+
+
 @contextmanager
 def for_check(sandbox: Any) -> Iterator[Any]:
     """The sandbox ``check`` grades in, its canary passed: ``sandbox``
     (jailed, or already plain), or, where the jailed canary fails, a plain
-    one. Prints the one line saying so; raises ``batch.ConfigError`` with
-    a student's words (cause, remedy: no staff command) when even the
-    plain child cannot run a known-correct module."""
+    one. Prints the one line saying so; raises :class:`PlainUnavailable`
+    when even the plain child cannot run a known-correct module."""
     from autograder.sandbox.preflight import (PreflightError,
                                               remembered_preflight)
     if not getattr(sandbox, "plain", False):
@@ -303,9 +309,8 @@ def for_check(sandbox: Any) -> Iterator[Any]:
     try:
         remembered_preflight(sandbox)
     except PreflightError as exc:
-        from autograder.batch import ConfigError
-        raise ConfigError(student_error(exc.cause or str(exc),
-                                        str(exc))) from None
+        raise PlainUnavailable(student_error(exc.cause or str(exc),
+                                             str(exc))) from None
     print(NOTE.format(reason=sandbox.reason), file=sys.stderr, flush=True)
     yield sandbox
 
@@ -357,5 +362,6 @@ def check_failed(internal_error: str = "") -> str:
             + f"  remedy: {remedy}")
 
 
-__all__ = ["NOTE", "check_failed", "PlainAttempt", "PlainSandbox", "for_check",
+__all__ = ["NOTE", "check_failed", "PlainAttempt", "PlainSandbox",
+           "PlainUnavailable", "for_check",
            "jail_missing", "plain_main", "start_method", "student_error"]

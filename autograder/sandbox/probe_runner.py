@@ -145,7 +145,7 @@ def run_probe(module: types.ModuleType, probe: Probe, filename: str,
     traced probe's) is told when the call begins, and sends what it
     records itself (``shape_recorder``): the result carries no shapes."""
     if probe.stand_in:
-        name = str(probe.stand_in["cls"])
+        name = probe.stand_in.cls
         missing = object()
         real = module.__dict__.get(name, missing)
         module.__dict__[name] = stand_in_class(probe, real)

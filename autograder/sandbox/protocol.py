@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from autograder.sandbox.limits import LIMITS
+
 # Statuses a probe can end in. Only "ok" carries outputs.
 OK = "ok"
 ERROR = "error"              # the student code raised (message says so)
@@ -23,7 +25,28 @@ NOT_RUN = "not_run"          # an earlier failure made this probe impossible
 ENVIRONMENT = "environment"  # the grader's own environment failed: no grade
 
 
-@dataclass
+@dataclass(frozen=True)
+class StandIn:
+    """One class of the submission replaced while a probe runs
+    (``Probe.stand_in``): its k-th instance checks it is built with
+    ``init`` and called on the probe's ``args[0]``, and returns
+    ``stand_in_output(drawn_seed, k, shape)``."""
+
+    cls: str                     # the class's name in the submission
+    init: dict[str, Any]         # the constructor arguments it must get
+    shape: tuple[int, ...]       # what each instance returns
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> StandIn | None:
+        """From a rubric parameter ``{cls = ..., init = {...}, shape =
+        [...]}`` (``{}``: none)."""
+        if not data:
+            return None
+        return cls(str(data["cls"]), dict(data.get("init", {})),
+                   tuple(int(d) for d in data["shape"]))
+
+
+@dataclass(frozen=True)
 class Probe:
     """One call into the student's code.
 
@@ -51,7 +74,9 @@ class Probe:
     # trace_shapes: the nonce of the canary record the trace must hold
     # (autograder/checks/trace_integrity.py), chosen by the parent.
     canary: int = 0
-    timeout: float = 10.0        # seconds of wall clock for this probe
+    # Seconds of wall clock for this probe: set from the GradingConfig when
+    # the grade plans it (grade.plan_checks), whatever the kind built.
+    timeout: float = LIMITS.probe_seconds
     # The checks this probe serves. Once a probe hits the time or memory
     # limit, its checks are lost (all-or-nothing), so the sandbox skips any
     # later probe all of whose checks are lost: hostile code costs one time
@@ -63,19 +88,20 @@ class Probe:
     # gives two probes the same weights.
     drawn: dict[str, list[int]] = field(default_factory=dict)
     drawn_seed: int = 0
-    # A hidden case's probe (``grade.hidden_probe_ids``): the worker gets
+    # A hidden case's probe, marked as such by whoever builds it from the
+    # case (``probes.case_probe``; an inspection of sizes only hidden cases
+    # have: ``grade.hidden_probe_ids``), never recognised by its id. The
+    # worker gets
     # it under an opaque id, only after every public probe has answered
     # (``supervisor.Attempt``), so nothing printed or returned before can
     # carry its data; what it prints waits for publication.
     hidden: bool = False
     # A stand-in for one class of the submission, so that an item judges
     # its own unit whatever that class does (raise, hang, compute wrong):
-    # {"cls": "CausalAttention", "init": {...}, "shape": [b, n, d]}. While
-    # the probe runs, that name in the submission's module is a module
-    # class whose k-th instance checks it is built with ``init`` and
-    # called on ``args[0]``, and returns ``stand_in_output(drawn_seed, k,
-    # shape)``: known numbers, never an expected value.
-    stand_in: dict[str, Any] = field(default_factory=dict)
+    # while the probe runs, that name in the submission's module is a
+    # module class (:class:`StandIn`) returning known numbers, never an
+    # expected value.
+    stand_in: StandIn | None = None
     # Call the same module a second time, in eval mode, on the same input
     # with its batch order reversed (dim 0 of every tensor argument): an
     # in-place change of a buffer, an accumulating attribute or a cache

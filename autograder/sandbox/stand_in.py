@@ -15,12 +15,13 @@ from autograder.sandbox.student_module import MODULE_NAME
 
 
 def stand_in_class(probe: Probe, real: Any) -> type:
-    """The module class standing in for ``probe.stand_in["cls"]`` (see
+    """The module class standing in for ``probe.stand_in.cls`` (see
     ``Probe.stand_in``): built as expected, called on the probe's input,
     its k-th instance returns the k-th known tensor."""
     spec = probe.stand_in
-    name, want = str(spec["cls"]), dict(spec.get("init", {}))
-    shape = [int(d) for d in spec["shape"]]
+    assert spec is not None, "a stand-in class for a probe without one"
+    name, want = spec.cls, dict(spec.init)
+    shape = list(spec.shape)
     expected = probe.args[0] if probe.args else None
     try:
         signature = inspect.signature(real) if isinstance(real, type) \

@@ -17,13 +17,13 @@ import types
 import warnings
 from typing import Any, Callable
 
-from autograder import homework
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import CRASH, ERROR, IMPORT_ERROR, MEMORY
 
 # One name for both copies (plain and traced): a module-level check of
-# __name__ cannot tell them apart.
-MODULE_NAME = "student_" + homework.current().module_stem
+# __name__ cannot tell them apart. The same for every homework: the worker
+# needs no homework to name it.
+MODULE_NAME = "student_module"
 _MEMORY_HINTS = ("can't allocate memory", "not enough memory",
                  "out of memory", "cannot allocate memory")
 

@@ -34,9 +34,14 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from autograder.report import atomic, layout
+from autograder.files import atomic
+from autograder.report import layout
 from autograder.text import csvsafe
+
+if TYPE_CHECKING:   # imported where used (class_report never imports this)
+    from autograder.staff.class_report import ReportOptions
 
 VIEW = "anonymised"                  # the view's folder under OUT
 KEY_NAME = "pseudonyms.csv"          # the default key, under OUT
@@ -371,6 +376,33 @@ def _scan(view: Path, scrub: Scrubber) -> None:
                                f"student ({len(leaks)} identifier(s))")
 
 
+def write_views(out: Path | str, messages: dict[str, str],
+                options: ReportOptions | None = None, *,
+                strict: bool = False) -> str:
+    """``class_report.write_report``, then with ``options.anonymise``
+    the anonymised view (OUT/anonymised/: :func:`write_view`); the
+    terminal lines. A view that fails is said in them and leaves the report
+    (``strict``: raised)."""
+    from autograder.staff import class_report
+    options = options or class_report.ReportOptions()
+    line = ("class report: "
+            f"{class_report.write_report(out, messages, options=options)}")
+    if not options.anonymise:
+        return line
+    try:
+        view = write_view(out, messages, key=options.key,
+                          archive=options.archive)
+    except atomic.OutputError:
+        raise   # the machine's failure: the command stops
+    except Exception as exc:   # noqa: BLE001 - the report stands
+        if strict:
+            raise
+        return (f"{line}\nanonymised view: not written "
+                f"({type(exc).__name__}: {str(exc)[:300]})")
+    return (f"{line}\nanonymised view: {view} (pseudonyms only; the key, "
+            f"staff only: {key_path(Path(out), options.key)})")
+
+
 __all__ = ["IDENTITY_COLUMNS", "KEY_NAME", "Key", "KeyError_", "Person",
            "Scrubber", "VIEW", "check_key", "key_path", "people",
-           "scrubbable", "write_view"]
+           "scrubbable", "write_view", "write_views"]

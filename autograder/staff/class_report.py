@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from autograder.report import atomic, layout
-from autograder.report.atomic import OutputError
-from autograder.submission.user_files import read_regular, read_regular_text
+from autograder.files import atomic
+from autograder.files.user_files import read_regular, read_regular_text
+from autograder.report import layout
 from autograder.text import csvsafe, mdsafe
 
 REPORT_NAME = "report.html"
@@ -703,32 +703,6 @@ def write_report(out: Path | str, messages: dict[str, str],
     return path
 
 
-def write_views(out: Path | str, messages: dict[str, str],
-                options: ReportOptions | None = None, *,
-                strict: bool = False) -> str:
-    """``write_report``, then with ``options.anonymise`` the anonymised
-    view (OUT/anonymised/: autograder/staff/anonymise.py); the terminal
-    lines. A view that fails is said in them and leaves the report
-    (``strict``: raised)."""
-    options = options or ReportOptions()
-    line = f"class report: {write_report(out, messages, options=options)}"
-    if not options.anonymise:
-        return line
-    from autograder.staff import anonymise
-    try:
-        view = anonymise.write_view(out, messages, key=options.key,
-                                    archive=options.archive)
-    except OutputError:
-        raise   # the machine's failure: the command stops
-    except Exception as exc:   # noqa: BLE001 - the report stands
-        if strict:
-            raise
-        return (f"{line}\nanonymised view: not written "
-                f"({type(exc).__name__}: {str(exc)[:300]})")
-    return (f"{line}\nanonymised view: {view} (pseudonyms only; the key, "
-            f"staff only: {anonymise.key_path(Path(out), options.key)})")
-
-
 def _similarity_section(batch: Batch, links: dict[str, str],
                         archive: tuple[Path, ...] = ()) -> list[str]:
     try:
@@ -825,4 +799,4 @@ __all__ = ["Batch", "Item", "REPORT_NAME", "ReportOptions", "Submission",
            "build_report", "deduction_patterns", "failure_causes",
            "pass_rates", "ranked_mistakes", "read_batch", "read_submission",
            "render_markdown", "score_histogram", "write_linked_pages",
-           "write_report", "write_views"]
+           "write_report"]

@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from autograder.report.layout import PATH_COLUMN
 from autograder.report.results import write_json
 from autograder.text import csvsafe
-from autograder.submission.user_files import read_regular_text
+from autograder.files.user_files import read_regular_text
 from autograder.submission.locate import (SubmissionError, safe_extract,
                                           shown_name, zip_names)
 

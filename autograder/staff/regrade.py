@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.report import atomic
+from autograder.files import atomic
 from autograder.text import mdsafe
 from autograder.staff.class_report import Item, read_batch
 
@@ -114,9 +114,9 @@ def record_rubric(out: Path, rubric: Path | None) -> None:
     """Keep in ``out`` the rubric a grade run graded by (default: the
     homework's), byte for byte, for a later ``--compare`` to diff.
     OutputError if the OS refuses."""
-    from autograder.rubric import DEFAULT_RUBRIC
+    from autograder import homework
     atomic.write_bytes(out / RUBRIC_COPY,
-                       Path(rubric or DEFAULT_RUBRIC).read_bytes())
+                       Path(rubric or homework.current().rubric).read_bytes())
 
 
 @dataclass

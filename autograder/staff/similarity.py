@@ -59,13 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from autograder import homework
-from autograder.report import atomic, layout
-from autograder.submission.user_files import open_regular
+from autograder.files import atomic
+from autograder.report import layout
+from autograder.files.user_files import open_regular
 from autograder.text import mdsafe
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            graded_regions, python_lines)
 
-SKELETON = homework.current().module
 KGRAM = 6                        # tokens per fingerprinted k-gram
 WINDOW = 4                       # winnowing window (k-grams)
 SHINGLE = 3                      # words per answer shingle
@@ -613,7 +613,7 @@ def archive_labels(archives: Sequence[Path | str]) -> list[str]:
     return labels
 
 
-def analyse(out: Path | str, skeleton: Path = SKELETON,
+def analyse(out: Path | str, skeleton: Path | None = None,
             notes: list[str] | None = None,
             archive: Sequence[Path | str] = ()
             ) -> tuple[list[Pair], list[Pair], dict[str, str]]:
@@ -629,6 +629,7 @@ def analyse(out: Path | str, skeleton: Path = SKELETON,
         sources.update(old_sources)
         answers.update(old_answers)
         archived |= set(old_sources) | set(old_answers)
+    skeleton = skeleton or homework.current().module   # the one in use
     skeleton_text = skeleton.read_text() if skeleton.is_file() else ""
     codes = {n: student_code(s, skeleton_text) for n, s in sources.items()}
     return (code_pairs(codes, skeleton_text, notes,
@@ -730,7 +731,7 @@ def _floors() -> str:
 
 
 def report_section(out: Path | str, report_links: dict[str, str],
-                   skeleton: Path = SKELETON, *,
+                   skeleton: Path | None = None, *,
                    archive: Sequence[Path | str] = (),
                    names: Names | None = None, pages: Path | None = None,
                    scrub: Any = None) -> str:
@@ -782,7 +783,7 @@ def _renamed(note: str, names: Names | None) -> str:
     return note
 
 
-def summary(out: Path | str, skeleton: Path = SKELETON,
+def summary(out: Path | str, skeleton: Path | None = None,
             archive: Sequence[Path | str] = ()) -> str:
     """The terminal ranking of ``python -m autograder similarity OUT``."""
     out = Path(out)

@@ -2,7 +2,8 @@
 
 The questions are data: ``autograder/questions.toml``, generated from the
 notebook's source by ``make generate`` (kit/generate/notebook.py), lists
-them in notebook order; ``questions()`` reads it once.
+them in notebook order; ``questions(hw)`` reads a homework's once (the
+grader passes the homework it grades, default the one in use).
 
 The notebook marks each answer cell with cell metadata
 ``{"kit": {"question": "Q1"}}`` and starts its text with ``**Answer Q1:**``.
@@ -22,14 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autograder import homework
-from autograder.report import atomic
-from autograder.submission.user_files import read_regular_text
+from autograder.files import atomic
+from autograder.files.user_files import read_regular_text
 from autograder.text import mdsafe
 
 if TYPE_CHECKING:   # imported only for a notebook json cannot read as v4
     import nbformat
 
-QUESTIONS_FILE = homework.current().questions
 # A question id the answer prefix below can match ("Q1" .. "Q999").
 _QUESTION_ID = re.compile(r"Q\d{1,3}")
 
@@ -40,7 +40,7 @@ class QuestionsError(ValueError):
 
 
 @functools.lru_cache(maxsize=None)
-def load_questions(path: Path = QUESTIONS_FILE) -> tuple[str, ...]:
+def load_questions(path: Path) -> tuple[str, ...]:
     """The question ids of ``path`` (``questions = ["Q1", ...]``), in
     notebook order; QuestionsError naming the file if it is unreadable,
     empty, repeats an id or holds one that is not ``Q<number>``."""
@@ -59,9 +59,10 @@ def load_questions(path: Path = QUESTIONS_FILE) -> tuple[str, ...]:
     return tuple(found)
 
 
-def questions() -> tuple[str, ...]:
-    """The notebook's questions, from ``QUESTIONS_FILE``."""
-    return load_questions(QUESTIONS_FILE)
+def questions(hw: homework.Homework | None = None) -> tuple[str, ...]:
+    """The notebook's questions, from the questions file of ``hw``
+    (default: the homework in use)."""
+    return load_questions((hw or homework.current()).questions)
 
 
 def __getattr__(name: str) -> Any:
@@ -132,15 +133,16 @@ def _prefix(source: str) -> re.Match[str] | None:
     return _PREFIX.match(head)
 
 
-def _cell_question(cell: nbformat.NotebookNode) -> str | None:
+def _cell_question(cell: nbformat.NotebookNode,
+                   asked: tuple[str, ...]) -> str | None:
     meta = cell.get("metadata", {}).get("kit", {})
     if isinstance(meta, dict) and meta.get("sample"):
         return None  # the staff sample answer (master notebook only)
     if isinstance(meta, dict) and str(meta.get("question", "")) \
-            in questions():
+            in asked:
         return str(meta["question"])
     match = _prefix(_source(cell))
-    if match and match.group(1).upper() in questions():
+    if match and match.group(1).upper() in asked:
         return match.group(1).upper()
     return None
 
@@ -170,12 +172,14 @@ def _ends_answer(cell: nbformat.NotebookNode) -> bool:
         or bool(_PROMPT.match(head))
 
 
-def read_notebook(path: Path | str) -> nbformat.NotebookNode | dict:
+def read_notebook(path: Path | str, asked: tuple[str, ...] | None = None
+                  ) -> nbformat.NotebookNode | dict:
     """The notebook at ``path``; AnswersError if missing, larger than
-    MAX_NOTEBOOK_BYTES or unreadable."""
+    MAX_NOTEBOOK_BYTES or unreadable (``asked``: the questions it holds,
+    default the homework in use's)."""
     path = Path(path)
     if not path.is_file():
-        asked = questions()
+        asked = asked or questions()
         raise AnswersError(f"notebook not found: {path.name} is not in the "
                            f"submission, so the inline answers "
                            f"{asked[0]}-{asked[-1]} cannot be collected")
@@ -203,7 +207,7 @@ def read_notebook(path: Path | str) -> nbformat.NotebookNode | dict:
                            f"Jupyter and resubmit") from exc
 
 
-def _answer_cells(nb: nbformat.NotebookNode
+def _answer_cells(nb: nbformat.NotebookNode, asked: tuple[str, ...]
                   ) -> list[tuple[str, str, list[str]]]:
     """``(question, text of the answer cell, texts of the cells below it)``
     per answer cell, in notebook order; at most MAX_CELLS cells read."""
@@ -214,7 +218,7 @@ def _answer_cells(nb: nbformat.NotebookNode
         if cell.get("cell_type") not in ("markdown", "raw", "code"):
             below = None
             continue
-        question = _cell_question(cell)
+        question = _cell_question(cell, asked)
         if question is not None:
             below = []
             found.append((question, _answer_text(_source(cell)), below))
@@ -256,9 +260,10 @@ def _plain_cell(cell: Any) -> bool:
         all(isinstance(line, str) for line in source)
 
 
-def collect_answers(notebook_path: Path | str) -> dict[str, str]:
-    """Answer text per question of ``questions()`` (``""`` if
-    unanswered).
+def collect_answers(notebook_path: Path | str,
+                    asked: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Answer text per question of ``asked`` (default ``questions()``;
+    ``""`` if unanswered).
 
     Several cells marked with the same question are joined in order, so a
     student who split an answer over two cells loses nothing; so are the
@@ -266,9 +271,10 @@ def collect_answers(notebook_path: Path | str) -> dict[str, str]:
     notebook's next cell of its own, its ``---`` line or the next
     question). Each answer keeps at most MAX_ANSWER_CHARS characters.
     """
-    nb = read_notebook(notebook_path)
-    parts: dict[str, list[str]] = {q: [] for q in questions()}
-    for question, text, below in _answer_cells(nb):
+    asked = asked or questions()
+    nb = read_notebook(notebook_path, asked)
+    parts: dict[str, list[str]] = {q: [] for q in asked}
+    for question, text, below in _answer_cells(nb, asked):
         parts[question] += [t for t in (text, *below) if t]
     out = {}
     for question, texts in parts.items():
@@ -281,11 +287,13 @@ def collect_answers(notebook_path: Path | str) -> dict[str, str]:
     return out
 
 
-def answered_below(notebook_path: Path | str) -> list[str]:
+def answered_below(notebook_path: Path | str,
+                   asked: tuple[str, ...] | None = None) -> list[str]:
     """Questions whose answer cell is empty while the student wrote in the
     cells below it (collected, but worth a warning before submitting)."""
-    nb = read_notebook(notebook_path)
-    cells = _answer_cells(nb)
+    asked = asked or questions()
+    nb = read_notebook(notebook_path, asked)
+    cells = _answer_cells(nb, asked)
     filled = {q for q, text, _ in cells if text}
     return sorted({q for q, text, below in cells
                    if not text and below and q not in filled})
@@ -324,7 +332,8 @@ def _full_page(pages_dir: Path, question: str, name: str,
 
 
 def write_question_pages(out_dir: Path | str,
-                         answers_by_submission: dict[str, dict[str, str]]
+                         answers_by_submission: dict[str, dict[str, str]],
+                         asked: tuple[str, ...] | None = None
                          ) -> list[Path]:
     """Write ``out_dir/answers/<question>.md`` for each of
     ``questions()``: every submission's answer to that question, in
@@ -335,7 +344,7 @@ def write_question_pages(out_dir: Path | str,
     pages_dir.mkdir(parents=True, exist_ok=True)
     names = sorted(answers_by_submission)
     pages = []
-    for question in questions():
+    for question in asked or questions():
         answered = sum(bool(answers_by_submission[n].get(question, "").strip())
                        for n in names)
         lines = [f"# {question}", "",
@@ -356,7 +365,8 @@ def write_question_pages(out_dir: Path | str,
 
 
 def answers_markdown(answers: dict[str, str] | None,
-                     error: str = "") -> str:
+                     error: str = "",
+                     asked: tuple[str, ...] | None = None) -> str:
     """A feedback.md section echoing the student's answers (graded by TAs),
     or the reason they could not be read. Never affects the score."""
     lines = ["## Inline answers (graded by hand)", ""]
@@ -365,7 +375,7 @@ def answers_markdown(answers: dict[str, str] | None,
         lines.append(f"Could not read your answers: {reason}."
                      f" This does not change your code score.")
         return "\n".join(lines) + "\n"
-    for question in questions():
+    for question in asked or questions():
         text = answers.get(question, "").strip()
         lines += [f"**{question}**", "",
                   _quote(text) if text else "_(no answer)_", ""]

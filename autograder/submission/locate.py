@@ -31,11 +31,8 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from autograder import homework
-from autograder.submission.user_files import NotRegularFile, open_regular
+from autograder.files.user_files import NotRegularFile, open_regular
 
-# The students' module and its package: the homework profile's.
-TARGET = homework.current().module_name
-PACKAGE = homework.current().package
 MAX_SOURCE_BYTES = 1_000_000
 MAX_ZIP_ENTRIES = 2_000
 MAX_ZIP_FILE_BYTES = 50_000_000
@@ -163,12 +160,15 @@ def check_path(path: Path) -> None:
         raise UsageError(f"{path}: no such file or directory")
 
 
-def resolve(path: Path, workdir: Path, name: str | None = None
-            ) -> Submission:
+def resolve(path: Path, workdir: Path, name: str | None = None, *,
+            hw: homework.Homework | None = None) -> Submission:
     """Read the submission at ``path``; zips are extracted under
-    ``workdir``. Problems inside the submission (no or several
-    modeling_attention.py, bad zip, unreadable file) give ``error``."""
+    ``workdir``. Problems inside the submission (no or several of the
+    homework ``hw``'s module, default the one in use; bad zip, unreadable
+    file) give ``error``."""
     path = Path(path)
+    hw = hw or homework.current()
+    module = hw.module_name, hw.package
     sub = Submission(name or submission_name(path), path)
     shown = shown_name(path.name)
     try:
@@ -177,17 +177,18 @@ def resolve(path: Path, workdir: Path, name: str | None = None
                               f"gone (deleted or moved after the batch "
                               f"started)")
         if path.is_dir():   # a folder, or one of an export's: as a zip
-            _from_directory(sub, path, shown=shown, lone_py=True)
+            _from_directory(sub, path, module, shown=shown, lone_py=True)
         elif path.suffix.lower() == ".zip":
             target = Path(tempfile.mkdtemp(prefix="zip-", dir=workdir))
             safe_extract(path, target)
-            _from_directory(sub, target, shown=shown, lone_py=True)
+            _from_directory(sub, target, module, shown=shown,
+                            lone_py=True)
         elif path.suffix.lower() == ".py":
             _read(sub, path, shown=shown)
         else:
             raise SubmissionError(
                 f"{shown} is not a submission: hand in "
-                f"{TARGET}, the {PACKAGE}/ folder, or a "
+                f"{module[0]}, the {module[1]}/ folder, or a "
                 f".zip of either")
     except GraderFault as exc:
         sub.internal_error = f"{exc}; no score was written"
@@ -270,12 +271,13 @@ def _walk(root: Path) -> list[Path]:
     return found
 
 
-def _from_directory(sub: Submission, root: Path, shown: str,
-                    lone_py: bool = False) -> None:
-    files = _walk(root)
+def _from_directory(sub: Submission, root: Path, module: tuple[str, str],
+                    shown: str, lone_py: bool = False) -> None:
+    """``module``: the file name students hand in and its package."""
+    (target, package), files = module, _walk(root)
     sub.notebooks = tuple(f for f in files if f.suffix == ".ipynb")
-    matches = [f for f in files if f.name == TARGET]
-    preferred = [f for f in matches if f.parent.name == PACKAGE]
+    matches = [f for f in files if f.name == target]
+    preferred = [f for f in matches if f.parent.name == package]
     if len(preferred) == 1:
         matches = preferred
     if not matches and lone_py:
@@ -284,14 +286,14 @@ def _from_directory(sub: Submission, root: Path, shown: str,
             matches = py_files
     if not matches:
         raise SubmissionError(
-            f"no {TARGET} found in {shown}: hand in "
-            f"{PACKAGE}/{TARGET} (or just {TARGET})")
+            f"no {target} found in {shown}: hand in "
+            f"{package}/{target} (or just {target})")
     if len(matches) > 1:
         listed = ", ".join(shown_name(str(m.relative_to(root)))
                            for m in matches[:5])
         raise SubmissionError(
-            f"several {TARGET} files in {shown} ({listed}): hand in "
-            f"exactly one, ideally {PACKAGE}/{TARGET}")
+            f"several {target} files in {shown} ({listed}): hand in "
+            f"exactly one, ideally {package}/{target}")
     _read(sub, matches[0],
           f"{shown}/{shown_name(str(matches[0].relative_to(root)))}")
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from autograder import homework
 
-FEATURES = homework.current().python_features
 MAX_SOURCE = 200_000     # characters searched (the reference: ~14,000)
 Version = tuple[int, int]
 
@@ -49,9 +48,10 @@ def _text(version: Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def load_features(path: Path = FEATURES) -> dict:
+def load_features(path: Path | None = None) -> dict:
     """The table, read and checked (an entry without ``since`` or with
     neither pattern nor detector is an error naming it)."""
+    path = path or homework.current().python_features
     data = tomllib.loads(path.read_text())
     data["grader"] = _version(data["grader"])
     for entry in data.get("syntax", []):
@@ -66,13 +66,13 @@ def load_features(path: Path = FEATURES) -> dict:
     return data
 
 
-def grader_version(path: Path = FEATURES) -> Version:
+def grader_version(path: Path | None = None) -> Version:
     """The oldest Python the grader runs."""
     return load_features(path)["grader"]
 
 
 def newer_uses(source: str, than: Version, *,
-               path: Path = FEATURES) -> list[Use]:
+               path: Path | None = None) -> list[Use]:
     """The uses in ``source`` of features newer than Python ``than``, by
     line. Works whether or not this Python can parse ``source``; a
     source over ``MAX_SOURCE`` characters is not searched."""
@@ -217,7 +217,7 @@ def _listed(uses: list[Use]) -> str:
 
 
 def check_warnings(source: str, running: Version | None = None,
-                   path: Path = FEATURES) -> list[str]:
+                   path: Path | None = None) -> list[str]:
     """``check``'s warning lines for a student whose Python (``running``)
     is newer than the grader's: what the grader's Python lacks, naming
     both versions. None on the grader's version or older."""
@@ -235,7 +235,7 @@ def check_warnings(source: str, running: Version | None = None,
 
 
 def grader_note(source: str, running: Version | None = None,
-                path: Path = FEATURES) -> str:
+                path: Path | None = None) -> str:
     """For a module that failed to import on the grader: the grader's
     Python (``running``) and the newer features the code uses ("" if
     none)."""
@@ -248,5 +248,5 @@ def grader_note(source: str, running: Version | None = None,
             f"Python {_text(running)}.")
 
 
-__all__ = ["FEATURES", "Use", "check_warnings", "grader_note",
+__all__ = ["Use", "check_warnings", "grader_note",
            "grader_version", "load_features", "newer_uses"]

@@ -49,7 +49,7 @@ def present(path: Path) -> bool:
         raise StaffFileError([problem(path, None, exc.strerror or str(exc),
                                       "fix or remove the link")]) from None
     if not stat.S_ISREG(mode):
-        from autograder.submission.user_files import kind_of
+        from autograder.files.user_files import kind_of
         raise StaffFileError([problem(path, None, f"{kind_of(mode)}, not "
                                       f"a file", "put the file there")])
     return True
@@ -59,7 +59,7 @@ def read_text(path: Path) -> str:
     """The file's text (UTF-8, a byte-order mark allowed), bounded; read
     only once it is known to be a regular file (a link to one is followed:
     a course folder kept in a repository), so a FIFO never blocks."""
-    from autograder.submission.user_files import read_regular
+    from autograder.files.user_files import read_regular
     try:
         data = read_regular(path, MAX_BYTES, follow_links=True)
         return data.decode("utf-8-sig")

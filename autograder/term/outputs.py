@@ -1,12 +1,13 @@
 """The term's totals written beside the grades: grades.csv's appended
 columns and each submission's ``final.md``, every file whole
-(autograder/report/atomic.py)."""
+(autograder/files/atomic.py)."""
 from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
 
-from autograder.report import atomic, layout
+from autograder.files import atomic
+from autograder.report import layout
 from autograder.term.course import Course
 from autograder.term.totals import BONUS_WORDS, Final, final
 from autograder.text import csvsafe, mdsafe

@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.report import atomic
+from autograder.files import atomic
 from autograder.text.mdsafe import invisible, visible
 
 # The characters that start a formula, and the quote that marks text.
@@ -67,7 +67,7 @@ def uncell(text: str) -> str:
 
 def write_rows(path: Path | str, rows: Iterable[Iterable[object]]) -> None:
     """Write ``rows`` (header included) to ``path`` atomically
-    (autograder/report/atomic.py), every cell through :func:`cell`."""
+    (autograder/files/atomic.py), every cell through :func:`cell`."""
     text = io.StringIO(newline="")
     writer = csv.writer(text)
     for row in rows:
@@ -78,7 +78,7 @@ def write_rows(path: Path | str, rows: Iterable[Iterable[object]]) -> None:
 def read_rows(path: Path | str) -> list[list[str]]:
     """Every row of a CSV file written by :func:`write_rows`, as text."""
     # A user names OUT: only a regular file is opened (never a FIFO).
-    from autograder.submission.user_files import open_regular
+    from autograder.files.user_files import open_regular
     with io.TextIOWrapper(open_regular(path), newline="", encoding="utf-8",
                           errors="replace") as handle:
         return [[uncell(value) for value in row] for row in csv.reader(handle)]

@@ -70,7 +70,7 @@ def collect(jobs: int = 2, only: list[str] | None = None
             ) -> dict[str, Any]:
     """name -> verdict for every catalogue entry (those matching one of
     the ``only`` patterns, when given)."""
-    from kit_tests.grading_batch import grade_batch
+    from kit.corpus.grading_batch import grade_batch
     entries = {k: v for k, v in variants.load_all().items()
                if not only or any(fnmatch.fnmatchcase(k, p) for p in only)}
     graded = grade_batch({k: v.source() for k, v in entries.items()},

@@ -16,68 +16,30 @@ task also has a public case whose sizes are all distinct
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from kit.generate.case_definition import Case, tasks
 
 
-@dataclass(frozen=True)
-class Case:
-    """One frozen case: a module configuration, an input size and a seed."""
+# class (or factory function) -> rubric task id, from the rubric.
+TASKS = tasks()
 
-    name: str
-    set: str                 # "public" or "hidden"
-    cls: str                 # "SelfAttention" or "MultiHeadSelfAttention"
-    init: dict = field(hash=False)
-    batch: int = 3
-    seq: int = 5
-    seed: int = 0
-    mode: str = "eval"       # "train": dropout case (outputs are eval values)
-    description: str = ""
-    # Part 3 only (recorded in the manifest when not the default):
-    inputs: str = "randn"    # "randn", "book" (the book's six tokens) or
-    #                          "identity" (x[i] = the identity, seq = d_in)
-    weights: str = "init"    # "init": as seeded; "dropout_probe": values
-    #                          that copy the attention weights out (see
-    #                          PART3 below); "concat:<case>": the fused
-    #                          weights of that wrapper case's heads
-    #                          concatenated, out_proj the identity
-    same_sizes: str = ""     # why some sizes coincide (the course's and
-    #                          the book's examples only; see above)
-    # How kit/generate/values.py runs and records the case (homework-neutral
-    # code; the class-specific facts are declared here):
-    call: dict = field(default_factory=dict, hash=False)
-    #                          forward's keyword arguments (recorded in the
-    #                          manifest when any); a tuple it returns is
-    #                          (output, attention), both frozen
-    extras: tuple[str, ...] = ()   # more tensors frozen, by recipe name
-    #                          ("value_mix": see kit/generate/values.py)
-    sizes_only: bool = False  # freeze the input, the parameter count and
-    #                          shapes only, no output (GPT-2's attention)
-
-    @property
-    def task(self) -> str:
-        return TASKS[self.cls]
-
-    @property
-    def input_size(self) -> int:
-        """The last dimension of ``x``."""
-        if self.cls == "gpt2_small_attention":
-            return 768
-        return self.init.get("input_size", self.init.get("d_in"))
-
-
-def _tasks() -> dict[str, str]:
-    """class (or factory function) -> rubric task id, from the rubric."""
-    from autograder.rubric import load_rubric
-    return {task.cls: task.id for task in load_rubric().tasks}
-
-
-TASKS = _tasks()
+# Per class: role -> the constructor argument holding it (the grader and
+# kit/generate/values.py read a size by its role, never by these names).
+_PART1 = {"input": "input_size", "width": "hidden"}
+_PART3 = {"input": "d_in", "width": "d_out", "context": "context_length"}
+ARGUMENTS = {
+    "SelfAttention": _PART1,
+    "MultiHeadSelfAttention": {**_PART1, "heads": "num_heads"},
+    "CausalAttention": _PART3,
+    "MultiHeadAttentionWrapper": {**_PART3, "heads": "num_heads"},
+    "MultiHeadAttention": {**_PART3, "heads": "num_heads"},
+}
 
 
 def _sa(name, set_, input_size, hidden, batch, seq, seed, description):
     return Case(name, set_, "SelfAttention",
                 {"input_size": input_size, "hidden": hidden},
-                batch, seq, seed, "eval", description)
+                batch, seq, seed, "eval", description,
+                arguments=ARGUMENTS["SelfAttention"])
 
 
 def _mh(name, set_, input_size, hidden, heads, causal, batch, seq, seed,
@@ -89,7 +51,8 @@ def _mh(name, set_, input_size, hidden, heads, causal, batch, seq, seed,
                  "num_heads": heads, "causal": causal, "dropout": dropout},
                 batch, seq, seed, mode, description, same_sizes=same_sizes,
                 call={"return_attention": True},
-                extras=("value_mix",) if mode == "train" else ())
+                extras=("value_mix",) if mode == "train" else (),
+                arguments=ARGUMENTS["MultiHeadSelfAttention"])
 
 
 COURSE = "the 2022 course's sizes: batch 3 = num_heads 3 = head_size 3"
@@ -164,9 +127,12 @@ CASES: list[Case] = [
 
 
 def _p3(name, set_, cls, init, batch, seq, seed, description, mode="eval",
-        inputs="randn", weights="init", same_sizes="", sizes_only=False):
+        inputs="randn", weights="init", same_sizes="", sizes_only=False,
+        width=0):
     return Case(name, set_, cls, init, batch, seq, seed, mode, description,
-                inputs, weights, same_sizes, sizes_only=sizes_only)
+                inputs, weights, same_sizes, sizes_only=sizes_only,
+                arguments=ARGUMENTS.get(cls, {}),
+                features=768 if sizes_only else 0)   # GPT-2's width
 
 
 BOOK = "the book's example: six tokens of a context of 6, d_out 2, batch 2"
@@ -219,7 +185,7 @@ PART3: list[Case] = [
     _p3("gpt2_small", "public", "gpt2_small_attention", {}, 2, 5, 303,
         "GPT-2 small: 768 dims, 12 heads, context 1024, dropout 0.1, "
         "qkv bias", same_sizes="GPT-2's own sizes: d_in = d_out = 768 "
-        "(sizes only, no values)", sizes_only=True),
+        "(sizes only, no values)", sizes_only=True, width=768),
 
     _p3("ca_single_token", "hidden", CA, _ca(4, 3, 5), 1, 1, 311,
         "batch 1, one token"),

@@ -16,7 +16,8 @@ change a bit.
   are ``nn.Linear`` (as :func:`linear_init`) or ``nn.LayerNorm``, whose
   weight and bias are drawn around torch's ones and zeros (U(0.5, 1.5) and
   U(-0.5, 0.5)): torch's own init would let a forgotten weight or bias
-  pass unseen;
+  pass unseen; a parameter set on a module of the homework's own
+  (``self.weight``) is drawn U(-1/sqrt(n), 1/sqrt(n)), n its last dimension;
 - :func:`normal` draws a standard-normal-like input as the sum of twelve
   uniforms minus 6 (Irwin-Hall: mean 0, variance 1), exact in float64.
 """
@@ -77,18 +78,31 @@ def _layer_norm(layer: nn.LayerNorm, kind: str, shape: tuple[int, ...]
 DRAWN_LAYERS = ((nn.Linear, _linear), (nn.LayerNorm, _layer_norm))
 
 
+def _own(module: nn.Module, kind: str, shape: tuple[int, ...]
+         ) -> torch.Tensor:
+    """A parameter set on a module of the homework's own (``self.weight``,
+    no torch layer around it): U(-1/sqrt(n), 1/sqrt(n)), n its last
+    dimension, so that neither a forgotten weight (not ones) nor a bias
+    (not zeros) passes."""
+    return uniform(shape, 1 / math.sqrt(shape[-1] if shape else 1))
+
+
 def draw_parameters(module: nn.Module,
                     layers: tuple = DRAWN_LAYERS
                     ) -> dict[str, torch.Tensor]:
     """Every parameter of ``module`` from the current seed, in registration
-    order, by its layer's rule in ``layers``; a parameter of any other
-    layer raises a TypeError naming it and the layers that are drawn."""
+    order, by its layer's rule in ``layers`` (one set on a module of the
+    homework's own, ``self.weight``: :func:`_own`); a parameter of any
+    other torch layer raises a TypeError naming it and the layers that
+    are drawn."""
     found: dict[str, torch.Tensor] = {}
     owners = dict(module.named_modules())
     for name, param in module.named_parameters():
         owner, _, kind = name.rpartition(".")
         rule = next((draw for cls, draw in layers
-                     if isinstance(owners[owner], cls)), None)
+                     if isinstance(owners[owner], cls)),
+                    None if type(owners[owner]).__module__.startswith(
+                        "torch.") else _own)
         if rule is None:
             drawn = ", ".join(f"nn.{cls.__name__}" for cls, _ in layers)
             raise TypeError(f"{name}: a parameter of "

@@ -44,7 +44,7 @@ import tomllib
 from pathlib import Path
 
 from autograder import homework
-from kit.generate.cases import Case
+from kit.generate.case_definition import Case
 
 ROOT = Path(__file__).resolve().parents[2]
 FILENAME = "edition.toml"

@@ -26,6 +26,9 @@ replaced by ones built from elementwise operations in a fixed order:
 - ``F.layer_norm`` (``nn.LayerNorm``): the same mean and biased variance
   over the normalised dimensions, ``(x - mean) / sqrt(var + eps)``, then
   the weight and bias;
+- ``log`` (a cross-entropy): :func:`_log`, the exponent from the bits and
+  2 atanh((m - 1) / (m + 1)) of the mantissa as a series; ``log_softmax``
+  as the shifted scores minus the log of their :func:`_exp` sum;
 - ``tanh``, ``erf`` and ``F.gelu`` (``nn.GELU``, both its erf form and
   ``approximate="tanh"``): :func:`_tanh` from :func:`_exp` (and a Taylor
   polynomial of expm1 near 0), :func:`_erf_erfc` from a series (|z| < 1)
@@ -33,14 +36,14 @@ replaced by ones built from elementwise operations in a fixed order:
   ``1 + tanh`` of a negative argument are taken from erfc and exp, not
   from a difference that would cancel.
 
-Stated accuracy in float64 (kit_tests/test_exact.py measures it): exp,
-sin, cos ~1 ulp; tanh and erf within 1e-15 relative of the C library,
-erfc within 3e-15 (0 below exp(UNDERFLOW), as exp); GELU within 4e-15
-relative for |x| <= 3 and 2e-15 absolute everywhere (beyond, the rounding
-of its own argument dominates, as in torch); sums, means, variances and
-LayerNorm within 1e-13 of torch's own. These are float64 errors, rounded
-once to float32: what :func:`exact` promises is the same bits on every
-CPU, not torch's bits.
+Stated accuracy in float64 (kit_tests/test_exact.py measures it): exp, sin,
+cos ~1 ulp; log within 2 ulps; tanh and erf within 1e-15 relative of the C
+library, erfc within 3e-15 (0 below exp(UNDERFLOW), as exp); GELU within
+4e-15 relative for |x| <= 3 and 2e-15 absolute everywhere (beyond, the
+rounding of its own argument dominates, as in torch); sums, means,
+variances and LayerNorm within 1e-13 of torch's own. These are float64
+errors, rounded once to float32: what :func:`exact` promises is the same
+bits on every CPU, not torch's bits.
 
 Any other reducing or transcendental operation raises inside :func:`exact`
 (:data:`REFUSED`, every function named in :data:`REFUSED_NAMES`, in
@@ -147,6 +150,43 @@ def _pow(func: Any, args: tuple) -> torch.Tensor:
     raise RuntimeError(f"pow with exponent {exponent!r} is not exact across "
                        f"CPUs: not allowed here (a number ** tensor, or "
                        f"tensor ** one of {sorted(EXACT_POWERS)})")
+
+
+# log: x = m 2**e with m in [sqrt(1/2), sqrt(2)), s = (m - 1) / (m + 1)
+# (|s| < 0.172), log m = 2 (s + s^3/3 + s^5/5 + ...): terms in s^2 up to
+# LOG_TERMS (the first left out is below 1e-19 of the result).
+LOG_TERMS = [1.0 / (2 * k + 1) for k in range(15)]
+SQRT2 = math.sqrt(2.0)
+# Below this (subnormal) the exponent's bits do not give x = m 2**e.
+LOG_TINY = 2.0 ** -1022
+
+
+def _log(x: torch.Tensor) -> torch.Tensor:
+    """log(x) to ~2 ulps from elementwise float64 operations and the
+    exponent's bits: -inf at 0, nan below 0 (as torch)."""
+    if (x.abs() < LOG_TINY).logical_and(x != 0).any():
+        raise ValueError("exact log of a subnormal number")
+    dtype, x = x.dtype, x.to(torch.float64)
+    normal = torch.isfinite(x) & (x > 0)
+    safe = torch.where(normal, x, torch.ones_like(x))
+    bits = safe.view(torch.int64)
+    e = ((bits >> 52) & 0x7FF) - 1023
+    m = ((bits & ((1 << 52) - 1)) | (1023 << 52)).view(torch.float64)
+    high = m >= SQRT2
+    m = torch.where(high, m / 2, m)                  # exact
+    e = (e + high.to(torch.int64)).to(torch.float64)
+    s = (m - 1) / (m + 1)
+    log_m = 2 * s * _horner(LOG_TERMS, s * s)
+    found = e * LN2_HI + (log_m + e * LN2_LO)
+    found = torch.where(x == 0, torch.full_like(x, -math.inf), found)
+    found = torch.where(x < 0, torch.full_like(x, math.nan), found)
+    found = torch.where(torch.isposinf(x), x, found)
+    return torch.where(torch.isnan(x), x, found).to(dtype)
+
+
+def _log_softmax(t: torch.Tensor, dim: int) -> torch.Tensor:
+    shifted = t - t.amax(dim=dim, keepdim=True)
+    return shifted - _log(_sum(_exp(shifted), dim % t.dim()))
 
 
 def _sum(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -345,14 +385,15 @@ def _dim(args: tuple, kwargs: dict) -> int:
 MATMUL = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
           torch.bmm, torch.Tensor.bmm}
 SOFTMAX = {torch.softmax, torch.Tensor.softmax, F.softmax}
+LOG = {torch.log, torch.Tensor.log}
+LOG_SOFTMAX = {torch.log_softmax, torch.Tensor.log_softmax, F.log_softmax}
 # Reductions and transcendental functions the values never need: refuse
 # them rather than let a CPU-dependent kernel in.
 REFUSED = {torch.einsum, torch.sum, torch.Tensor.sum, torch.mean,
            torch.Tensor.mean, torch.mm, torch.Tensor.mm, torch.addmm,
-           torch.baddbmm, torch.exp, torch.Tensor.exp, torch.log,
-           torch.Tensor.log, torch.log_softmax, torch.Tensor.log_softmax,
-           F.log_softmax, torch.logsumexp, torch.cumsum, torch.prod,
-           torch.norm, torch.sigmoid, F.scaled_dot_product_attention}
+           torch.baddbmm, torch.exp, torch.Tensor.exp, torch.logsumexp,
+           torch.cumsum, torch.prod, torch.norm, torch.sigmoid,
+           F.scaled_dot_product_attention}
 REDUCTIONS = {torch.sum: "sum", torch.Tensor.sum: "sum",
               torch.mean: "mean", torch.Tensor.mean: "mean",
               torch.var: "var", torch.Tensor.var: "var",
@@ -455,6 +496,10 @@ class _Exact(TorchFunctionMode):
             return found if bias is None else found + bias
         if func in SOFTMAX:
             return _softmax(args[0], _dim(args, kwargs))
+        if func in LOG_SOFTMAX:
+            return _log_softmax(args[0], _dim(args, kwargs))
+        if func in LOG and not kwargs:
+            return _log(args[0])
         if func in SIN and not kwargs:
             return _sin_cos(args[0])[0]
         if func in COS and not kwargs:

@@ -3,7 +3,7 @@
 ``autograder/rubric.toml`` is the one place a point, a title or the bonus
 rule is written. Documents that state them (the staff README, the student
 README) hold generated blocks, as does docs/shape-comments.md for the
-shape-comment notation of ``autograder/checks/shape_notation.toml``. The
+shape-comment notation of the homework's ``shape_notation.toml``. The
 selected homework's profile lists its documents (``[docs] facts``, paths
 relative to its folder), so a homework's facts reach its documents only::
 
@@ -101,7 +101,7 @@ def task_list(rubric: Rubric) -> str:
 
 def shape_notation(rubric: Rubric) -> str:
     """The shape-comment notation (size names and forms) as the notebook
-    shows it, from ``autograder/checks/shape_notation.toml``."""
+    shows it, from the homework's ``shape_notation.toml``."""
     return notation_markdown().rstrip("\n") + "\n"
 
 

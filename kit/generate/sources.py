@@ -29,6 +29,7 @@ SOURCES = (REFERENCE, homework.staff().cases,
            ROOT / "kit" / "generate" / "exact.py",
            homework.staff().steps,
            ROOT / "kit" / "generate" / "values.py",
+           ROOT / "kit" / "generate" / "case_definition.py",
            ROOT / "kit" / "generate" / "edition.py",
            # The edition (`make new-edition`; absent: the cases as written).
            homework.staff().cases.with_name("edition.toml"))
@@ -39,10 +40,15 @@ class StaleValues(Exception):
 
 
 def _relative(path: Path) -> str:
-    try:
-        return str(path.relative_to(ROOT))
-    except ValueError:
-        return str(path)
+    """The manifest's name for a source: relative to the homework's folder
+    for the homework's own files, to the kit for the kit's (the same names
+    wherever either lives: a homework moved to another folder, or the kit
+    installed with pip, keeps its values fresh)."""
+    path = path.resolve()
+    for base in (homework.staff().root, ROOT):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return str(path)
 
 
 def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:

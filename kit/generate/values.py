@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,7 +32,7 @@ from autograder import homework
 from kit import variants
 from kit.generate import draws, edition
 from kit.generate.exact import exact
-from kit.generate.cases import Case
+from kit.generate.case_definition import Case
 # What the values are built from and the torch-free check, re-exported
 # (the kit's commands that grade or release refuse stale values).
 from kit.generate.sources import (REFERENCE, OUT, ROOT, SOURCES,
@@ -39,20 +40,40 @@ from kit.generate.sources import (REFERENCE, OUT, ROOT, SOURCES,
 
 
 def _profile_module(path: Path) -> ModuleType:
-    """The module at ``path`` (the profile's cases or steps, inside the
-    kit's checkout), imported by its dotted name: kit/generate/cases.py is
-    ``kit.generate.cases``, homeworks/ffn/kit/cases.py
-    ``homeworks.ffn.kit.cases``."""
-    return importlib.import_module(
-        ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
+    """The module at ``path`` (the profile's cases or steps). Inside the
+    kit's checkout it is imported by its dotted name (kit/generate/cases.py
+    is ``kit.generate.cases``, homeworks/ffn/kit/cases.py
+    ``homeworks.ffn.kit.cases``), so that it is one module with the kit's
+    own imports of it; elsewhere (a homework in its own folder, or linked
+    in) from its file, under a name of its own."""
+    if path.resolve().is_relative_to(ROOT):
+        return importlib.import_module(
+            ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts))
+    name = "homework_" + hashlib.sha256(
+        str(path.resolve()).encode()).hexdigest()[:12] + "_" + path.stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module   # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-_cases = _profile_module(homework.staff().cases)
-# The profile's cases as the homework's edition draws them (none: as
-# written; kit/generate/edition.py, `make new-edition`).
-CASES: list[Case] = edition.apply(_cases.CASES, edition.load(),
-                                  getattr(_cases, "STACKED_HEADS", ()))
-ref_steps = _profile_module(homework.staff().steps)
+def profile_cases(hw: homework.Homework | None = None) -> list[Case]:
+    """The cases of the homework ``hw`` (default: the one in use) as its
+    edition draws them (none: as written; kit/generate/edition.py, `make
+    new-edition`)."""
+    hw = hw or homework.staff()
+    cases = _profile_module(hw.cases)
+    chosen = edition.load(edition.edition_path(hw.cases))
+    return edition.apply(cases.CASES, chosen,
+                         getattr(cases, "STACKED_HEADS", ()))
+
+
+def profile_steps(hw: homework.Homework | None = None) -> ModuleType:
+    """The homework ``hw``'s named steps (its ``steps`` definition)."""
+    return _profile_module((hw or homework.staff()).steps)
+
 
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
@@ -190,21 +211,25 @@ def case_tensors(case: Case, reference: ModuleType,
 
 
 def case_record(case: Case, reference: ModuleType,
-                mistakes: dict[str, Mistake] | None = None
+                mistakes: dict[str, Mistake] | None = None,
+                hw: homework.Homework | None = None
                 ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors of one case, and the error message of each catalogue
-    mistake (of ``mistakes``; none by default) that raises on it instead
-    of returning an output."""
+    """The tensors of one case of the homework ``hw`` (default: the one
+    in use), and the error message of each catalogue mistake (of
+    ``mistakes``; none by default) that raises on it instead of returning
+    an output."""
     if case.sizes_only:
         return _size_record(case, reference), {}
     module, weights = _draw_module(case, reference, case.init)
+    steps = profile_steps(hw)
+    layers = steps.layers(case.cls)   # step -> the layer computing it
     expected = None
     if case.weights.startswith("concat:"):
-        x, weights, expected = _concatenated(case, reference)
+        x, weights, expected = _concatenated(case, reference, hw, layers)
     else:
         x = _inputs(case)
         if case.weights == "dropout_probe":
-            _dropout_probe(case, weights)
+            _dropout_probe(case, weights, layers)
     module = _load64(module, weights)
     x64 = x.double()
     tensors: dict[str, torch.Tensor] = {"x": x, **weights}
@@ -223,7 +248,7 @@ def case_record(case: Case, reference: ModuleType,
         tensors["output"] = _rounded(out64)
         # The named steps the diagnosis follows (kit/generate/steps.py), in
         # eval mode like the output.
-        found = ref_steps.reference_steps(case.cls, case.init, module, x64)
+        found = steps.reference_steps(case.cls, case.init, module, x64)
         if found:
             _assert_agree(case, found["step.output"], out64, 1e-12,
                           "kit/generate/steps.py's last step")
@@ -239,9 +264,10 @@ def case_record(case: Case, reference: ModuleType,
             if extra not in EXTRAS:
                 raise SystemExit(f"{case.name}: unknown extra {extra!r} "
                                  f"(known: {', '.join(EXTRAS)})")
-            tensors[extra] = _rounded(EXTRAS[extra](module, x64))
+            tensors[extra] = _rounded(EXTRAS[extra](module, x64, case,
+                                                    layers))
         if weights64 is not None:
-            heads = case.init.get("num_heads", 1)
+            heads = case.size("heads", 1)
             b, n = x.shape[:2]
             tensors["attention"] = _rounded(weights64).reshape(
                 (b, n, n) if heads == 1 else (b, heads, n, n))
@@ -323,18 +349,23 @@ def _attention_weights(module: torch.nn.Module, x64: torch.Tensor
     return seen[0]
 
 
-def _value_mix(module: torch.nn.Module, x64: torch.Tensor) -> torch.Tensor:
+def _value_mix(module: torch.nn.Module, x64: torch.Tensor, case: Case,
+               layers: dict[str, str]) -> torch.Tensor:
     """``[b, h, s, hidden]`` tensor G with att = einsum(P, G) + mix.bias,
-    from the reference module's own layers.
+    from the reference module's own layers (``layers``: the steps
+    definition's, step -> attribute).
 
     ``att`` is affine in the attention probabilities P, so any returned
     probabilities (dropped out or not) determine the output they should
     give; the grader checks train-mode outputs this way.
     """
     bs, seq, _ = x64.shape
-    heads, size = module.num_heads, module.head_size
-    v = module.v(x64).view(bs, seq, heads, size).transpose(1, 2)
-    w_mix = module.mix.weight.view(-1, heads, size)
+    value = getattr(module, layers["v"])
+    mix = getattr(module, layers["output"])
+    heads = case.size("heads", 1)
+    size = value.out_features // heads
+    v = value(x64).view(bs, seq, heads, size).transpose(1, 2)
+    w_mix = mix.weight.view(-1, heads, size)
     return v @ w_mix.permute(1, 2, 0)   # [b, h, t, k] @ [h, k, d]
 
 
@@ -353,48 +384,56 @@ BOOK_INPUTS = torch.tensor([[0.43, 0.15, 0.89],   # Your
 
 def _inputs(case: Case) -> torch.Tensor:
     if case.inputs == "book":
-        assert case.seq == 6 and case.input_size == 3, case.name
+        assert case.seq == 6 and case.in_size == 3, case.name
         return BOOK_INPUTS.expand(case.batch, 6, 3).clone()
     if case.inputs == "identity":
-        assert case.seq == case.input_size, case.name
+        assert case.seq == case.in_size, case.name
         eye = torch.eye(case.seq)
         return eye.expand(case.batch, case.seq, case.seq).clone()
-    return draws.normal(case.batch, case.seq, case.input_size)
+    return draws.normal(case.batch, case.seq, case.in_size)
 
 
-def _dropout_probe(case: Case, weights: dict[str, torch.Tensor]) -> None:
-    """Values [I; I] per head (and out_proj = I): outputs copy the weights."""
-    d_in, d_out = case.init["d_in"], case.init["d_out"]
-    assert not case.init["qkv_bias"] and case.init["dropout"] > 0
-    assert d_out % (2 * d_in) == 0 and \
-        d_out // case.init.get("num_heads", 1) == 2 * d_in, case.name
-    weights["W_value.weight"] = torch.eye(d_in).repeat(d_out // d_in, 1)
-    if "out_proj.weight" in weights:
-        weights["out_proj.weight"] = torch.eye(d_out)
-        weights["out_proj.bias"] = torch.zeros(d_out)
+def _dropout_probe(case: Case, weights: dict[str, torch.Tensor],
+                   layers: dict[str, str]) -> None:
+    """Values [I; I] per head (and the output layer = I): outputs copy the
+    weights (``layers``: step -> attribute, the steps definition's)."""
+    size_in, size_out = case.size("input"), case.size("width")
+    value, out = layers["v"], layers.get("output")
+    assert f"{value}.bias" not in weights and case.init["dropout"] > 0
+    assert size_out % (2 * size_in) == 0 and \
+        size_out // case.size("heads", 1) == 2 * size_in, case.name
+    weights[f"{value}.weight"] = torch.eye(size_in).repeat(
+        size_out // size_in, 1)
+    if out is not None and f"{out}.weight" in weights:
+        weights[f"{out}.weight"] = torch.eye(size_out)
+        weights[f"{out}.bias"] = torch.zeros(size_out)
 
 
-def _concatenated(case: Case, reference: ModuleType
+def _concatenated(case: Case, reference: ModuleType,
+                  hw: homework.Homework | None, layers: dict[str, str]
                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor],
                              torch.Tensor]:
-    """x, the fused weights and the expected output of a "concat:" case."""
-    source = next(c for c in CASES if c.name == case.weights[7:])
-    init = source.init
-    # The source is a stack of heads (``heads.<i>.``) of its d_out each.
+    """x, the fused weights and the expected output of a "concat:" case
+    (``layers``: the fused class's step -> attribute)."""
+    source = next(c for c in profile_cases(hw)
+                  if c.name == case.weights[7:])
+    heads, width = source.size("heads"), source.arguments["width"]
+    # The source is a stack of heads (``heads.<i>.``) of its width each.
     assert case.init == {
-        **init, "d_out": init["d_out"] * init["num_heads"]}, case.name
-    found = case_tensors(source, reference)   # its values, no mistakes
-    assert f"heads.{init['num_heads'] - 1}.W_query.weight" in found, \
+        **source.init, width: source.init[width] * heads}, case.name
+    found = case_record(source, reference, None, hw)[0]   # no mistakes
+    names = [layers[step] for step in ("q", "k", "v")]
+    assert f"heads.{heads - 1}.{names[0]}.weight" in found, \
         f"{case.name}: {source.name} is not a stack of heads"
     weights = {}
-    for name in ("W_query", "W_key", "W_value"):
-        for part in ("weight", "bias") if init["qkv_bias"] else ("weight",):
+    for name in names:
+        for part in ("weight", "bias") if f"heads.0.{name}.bias" in found \
+                else ("weight",):
             weights[f"{name}.{part}"] = torch.cat([
-                found[f"heads.{i}.{name}.{part}"]
-                for i in range(init["num_heads"])])
-    d_out = case.init["d_out"]
-    weights["out_proj.weight"] = torch.eye(d_out)
-    weights["out_proj.bias"] = torch.zeros(d_out)
+                found[f"heads.{i}.{name}.{part}"] for i in range(heads)])
+    size_out = case.size("width")
+    weights[f"{layers['output']}.weight"] = torch.eye(size_out)
+    weights[f"{layers['output']}.bias"] = torch.zeros(size_out)
     return found["x"], weights, found["output"]
 
 
@@ -431,9 +470,13 @@ def _check_shown(mistakes: dict[str, Mistake], shown: set[str],
 
 
 def generate(out: Path = OUT, reference_path: Path = REFERENCE,
-             verbose: bool = True, catalogue: Path | None = None) -> dict:
+             verbose: bool = True, catalogue: Path | None = None,
+             hw: homework.Homework | None = None) -> dict:
     """Write public/hidden safetensors files and manifest.json into ``out``
-    (the mistakes from ``catalogue``, default kit/variants/)."""
+    (the mistakes from ``catalogue``, default kit/variants/) for the
+    homework ``hw`` (default: the one in use), read once here."""
+    hw = hw or homework.staff()
+    cases, steps = profile_cases(hw), profile_steps(hw)
     torch.set_num_threads(1)
     reference = load_reference(reference_path)
     mistakes = load_mistakes(reference_path, catalogue)
@@ -451,13 +494,13 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         "files": {},
         "cases": {},
     }
-    for i, case in enumerate(CASES, 1):
-        tensors, errors = case_record(case, reference, mistakes)
+    for i, case in enumerate(cases, 1):
+        tensors, errors = case_record(case, reference, mistakes, hw)
         shown |= {key.split(".")[1] for key in tensors
                   if key.startswith("mistake.")}
         raised |= set(errors)
         if verbose:
-            print(f"[{i:2}/{len(CASES)}] {case.set:6} {case.name}")
+            print(f"[{i:2}/{len(cases)}] {case.set:6} {case.name}")
         for key, value in tensors.items():
             by_set[case.set][f"{case.name}/{key}"] = value
         manifest["cases"][case.name] = {
@@ -472,12 +515,14 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         }
         if case.call:
             manifest["cases"][case.name]["call"] = case.call
-        scale = ref_steps.scale(case.cls, case.init)
+        scale = steps.scale(case.cls, case.init)
         if scale is not None:
             manifest["cases"][case.name]["scale"] = scale
-        layers = ref_steps.layers(case.cls)
+        layers = steps.layers(case.cls)
         if layers:
             manifest["cases"][case.name]["layers"] = layers
+        if case.arguments:
+            manifest["cases"][case.name]["arguments"] = case.arguments
         if case.inputs != "randn":
             manifest["cases"][case.name]["inputs"] = case.inputs
         if case.weights != "init":
@@ -497,7 +542,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         path.chmod(0o644)
         manifest["files"][filename] = {
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-            "cases": [c.name for c in CASES if c.set == set_name],
+            "cases": [c.name for c in cases if c.set == set_name],
         }
     (out / "manifest.json").write_text(
         json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -96,14 +96,14 @@ def main() -> int:
     """Run the demo; exit 1 if a step fails."""
     start = time.monotonic()
     try:
-        student, student_zip = release.build(ROOT / "dist")
+        student, student_zip = release.build()
     except release.ReleaseError as exc:
         print(f"demo stopped: the release failed: {exc}", file=sys.stderr)
         return 1
-    print(f"release: {student_zip.relative_to(ROOT)} "
+    print(f"release: {student_zip} "
           f"({time.monotonic() - start:.0f} s, leak-scanned, self-graded)")
-    archive = gradescope.build(ROOT / "dist")
-    print(f"autograder: {archive.relative_to(ROOT)}")
+    archive = gradescope.build()
+    print(f"autograder: {archive}")
     subs = stage_submissions(student, BUILD / "submissions")
     out = BUILD / "grades"
     shutil.rmtree(out, ignore_errors=True)

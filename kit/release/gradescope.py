@@ -37,6 +37,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import STAFF_PACKAGE, homework
+from kit.release import dist
 from kit.release.student import ship_profile, write_zip
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,8 +149,10 @@ def verify(tree: Path, archive: Path) -> None:
                                  + "\n  ".join(problems))
 
 
-def build(out: Path = ROOT / "dist") -> Path:
-    """Build and verify ``out/autograder.zip``; return its path."""
+def build(out: Path | None = None) -> Path:
+    """Build and verify ``out/autograder.zip`` (default: the homework's
+    ``dist()``); return its path."""
+    out = out if out is not None else dist()
     out.mkdir(parents=True, exist_ok=True)
     tree, archive = out / "autograder", out / "autograder.zip"
     shutil.rmtree(tree, ignore_errors=True)
@@ -169,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m kit.release.gradescope",
         description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: dist/ (another homework: dist/NAME/)")
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:

@@ -57,7 +57,12 @@ def values(hw: homework.Homework) -> dict[str, str]:
             "module": hw.module_file,
             "notebook": hw.notebook.relative_to(hw.root).as_posix(),
             "notebooktests": (hw.notebook.parent / "tests").relative_to(
-                hw.root).as_posix() + "/"}
+                hw.root).as_posix() + "/",
+            # the homework's own check kinds' folders, one line each
+            "kinds": "".join(
+                f"{folder:<39}the checker's kinds for this homework\n"
+                for folder in sorted({p.parent.relative_to(hw.root)
+                                      .as_posix() + "/" for p in hw.kinds}))}
 
 
 def render(template: str, hw: homework.Homework,

@@ -1,4 +1,5 @@
-"""Build the student release: ``dist/student/`` and ``dist/student.zip``.
+"""Build the student release: ``dist/student/`` and ``dist/student.zip``
+(another homework than the checkout's: ``dist/NAME/...``).
 
 ``python -m kit.release.student [--out dist]`` (``make release``) assembles
 
@@ -35,12 +36,17 @@ from autograder import homework
 from autograder import GRADESCOPE_PACKAGE, STAFF_PACKAGE
 from autograder.report import layout
 from kit.generate.values import StaleValues, check_fresh
-from kit.release import readme
+from kit.release import dist, readme
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = homework.staff().reference
 MASTER = homework.staff().notebook
 STUDENT_FILES = ROOT / "kit" / "student"
+# The student tests: the checkout's tests/, which an installed kit carries
+# as kit/student_tests (pyproject.toml maps the folder there).
+STUDENT_TESTS = next((p for p in (ROOT / "kit" / "student_tests",
+                                  ROOT / "tests") if p.is_dir()),
+                     ROOT / "tests")
 # Grader parts that only the Gradescope zip needs.
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: reproducible zips
@@ -123,7 +129,7 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     (values / "manifest.json").write_text(
         json.dumps(_public_manifest(hw.test_values), indent=2,
                    sort_keys=True) + "\n")
-    shutil.copytree(ROOT / "tests", dest / "tests", ignore=SKIP)
+    shutil.copytree(STUDENT_TESTS, dest / "tests", ignore=SKIP)
     shutil.copytree(ROOT / "autograder", dest / "autograder",
                     ignore=shutil.ignore_patterns(
                         "__pycache__", "*.pyc", GRADESCOPE_PACKAGE,
@@ -145,7 +151,9 @@ def ship_profile(dest: Path) -> None:
     hw = homework.current()
     shutil.copy2(hw.profile, dest / homework.PROFILE)
     for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features,
-                 hw.imports):
+                 hw.imports, hw.shape_notation, *hw.kinds):
+        if not path.is_relative_to(hw.root):
+            continue   # the grader's own (python_features): ships with it
         target = dest / path.relative_to(hw.root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
@@ -226,10 +234,12 @@ def self_grade(release: Path, python: str = sys.executable) -> dict:
             "reference": ref["score"], "max": full}
 
 
-def build(out: Path = ROOT / "dist", python: str = sys.executable,
+def build(out: Path | None = None, python: str = sys.executable,
           verify: bool = True) -> tuple[Path, Path]:
     """Build ``out/student`` and ``out/student.zip``; verify them unless
-    ``verify`` is False. Returns (folder, zip)."""
+    ``verify`` is False (default ``out``: the homework's ``dist()``).
+    Returns (folder, zip)."""
+    out = out if out is not None else dist()
     try:
         check_fresh()
     except StaleValues as exc:   # names what changed and the command
@@ -260,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m kit.release.student",
         description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: dist/ (another homework: dist/NAME/)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the leak scan and the self-grading")
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ traceback, grades equal to the clean run's.
 A scenario injects its fault, runs the command and calls the checks
 here. The deterministic kill is the atomic writer's test hook
 (``KILL_ENV`` = ``NAME:N``: SIGKILL in the middle of the N-th write of a
-file called NAME, ``*`` any file; autograder/report/atomic.py).
+file called NAME, ``*`` any file; autograder/files/atomic.py).
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.report import atomic, batch_state, layout
+from autograder.files import atomic
+from autograder.report import batch_state, layout
 from autograder.text import csvsafe
 
 ROOT = Path(__file__).resolve().parents[2]

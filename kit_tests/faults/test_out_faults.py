@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from autograder.report import batch_state
-from autograder.rubric import DEFAULT_RUBRIC
 from kit_tests.faults import harness as h
 
 pytestmark = pytest.mark.e2e
@@ -215,7 +215,7 @@ def regraded(tmp_path_factory, subs, clean):
     half and whose skeleton results.json is gone."""
     from kit.generate.rubric_change import change_point, item_points
     base = tmp_path_factory.mktemp("regrade")
-    text = DEFAULT_RUBRIC.read_text()
+    text = homework.current().rubric.read_text()
     rubric = base / "rubric.toml"
     rubric.write_text(change_point(text, "1.2", item_points(text, "1.2") + 1))
     damaged = h.copy_out(clean.out, base / "damaged")

@@ -75,12 +75,11 @@ def _sizes(case: Case) -> dict[str, int]:
     sizes = {name: head}
     sizes.update((k, v) for k, v in case.sizes.items()
                  if k != "batch_size" and k not in sizes)
-    heads = case.init.get("num_heads")
-    for name in ("input_size", "d_in"):
-        if heads and name in case.init:
-            # A head size taken from the input's features.
-            sizes.setdefault(f"{name} // num_heads",
-                             case.init[name] // heads)
+    heads, name = case.size("heads"), case.argument("input")
+    if heads and name in case.init:
+        # A head size taken from the input's features.
+        sizes.setdefault(f"{name} // {case.argument('heads')}",
+                         case.init[name] // heads)
     return sizes
 
 
@@ -101,7 +100,9 @@ def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
             for case in cases:
                 if not diagnosable(case):
                     continue
-                probes = [p for p in impl.case_probes(check, case)
+                # the limit the grade gave them (grade.plan_checks)
+                probes = [replace(p, timeout=config.time_limit(check))
+                          for p in impl.case_probes(check, case)
                           if not p.train]
                 result = results.get(probes[0].id) if probes else None
                 if result is None or not result.ok or not result.outputs:

@@ -1,6 +1,6 @@
 """The feed-forward homework's frozen cases: sizes, seeds and sets.
 
-The same :class:`kit.generate.cases.Case` as the attention homework's:
+The kit's one :class:`kit.generate.case_definition.Case`:
 ``init`` is the constructor's arguments, ``batch`` and ``seq`` the input's
 sizes.
 Every case discriminates (batch, seq, input_size and hidden distinct,
@@ -10,14 +10,15 @@ cannot pass by coincidence. To add a case, append it here and run
 """
 from __future__ import annotations
 
-from kit.generate.cases import Case
+from kit.generate.case_definition import Case
 
 
 def _ff(name: str, set_: str, input_size: int, hidden: int, batch: int,
         seq: int, seed: int, description: str) -> Case:
     return Case(name, set_, "FeedForward",
                 {"input_size": input_size, "hidden": hidden},
-                batch, seq, seed, "eval", description)
+                batch, seq, seed, "eval", description,
+                arguments={"input": "input_size", "width": "hidden"})
 
 
 CASES: list[Case] = [

@@ -16,11 +16,19 @@ from autograder.checks.base import (ATTRIBUTE_NAME, CaseCheck, Context,
 from autograder.checks.outputs import (diagnose, mistake_tensors,
                                        returned_tensors)
 from autograder.checks.compare import close, fmt_shape
-from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
+from autograder.sandbox.protocol import (Probe, ProbeResult, StandIn,
+                                         stand_in_output)
 from autograder.submission.regions import owner_of_line
 from autograder.checks.entries import Check, Task
 from autograder.checks.registry import register
 from autograder.values import Case
+
+
+def _head_init(case: Case) -> dict:
+    """One head's constructor arguments: the wrapper's, but the number of
+    heads (the case's "heads" argument)."""
+    return {k: v for k, v in case.init.items()
+            if k != case.argument("heads")}
 
 
 @dataclass(frozen=True)
@@ -124,21 +132,19 @@ class ConcatenatedHeads(CaseCheck):
     @staticmethod
     def _stand_in_probe(check: Check, case: Case) -> Probe:
         head_class = check.params.head_class
-        init = {k: v for k, v in case.init.items() if k != "num_heads"}
+        init = _head_init(case)
         b, n = case.tensors["x"].shape[:2]
-        probe = P.case_probe(case, timeout=check.timeout)
-        probe.id += f":stand-in-{head_class}"
-        probe.state = {}
-        probe.drawn_seed = int(case.seed)
-        probe.stand_in = {"cls": head_class, "init": init,
-                          "shape": [int(b), int(n), int(init["d_out"])]}
-        return probe
+        return P.case_probe(
+            case, timeout=check.timeout, suffix=f":stand-in-{head_class}",
+            state={}, drawn_seed=int(case.seed),
+            stand_in=StandIn(head_class, init,
+                             (int(b), int(n), int(case.size("width")))))
 
     def _calls(self, check: Check, case: Case) -> list[Probe]:
         found = [P.case_probe(case, timeout=check.timeout)]
         x = case.tensors["x"]
-        init = {k: v for k, v in case.init.items() if k != "num_heads"}
-        for i in range(case.init["num_heads"]):
+        init = _head_init(case)
+        for i in range(case.size("heads")):
             prefix = f"{check.params.heads_attribute}.{i}."
             found.append(Probe(
                 id=f"{case.name}:head{i}:eval:x",
@@ -146,7 +152,7 @@ class ConcatenatedHeads(CaseCheck):
                 init=dict(init), args=[x],
                 state={k[len(prefix):]: v for k, v in case.weights.items()
                        if k.startswith(prefix)},
-                timeout=check.timeout))
+                timeout=check.timeout, hidden=P.is_hidden(case)))
         return found
 
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
@@ -206,8 +212,9 @@ class ConcatenatedHeads(CaseCheck):
             return self._own_heads(check, results, probes, Verdict(
                 False, f"the output has shape {fmt_shape(out.shape)}, "
                 f"expected {fmt_shape(expected.shape)}: concatenate the "
-                f"{case.init['num_heads']} heads' outputs along the last "
-                f"dimension (num_heads * d_out = {width})", "wrong shape"),
+                f"{case.size('heads')} heads' outputs along the last "
+                f"dimension ({case.argument('heads')} * "
+                f"{case.argument('width')} = {width})", "wrong shape"),
                 stand_in)
         verdict = diagnose(out, expected, mistake_tensors(case, "output"),
                            ctx, check, "the output of forward(x)")
@@ -230,9 +237,9 @@ class ConcatenatedHeads(CaseCheck):
         if found is None:
             return Verdict(False, f" (with stand-in {head_class} heads: "
                            f"{problem})", "wrong return value")
-        heads = int(case.init["num_heads"])
+        heads = int(case.size("heads"))
         spec = probe.stand_in
-        known = [stand_in_output(probe.drawn_seed, k, spec["shape"])
+        known = [stand_in_output(probe.drawn_seed, k, spec.shape)
                  for k in range(heads)]
         out = found[0]
         if tuple(out.shape) == tuple(torch.cat(known, -1).shape):
@@ -243,12 +250,14 @@ class ConcatenatedHeads(CaseCheck):
                 return Verdict(False, f"; your heads are one module: "
                                f"only one {head_class} was built for "
                                f"{heads} heads (`[{head_class}(...)] * "
-                               f"num_heads` repeats the same object, so "
+                               f"{case.argument('heads')}` repeats the "
+                               f"same object, so "
                                f"every head has the same weights and the "
                                f"same output). Build each "
                                f"head separately: nn.ModuleList"
                                f"([{head_class}(...) for _ in "
-                               f"range(num_heads)])", "heads share a module")
+                               f"range({case.argument('heads')})])",
+                               "heads share a module")
         return Verdict(False, f" (with stand-in {head_class} heads that "
                        f"return known tensors, the output is not their "
                        f"concatenation along the last dimension either)",
@@ -271,7 +280,7 @@ class ConcatenatedHeads(CaseCheck):
         slice of the frozen output (the student's own head class is right
         here, so the wrapper is judged with it, not with stand-ins)."""
         expected = case.tensors["output"]
-        heads = int(case.init["num_heads"])
+        heads = int(case.size("heads"))
         width = expected.shape[-1] // heads
         for k, (result, probe) in enumerate(zip(results[1:], probes[1:])):
             found, _ = returned_tensors(result, probe, None) \

@@ -12,7 +12,8 @@ from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import close, fmt_shape
-from autograder.sandbox.protocol import Probe, ProbeResult, stand_in_output
+from autograder.sandbox.protocol import (Probe, ProbeResult, StandIn,
+                                         stand_in_output)
 from autograder.submission.regions import owner_of_line
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
@@ -21,13 +22,13 @@ from autograder.values import Case
 
 @dataclass(frozen=True)
 class ModuleSizeParams:
-    """The expected heads and head size, the student's own class and
+    """The module's expected attributes (name -> value, e.g. its heads
+    and head size: the rubric names them), the student's own class and
     arguments the module must equal, the seed of both calls, and how
     close outputs must be (the factory's to the student's class's; the
     stand-in's known output)."""
 
-    num_heads: int
-    head_dim: int
+    attributes: dict
     own_class: str           # the student's fused class (the rubric names it)
     seed: int = 0
     own_init: dict = field(default_factory=dict)
@@ -78,21 +79,21 @@ class ModuleSize:
         # class that hangs cannot make the sandbox skip it.
         config = Probe(id=f"{case.name}:stand-in-{own_cls}:x{shape}",
                        cls=case.cls, init=dict(case.init), args=[x],
-                       drawn_seed=seed, timeout=check.timeout,
-                       stand_in={"cls": own_cls, "init": own_init,
-                                 "shape": [int(d) for d in x.shape]})
+                       drawn_seed=seed, hidden=P.is_hidden(case),
+                       stand_in=StandIn(own_cls, own_init,
+                                        tuple(int(d) for d in x.shape)))
         # Both calls seeded alike: dropout left on in eval mode (Task
         # 3.3's item) draws the same masks on both sides, not a difference.
         made = Probe(id=f"{case.name}:eval:x{shape}:seed{seed}",
                      cls=case.cls, init=dict(case.init), drawn=drawn,
                      drawn_seed=seed, args=[x], seed=seed,
-                     timeout=check.timeout)
+                     hidden=P.is_hidden(case))
         own = Probe(id=f"{case.name}:own:{own_cls}:eval:x{shape}:seed{seed}",
                     cls=own_cls, init=own_init, drawn=drawn,
                     drawn_seed=seed, args=[x], seed=seed,
-                    timeout=check.timeout)
-        return [config, P.inspect_probe(case.cls, case.init, check.timeout),
-                P.inspect_probe(own_cls, own_init, check.timeout), made, own]
+                    hidden=P.is_hidden(case))
+        return [config, P.inspect_probe(case.cls, case.init),
+                P.inspect_probe(own_cls, own_init), made, own]
 
     def plan(self, check: Check, task: Task, cases: list[Case],
              ctx: Context) -> list[Probe]:
@@ -108,7 +109,7 @@ class ModuleSize:
         found, _ = returned_tensors(result, probe, None) \
             if result.ok else (None, "")
         return found is not None and close(found[0], stand_in_output(
-            probe.drawn_seed, 0, probe.stand_in["shape"]), atol)
+            probe.drawn_seed, 0, probe.stand_in.shape), atol)
 
     def evaluate(self, check: Check, task: Task, cases: list[Case],
                  results: dict[str, ProbeResult], ctx: Context) -> Outcome:
@@ -145,8 +146,7 @@ class ModuleSize:
                              f"(raised in {own_cls}'s code)")
                 continue
             attrs = found.attributes
-            want = {"num_heads": check.params.num_heads,
-                    "head_dim": check.params.head_dim,
+            want = {**check.params.attributes,
                     "__parameters__": int(case.tensors["num_parameters"])}
             for name, value in want.items():
                 got = attrs.get(name, {}).get("value")

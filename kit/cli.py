@@ -1,0 +1,75 @@
+"""The staff commands as one command: ``python -m kit COMMAND`` in a
+checkout (the Makefile's release targets run it), ``homework-kit
+COMMAND`` once the kit is installed with pip (pyproject.toml's console
+scripts; ``homework-grader`` is ``python -m autograder``).
+
+``--homework DIR`` (before the command) names the homework's folder, one
+holding ``homework.toml``, anywhere (a course's own repository): it sets
+``$HOMEWORK`` for the command, as ``make ... HOMEWORK=DIR`` does. A
+profile the command cannot use is said in one line naming the key and
+the fix (exit 2), never a traceback: the commands read it as they import.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+# command -> (module, function, what it does). Each function takes argv.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "generate": ("kit.generate.__main__", "main",
+                 "regenerate what the reference, rubric, cases and "
+                 "catalogue make (--check: list what is stale)"),
+    "release": ("kit.release.student", "main",
+                "build and verify dist/[HOMEWORK/]student.zip"),
+    "autograder": ("kit.release.gradescope", "main",
+                   "build and verify dist/[HOMEWORK/]autograder.zip for "
+                   "Gradescope"),
+    "new-edition": ("kit.generate.new_edition", "main",
+                    "redraw the hidden cases' seeds and sizes"),
+    "new-homework": ("kit.new_homework", "main",
+                     "write a new homework's folder from the template"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="homework-kit", description=__doc__.splitlines()[0],
+        epilog="commands: " + "; ".join(
+            f"{name}: {what}" for name, (_, _, what) in COMMANDS.items()))
+    parser.add_argument("--homework", type=Path, metavar="DIR",
+                        help="the homework's folder (holding homework.toml;"
+                             " default: $HOMEWORK, else the checkout's)")
+    parser.add_argument("command", choices=sorted(COMMANDS))
+    parser.add_argument("args", nargs=argparse.REMAINDER,
+                        help="the command's own arguments (COMMAND --help)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one staff command; a profile it cannot use: one line, exit 2."""
+    from autograder.homework import HomeworkError
+    args = _parser().parse_args(argv)
+    if args.homework is not None:
+        os.environ["HOMEWORK"] = str(args.homework.resolve())
+    module, function, _ = COMMANDS[args.command]
+    try:   # the profile is read as the command's modules import
+        run = getattr(importlib.import_module(module), function)
+        return int(run(args.args) or 0)
+    except HomeworkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def grader() -> None:
+    """``homework-grader ARGS``: ``python -m autograder ARGS`` in this
+    interpreter (its re-execution in a clean environment included)."""
+    os.execv(sys.executable,
+             [sys.executable, "-m", "autograder", *sys.argv[1:]])
+
+
+def console() -> None:
+    """``homework-kit``'s entry point."""
+    sys.exit(main())

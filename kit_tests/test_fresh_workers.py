@@ -3,7 +3,7 @@ state with another call. A cache in the module is reset by the fresh
 import (the control, which holds); state the submission keeps outside
 its module (in ``builtins``, on ``torch``) survives it, and a cache
 replaying the first call's outputs on the shared prefix, with no mask at
-all, passes the causal check: issue 35 item 4, still open. One worker per
+all, passes the causal check (not yet closed). One worker per
 fresh probe closes it (tried: the reference's 122 fresh probes took its
 grade from 17 s to 54 s, children's CPU 3 s to 11.5 s); the attacks are
 kept here as strict xfails, the spec of the fix, so that whoever closes
@@ -49,8 +49,7 @@ class Unmasked(nn.Module):
 
 
 OPEN = pytest.mark.xfail(strict=True, reason=(
-    "issue 35 item 4: state outside the module survives a fresh import in "
-    "one worker"))
+    "state outside the module survives a fresh import in one worker"))
 
 
 @pytest.mark.parametrize("where", [pytest.param("builtins", marks=OPEN),

@@ -16,16 +16,9 @@ from kit import imports
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 
-# Imports that run up today, each with what removes it. The sandbox's
-# shape recorder and probe runner read the trace's integrity rules from
-# checks/; the branch rewriting both (`stream`) moves that down: remove
-# these lines when it is merged
-# (test_the_allowed_upward_imports_are_still_there fails once they go).
-ALLOWED_UP = {
-    ("autograder.sandbox.probe_runner", "autograder.checks.trace_integrity"),
-    ("autograder.sandbox.shape_recorder",
-     "autograder.checks.trace_integrity"),
-}
+# Imports that run up today, each with what removes it (none now; an
+# entry no longer found fails test_the_allowed_upward_imports_are_still_there).
+ALLOWED_UP: set[tuple[str, str]] = set()
 
 
 def floors(text: str | None = None) -> dict[str, int]:

@@ -4,8 +4,8 @@ The shape recorder lives in the worker, beside student code that may
 reach it; it keeps nothing there (each record is sent to the parent as it
 is made, and the parent rebuilds the table: ``sandbox/shape_table.py``),
 but code can still stop it or write records of its own. The parent
-therefore checks each traced call that returned: the canary, a record the worker
-makes through the recorder at every function entry with a shape drawn
+therefore checks each traced call that returned: the canary, a record the
+worker makes through the recorder at every function entry with a shape drawn
 from a nonce the parent chose (``Probe.canary``), must be there, and every
 statement that runs on any path through the task's ``forward`` (its
 top-level statements up to the first that may leave it) must have been

@@ -163,38 +163,15 @@ class Reporter:
             self._write('{"kind": "reach", "what": "' + what + '"}')
 
 
-def install(filename: str, report: Callable[[str], None]) -> None:
-    """Add the audit hook (for the rest of this process): an event of
-    ``EVENTS`` raised while code of ``filename`` (the submission's, either
-    copy) is on the stack, and no frame of the grader's between it and the
-    raiser, is ``report``-ed as ``"event: detail"`` (but for the
-    libraries' own uses, see the module's docstring)."""
-    getframe = sys._getframe
-    busy = threading.local()
-    forbidden = MODULES
-    events, prefixes = EVENTS, EVENT_PREFIXES
+def _libraries_own_rule(grader: str) -> Callable[
+        [str, tuple, Any, list[str]], bool]:
+    """The audit hook's rule for a library's own use (the module's
+    docstring): everything it reads is taken now, in its closure, so that
+    no later patch of a module changes it."""
     own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
     internal_use = _module_files(INTERNAL_USE)
     installed = _INSTALLED
-    # This package's folder: its guards and recorders run inside the
-    # submission's calls, and what they raise is the grader's own.
-    grader = os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "")
     str_type, bytes_type, code_type = str, bytes, types.CodeType
-    type_name = type.__dict__["__name__"].__get__
-
-    def hook(event: str, args: tuple) -> None:
-        if event not in events and not event.startswith(prefixes):
-            return
-        if getattr(busy, "on", False):
-            return
-        busy.on = True
-        try:
-            check(event, args)
-        except Exception:   # noqa: BLE001 - never the code's failure
-            pass
-        finally:
-            busy.on = False
 
     def is_installed(path: str) -> bool:
         return path.startswith(installed) and not path.startswith(grader)
@@ -227,6 +204,39 @@ def install(filename: str, report: Callable[[str], None]) -> None:
             return True
         return entry in internal_use and len(between) > 1 and \
             between[-2] == entry
+
+    return libraries_own
+
+
+def install(filename: str, report: Callable[[str], None]) -> None:
+    """Add the audit hook (for the rest of this process): an event of
+    ``EVENTS`` raised while code of ``filename`` (the submission's, either
+    copy) is on the stack, and no frame of the grader's between it and the
+    raiser, is ``report``-ed as ``"event: detail"`` (but for the
+    libraries' own uses, see the module's docstring)."""
+    getframe = sys._getframe
+    busy = threading.local()
+    forbidden = MODULES
+    events, prefixes = EVENTS, EVENT_PREFIXES
+    # This package's folder: its guards and recorders run inside the
+    # submission's calls, and what they raise is the grader's own.
+    grader = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "")
+    libraries_own = _libraries_own_rule(grader)
+    type_name = type.__dict__["__name__"].__get__
+
+    def hook(event: str, args: tuple) -> None:
+        if event not in events and not event.startswith(prefixes):
+            return
+        if getattr(busy, "on", False):
+            return
+        busy.on = True
+        try:
+            check(event, args)
+        except Exception:   # noqa: BLE001 - never the code's failure
+            pass
+        finally:
+            busy.on = False
 
     def check(event: str, args: tuple) -> None:
         if event == "import":

@@ -23,6 +23,7 @@ import torch
 from autograder.checks.compare import close
 from autograder.checks.diagnosis import crash, fused, relations
 from autograder.checks.diagnosis.flow import Divergence, matches, walk
+from autograder.checks.diagnosis.sizes import head_size, named_sizes, quote
 from autograder.checks.diagnosis.steps import STEPS, case_steps
 from autograder.text import mdsafe
 from autograder.checks.entries import select_cases
@@ -54,33 +55,10 @@ class Finding:
         return f"{step}: {self.relation.key}" if self.relation else step
 
 
-def head_size(case: Case) -> tuple[int, str]:
-    """The size each head's scores are divided by the root of, and its
-    name as the class's docstring says it: the case's frozen ``scale``
-    (a case without one is never diagnosed: :func:`diagnosable`)."""
-    assert case.scale is not None, case.name
-    return case.scale.size, case.scale.name
-
-
 def diagnosable(case: Case) -> bool:
     """Whether the case froze what the walk follows: the reference's
     steps and the scale of its scores."""
     return case.scale is not None and bool(case_steps(case.tensors))
-
-
-def _sizes(case: Case) -> dict[str, int]:
-    """The sizes a relation may name (the batch is no scale anyone
-    uses; the head size first)."""
-    head, name = head_size(case)
-    sizes = {name: head}
-    sizes.update((k, v) for k, v in case.sizes.items()
-                 if k != "batch_size" and k not in sizes)
-    heads, name = case.size("heads"), case.argument("input")
-    if heads and name in case.init:
-        # A head size taken from the input's features.
-        sizes.setdefault(f"{name} // {case.argument('heads')}",
-                         case.init[name] // heads)
-    return sizes
 
 
 def failing_cases(grade: Any, config: Any, results: dict[str, ProbeResult],
@@ -123,12 +101,6 @@ def diagnosis_probe(probe: Probe, case: Case,
                    trace_values=True, again=False, methods=dict(methods),
                    seed=case.seed if probe.seed is None else probe.seed,
                    hidden=case.set == "hidden", groups=("diagnosis",))
-
-
-def _quote(source: str, line: int) -> str:
-    lines = source.splitlines()
-    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-    return mdsafe.code_span(text, 120)
 
 
 def _where(got: torch.Tensor, expected: torch.Tensor) -> str:
@@ -236,7 +208,7 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         return None
     steps = case_steps(case.tensors)
     head, head_name = head_size(case)
-    sizes = _sizes(case)
+    sizes = named_sizes(case)
 
     def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
                 swapped: bool) -> relations.Relation | None:
@@ -265,7 +237,7 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         STEPS[n].rank and not any(t.numel() and matches(t, n, steps[n], head)
                                   for _, t in result.values))
     return Finding(case, divergence, relation,
-                   _quote(source, divergence.line),
+                   quote(source, divergence.line),
                    roles(result.values, divergence.last_line, steps, head,
                          source), missing)
 

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from autograder.checks.diagnosis.sizes import named_sizes, quote
 from autograder.checks.diagnosis.steps import PREFIX
 from autograder.checks.entries import select_cases
 from autograder.checks.kinds import kind
@@ -118,11 +119,10 @@ def view_layouts(case: Case) -> list[tuple[int, ...]]:
 def names(case: Case) -> dict[str, int]:
     """The sizes a number may be named as on ``case``: its constructor's
     integer arguments, the input's sizes, the head size and the sizes
-    derived from them (``attach._sizes``)."""
-    from autograder.checks.diagnosis.attach import _sizes
+    derived from them (``sizes.named_sizes``)."""
     found = dict(case.sizes)
     if case.scale is not None:
-        found.update(_sizes(case))
+        found.update(named_sizes(case))
     return found
 
 
@@ -147,8 +147,7 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
     """The student-facing line for one crash (markdown)."""
     which = (f"{'hidden' if case.set == 'hidden' else 'public'} case "
              f"`{case.name}`")
-    from autograder.checks.diagnosis.attach import _quote
-    text = (f"{MARK} ({which}): line {line} {_quote(source, line)} raised "
+    text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised "
             f"a shape error: {error.text}.")
     every = f"on each of the {count} failing cases"
     said = []

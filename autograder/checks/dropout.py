@@ -20,6 +20,7 @@ import torch
 
 from autograder import probes as P
 from autograder.checks import dropout_replay
+from autograder.checks.attention_weights import softmax_shown
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
                                       projection_outputs, projection_probes,
@@ -367,15 +368,20 @@ class DropoutOnWeightsParams(DropoutParams):
     projections: list[str] = field(kw_only=True)
     # The value projection's attribute name: where a failing call's
     # dropout went is replayed through it ("" : not tried).
+    # Also set through the evidence's probe state so that a call's output
+    # is the attention weights, judged a softmax of the scores
+    # (attention_weights.py), with ``output_layer`` (the layer after the
+    # heads, if any) set to the identity.
     value_layer: str = ""
+    output_layer: str = ""
 
     def __post_init__(self) -> None:
         valid_projections(self.projections)
-        if self.value_layer and not ATTRIBUTE_NAME.fullmatch(
-                str(self.value_layer)):
-            raise ValueError(f"value_layer must be a layer's attribute "
-                             f"name, e.g. \"W_value\" (got "
-                             f"{self.value_layer!r})")
+        for key in ("value_layer", "output_layer"):
+            name = getattr(self, key)
+            if name and not ATTRIBUTE_NAME.fullmatch(str(name)):
+                raise ValueError(f"{key} must be a layer's attribute "
+                                 f"name, e.g. \"W_value\" (got {name!r})")
 
 
 def _split_value_mix(case: Case, shape: torch.Size, value: str, mix: str
@@ -656,23 +662,29 @@ class DropoutOnWeights(CaseCheck):
                                       suffix=f"*{factor}",
                                       x=factor * case.tensors["x"]))
         return found + projection_probes(case, check.timeout,
-                                         check.params.projections)
+                                         check.params.projections,
+                                         check.params.value_layer,
+                                         check.params.output_layer)
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
-                  params: DropoutOnWeightsParams) -> bool:
+                  params: DropoutOnWeightsParams, case: Case) -> bool:
         """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
-        and moved by zeroing the query or the key projection (see
+        moved by zeroing the query or the key projection, and weights
+        that are a softmax of the scores (see
         ``follows_queries_and_keys``)."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:4], probes[1:4])]
         if None in found or not nonlinear([f[0] for f in found],
                                           params.nonlinear_threshold):
             return False
+        extra = projection_outputs(results[4:], probes[4:])
         return follows_queries_and_keys(
-            found[0][0], projection_outputs(results[4:], probes[4:]),
-            params.same_atol, params.projections,
-            threshold=params.nonlinear_threshold)
+            found[0][0], extra, params.same_atol, params.projections,
+            threshold=params.nonlinear_threshold,
+            weights_shown=softmax_shown(case, params.projections,
+                                        params.value_layer, extra,
+                                        params.output_layer))
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case
@@ -727,7 +739,7 @@ class DropoutOnWeights(CaseCheck):
             if close(found[0], own[0], params.same_atol, equal_nan=True):
                 return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
             return Verdict(True, evidence=self._evidence(results, probes,
-                                                         params))
+                                                         params, case))
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
@@ -749,4 +761,4 @@ class DropoutOnWeights(CaseCheck):
             return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
                        **pattern.facts())
         return Verdict(True, evidence=self._evidence(results, probes,
-                                                     params))
+                                                     params, case))

@@ -125,6 +125,7 @@ class Finding(Enum):
     ATT_EQUALS_EVAL = auto()
     # Dropout on the weights (3.1d, 3.3d): the two copies differ.
     NOT_ON_WEIGHTS = auto()
+    EVAL_FOLLOWS_RATE = auto()   # the eval output changes with p
 
 
 FROM_PATTERN = {Pattern.UNSCALED: Finding.UNSCALED,
@@ -216,6 +217,12 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "in train mode {wrong_which} are neither 0 nor their eval value / "
         "(1 - p){wrong_tail} dropout applied before the softmax?",
         "wrong train-mode {units}"),
+    Finding.EVAL_FOLLOWS_RATE: (
+        "in eval mode {seen_has} other values with dropout {p:g} than "
+        "with dropout 0: in eval mode dropout does nothing, whatever its "
+        "rate. Scale nothing by (1 - p): self.dropout already scales the "
+        "kept {units} by 1/(1 - p) in train mode.",
+        "the eval output depends on the dropout rate"),
     Finding.NONE_DROPPED: (
         "in train mode (dropout {p:g}) no {unit} was dropped: apply "
         "self.dropout to the attention {units}", "dropout not applied"),
@@ -653,18 +660,24 @@ class DropoutOnWeights(CaseCheck):
 
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call, the same call in eval mode, eval
-        calls on 2x and 3x, and eval calls with the query, then the key
-        projection zeroed (weights that follow the queries and keys)."""
+        calls on 2x and 3x, ``projection_probes`` (weights that follow
+        the queries and keys, and are a softmax of their scores), and the
+        eval call with dropout 0."""
         found = [P.case_probe(case, train=True, timeout=check.timeout),
                  P.case_probe(case, timeout=check.timeout)]
         for factor in (2, 3):
             found.append(P.case_probe(case, timeout=check.timeout,
                                       suffix=f"*{factor}",
                                       x=factor * case.tensors["x"]))
-        return found + projection_probes(case, check.timeout,
-                                         check.params.projections,
-                                         check.params.value_layer,
-                                         check.params.output_layer)
+        found += projection_probes(case, check.timeout,
+                                   check.params.projections,
+                                   check.params.value_layer,
+                                   check.params.output_layer)
+        # Last, the eval call of a module built with dropout 0: in eval
+        # mode the rate changes nothing (weights times 1 - p in both
+        # modes, which train mode's own check cannot see, fail).
+        plain = P.case_probe(case, timeout=check.timeout, suffix=":p=0")
+        return found + [replace(plain, init={**plain.init, "dropout": 0.0})]
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
@@ -678,7 +691,7 @@ class DropoutOnWeights(CaseCheck):
         if None in found or not nonlinear([f[0] for f in found],
                                           params.nonlinear_threshold):
             return False
-        extra = projection_outputs(results[4:], probes[4:])
+        extra = projection_outputs(results[4:-1], probes[4:-1])
         return follows_queries_and_keys(
             found[0][0], extra, params.same_atol, params.projections,
             threshold=params.nonlinear_threshold,
@@ -729,6 +742,12 @@ class DropoutOnWeights(CaseCheck):
         first, second = split
         p = float(case.init["dropout"])
         own, _ = returned_tensors(results[1], probes[1], None)
+        rate_free, _ = returned_tensors(results[-1], probes[-1], None) \
+            if results[-1].ok else (None, None)
+        if own and rate_free and own[0].shape == rate_free[0].shape and \
+                not close(own[0], rate_free[0], params.same_atol,
+                          equal_nan=True):
+            return say(Finding.EVAL_FOLLOWS_RATE, WEIGHTS, p=p)
         own_split = self._halves(own[0], case) if own else None
         if own_split is not None and not close(*own_split,
                                                params.halves_atol,

@@ -66,7 +66,7 @@ def _heads(case: Case) -> int:
 def scores(state: dict[str, torch.Tensor], roles: list[str], x: torch.Tensor,
            heads: int) -> torch.Tensor | None:
     """Every head's unscaled scores ``q k^T`` [heads, n, n] of ``x``
-    [n, d_in], q and k from the layers ``roles`` names in ``state``."""
+    [n, features], q and k from the layers ``roles`` names in ``state``."""
     q, k = (_project(state, name, x) for name in roles[:2])
     if q is None or k is None or q.shape != k.shape or \
             q.shape[1] % heads:
@@ -79,18 +79,19 @@ def scores(state: dict[str, torch.Tensor], roles: list[str], x: torch.Tensor,
 
 def _setup(case: Case, roles: list[str], value_layer: str
            ) -> tuple[torch.Tensor, int, int] | None:
-    """The one-hot input [n, d_in] (scaled so that the case's scores
+    """The one-hot input [n, features] (scaled so that the case's scores
     spread by SPREAD), the number of heads and each head's value size;
     None if the case cannot be probed so."""
-    d_in, context = case.size("input"), case.size("context")
+    features, context = case.size("input"), case.size("context")
     value = _layer(case.weights, value_layer)
-    if not isinstance(d_in, int) or value is None or len(roles) < 2:
+    if not isinstance(features, int) or value is None or len(roles) < 2:
         return None
-    n = min(d_in, context if isinstance(context, int) else d_in, MAX_TOKENS)
+    n = min(features, context if isinstance(context, int) else features,
+            MAX_TOKENS)
     heads = _heads(case)
     if n < 2 or value[0].shape[0] % heads:
         return None
-    eye = torch.eye(n, d_in, dtype=torch.float64)
+    eye = torch.eye(n, features, dtype=torch.float64)
     for power in range(-4, 13):
         alpha = 2.0 ** power
         found = scores(case.weights, roles, alpha * eye, heads)
@@ -106,8 +107,10 @@ def _setup(case: Case, roles: list[str], value_layer: str
 def exposing_states(case: Case, roles: list[str], value_layer: str,
                     output_layer: str = ""
                     ) -> tuple[torch.Tensor, list[dict]] | None:
-    """The input [1, n, d_in] and one state per call (``ceil(n / head)``
-    calls) whose outputs are the attention weights (module docstring)."""
+    """The input [1, n, features] and one state per call
+    (``ceil(n / head)`` calls) whose outputs are the attention weights
+    (module docstring); None if the case cannot be probed so (a layer
+    other than these in the way, too few tokens)."""
     layers = {path.rsplit(".", 1)[0] for path, value in case.weights.items()
               if path.endswith(".weight") and value.dim() == 2}
     if layers - {*roles[:2], value_layer, output_layer}:
@@ -116,7 +119,7 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
     if setup is None:
         return None
     x, heads, head = setup
-    n, d_in = x.shape
+    n = x.shape[0]
     alpha = float(x[0, 0])
     weight, bias = case.weights[f"{value_layer}.weight"], \
         case.weights.get(f"{value_layer}.bias")

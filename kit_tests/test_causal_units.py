@@ -210,3 +210,87 @@ def test_q_and_k_swapped_costs_3_1_not_3_1c(config):
                                     "queries.transpose(1, 2)\n")), config)
     assert not passed["3.1"]
     assert passed["3.1c"] and passed["3.1d"]
+
+
+# --------------------------------------------------------------------------
+# The weights shown and judged as a softmax of the scores
+# (autograder/checks/attention_weights.py)
+
+def _scores(n: int = 6, heads: int = 2) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(7)
+    return 3 * torch.randn(heads, n, n, generator=generator,
+                           dtype=torch.float64)
+
+
+def _shown(weights: torch.Tensor, scores: torch.Tensor) -> bool:
+    from autograder.checks.attention_weights import softmax_of_scores
+    everything = torch.ones(weights.shape[-1], dtype=torch.bool)
+    return softmax_of_scores([(weights, scores, everything)])
+
+
+FUTURE = torch.ones(6, 6, dtype=torch.bool).triu(1)
+
+
+@pytest.mark.parametrize("name,weights", [
+    ("causal softmax", lambda s: s.masked_fill(FUTURE, -torch.inf)
+     .softmax(-1)),
+    ("no scale, values scaled", lambda s: 0.5 * (2 * s).masked_fill(
+        FUTURE, -torch.inf).softmax(-1)),
+    ("softmax over the queries", lambda s: s.masked_fill(
+        FUTURE, -torch.inf).softmax(-2)),
+    ("q and k swapped", lambda s: s.transpose(-1, -2).masked_fill(
+        FUTURE, -torch.inf).softmax(-1)),
+    ("mask multiplied in", lambda s: (s * ~FUTURE).softmax(-1)),
+    ("mask inverted (a row all hidden)", lambda s: s.masked_fill(
+        ~FUTURE, -torch.inf).softmax(-1)),
+])
+def test_any_softmax_of_the_scores_is_shown_as_one(name, weights):
+    s = _scores()
+    assert _shown(weights(s), s), name
+
+
+@pytest.mark.parametrize("name,weights", [
+    ("uniform + 0.1 tanh(s - mean s)", lambda s: (~FUTURE / (~FUTURE).sum(
+        -1, keepdim=True)) + 0.1 * torch.tanh(
+        s - (s * ~FUTURE).sum(-1, keepdim=True) / (~FUTURE).sum(
+            -1, keepdim=True)) * ~FUTURE),
+    ("uniform", lambda s: (~FUTURE / (~FUTURE).sum(-1, keepdim=True))
+     .expand_as(s)),
+    ("exp of the scores, not normalised", lambda s: s.masked_fill(
+        FUTURE, -torch.inf).exp()),
+    ("softmax of tanh(s)", lambda s: torch.tanh(s).masked_fill(
+        FUTURE, -torch.inf).softmax(-1)),
+])
+def test_weights_that_are_no_softmax_of_the_scores_are_not(name, weights):
+    s = _scores()
+    assert not _shown(weights(s), s), name
+
+
+def test_the_exposing_calls_show_the_weights_of_every_public_case():
+    """The reference's weights, read from the calls' outputs, are a
+    softmax of the scores computed from the probes' own weights."""
+    import types
+    from autograder.checks import attention_weights as shown
+    from autograder.values import load_cases
+    module = types.ModuleType("reference")
+    exec(compile(FULL_REFERENCE, "reference.py", "exec"), module.__dict__)
+    roles = ["W_query", "W_key"]
+    judged = 0
+    for case in load_cases():
+        if case.set != "public" or not case.weights or \
+                case.task not in ("causal_attention",
+                                  "multi_head_attention"):
+            continue
+        output = "out_proj" if case.task == "multi_head_attention" else ""
+        x, states = shown.exposing_states(case, roles, "W_value", output)
+        outputs = []
+        for state in states:
+            attention = getattr(module, case.cls)(**case.init).eval()
+            attention.load_state_dict(state, strict=False)
+            with torch.no_grad():
+                outputs.append(attention(x))
+        calls = shown.exposed_weights(case, roles, roles, "W_value",
+                                      outputs, output)
+        assert shown.softmax_of_scores(calls), case.name
+        judged += 1
+    assert judged >= 4

@@ -237,14 +237,18 @@ def side_by_side(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
 
 
 def judge_weights(first: torch.Tensor, second: torch.Tensor | None = None,
-                  own: torch.Tensor | None = None) -> Verdict:
+                  own: torch.Tensor | None = None,
+                  rate_free: torch.Tensor | None = None) -> Verdict:
+    """``rate_free``: the eval output of the module built with dropout 0
+    (the last probe; default: ``own``)."""
     case = WEIGHTS_CASE
     frozen = case.tensors["attention"]
     train = side_by_side(first, first if second is None else second)
     own = side_by_side(frozen, frozen) if own is None else own
     check_kind = kind(WEIGHTS_CHECK).impl
     probes = check_kind.case_probes(WEIGHTS_CHECK, case)
-    results = [result(train)] + [result(own)] * (len(probes) - 1)
+    results = [result(train)] + [result(own)] * (len(probes) - 2) + [
+        result(own if rate_free is None else rate_free)]
     return check_kind.judge(WEIGHTS_CHECK, case, results, probes, CTX)
 
 
@@ -270,6 +274,12 @@ def weights_situations() -> dict[D.Finding, Callable[[], Verdict]]:
             frozen / (1 - P_WEIGHTS)),
         D.Finding.ALL_DROPPED: lambda: judge_weights(
             torch.zeros_like(frozen)),
+        # Weights times 1 - p in both modes: train mode is eval mode
+        # dropped out and rescaled, but the eval output follows p.
+        D.Finding.EVAL_FOLLOWS_RATE: lambda: judge_weights(
+            right * (1 - P_WEIGHTS),
+            own=side_by_side(frozen, frozen) * (1 - P_WEIGHTS),
+            rate_free=side_by_side(frozen, frozen)),
     }
 
 
@@ -315,6 +325,12 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
         D.Finding.ALL_DROPPED: (
             f"in train mode (dropout {p:g}) every weight was dropped: apply "
             f"self.dropout to the attention weights", "dropout not applied"),
+        D.Finding.EVAL_FOLLOWS_RATE: (
+            f"in eval mode the output has other values with dropout {p:g} "
+            f"than with dropout 0: in eval mode dropout does nothing, "
+            f"whatever its rate. Scale nothing by (1 - p): self.dropout "
+            f"already scales the kept weights by 1/(1 - p) in train mode.",
+            "the eval output depends on the dropout rate"),
     }
 
 

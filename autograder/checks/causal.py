@@ -14,10 +14,13 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import torch
 
 from autograder import probes as P
+from autograder.checks.attention_weights import (
+    exposing_probes, softmax_shown)
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import fmt_shape
@@ -160,7 +163,8 @@ def projection_cleared(case: Case, name: str) -> dict[str, torch.Tensor]:
 
 
 def projection_probes(case: Case, timeout: float,
-                      projections: list[str]) -> list[Probe]:
+                      projections: list[str], value_layer: str = "",
+                      output_layer: str = "") -> list[Probe]:
     """Eval calls with each of ``projections`` (the query, then the key
     projection, as the rubric names them) zeroed, then a call on an input
     with a constant first feature and the same call with every key moved
@@ -168,14 +172,19 @@ def projection_probes(case: Case, timeout: float,
     the case's other layers (``other_projections``), the call with it
     zeroed and doubled, and on that input with its every output moved by
     one vector, once and twice. What ``follows_queries_and_keys`` reads,
-    by the label that ends each probe's id (``projection_outputs``)."""
+    by the label that ends each probe's id (``projection_outputs``).
+    With ``value_layer`` (and ``output_layer``, set to the identity),
+    first the calls whose outputs are the attention weights
+    (``attention_weights.exposing_probes``, ``exposed-<k>``)."""
     def probe(label: str, state: dict[str, torch.Tensor],
               x: torch.Tensor | None = None) -> Probe:
         return P.case_probe(case, timeout=timeout, suffix=f":{label}",
                             state=state, x=x)
 
-    found = [probe(f"{name}-zeroed", state) for name in projections
-             if (state := projection_zeroed(case, name)) is not None]
+    found = exposing_probes(case, timeout, projections, value_layer,
+                            output_layer) if value_layer else []
+    found += [probe(f"{name}-zeroed", state) for name in projections
+              if (state := projection_zeroed(case, name)) is not None]
     shifts = [keys_shifted(case, name) for name in projections[::-1]]
     if not all(shift is not None for shift in shifts):
         return found
@@ -264,7 +273,9 @@ def follows_queries_and_keys(base: torch.Tensor,
                              found: dict[str, torch.Tensor | None],
                              atol: float, projections: list[str],
                              softmax: bool = False,
-                             threshold: float = 1e-4) -> bool:
+                             threshold: float = 1e-4,
+                             weights_shown: Callable[[list[str]], bool]
+                             | None = None) -> bool:
     """Whether the weights are attention's, a softmax of query-key
     scores, as ``projection_probes``' outputs (``found``, by label) show,
     through the layers the scores use (``_score_roles``: the projections
@@ -284,9 +295,18 @@ def follows_queries_and_keys(base: torch.Tensor,
 
     ``softmax=False`` (the dropout kinds' evidence, where a wrong mask or
     softmax axis is another item's mistake): only that the output moves
-    beyond ``atol`` when each of those layers is zeroed."""
+    beyond ``atol`` when each of those layers is zeroed.
+
+    ``weights_shown`` (given the layers that play the query's and the
+    key's parts): whether the weights a call exposes are a softmax of
+    their scores (``attention_weights.softmax_of_scores``), required in
+    both modes: fixed weights plus a term of the scores that ignores a
+    shift of them (``uniform + 0.1 tanh(s - mean(s))``) pass the rest."""
     roles = _score_roles(base, found, atol, projections, threshold)
     if roles is None:
+        return False
+    if weights_shown is not None and \
+            not weights_shown([name for name, _ in roles]):
         return False
     zeroed = [found[f"{name}-zeroed"] for name, _ in roles]
     if not softmax:
@@ -360,9 +380,15 @@ class CausalPropertyParams:
 
     projections: list[str]
     nonlinear_threshold: float = 1e-4
+    # The value layer's attribute name: set through the probe's state so
+    # that a call's output is the attention weights, judged a softmax of
+    # the scores (attention_weights.py; "": not judged).
+    value_layer: str = ""
 
     def __post_init__(self) -> None:
         valid_projections(self.projections)
+        if self.value_layer:
+            valid_projections([self.value_layer])
 
 
 @register("item", "causal_property", uses_cases=True,
@@ -419,15 +445,18 @@ class CausalProperty(CaseCheck):
         random.Random(case_generator(case, "order").initial_seed()
                       ).shuffle(found)
         return found + projection_probes(case, check.timeout,
-                                         check.params.projections)
+                                         check.params.projections,
+                                         check.params.value_layer)
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
         """Every position keeps its output when the tokens after it
         change, in eval and in train mode; some later position changes
         with the first token; the weights are attention's."""
+        params = check.params
         zeroing = len(projection_probes(case, check.timeout,
-                                        check.params.projections))
+                                        params.projections,
+                                        params.value_layer))
         causal = len(probes) - zeroing
         got: dict[str, torch.Tensor] = {}
         for result, probe in zip(results[:causal], probes[:causal]):
@@ -481,6 +510,8 @@ class CausalProperty(CaseCheck):
                            "outputs do not mix positions")
         return Verdict(True, evidence=nonlinear(
             [before[:, 1:], first[:, 1:], twice[:, 1:]],
-            check.params.nonlinear_threshold) and follows_queries_and_keys(
-                before, extra, check.atol, check.params.projections,
-                softmax=True, threshold=check.params.nonlinear_threshold))
+            params.nonlinear_threshold) and follows_queries_and_keys(
+                before, extra, check.atol, params.projections,
+                softmax=True, threshold=params.nonlinear_threshold,
+                weights_shown=softmax_shown(case, params.projections,
+                                            params.value_layer, extra)))

@@ -20,6 +20,7 @@ import torch
 
 from autograder import probes as P
 from autograder.checks import dropout_replay
+from autograder.checks.attention_weights import softmax_shown
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
                                       projection_outputs, projection_probes,
@@ -124,6 +125,7 @@ class Finding(Enum):
     ATT_EQUALS_EVAL = auto()
     # Dropout on the weights (3.1d, 3.3d): the two copies differ.
     NOT_ON_WEIGHTS = auto()
+    EVAL_FOLLOWS_RATE = auto()   # the eval output changes with p
 
 
 FROM_PATTERN = {Pattern.UNSCALED: Finding.UNSCALED,
@@ -215,6 +217,12 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "in train mode {wrong_which} are neither 0 nor their eval value / "
         "(1 - p){wrong_tail} dropout applied before the softmax?",
         "wrong train-mode {units}"),
+    Finding.EVAL_FOLLOWS_RATE: (
+        "in eval mode {seen_has} other values with dropout {p:g} than "
+        "with dropout 0: in eval mode dropout does nothing, whatever its "
+        "rate. Scale nothing by (1 - p): self.dropout already scales the "
+        "kept {units} by 1/(1 - p) in train mode.",
+        "the eval output depends on the dropout rate"),
     Finding.NONE_DROPPED: (
         "in train mode (dropout {p:g}) no {unit} was dropped: apply "
         "self.dropout to the attention {units}", "dropout not applied"),
@@ -367,15 +375,20 @@ class DropoutOnWeightsParams(DropoutParams):
     projections: list[str] = field(kw_only=True)
     # The value projection's attribute name: where a failing call's
     # dropout went is replayed through it ("" : not tried).
+    # Also set through the evidence's probe state so that a call's output
+    # is the attention weights, judged a softmax of the scores
+    # (attention_weights.py), with ``output_layer`` (the layer after the
+    # heads, if any) set to the identity.
     value_layer: str = ""
+    output_layer: str = ""
 
     def __post_init__(self) -> None:
         valid_projections(self.projections)
-        if self.value_layer and not ATTRIBUTE_NAME.fullmatch(
-                str(self.value_layer)):
-            raise ValueError(f"value_layer must be a layer's attribute "
-                             f"name, e.g. \"W_value\" (got "
-                             f"{self.value_layer!r})")
+        for key in ("value_layer", "output_layer"):
+            name = getattr(self, key)
+            if name and not ATTRIBUTE_NAME.fullmatch(str(name)):
+                raise ValueError(f"{key} must be a layer's attribute "
+                                 f"name, e.g. \"W_value\" (got {name!r})")
 
 
 def _split_value_mix(case: Case, shape: torch.Size, value: str, mix: str
@@ -647,32 +660,44 @@ class DropoutOnWeights(CaseCheck):
 
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call, the same call in eval mode, eval
-        calls on 2x and 3x, and eval calls with the query, then the key
-        projection zeroed (weights that follow the queries and keys)."""
+        calls on 2x and 3x, ``projection_probes`` (weights that follow
+        the queries and keys, and are a softmax of their scores), and the
+        eval call with dropout 0."""
         found = [P.case_probe(case, train=True, timeout=check.timeout),
                  P.case_probe(case, timeout=check.timeout)]
         for factor in (2, 3):
             found.append(P.case_probe(case, timeout=check.timeout,
                                       suffix=f"*{factor}",
                                       x=factor * case.tensors["x"]))
-        return found + projection_probes(case, check.timeout,
-                                         check.params.projections)
+        found += projection_probes(case, check.timeout,
+                                   check.params.projections,
+                                   check.params.value_layer,
+                                   check.params.output_layer)
+        # Last, the eval call of a module built with dropout 0: in eval
+        # mode the rate changes nothing (weights times 1 - p in both
+        # modes, which train mode's own check cannot see, fail).
+        plain = P.case_probe(case, timeout=check.timeout, suffix=":p=0")
+        return found + [replace(plain, init={**plain.init, "dropout": 0.0})]
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
-                  params: DropoutOnWeightsParams) -> bool:
+                  params: DropoutOnWeightsParams, case: Case) -> bool:
         """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
-        and moved by zeroing the query or the key projection (see
+        moved by zeroing the query or the key projection, and weights
+        that are a softmax of the scores (see
         ``follows_queries_and_keys``)."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:4], probes[1:4])]
         if None in found or not nonlinear([f[0] for f in found],
                                           params.nonlinear_threshold):
             return False
+        extra = projection_outputs(results[4:-1], probes[4:-1])
         return follows_queries_and_keys(
-            found[0][0], projection_outputs(results[4:], probes[4:]),
-            params.same_atol, params.projections,
-            threshold=params.nonlinear_threshold)
+            found[0][0], extra, params.same_atol, params.projections,
+            threshold=params.nonlinear_threshold,
+            weights_shown=softmax_shown(case, params.projections,
+                                        params.value_layer, extra,
+                                        params.output_layer))
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case
@@ -717,6 +742,12 @@ class DropoutOnWeights(CaseCheck):
         first, second = split
         p = float(case.init["dropout"])
         own, _ = returned_tensors(results[1], probes[1], None)
+        rate_free, _ = returned_tensors(results[-1], probes[-1], None) \
+            if results[-1].ok else (None, None)
+        if own and rate_free and own[0].shape == rate_free[0].shape and \
+                not close(own[0], rate_free[0], params.same_atol,
+                          equal_nan=True):
+            return say(Finding.EVAL_FOLLOWS_RATE, WEIGHTS, p=p)
         own_split = self._halves(own[0], case) if own else None
         if own_split is not None and not close(*own_split,
                                                params.halves_atol,
@@ -727,7 +758,7 @@ class DropoutOnWeights(CaseCheck):
             if close(found[0], own[0], params.same_atol, equal_nan=True):
                 return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
             return Verdict(True, evidence=self._evidence(results, probes,
-                                                         params))
+                                                         params, case))
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
@@ -749,4 +780,4 @@ class DropoutOnWeights(CaseCheck):
             return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
                        **pattern.facts())
         return Verdict(True, evidence=self._evidence(results, probes,
-                                                     params))
+                                                     params, case))

@@ -1,0 +1,280 @@
+"""Attention weights exposed and judged as a softmax of query-key scores.
+
+A call on one-hot tokens (token i is ``alpha`` times the i-th unit
+vector) whose value layer maps token i to the i-th unit vector (the
+weights set through the probe's state, its bias 0; a named output layer
+set to the identity) returns the attention weights themselves: the output
+at position i, feature ``h * head + c`` is head h's weight of key
+``k * head + c``, in the k-th of ``ceil(tokens / head)`` calls (call k's
+value layer maps token ``k * head + c`` to unit vector c). The scores are
+computed here from the probe's own query and key weights, so the check
+needs no frozen value, and any correct style (einsum, sdpa, loops, bmm)
+shows the same weights.
+
+Weights that are a softmax of the scores (of any scale: a missing or
+wrong scale is another item's mistake) are ``exp(c * s + a_row)`` on the
+keys they do not hide: ``log w_i - log w_j = c (s_i - s_j)`` within each
+row, one ``c > 0`` for every row and head, and every row sums to one
+value (1, or the values' scale). Fixed weights plus a small term of the
+scores (``uniform + 0.1 tanh(s - mean(s))``) match that only to first
+order; ``alpha`` makes the scores spread by several units, where the
+second order shows.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from autograder import probes as P
+from autograder.sandbox.protocol import Probe
+from autograder.values import Case
+
+# The scores of one row spread by at least this (before any scale the
+# student applies): the weights then differ by factors of e^SPREAD.
+SPREAD = 3.0
+MAX_TOKENS = 12
+FLOOR = 1e-7     # weights below it are too small to read a log from
+LOG_ATOL = 1e-3  # float32 softmax: log-weights exact to ~1e-6
+SUM_RTOL = 1e-4
+SLOPE_MIN = 0.05  # c * (spread of the scores) above it: the scores matter
+
+
+def _layer(state: dict[str, torch.Tensor], name: str
+           ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    weight = state.get(f"{name}.weight")
+    if weight is None or weight.dim() != 2:
+        return None
+    return weight.double(), state.get(f"{name}.bias")
+
+
+def _project(state: dict[str, torch.Tensor], name: str, x: torch.Tensor
+             ) -> torch.Tensor | None:
+    found = _layer(state, name)
+    if found is None or found[0].shape[1] != x.shape[-1]:
+        return None
+    weight, bias = found
+    out = x.double() @ weight.T
+    return out + bias.double() if bias is not None else out
+
+
+def _heads(case: Case) -> int:
+    heads = case.size("heads", 1)
+    return heads if isinstance(heads, int) and heads > 0 else 1
+
+
+def scores(state: dict[str, torch.Tensor], roles: list[str], x: torch.Tensor,
+           heads: int) -> torch.Tensor | None:
+    """Every head's unscaled scores ``q k^T`` [heads, n, n] of ``x``
+    [n, features], q and k from the layers ``roles`` names in ``state``."""
+    q, k = (_project(state, name, x) for name in roles[:2])
+    if q is None or k is None or q.shape != k.shape or \
+            q.shape[1] % heads:
+        return None
+    n, width = q.shape
+    q = q.view(n, heads, width // heads).transpose(0, 1)
+    k = k.view(n, heads, width // heads).transpose(0, 1)
+    return q @ k.transpose(1, 2)
+
+
+def _setup(case: Case, roles: list[str], value_layer: str
+           ) -> tuple[torch.Tensor, int, int] | None:
+    """The one-hot input [n, features] (scaled so that the case's scores
+    spread by SPREAD), the number of heads and each head's value size;
+    None if the case cannot be probed so."""
+    features, context = case.size("input"), case.size("context")
+    value = _layer(case.weights, value_layer)
+    if not isinstance(features, int) or value is None or len(roles) < 2:
+        return None
+    n = min(features, context if isinstance(context, int) else features,
+            MAX_TOKENS)
+    heads = _heads(case)
+    if n < 2 or value[0].shape[0] % heads:
+        return None
+    eye = torch.eye(n, features, dtype=torch.float64)
+    for power in range(-4, 13):
+        alpha = 2.0 ** power
+        found = scores(case.weights, roles, alpha * eye, heads)
+        if found is None:
+            return None
+        head = _layer(case.weights, roles[0])[0].shape[0] // heads
+        spread = (found.amax(-1) - found.amin(-1)).max() / math.sqrt(head)
+        if float(spread) >= SPREAD:
+            break
+    return alpha * eye, heads, value[0].shape[0] // heads
+
+
+def exposing_states(case: Case, roles: list[str], value_layer: str,
+                    output_layer: str = ""
+                    ) -> tuple[torch.Tensor, list[dict]] | None:
+    """The input [1, n, features] and one state per call
+    (``ceil(n / head)`` calls) whose outputs are the attention weights
+    (module docstring); None if the case cannot be probed so (a layer
+    other than these in the way, too few tokens)."""
+    layers = {path.rsplit(".", 1)[0] for path, value in case.weights.items()
+              if path.endswith(".weight") and value.dim() == 2}
+    if layers - {*roles[:2], value_layer, output_layer}:
+        return None     # another layer (an output projection) in the way
+    setup = _setup(case, roles, value_layer)
+    if setup is None:
+        return None
+    x, heads, head = setup
+    n = x.shape[0]
+    alpha = float(x[0, 0])
+    weight, bias = case.weights[f"{value_layer}.weight"], \
+        case.weights.get(f"{value_layer}.bias")
+    fixed = dict(case.weights)
+    if bias is not None:
+        fixed[f"{value_layer}.bias"] = torch.zeros_like(bias)
+    if output_layer:
+        out = _layer(case.weights, output_layer)
+        if out is None or out[0].shape[0] != out[0].shape[1]:
+            return None
+        w = case.weights[f"{output_layer}.weight"]
+        fixed[f"{output_layer}.weight"] = torch.eye(w.shape[0], dtype=w.dtype)
+        if out[1] is not None:
+            fixed[f"{output_layer}.bias"] = torch.zeros_like(out[1])
+    states = []
+    for call in range(math.ceil(n / head)):
+        value = torch.zeros_like(weight)
+        for h in range(heads):
+            for c in range(head):
+                token = call * head + c
+                if token < n:
+                    value[h * head + c, token] = 1.0 / alpha
+        states.append({**fixed, f"{value_layer}.weight": value})
+    return x.to(weight.dtype).unsqueeze(0), states
+
+
+def exposing_probes(case: Case, timeout: float, roles: list[str],
+                    value_layer: str, output_layer: str = ""
+                    ) -> list[Probe]:
+    """Eval calls whose outputs are the attention weights (labelled
+    ``exposed-<k>``); none if the case cannot be probed so."""
+    found = exposing_states(case, roles, value_layer, output_layer)
+    if found is None:
+        return []
+    x, states = found
+    return [P.case_probe(case, timeout=timeout, suffix=f":exposed-{k}",
+                         state=state, x=x)
+            for k, state in enumerate(states)]
+
+
+def exposed_weights(case: Case, projections: list[str], roles: list[str],
+                    value_layer: str, outputs: list[torch.Tensor | None],
+                    output_layer: str = ""
+                    ) -> list[tuple[torch.Tensor, torch.Tensor,
+                                    torch.Tensor]] | None:
+    """Per call of ``exposing_probes(case, ..., projections, ...)``: the
+    weights it shows [heads, n, n] (NaN where not shown), the scores
+    there [heads, n, n] (computed from that call's state, with ``roles``
+    the layers the scores use: the value layer may be one of them), and
+    which keys it shows; None if an output is missing or of another
+    shape."""
+    found = exposing_states(case, projections, value_layer, output_layer)
+    if found is None or len(outputs) != len(found[1]):
+        return None
+    x, states = found
+    n = x.shape[1]
+    heads = _heads(case)
+    head = states[0][f"{value_layer}.weight"].shape[0] // heads
+    calls = []
+    for call, (state, out) in enumerate(zip(states, outputs)):
+        s = scores(state, roles, x[0], heads)
+        if out is None or s is None or tuple(out.shape) != (1, n,
+                                                            heads * head):
+            return None
+        weights = torch.full((heads, n, n), math.nan, dtype=torch.float64)
+        shown = torch.zeros(n, dtype=torch.bool)
+        keys = list(range(call * head, min(n, (call + 1) * head)))
+        shown[keys] = True
+        view = out[0].double().view(n, heads, head).transpose(0, 1)
+        weights[:, :, keys] = view[:, :, :len(keys)]
+        calls.append((weights, s, shown))
+    if all(torch.equal(s, calls[0][1]) for _, s, _ in calls):
+        # The scores do not depend on the value layer: one matrix.
+        whole = calls[0][0].clone()
+        for weights, _, shown in calls[1:]:
+            whole[:, :, shown] = weights[:, :, shown]
+        return [(whole, calls[0][1], torch.ones(n, dtype=torch.bool))]
+    return calls
+
+
+def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
+          ) -> bool:
+    """Whether every row of ``weights`` [..., n, n] (the keys ``shown``)
+    is ``exp(c * s + a_row)`` on the keys it does not hide, per triangle
+    (keys up to the query, keys after it: a mask multiplied in gives the
+    hidden ones one constant score, slope 0), one slope per triangle for
+    every row, one of them > 0; and, with every key shown, every row sums
+    to one common value. Rows with a non-finite weight are skipped (a
+    row all hidden is NaN); at least one row must have two keys."""
+    n = weights.shape[-1]
+    rows = torch.isfinite(weights[..., shown]).all(-1)
+    if not bool(rows.any()):
+        return False
+    w, s = weights[rows], s[rows]          # [r, n]
+    key = torch.arange(n).expand(*rows.shape, n)[rows]     # [r, n]
+    row = torch.arange(n).view(*[1] * (rows.dim() - 1), n, 1).expand(
+        *rows.shape, 1)[rows]                               # [r, 1]
+    support = (w > FLOOR) & shown
+    any_slope = False
+    for part in (key <= row, key > row):
+        keys = support & part
+        usable = keys.sum(-1) >= 2
+        if not bool(usable.any()):
+            continue
+        lw = torch.where(keys, w.clamp_min(FLOOR).log(), 0.0)[usable]
+        sv = torch.where(keys, s, 0.0)[usable]
+        k = keys[usable]
+        count = k.sum(-1, keepdim=True)
+        y = torch.where(k, lw - lw.sum(-1, keepdim=True) / count, 0.0)
+        z = torch.where(k, sv - sv.sum(-1, keepdim=True) / count, 0.0)
+        zz = float((z * z).sum())
+        c = float((y * z).sum()) / zz if zz > 0 else 0.0
+        if float((y - c * z).abs().max()) > LOG_ATOL:
+            return False
+        if c > 0 and c * float(z.abs().max()) > SLOPE_MIN:
+            any_slope = True
+    if not any_slope:
+        return False
+    if not bool(shown.all()):
+        return True
+    sums = torch.where(w > 0, w, 0.0).sum(-1)
+    return float((sums - sums[0]).abs().max()) <= SUM_RTOL * \
+        max(float(sums[0].abs()), 1e-12) and float(sums[0]) > 0
+
+
+def softmax_of_scores(calls: list[tuple[torch.Tensor, torch.Tensor,
+                                        torch.Tensor]] | None) -> bool:
+    """Whether the weights ``exposed_weights`` read are a softmax of the
+    scores (``_fits``), over the keys of each query or, the softmax taken
+    over the queries (3.1's mistake), of each key; the scores ``q k^T``
+    or, the roles swapped (3.1's mistake too), ``k q^T``."""
+    if not calls:
+        return False
+    whole = all(bool(shown.all()) for _, _, shown in calls)
+    for by_key in ((False, True) if whole else (False,)):
+        for swapped in (False, True):
+            if all(_fits(w.transpose(-1, -2) if by_key else w,
+                         s.transpose(-1, -2) if swapped else s, shown)
+                   for w, s, shown in calls):
+                return True
+    return False
+
+
+def softmax_shown(case: Case, projections: list[str], value_layer: str,
+                  found: dict[str, torch.Tensor | None],
+                  output_layer: str = ""):
+    """What ``causal.follows_queries_and_keys`` asks of the weights:
+    given the layers that play the query's and the key's parts, whether
+    the ``exposed-<k>`` outputs in ``found`` are a softmax of their
+    scores; None (nothing asked) where the case cannot be probed so."""
+    labels = sorted((label for label in found
+                     if label.startswith("exposed-")),
+                    key=lambda label: int(label.rsplit("-", 1)[1]))
+    if not value_layer or not labels:
+        return None
+    outputs = [found[label] for label in labels]
+    return lambda roles: softmax_of_scores(exposed_weights(
+        case, projections, roles, value_layer, outputs, output_layer))

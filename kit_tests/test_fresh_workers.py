@@ -1,13 +1,12 @@
 """A fresh probe (``Probe.fresh``: the causal check's calls) shares no
-state with another call. A cache in the module is reset by the fresh
-import (the control, which holds); state the submission keeps outside
-its module (in ``builtins``, on ``torch``) survives it, and a cache
-replaying the first call's outputs on the shared prefix, with no mask at
-all, passes the causal check (not yet closed). One worker per
-fresh probe closes it (tried: the reference's 122 fresh probes took its
-grade from 17 s to 54 s, children's CPU 3 s to 11.5 s); the attacks are
-kept here as strict xfails, the spec of the fix, so that whoever closes
-it sees them pass."""
+state with the calls it is compared with. A cache in the module is reset
+by the fresh import; state the submission keeps outside its module (in
+``builtins``, on ``torch``) survives it, so the compared calls run in
+different worker processes (``Probe.process``): a cache replaying the
+first call's outputs on the shared prefix, with no mask at all, replays
+nothing. The causal check's calls go to four processes, whatever the
+number of tokens (one per call took the reference's grade from 17 s to
+54 s)."""
 from __future__ import annotations
 
 import pytest
@@ -48,19 +47,14 @@ class Unmasked(nn.Module):
 '''
 
 
-OPEN = pytest.mark.xfail(strict=True, reason=(
-    "state outside the module survives a fresh import in one worker"))
-
-
-@pytest.mark.parametrize("where", [pytest.param("builtins", marks=OPEN),
-                                   pytest.param("torch", marks=OPEN),
-                                   "module"])
+@pytest.mark.parametrize("where", ["builtins", "torch", "module"])
 def test_state_kept_outside_the_module_is_not_shared(where):
     x = torch.randn(1, 4, 3, generator=torch.Generator().manual_seed(3))
     changed = x.clone()
     changed[:, -1] = torch.randn(1, 3, generator=torch.Generator()
                                  .manual_seed(4))
-    probes = [Probe(f"call-{k}", "Unmasked", {}, args=[value], fresh=True)
+    probes = [Probe(f"call-{k}", "Unmasked", {}, args=[value], fresh=True,
+                    process=k + 1)
               for k, value in enumerate((x, changed))]
     with Sandbox() as box:
         first, second = box.run(REPLAY.replace('"WHERE"', repr(where)),

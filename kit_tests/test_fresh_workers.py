@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from autograder.sandbox.pool import Sandbox
-from autograder.sandbox.protocol import OK, Probe
+from autograder.sandbox.protocol import IMPORT_ERROR, OK, Probe
 
 REPLAY = '''
 import builtins
@@ -47,21 +47,50 @@ class Unmasked(nn.Module):
 '''
 
 
-@pytest.mark.parametrize("where", ["builtins", "torch", "module"])
-def test_state_kept_outside_the_module_is_not_shared(where):
+def _earlier_change(box: Sandbox, where: str,
+                    processes: tuple[int, int]) -> float:
+    """How much the outputs before the last token move when only the last
+    token changes, each call fresh, in these worker processes."""
     x = torch.randn(1, 4, 3, generator=torch.Generator().manual_seed(3))
     changed = x.clone()
     changed[:, -1] = torch.randn(1, 3, generator=torch.Generator()
                                  .manual_seed(4))
     probes = [Probe(f"call-{k}", "Unmasked", {}, args=[value], fresh=True,
-                    process=k + 1)
-              for k, value in enumerate((x, changed))]
-    with Sandbox() as box:
-        first, second = box.run(REPLAY.replace('"WHERE"', repr(where)),
-                                "replay.py", probes)
+                    process=process)
+              for k, (value, process) in enumerate(zip((x, changed),
+                                                       processes))]
+    first, second = box.run(REPLAY.replace('"WHERE"', repr(where)),
+                            "replay.py", probes)
     assert first.status == second.status == OK, \
         (first.message, second.message)
+    return float((first.outputs[0][:, :-1]
+                  - second.outputs[0][:, :-1]).abs().max())
+
+
+@pytest.mark.parametrize("where", ["builtins", "torch", "module"])
+def test_state_kept_outside_the_module_is_not_shared(box, where):
     # No mask: the last token changes every earlier position's output,
     # unless the second call replays the first's.
-    earlier = (first.outputs[0][:, :-1] - second.outputs[0][:, :-1]).abs()
-    assert float(earlier.max()) > 1e-3, "replayed from another call"
+    assert _earlier_change(box, where, (1, 2)) > 1e-3, "replayed from another call"
+
+
+def test_one_process_shares_it(box):
+    # The attack is real: in one process, a fresh import does not reset
+    # what is kept on torch.
+    assert _earlier_change(box, "torch", (1, 1)) == 0
+
+
+def test_an_import_that_fails_is_not_retried_in_each_process(box,
+                                                             monkeypatch):
+    probes = [Probe(f"p{k}", "Unmasked", {}, process=k) for k in range(3)]
+    started = []
+    start = box.start
+
+    def counted(process):
+        started.append(process)
+        start(process)
+    monkeypatch.setattr(box, "start", counted)
+    results = box.run("raise ValueError('broken')\n", "broken.py", probes)
+    assert [r.status for r in results] == [IMPORT_ERROR] * 3
+    assert all("broken" in r.message for r in results)
+    assert len(started) == 1

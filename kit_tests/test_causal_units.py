@@ -193,6 +193,26 @@ def test_causal_probes_are_fresh_in_both_modes_and_in_a_drawn_order():
         p.id for p in causal.CausalProperty().case_probes(check, case)]
 
 
+def test_compared_causal_calls_never_share_a_process():
+    from autograder.rubric import load_rubric
+    check = next(i for t in load_rubric().tasks for i in t.items
+                 if i.id == "3.1c")
+    probes = causal.CausalProperty().case_probes(check, _case())
+    process = {p.id.split(":causal:", 1)[1]: p.process
+               for p in probes if ":causal:" in p.id}
+    for mode in ("eval", "train"):
+        changed = {n for label, n in process.items()
+                   if label.startswith(mode) and label.split(":")[1]
+                   not in ("plain", "first", "first-twice")}
+        assert changed and process[f"{mode}:plain"] not in changed
+    # A call and its twin of the other mode (the same input) apart too.
+    assert process["eval:plain"] != process["train:plain"]
+    assert process["eval:last"] != process["train:last"]
+    # Four processes whatever the number of tokens, none the main one.
+    assert len(set(process.values())) == 4 and 0 not in process.values()
+    assert all(p.process == 0 for p in probes if ":causal:" not in p.id)
+
+
 def test_a_shift_of_every_key_is_invisible_to_softmax_weights():
     case = _case()
     x, state = causal.keys_shifted(case, "W_key")

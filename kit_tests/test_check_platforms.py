@@ -275,3 +275,25 @@ def test_a_grader_failure_in_check_is_no_score_and_no_staff_remedy(
     assert not SUMMARY.search(done.stdout) and "Score" not in done.stdout
     assert "run it again" in done.stderr
     _no_staff_words(done)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawned_children_are_not_one_per_process(monkeypatch, method):
+    # A spawned child imports torch again: the student's own check runs
+    # every probe in one (a grade keeps the processes apart).
+    from autograder.sandbox import plain
+    from autograder.sandbox.protocol import Probe
+    sent = []
+
+    def supervise(start, source, filename, probes, *args, **kwargs):
+        sent.extend(probes)
+        return [], None, []
+    monkeypatch.setattr(plain, "supervise", supervise)
+    box = plain.PlainSandbox.__new__(plain.PlainSandbox)
+    box.method, box.context, box.total_seconds = method, None, 1.0
+    box.memory_mb, box.output_limit, box.results_mb = 100, 100, 1
+    box.jobs = 1
+    box.run("", "s.py", [Probe(f"p{k}", "C", {}, process=k)
+                         for k in range(3)])
+    assert [p.process for p in sent] == \
+        ([0, 0, 0] if method == "spawn" else [0, 1, 2])

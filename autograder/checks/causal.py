@@ -371,6 +371,17 @@ def _differs(a: torch.Tensor, b: torch.Tensor, atol: float) -> torch.Tensor:
     return ~same
 
 
+def _process(label: str, train: bool) -> int:
+    """The worker process of a causal call (``Probe.process``): a changed
+    call never shares one with the plain call it is compared with, nor
+    with its twin of the other mode (the same input); changed calls share
+    theirs, which holds no token the plain call has beyond theirs (the
+    first-token calls, which hold the last token, stay with the plain
+    call). Four processes, whatever the number of tokens."""
+    changed = label not in ("plain", "first", "first-twice")
+    return 1 + 2 * train + changed
+
+
 @dataclass(frozen=True)
 class CausalPropertyParams:
     """The query and key projections' attribute names (zeroed in turn:
@@ -422,7 +433,11 @@ class CausalProperty(CaseCheck):
         step; then ``projection_probes``. The changed tokens are drawn at
         random per case; each causal call runs on a fresh import of the
         submission (``Probe.fresh``: no state shared with another call),
-        in an order drawn per case."""
+        in an order drawn per case, and in a process apart from the calls
+        it is compared with (``Probe.process``: the plain calls of each
+        mode, the first-token ones with eval's, and the changed calls of
+        each mode, four processes in all): state kept outside the module
+        survives a fresh import, never another process."""
         x = case.tensors["x"]
         new = random_tokens(x, case_generator(case, "tokens"))
         step = random_tokens(x[:, 0], case_generator(case, "first-step"))
@@ -440,7 +455,8 @@ class CausalProperty(CaseCheck):
             mode = "train" if train else "eval"
             probe = replace(probe, id=f"{case.name}:causal:{mode}:{label}",
                             args=[args], fresh=True,
-                            seed=case.seed if train else None)
+                            seed=case.seed if train else None,
+                            process=_process(label, train))
             found.append(probe)
         random.Random(case_generator(case, "order").initial_seed()
                       ).shuffle(found)

@@ -24,6 +24,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -122,6 +123,11 @@ class PlainSandbox:
             total_seconds: float | None = None) -> list[ProbeResult]:
         """One result per probe, in order, as ``Sandbox.run``."""
         limit = total_seconds or self.total_seconds
+        if self.method == "spawn":
+            # A child costs an interpreter and torch's import here: the
+            # student's own check keeps one (``Probe.process`` keeps a
+            # grade's compared calls apart, which only the grader needs).
+            probes = [replace(p, process=0) for p in probes]
         settings = self._settings(probes, memory_mb, output_limit)
         context = self.context
 

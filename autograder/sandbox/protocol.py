@@ -132,6 +132,15 @@ class Probe:
     # the plain module left as it was): a causal probe shares no module
     # state (a cache replaying earlier outputs) with any other call.
     fresh: bool = False
+    # The worker process of the run it goes to: 0, the run's first (every
+    # probe by default); n > 0, the run's n-th other one, shared only by
+    # the probes with the same number and started after worker n - 1's
+    # probes all answered. What a submission keeps outside its module
+    # (in ``builtins``, on ``torch``) survives a fresh import, never
+    # another process: the causal check's plain calls and its changed
+    # ones each in their own (``checks/causal.py``), so that no cache
+    # replays one in the other.
+    process: int = 0
 
 
 @dataclass

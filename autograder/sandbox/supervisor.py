@@ -67,13 +67,16 @@ def supervise(start: Starter, source: str, filename: str,
     layers = None
     refused: list[str] = []
     # Public probes first: a worker gets the hidden ones only after every
-    # public one answered (``Attempt``).
+    # public one answered (``Attempt``). A worker runs the probes of one
+    # ``Probe.process`` only, the lowest first.
     pending = sorted(range(len(probes)), key=lambda i: probes[i].hidden)
     while pending:
         todo = _still_to_run(pending, probes, results, lost, deadline,
                              limit)
         if not todo:
             break
+        process = min(probes[i].process for i in todo)
+        todo = [i for i in todo if probes[i].process == process]
         attempt = make_attempt(start, source, filename,
                                [probes[i] for i in todo], settings,
                                deadline, limit, budget)
@@ -111,7 +114,9 @@ def supervise(start: Starter, source: str, filename: str,
                           attempt.imported,
                           _cap_text(output, settings.output_limit))
         _mark_lost(results, probes, todo, lost)
-        pending = [i for i in todo if i not in results]
+        if not attempt.imported:
+            _same_import(results, probes, todo)
+        pending = [i for i in pending if i not in results]
     for i in range(len(probes)):
         results.setdefault(i, ProbeResult(probes[i].id, NOT_RUN,
                                           "skipped: " + GRADER_FAILURE))
@@ -167,6 +172,18 @@ def _probe_failed(results: dict[int, ProbeResult], probes: list[Probe],
                                  failure.message,
                                  phase="" if imported else "import")
     results[hit[0]].stdout = output
+
+
+def _same_import(results: dict[int, ProbeResult], probes: list[Probe],
+                 todo: list[int]) -> None:
+    """The import failed (or hung) in this worker: it would fail the same
+    way in another, so every probe of the run gets its result (the probes
+    of another ``Probe.process`` are not imported again)."""
+    failed = results.get(todo[-1])
+    if failed is None:
+        return
+    for i, probe in enumerate(probes):
+        results.setdefault(i, replace(failed, id=probe.id, stdout=""))
 
 
 def _mark_lost(results: dict[int, ProbeResult], probes: list[Probe],

@@ -420,3 +420,17 @@ def test_a_constant_shift_needs_two_positions_to_be_said():
     expected = torch.randn(1, 2, 4)
     two = bias("context", expected + 1.0, expected, {}, {})
     assert two is not None and "same vector" in two.text
+
+
+def test_zeros_are_not_values_rounded_to_a_lower_precision():
+    # Small expected values (a hidden case's queries) and zeros: within
+    # an absolute bound of bfloat16's step, but no rounding gives zeros.
+    from autograder.checks.diagnosis.relations import precision
+    expected = torch.tensor([[0.0329, -0.0211, 0.0154, 0.0087]])
+    assert precision("q", torch.zeros_like(expected), expected) is None
+    assert precision("q", torch.zeros_like(expected).to(torch.float16)
+                     .float(), expected) is None
+    # The control: the same values rounded to float16 are named.
+    rounded = expected.to(torch.float16).float()
+    found = precision("q", rounded, expected)
+    assert found is not None and "rounded to float16" in found.text

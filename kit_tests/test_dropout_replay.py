@@ -70,3 +70,23 @@ def test_two_places_that_predict_different_values_name_none():
         "other", a + 1e-9)]).words == "one"             # within tolerance
     clash = [R.Site("one", a), R.Site("other", a * 2)]
     assert R.proven_site(a * 3, clash) is None
+
+
+def test_no_place_is_named_for_values_no_mask_changes():
+    # A module that returns zeros (or no dropout at all): every replay
+    # "gives" its train-mode output, which proves nothing.
+    g = torch.Generator().manual_seed(1)
+    weights = torch.rand(2, 3, 4, 4, generator=g, dtype=torch.float64)
+    weights = weights / weights.sum(-1, keepdim=True)
+    zeros = torch.zeros(2, 4, 6, dtype=torch.float64)
+    assert R.where_dropout(zeros, weights, zeros, zeros, lambda m: m, SEED,
+                           P) == ""
+    values = torch.randn(2, 4, 6, generator=g, dtype=torch.float64)
+    own = R.heads_merged(weights @ R.heads_split(values, 3))
+    assert R.where_dropout(own, weights, own, values, lambda m: m, SEED,
+                           P) == ""
+    # Control: dropout after the weighted sum is still named (here the
+    # merged heads are the output: the first of the two).
+    got = R.dropped(own, SEED, P)
+    assert "gives your train-mode output exactly" in R.where_dropout(
+        got, weights, own, values, lambda m: m, SEED, P)

@@ -152,8 +152,14 @@ def where_dropout(got: torch.Tensor, weights: torch.Tensor,
     """The sentence of the proven site of a train-mode output ``got``
     (its own eval ``weights`` [b, h, s, s] and ``own_output``, the
     ``values`` its eval computation mixes), or "" when none is proven."""
+    if _equal(got, own_output):
+        # No dropout anywhere (or values no mask changes, e.g. zeros): any
+        # site's replay gives them, which proves nothing.
+        return ""
     sites = [] if values is None or weights.dim() != 4 else context_sites(
         weights, values, after, seed, p)
     sites.append(Site("the output", dropped(own_output, seed, p)))
-    site = proven_site(got, sites)
+    # A replay that leaves the eval values as they are is no evidence.
+    site = proven_site(got, [s for s in sites
+                             if not _equal(s.predicted, own_output)])
     return "" if site is None else sentence(site, p)

@@ -256,7 +256,10 @@ def _state_words(changed: list[str]) -> str:
 def second_call(case: Case, result: ProbeResult, probe: Probe,
                 expected: torch.Tensor, check: Check) -> Verdict | None:
     """The verdict on a probe's second call against ``expected`` (None
-    if it gives it, or there was none)."""
+    if it gives it, or there was none). An eval probe's second call is its
+    same-order repeat (``ProbeResult.repeat``), then the call with the
+    batch reversed: state that flips on each call (a mask inverted in
+    place) is right again on the third and shows only on the repeat."""
     att, problem = again_att(result, probe)
     if att is None and not problem:
         return None
@@ -265,6 +268,13 @@ def second_call(case: Case, result: ProbeResult, probe: Probe,
               probe.train else f"{call} is right the first time, but the "
                                f"same module called again")
     how = "on the same input (in eval mode, the batch in reverse order)"
+    repeat = result.repeat[0] if result.repeat and not probe.train else None
+    again = compare(repeat, expected, atol=check.atol, rtol=check.rtol,
+                    what="`att` of the second call") \
+        if repeat is not None else None
+    if again is not None and not again.ok:
+        att, problem = None, again.message
+        how = "on the same input (in eval mode, in the same order)"
     if att is not None:
         found = compare(att, expected, atol=check.atol, rtol=check.rtol,
                         what="`att` of the second call")

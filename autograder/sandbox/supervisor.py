@@ -5,7 +5,10 @@ attempt. Each ``Attempt`` starts a worker (``worker_jail.keeper_main``),
 receives its messages (``wire.Receiver``) and enforces each probe's timeout
 and the submission's total time. On a timeout, crash or memory failure it
 kills the worker and reports that probe; ``supervise`` then starts a fresh
-worker for the rest, skipping probes whose checks are already lost.
+worker for the rest, skipping probes whose checks are already lost. The
+total time is shared among the checks (``time_shares``): a check past its
+share waits until those within theirs have run, so the total never runs
+out on a check that kept to its share.
 
 What the keeper (the grader's own code in the worker) prints is never the
 student's output: it goes to this process's stderr (the staff log), and a
@@ -31,6 +34,7 @@ from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
                                          MEMORY, NOT_RUN, TIMEOUT, Probe,
                                          ProbeResult)
 from autograder.sandbox.shape_table import ShapeTable, TooManyRecords
+from autograder.sandbox.time_shares import TimeShares
 from autograder.sandbox.worker_jail import (WorkerSettings, keeper_main,
                                             read_keeper_log, read_leftover,
                                             scratch_verdict)
@@ -63,6 +67,7 @@ def supervise(start: Starter, source: str, filename: str,
     results: dict[int, ProbeResult] = {}
     reach_ins: list[str] = []     # every worker's, for every result
     budget = wire.Budget(results_bytes)
+    shares = TimeShares(probes, limit)   # the total, per check
     lost: dict[str, ProbeResult] = {}   # check -> the failure losing it
     layers = None
     refused: list[str] = []
@@ -72,14 +77,16 @@ def supervise(start: Starter, source: str, filename: str,
     pending = sorted(range(len(probes)), key=lambda i: probes[i].hidden)
     while pending:
         todo = _still_to_run(pending, probes, results, lost, deadline,
-                             limit)
+                             limit, shares)
         if not todo:
             break
         process = min(probes[i].process for i in todo)
         todo = [i for i in todo if probes[i].process == process]
+        # The checks within their share first; those past it after them.
+        todo = [i for i in todo if not shares.must_wait(probes[i])] or todo
         attempt = make_attempt(start, source, filename,
                                [probes[i] for i in todo], settings,
-                               deadline, limit, budget)
+                               deadline, limit, budget, shares)
         got = 0
         failure = None
         try:
@@ -88,6 +95,8 @@ def supervise(start: Starter, source: str, filename: str,
                 got += 1
                 if result.status == MEMORY:
                     break      # a fresh worker for the rest
+                if got < len(todo) and shares.must_wait(probes[todo[got]]):
+                    break      # the rest in a fresh worker, in share order
         except Failure as exc:
             failure = exc
         finally:
@@ -113,6 +122,11 @@ def supervise(start: Starter, source: str, filename: str,
             _probe_failed(results, probes, todo, got, failure,
                           attempt.imported,
                           _cap_text(output, settings.output_limit))
+            # The failing probe's time is charged by the attempt; those an
+            # import failure settles with it never ran.
+            for i in todo[got + 1:]:
+                if i in results:
+                    shares.settle(probes[i])
         _mark_lost(results, probes, todo, lost)
         if not attempt.imported:
             _same_import(results, probes, todo)
@@ -127,10 +141,11 @@ def supervise(start: Starter, source: str, filename: str,
 def _still_to_run(pending: list[int], probes: list[Probe],
                   results: dict[int, ProbeResult],
                   lost: dict[str, ProbeResult], deadline: float,
-                  limit: float) -> list[int]:
+                  limit: float, shares: TimeShares) -> list[int]:
     """The pending probes a fresh worker should run; the others get their
     result here: past the total time limit, or every check they serve
-    already lost to a timeout, the memory limit or a crash."""
+    already lost to a timeout, the memory limit or a crash (hidden probes
+    too: only the worker sees them without their checks)."""
     todo = []
     for i in pending:
         groups = probes[i].groups
@@ -145,6 +160,8 @@ def _still_to_run(pending: list[int], probes: list[Probe],
                 f"skipped: an earlier call of this check {why}")
         else:
             todo.append(i)
+            continue
+        shares.settle(probes[i])
     return todo
 
 
@@ -238,7 +255,8 @@ class Attempt:
     def __init__(self, start: Starter, source: str, filename: str,
                  probes: list[Probe], settings: WorkerSettings,
                  deadline: float, limit: float,
-                 budget: wire.Budget | None = None):
+                 budget: wire.Budget | None = None,
+                 shares: TimeShares | None = None):
         public = [p for p in probes if not p.hidden]
         hidden = [p for p in probes if p.hidden]
         self.probes = public + hidden
@@ -249,6 +267,10 @@ class Attempt:
         self._hidden = [replace(p, id=f"h{k}", groups=())
                         for k, p in enumerate(hidden)]
         self.total_deadline, self.total_seconds = deadline, limit
+        # The total as the checks share it (``supervise``'s, one for every
+        # worker of the run); the probe running, and since when.
+        self.shares = shares or TimeShares(probes, limit)
+        self.index, self.since = 0, 0.0
         self.imported = False
         self.killed = False
         self.workdir, self.limit = settings.workdir, settings.output_limit
@@ -284,7 +306,22 @@ class Attempt:
 
     def results(self) -> Iterator[ProbeResult]:
         """Yield ProbeResults in order; raise Failure when the worker
-        fails, for the next pending probe."""
+        fails, for the next pending probe. Each probe's time, answered or
+        failed, is charged to its checks (``shares``)."""
+        self.since = parent_clock.now()
+        try:
+            yield from self._results()
+        except Failure:
+            if self.index < len(self.probes):
+                self._charge(self.probes[self.index])
+            raise
+
+    def _charge(self, probe: Probe) -> None:
+        now = parent_clock.now()
+        self.shares.charge(probe, now - self.since)
+        self.since = now
+
+    def _results(self) -> Iterator[ProbeResult]:
         deadline = self._deadline(self.probes[0])
         index = 0
         while index < len(self.probes):
@@ -322,8 +359,9 @@ class Attempt:
                     result.shapes, result.trace_forged = shapes, forged
                 result.reach_here = list(self.reach_since)
                 self.reach_given = len(self.reach_since)
+                self._charge(probe)
+                self.index = index = index + 1
                 yield result
-                index += 1
             else:
                 raise Failure(CRASH, "the worker sent an unexpected "
                               f"message before probe {probe.id}")

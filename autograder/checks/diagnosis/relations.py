@@ -189,11 +189,15 @@ def precision(step: str, got: torch.Tensor, expected: torch.Tensor
     if not finite.any():
         return None
     g, e = got[finite], expected[finite]
+    # The error each value may have, relative to its own size and the
+    # values' mean size (a sum's rounding): an absolute bound would call
+    # zeros "rounded" wherever the expected values are small.
+    size = e.abs() + e.abs().mean()
     for dtype, words, digits in ((torch.float16, "float16", 3),
                                  (torch.bfloat16, "bfloat16", 2)):
         eps = torch.finfo(dtype).eps
         if torch.equal(g.to(dtype).float(), g) and bool(
-                ((g - e).abs() <= 16 * eps * (1 + e.abs().max())).all()):
+                ((g - e).abs() <= 16 * eps * size).all()):
             return Relation(f"precision: rounded to {words}",
                             f"Your values are the expected ones rounded to "
                             f"{words} (about {digits} significant "

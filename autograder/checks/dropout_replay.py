@@ -11,7 +11,7 @@ Read by the dropout kinds (``checks/dropout.py``) for a failing case.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -65,15 +65,19 @@ def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def proven_site(got: torch.Tensor, sites: list[Site]) -> Site | None:
-    """The one site whose prediction is ``got`` (sites predicting the same
-    values count as the first of them); None if none, or if two that
-    predict different values both are (no claim on a coincidence)."""
-    found: list[Site] = []
-    for site in sites:
-        if _equal(got, site.predicted) and not any(
-                _equal(site.predicted, other.predicted) for other in found):
-            found.append(site)
-    return found[0] if len(found) == 1 else None
+    """The one site whose prediction is ``got``; None if none, or if two
+    that predict different values both are (no claim on a coincidence).
+    Sites predicting the same values are one site named by all their
+    words ("the merged heads or the output": on a case whose output
+    projection is the identity the replay cannot tell them apart, and
+    naming one would say something the code may contradict)."""
+    found = [site for site in sites if _equal(got, site.predicted)]
+    if not found or any(not _equal(found[0].predicted, other.predicted)
+                        or other.rescaled != found[0].rescaled
+                        for other in found[1:]):
+        return None
+    words = " or ".join(dict.fromkeys(site.words for site in found))
+    return replace(found[0], words=words)
 
 
 def sentence(site: Site, p: float) -> str:
@@ -120,6 +124,10 @@ def context_sites(weights: torch.Tensor, values: torch.Tensor,
 
     split = heads_split(v, heads).contiguous()
     context = w @ split
+    # One head has no merge: its merged heads are its context, one place.
+    merged = [] if heads == 1 else [
+        Site("the merged heads", after(dropped(heads_merged(context), seed,
+                                               p)))]
     return [
         Site("the attention weights", out(dropped(w, seed, p, rescale=False),
                                           v), rescaled=False),
@@ -128,8 +136,7 @@ def context_sites(weights: torch.Tensor, values: torch.Tensor,
             split, seed, p)))),
         Site("the context vectors (weights @ v)", after(heads_merged(
             dropped(context, seed, p)))),
-        Site("the merged heads", after(dropped(heads_merged(context), seed,
-                                               p))),
+        *merged,
     ]
 
 

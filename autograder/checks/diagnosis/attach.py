@@ -218,6 +218,8 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
     divergence = walk(result.values, steps, head, explain)
     if divergence is None:
         return None
+    if result.fused and fused.repoint(result.fused, divergence, steps):
+        divergence.relation = None    # read against a step it is not
     relation = divergence.relation
     if relation is None and result.fused:
         # Inside a fused attention call: its recorded arguments replayed.

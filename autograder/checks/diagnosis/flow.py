@@ -201,8 +201,14 @@ def walk(records: list[tuple[int, torch.Tensor]],
             continue
 
         def nearness(option: tuple[str, torch.Tensor, bool]) -> tuple:
-            return (round(agreement(option[1], steps[option[0]]), 2),
-                    -relative_error(option[1], steps[option[0]]))
+            # A tensor masks where a step does, or neither masks: scores
+            # scaled on a line before the mask are the scaled scores, not
+            # the masked ones with every masked position "different".
+            view, step = option[1], steps[option[0]]
+            return (bool((view <= MASKED).any()) == bool(
+                        (step <= MASKED).any()),
+                    round(agreement(view, step), 2),
+                    -relative_error(view, step))
 
         explained = [(o, found) for o in options if explain is not None
                      for found in [explain(o[0], o[1], steps[o[0]], o[2])]

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from autograder.checks.diagnosis.flow import Divergence, layouts, same
 from autograder.checks.diagnosis.relations import Relation, name_number
+from autograder.checks.diagnosis.steps import STEPS
 from autograder.sandbox.protocol import FusedCall
 
 CALL = "`F.scaled_dot_product_attention`"
@@ -115,6 +116,43 @@ def _scale_words(used: float, sizes: dict[str, int], head_name: str) -> str:
     return f"{_fmt(used)}" + (f" = {named}" if named else "")
 
 
+# What a fused call returns: the context (weights @ v), never an earlier
+# step (its q, k and v are its arguments, its scores and weights hidden).
+RETURNS = "context"
+
+
+def _as_called(call: FusedCall) -> torch.Tensor | None:
+    if call.dropout_p > 0 or len(call.tensors) < 3:
+        return None
+    q, k, v = call.tensors[:3]
+    return _replay(q, k, v, _mask(call), call.is_causal, call.scale)
+
+
+def repoint(calls: list[FusedCall], divergence: Divergence,
+            steps: dict[str, torch.Tensor]) -> bool:
+    """A tensor a recorded call returned (replayed as called, it gives
+    the divergence's values) compared with a step before the call's own
+    (q, k or v: alike in shape only) is compared instead with the first
+    step from the context on that it can be laid out as; True if it was
+    (the comparison with the earlier step said nothing true)."""
+    if STEPS[divergence.step].rank >= STEPS[RETURNS].rank:
+        return False
+    got = divergence.got
+    if not any(made is not None and any(same(view, got) for view in
+                                        layouts(made, tuple(got.shape)))
+               for made in map(_as_called, calls)):
+        return False
+    for name, step in steps.items():
+        if STEPS[name].rank < STEPS[RETURNS].rank:
+            continue
+        views = layouts(got, tuple(step.shape))
+        if views:
+            divergence.step, divergence.got = name, views[0]
+            divergence.expected = step
+            return True
+    return False
+
+
 def explain(calls: list[FusedCall], divergence: Divergence,
             steps: dict[str, torch.Tensor], head: int, head_name: str,
             sizes: dict[str, int]) -> Relation | None:
@@ -123,12 +161,10 @@ def explain(calls: list[FusedCall], divergence: Divergence,
     got, expected = divergence.got, divergence.expected
     shape = tuple(expected.shape)
     for call in calls:
-        if call.dropout_p > 0 or len(call.tensors) < 3:
-            continue
-        q, k, v = call.tensors[:3]
-        as_called = _replay(q, k, v, _mask(call), call.is_causal, call.scale)
+        as_called = _as_called(call)
         if as_called is None:
             continue
+        q, k = call.tensors[:2]
         views = layouts(as_called, shape)
         at = next((i for i, view in enumerate(views) if same(view, got)),
                   None)

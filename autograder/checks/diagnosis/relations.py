@@ -101,6 +101,10 @@ def _corner(want: torch.Tensor, have: torch.Tensor,
     the case names, cut elsewhere, gives ``have``, and cut at ``[:s, :s]``
     gives ``want``. (key, words) of the cut, or None."""
     s = want.shape[-1]
+    if bool(have.all()):
+        # Every position hidden: any larger mask's corner far enough from
+        # its diagonal fits, so no size, corner or buffer is proven.
+        return None
     rule = next((k for k in range(-s + 1, s) if torch.equal(
         want, torch.ones(s, s, dtype=torch.bool).triu(k))), None)
     if rule is None:

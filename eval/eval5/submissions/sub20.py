@@ -1,0 +1,339 @@
+"""Self-attention and multi-head self-attention, written from scratch.
+
+Parts 1 and 2 build the course's SelfAttention and MultiHeadSelfAttention;
+Part 3 follows chapter 3 of Raschka's "Build a Large Language Model from
+Scratch": causal heads, stacked, then fused, then sized like GPT-2.
+
+Fill in every block between ``# YOUR CODE STARTS HERE`` and
+``# YOUR CODE ENDS HERE``. Do not rename the classes, their arguments or the
+attributes the docstrings name: the tests load frozen weights through them.
+
+Every line that produces a tensor needs a comment with the tensor's shape,
+for example ``# [batch_size, seq_len, hidden]``. Shape names you may use:
+batch_size (bs, batch), seq_len (seq), input_size, hidden, num_heads (heads),
+head_size (head_dim), and products such as ``bs * num_heads``; Part 3's
+names b, num_tokens, d_in, d_out and head_dim work too.
+"""
+import torch
+import torch.nn as nn
+
+
+class SelfAttention(nn.Module):
+    """Single-head scaled dot-product self-attention.
+
+    Args:
+        input_size: size of each input vector.
+        hidden: size of the queries, keys, values and of the output.
+    """
+
+    def __init__(self, input_size, hidden):
+        super().__init__()
+        # Task 1.1 (1 point): create the query, key and value projections
+        # as attributes ``q``, ``k`` and ``v``: each an nn.Linear from
+        # input_size to hidden, with bias. Hint: ~3 lines.
+        # YOUR CODE STARTS HERE
+        self.q = nn.Linear(input_size, hidden)
+        self.k = nn.Linear(input_size, hidden)
+        self.v = nn.Linear(input_size, hidden)
+        # YOUR CODE ENDS HERE
+
+    def forward(self, x):
+        """Attend every position of ``x`` to every other position.
+
+        Args:
+            x: float tensor of shape [batch_size, seq_len, input_size].
+
+        Returns:
+            Tensor of shape [batch_size, seq_len, hidden]:
+            softmax(q k^T / sqrt(hidden)) v.
+        """
+        # Task 1.2 (3 points, +1 bonus for at most three statements):
+        # project x to queries, keys and values, compute the scaled
+        # attention probabilities and return their weighted sum of the
+        # values. Hint: ~3 lines.
+        # YOUR CODE STARTS HERE
+        queries = self.q(x)  # [bs, seq, hidden]
+        keys = self.k(x)  # [bs, seq, hidden]
+        values = self.v(x)  # [bs, seq, hidden]
+        scores = torch.matmul(queries, keys.transpose(-2, -1))
+        # [bs, seq, seq]
+        scores = scores / (keys.shape[-1] ** 0.5)  # [bs, seq, seq]
+        weights = torch.softmax(scores, dim=-1)  # [bs, seq, seq]
+        return torch.matmul(weights, values)  # [bs, seq, hidden]
+        # YOUR CODE ENDS HERE
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Multi-head self-attention with optional causal masking and dropout.
+
+    Args:
+        input_size: size of each input vector.
+        hidden: total size of the queries, keys and values of all heads,
+            and of the output; must be divisible by ``num_heads``.
+        num_heads: number of attention heads.
+        causal: if True, a position attends only to itself and to earlier
+            positions.
+        dropout: dropout probability applied to the attention
+            probabilities.
+    """
+
+    def __init__(self, input_size, hidden, num_heads, causal=False,
+                 dropout=0):
+        super().__init__()
+        if hidden % num_heads:
+            raise ValueError(
+                f"hidden ({hidden}) must be divisible by num_heads "
+                f"({num_heads}): every head gets hidden // num_heads "
+                f"dimensions"
+            )
+        self.k = nn.Linear(input_size, hidden)
+        self.q = nn.Linear(input_size, hidden)
+        self.v = nn.Linear(input_size, hidden)
+        self.mix = nn.Linear(hidden, hidden)
+        self.dropout = nn.Dropout(dropout)
+        self.num_heads = num_heads
+        self.head_size = hidden // num_heads
+        self.scale = self.head_size ** 0.5
+        self.causal = causal
+
+    def forward(self, x, return_attention=False):
+        """Multi-head attention of ``x`` to itself.
+
+        Args:
+            x: float tensor of shape [batch_size, seq_len, input_size].
+            return_attention: if True, also return the attention
+                probabilities (after dropout).
+
+        Returns:
+            ``att`` of shape [batch_size, seq_len, hidden], and with
+            ``return_attention=True`` the tuple ``(att, probs)`` where
+            ``probs`` has shape [batch_size * num_heads, seq_len, seq_len]
+            with the heads of one batch element next to each other.
+        """
+        bs, seq, _ = x.shape
+        # Task 2.1 (3 points): project x to queries, keys and values,
+        # split each into num_heads heads of head_size and compute the
+        # scaled attention scores of every head. Hint: ~5 lines.
+        # YOUR CODE STARTS HERE
+        q = self.q(x)  # [bs, seq, hidden]
+        k = self.k(x)  # [bs, seq, hidden]
+        v = self.v(x)  # [bs, seq, hidden]
+        head_scores = []
+        for h in range(self.num_heads):
+            cols = slice(h * self.head_size, (h + 1) * self.head_size)
+            s = torch.matmul(q[:, :, cols], k[:, :, cols].transpose(1, 2))
+            # [bs, seq, seq]
+            head_scores.append(s / self.scale)
+        scores = torch.stack(head_scores, dim=1)  # [bs, num_heads, seq, seq]
+        # YOUR CODE ENDS HERE
+        if self.causal:
+            # Task 2.2 (1 point): hide strictly future positions from
+            # every query (a position may attend to itself).
+            # Hint: ~2 lines.
+            # YOUR CODE STARTS HERE
+            allowed = torch.tril(torch.ones(seq, seq, device=x.device))
+            # [seq, seq]
+            scores = scores.masked_fill(allowed == 0, -torch.inf)
+            # [bs, num_heads, seq, seq]
+            # YOUR CODE ENDS HERE
+        # Task 2.3 (2 points): turn the scores into probabilities, apply
+        # dropout to them, take the weighted sum of the values, merge the
+        # heads and mix them with ``self.mix``. Leave ``probs`` as
+        # [batch_size * num_heads, seq_len, seq_len]. Hint: ~5 lines.
+        # YOUR CODE STARTS HERE
+        probs = self.dropout(scores.softmax(dim=-1))
+        # [bs, num_heads, seq, seq]
+        outs = []
+        for h in range(self.num_heads):
+            cols = slice(h * self.head_size, (h + 1) * self.head_size)
+            outs.append(torch.matmul(probs[:, h], v[:, :, cols]))
+        att = self.mix(torch.cat(outs, dim=-1))  # [bs, seq, hidden]
+        probs = probs.reshape(-1, seq, seq)  # [bs * num_heads, seq, seq]
+        # YOUR CODE ENDS HERE
+        if return_attention:
+            return att, probs
+        return att
+
+
+# Part 3: from stacked heads to fused heads. Layers are created in the order
+# the docstrings give, so that a fixed seed reproduces the book's numbers.
+
+
+class CausalAttention(nn.Module):
+    """One causal attention head with dropout on the attention weights.
+
+    Args:
+        d_in: size of each input vector.
+        d_out: size of the queries, keys, values and of the output.
+        context_length: longest sequence the causal mask covers.
+        dropout: dropout probability on the attention weights.
+        qkv_bias: whether the projections have a bias.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout,
+                 qkv_bias=False):
+        super().__init__()
+        self.d_out = d_out
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer(
+            "mask",
+            torch.triu(torch.ones(context_length, context_length), diagonal=1)
+        )
+
+    def forward(self, x):
+        """Causal self-attention of ``x`` [b, num_tokens, d_in].
+
+        Returns:
+            Context vectors of shape [b, num_tokens, d_out].
+        """
+        b, num_tokens, d_in = x.shape
+        # Task 3.1 (2 points): compute the queries, keys and values, the
+        # attention scores with the future masked (cut self.mask to
+        # num_tokens), the softmax of the scores scaled by the square root
+        # of the key size, dropout on these weights, and the weighted sum
+        # of the values. Hint: ~8 lines.
+        # YOUR CODE STARTS HERE
+        keys = self.W_key(x)  # [b, num_tokens, d_out]
+        queries = self.W_query(x)  # [b, num_tokens, d_out]
+        values = self.W_value(x)  # [b, num_tokens, d_out]
+        attn_scores = queries @ keys.transpose(1, 2)
+        # [b, num_tokens, num_tokens]
+        attn_scores.masked_fill_(
+            self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5,
+                                     dim=-1)  # [b, num_tokens, num_tokens]
+        if self.training:
+            keep = torch.rand_like(attn_weights) >= self.dropout.p
+            # [b, num_tokens, num_tokens]
+            attn_weights = attn_weights * keep
+            # [b, num_tokens, num_tokens]
+        context_vec = attn_weights @ values  # [b, num_tokens, d_out]
+        return context_vec  # [b, num_tokens, d_out]
+        # YOUR CODE ENDS HERE
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+    """Multi-head attention as a stack of independent causal heads.
+
+    Args:
+        d_in, d_out, context_length, dropout, qkv_bias: as CausalAttention,
+            for every head.
+        num_heads: number of heads; the output has num_heads * d_out
+            features.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads,
+                 qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList([
+            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+            for _ in range(num_heads)
+        ])
+
+    def forward(self, x):
+        """Run every head on ``x`` [b, num_tokens, d_in].
+
+        Returns:
+            The heads' outputs concatenated along the last dimension:
+            [b, num_tokens, num_heads * d_out].
+        """
+        # Task 3.2 (1 point): run every head and concatenate their
+        # outputs. Hint: ~1 line.
+        # YOUR CODE STARTS HERE
+        outputs = []
+        for head in self.heads:
+            outputs.append(head(x))
+        return torch.cat(outputs, dim=-1)
+        # [b, num_tokens, num_heads * d_out]
+        # YOUR CODE ENDS HERE
+
+
+class MultiHeadAttention(nn.Module):
+    """Fused multi-head causal attention: one projection, split by heads.
+
+    Args:
+        d_in: size of each input vector.
+        d_out: output size, split into num_heads heads of d_out // num_heads.
+        context_length: longest sequence the causal mask covers.
+        dropout: dropout probability on the attention weights.
+        num_heads: number of heads; must divide d_out.
+        qkv_bias: whether the query, key and value projections have a bias.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads,
+                 qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads:
+            raise ValueError(
+                f"d_out ({d_out}) must be divisible by num_heads "
+                f"({num_heads})"
+            )
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.context_length = context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer(
+            "mask",
+            torch.triu(torch.ones(context_length, context_length), diagonal=1)
+        )
+
+    def forward(self, x):
+        """Causal multi-head attention of ``x`` [b, num_tokens, d_in].
+
+        Returns:
+            Tensor of shape [b, num_tokens, d_out].
+        """
+        b, num_tokens, d_in = x.shape
+        if num_tokens > self.context_length:
+            raise ValueError(
+                f"input has {num_tokens} tokens but this attention was "
+                f"built for a context of at most {self.context_length}"
+            )
+        # Task 3.3 (2 points): project once, split the projections into
+        # heads with view and transpose, attend causally per head (scale
+        # by sqrt(head_dim), dropout on the weights), merge the heads and
+        # apply out_proj. Hint: ~10 lines.
+        # YOUR CODE STARTS HERE
+        queries = self.W_query(x)  # [b, num_tokens, d_out]
+        keys = self.W_key(x)  # [b, num_tokens, d_out]
+        values = self.W_value(x)  # [b, num_tokens, d_out]
+        future = self.mask.bool()[:num_tokens, :num_tokens]
+        # [num_tokens, num_tokens]
+        heads = []
+        for h in range(self.num_heads):
+            lo, hi = h * self.head_dim, (h + 1) * self.head_dim
+            q_h = queries[..., lo:hi]  # [b, num_tokens, head_dim]
+            k_h = keys[..., lo:hi]  # [b, num_tokens, head_dim]
+            v_h = values[..., lo:hi]  # [b, num_tokens, head_dim]
+            scores = q_h @ k_h.transpose(1, 2)  # [b, num_tokens, num_tokens]
+            scores = scores.masked_fill(future, -torch.inf)
+            # [b, num_tokens, num_tokens]
+            weights = torch.softmax(scores / self.head_dim ** 0.5, dim=-1)
+            # [b, num_tokens, num_tokens]
+            weights = self.dropout(weights)  # [b, num_tokens, num_tokens]
+            heads.append(weights @ v_h)
+        context_vec = torch.cat(heads, dim=-1)  # [b, num_tokens, d_out]
+        return self.out_proj(context_vec)  # [b, num_tokens, d_out]
+        # YOUR CODE ENDS HERE
+
+
+def gpt2_small_attention():
+    """The attention layer of the smallest GPT-2 (124M).
+
+    Returns:
+        A MultiHeadAttention with 768 inputs and outputs, 12 heads, a
+        context of 1024 tokens, dropout 0.1 and query/key/value biases.
+    """
+    # Task 3.4 (1 point): return the GPT-2 small attention layer the
+    # docstring describes. Hint: ~1 line.
+    # YOUR CODE STARTS HERE
+    return MultiHeadAttention(768, 768, 1024, 0.1, 12, True)
+    # YOUR CODE ENDS HERE

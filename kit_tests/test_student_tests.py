@@ -39,13 +39,13 @@ class Run:
 
 def run_student_tests(implementation: Path | None, tmp_path: Path,
                       *args: str) -> Run:
-    """``pytest tests`` with ATTENTION_IMPL=implementation (unset: None),
+    """``pytest tests`` with HOMEWORK_IMPL=implementation (unset: None),
     as a student runs it: from the project root, without PYTHONPATH."""
     report = tmp_path / "report.xml"
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "ATTENTION_IMPL")}
+           if k not in ("PYTHONPATH", "HOMEWORK_IMPL")}
     if implementation is not None:
-        env["ATTENTION_IMPL"] = str(implementation)
+        env["HOMEWORK_IMPL"] = str(implementation)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider",
          f"--junitxml={report}", *args],

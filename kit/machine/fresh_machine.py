@@ -106,7 +106,7 @@ def student_walk(readme: str) -> list[tuple[str, str, str]]:
                      "grep -q 'public: 0 / ' check-skeleton.log"),
         (USER, home, "make check FILE=$HOME/reference.py | tee "
                      f"check-reference.log; {full} check-reference.log"),
-        (USER, home, "ATTENTION_IMPL=$HOME/reference.py make test"),
+        (USER, home, "HOMEWORK_IMPL=$HOME/reference.py make test"),
     ]
 
 

@@ -65,7 +65,7 @@ def _python_env(root: Path) -> dict[str, str]:
     """Environment that makes ``root`` the only project on the path (and
     its own homework.toml the profile: no HOMEWORK)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("AUTOGRADER_VALUES", "ATTENTION_IMPL",
+           if k not in ("AUTOGRADER_VALUES", "HOMEWORK_IMPL",
                         "AUTOGRADER_ROOT", "HOMEWORK")}
     env["PYTHONPATH"] = str(root)
     env.setdefault("MPLBACKEND", "Agg")
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         release, archive = build(args.out, verify=not args.no_verify)
-    except ReleaseError as exc:
+    except (ReleaseError, homework.HomeworkError) as exc:
         print(f"release FAILED: {exc}", file=sys.stderr)
         return 1
     files = sum(1 for p in release.rglob("*") if p.is_file())

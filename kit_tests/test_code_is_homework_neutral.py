@@ -9,7 +9,8 @@ definitions), its constructors' argument names (``num_heads``, ``d_out``,
 ``context_length``, ...: a case names them by role, the rubric by
 parameter), its package and module names (the profile) and its question
 ids (``questions.toml``), and fails on any of them written in code under
-``autograder/``, ``kit/student/`` and the values generator:
+``autograder/``, ``kit/student/``, the values generator and the
+editions' draw (kit/generate/edition.py):
 identifiers and string literals, not docstrings or comments, which may
 keep naming the attention homework's classes as examples.
 """
@@ -24,7 +25,7 @@ from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("autograder", "kit/student", "kit/generate/values.py",
-           "kit/generate/case_definition.py")
+           "kit/generate/case_definition.py", "kit/generate/edition.py")
 # The size of one head as MultiHeadAttention's docstring names it (the
 # scale the steps definition freezes, the attribute the rubric's
 # module_size item expects): no constructor argument, the homework's word.

@@ -1,4 +1,4 @@
-# Attention homework kit. `make help` lists the targets.
+# Homework kit (the attention homework by default; HOMEWORK=DIR another). `make help` lists the targets.
 #
 # `make install` creates .venv with requirements.txt through
 # kit/install_deps.py: torch alone from the PyTorch CPU index on Linux
@@ -84,13 +84,13 @@ test-fresh: $(SETUP) ## as root: the README's quick start and suite on a minimal
 generate: $(SETUP) ## after changing the reference, rubric, cases, mistakes or notebook source: regenerate everything derived from them
 	$(PY) -m kit.generate
 
-build-notebook: $(SETUP) ## rebuild assignment/attention.ipynb (and autograder/questions.toml) from assignment/attention.md and the rubric
+build-notebook: $(SETUP) ## rebuild the notebook master (and its questions.toml) from its source ([notebook] in homework.toml) and the rubric
 	$(PY) -m kit.generate build-notebook
 
 facts: $(SETUP) ## rewrite the rubric's facts blocks in the homework's documents (README.md, the student README, ...: python -m kit.generate --list)
 	$(PY) -m kit.generate facts
 
-skeleton: $(SETUP) ## regenerate transformer_lm/modeling_attention.py from the reference
+skeleton: $(SETUP) ## regenerate the student module ([module] file in homework.toml) from the reference
 	$(PY) -m kit.generate skeleton
 
 mistakes: $(SETUP) ## write the shipped autograder/mistakes.toml from kit/variants/mistakes.toml
@@ -107,7 +107,7 @@ new-homework: $(SETUP) ## write a new homework (layer norm + softmax classifier,
 new-edition: $(SETUP) ## next year's hidden values: EDITION=2025 (or SEED=n) redraws every hidden case's seed and sizes, regenerates the values, reports what stays equal (PUBLIC=1: the public seeds too)
 	$(PY) -m kit.generate.new_edition $(if $(EDITION),--edition "$(EDITION)") $(if $(SEED),--seed $(SEED)) $(if $(PUBLIC),--public)
 
-check: $(SETUP) fresh-values ## student preview: grade transformer_lm/modeling_attention.py (FILE=other.py: another file) on the public cases
+check: $(SETUP) fresh-values ## student preview: grade the student module ([module] file; FILE=other.py: another file) on the public cases
 	$(PY) -m autograder check $(FILE)
 
 # A folder's entries are globbed by the shell when the grading line runs:

@@ -1,4 +1,4 @@
-"""Isolated, rubric-driven autograder for the attention homework.
+"""Isolated, rubric-driven autograder for any homework (its homework.toml).
 
 The pipeline, one folder per stage: ``submission/`` (what was handed in)
 → ``sandbox/`` (the jail that runs it) → ``probes`` (what to ask of it) →

@@ -33,12 +33,15 @@ from pathlib import Path
 from autograder import homework
 from kit.generate.rubric_change import ROOT, copy_checkout, run_timed
 
-PROFILE = homework.staff()
+
+def _profile() -> homework.Homework:
+    """The homework the proof edits (the one in use), read when it runs."""
+    return homework.staff()
 
 
 def _source(path: Path) -> str:
     """A file of the profile, relative to the homework's root."""
-    return path.relative_to(PROFILE.root).as_posix()
+    return path.relative_to(_profile().root).as_posix()
 
 
 # The walkthrough's names. A course that added its own Part 4 by the
@@ -80,25 +83,25 @@ def plan(root: Path = ROOT) -> Plan:
     import tomllib
 
     from autograder.rubric import load_rubric
-    rubric = load_rubric(root / _source(PROFILE.rubric))
+    rubric = load_rubric(root / _source(_profile().rubric))
     items = [i.id for t in rubric.tasks for i in (*t.items, *t.deductions,
                                                   *t.bonuses)]
     part = 1 + max((int(m.group(1)) for i in items
                     if (m := re.match(r"(\d+)\.", i))), default=0)
-    reference = (root / _source(PROFILE.reference)).read_text()
+    reference = (root / _source(_profile().reference)).read_text()
     defined = {node.name for node in ast.parse(reference).body
                if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
-    with open(root / _source(PROFILE.catalogue / "mistakes.toml"),
+    with open(root / _source(_profile().catalogue / "mistakes.toml"),
               "rb") as handle:
         mistakes = set(tomllib.load(handle))
-    with open(root / _source(PROFILE.questions), "rb") as handle:
+    with open(root / _source(_profile().questions), "rb") as handle:
         questions = tomllib.load(handle).get("questions", {})
     # The notebook's source declares them (questions.toml is built from
     # it by `make generate`, which may not have run yet).
-    notebook = (root / _source(PROFILE.notebook_source)).read_text()
+    notebook = (root / _source(_profile().notebook_source)).read_text()
     numbers = [int(q) for q in re.findall(r"\bQ(\d+)\b", " ".join(
         [*questions, *re.findall(r'"question": "(Q\d+)"', notebook)]))]
-    cases = (root / _source(PROFILE.cases)).read_text()
+    cases = (root / _source(_profile().cases)).read_text()
     taken = ({t.id for t in rubric.tasks} & {TASK} or CLASS in defined
              or MISTAKE in mistakes
              or any(f'"{n}"' in cases for n in CASE_NAMES))
@@ -320,17 +323,17 @@ def edits(chosen: Plan) -> tuple[SourceEdit, ...]:
     def text(template: str) -> str:
         return template.format(**names)
     return (
-        SourceEdit(_source(PROFILE.reference), text(REFERENCE_CLASS)),
-        SourceEdit(_source(PROFILE.rubric), text(RUBRIC_TASK)),
-        SourceEdit(_source(PROFILE.cases), text(CASES)),
-        SourceEdit(_source(PROFILE.catalogue / "mistakes.toml"),
+        SourceEdit(_source(_profile().reference), text(REFERENCE_CLASS)),
+        SourceEdit(_source(_profile().rubric), text(RUBRIC_TASK)),
+        SourceEdit(_source(_profile().cases), text(CASES)),
+        SourceEdit(_source(_profile().catalogue / "mistakes.toml"),
                    text(MISTAKE_ENTRY)),
-        SourceEdit(_source(PROFILE.catalogue / "fidelity.toml"),
+        SourceEdit(_source(_profile().catalogue / "fidelity.toml"),
                    text(NO_WORK_EDIT),
                    anchor="    ['''\ndef gpt2_small_attention():\n"),
-        SourceEdit(_source(PROFILE.notebook_source), text(NOTEBOOK_ROW),
+        SourceEdit(_source(_profile().notebook_source), text(NOTEBOOK_ROW),
                    anchor="\nRun the next cell first"),
-        SourceEdit(_source(PROFILE.notebook_source), text(NOTEBOOK_SECTION),
+        SourceEdit(_source(_profile().notebook_source), text(NOTEBOOK_SECTION),
                    anchor="## Checking and submitting\n"),
     )
 

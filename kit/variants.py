@@ -54,8 +54,6 @@ from typing import Any
 from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOGUE = homework.staff().catalogue
-REFERENCE = homework.staff().reference
 EXPAND = {"{DEEP}": "[" * 1500 + "]" * 1500}   # nested past any limit
 BASES = ("reference", "skeleton")
 # Group ``mistakes`` only: what the shipped autograder/mistakes.toml says.
@@ -88,12 +86,14 @@ def _occurrences(source: str, old: str) -> list[str]:
 
 
 def edit_problems(source: str, edits, label: str,
-                  where: str = REFERENCE.name) -> tuple[str, list[str]]:
+                  where: str | None = None) -> tuple[str, list[str]]:
     """``source`` with each ``(old, new)`` edit applied where ``old``
     appears once, and one message per edit that does not (naming
     ``label``, the quoted text, where it occurs when it occurs more than
     once, and the fix). An ambiguous edit is applied at its first
-    occurrence so that the entry's later edits are judged too."""
+    occurrence so that the entry's later edits are judged too. ``where``
+    names the source (default: the homework in use's reference)."""
+    where = where or homework.staff().reference.name
     problems = []
     for old, new in edits:
         count = source.count(old)
@@ -116,7 +116,7 @@ def edit_problems(source: str, edits, label: str,
 
 
 def apply_edits(source: str, edits, label: str,
-                where: str = REFERENCE.name) -> str:
+                where: str | None = None) -> str:
     """``source`` with each ``(old, new)`` edit applied; every ``old`` must
     appear exactly once (else VariantError naming ``label``, and where the
     text occurs when it occurs more than once: the first such edit)."""
@@ -167,7 +167,8 @@ class Variant:
         return edit_problems(base, self._expanded(), self.label)[1]
 
     def _base(self, reference: str | None) -> str:
-        base = REFERENCE.read_text() if reference is None else reference
+        base = homework.staff().reference.read_text() if reference is None \
+            else reference
         if self.fields.get("base") == "skeleton":
             from kit.generate.skeleton import generate_skeleton
             base = generate_skeleton(base)
@@ -230,10 +231,10 @@ def _check_entry(label: str, entry: Any, group: str) -> None:
     _check_mistake(label, entry, group)
 
 
-def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
+def load(group: str, catalogue: Path | None = None) -> dict[str, Variant]:
     """name -> :class:`Variant` of ``catalogue/<group>.toml``, in file
-    order."""
-    path = catalogue / f"{group}.toml"
+    order (default ``catalogue``: the homework in use's)."""
+    path = (catalogue or homework.staff().catalogue) / f"{group}.toml"
     try:
         table = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -249,18 +250,19 @@ def load(group: str, catalogue: Path = CATALOGUE) -> dict[str, Variant]:
     return variants
 
 
-def groups(catalogue: Path = CATALOGUE) -> list[str]:
+def groups(catalogue: Path | None = None) -> list[str]:
     """The catalogue's groups (its file names), sorted."""
+    catalogue = catalogue or homework.staff().catalogue
     return sorted(p.stem for p in catalogue.glob("*.toml"))
 
 
-def load_all(catalogue: Path = CATALOGUE) -> dict[str, Variant]:
+def load_all(catalogue: Path | None = None) -> dict[str, Variant]:
     """``group/name`` -> :class:`Variant` of every group, groups sorted."""
     return {v.key: v for g in groups(catalogue)
             for v in load(g, catalogue).values()}
 
 
-def catalogue_problems(catalogue: Path = CATALOGUE,
+def catalogue_problems(catalogue: Path | None = None,
                        reference: str | None = None) -> list[str]:
     """Every problem of the whole catalogue at once, in group and file
     order: a malformed group file, and each edit of each entry that does
@@ -270,7 +272,8 @@ def catalogue_problems(catalogue: Path = CATALOGUE,
     so that a new class that repeats quoted lines shows every clash in one
     run."""
     from kit.generate.skeleton import generate_skeleton
-    reference = REFERENCE.read_text() if reference is None else reference
+    reference = homework.staff().reference.read_text() if reference is None \
+        else reference
     skeleton = None
     found: list[str] = []
     for group in groups(catalogue):
@@ -286,7 +289,7 @@ def catalogue_problems(catalogue: Path = CATALOGUE,
     return found
 
 
-def find(name: str, catalogue: Path = CATALOGUE) -> Variant:
+def find(name: str, catalogue: Path | None = None) -> Variant:
     """The entry ``group/name`` (for tests that need one variant)."""
     group, _, entry = name.partition("/")
     try:
@@ -313,7 +316,7 @@ class Expectation:
     never: tuple[str, ...] = ()
 
 
-def mistake_items(catalogue: Path = CATALOGUE) -> dict[str, list[str]]:
+def mistake_items(catalogue: Path | None = None) -> dict[str, list[str]]:
     """Catalogue mistake id -> the rubric items it fails (the ``items`` of
     its entry in ``catalogue``/mistakes.toml)."""
     return {mid: list(entry.fields["items"])

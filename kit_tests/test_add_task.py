@@ -77,7 +77,7 @@ def test_a_task_and_a_question_added_by_the_walkthrough_stay_green():
 
 def _walkthrough_copy(into: Path) -> Path:
     """The files the proof reads and edits (the catalogue whole), copied."""
-    profile = add_task.PROFILE
+    profile = add_task._profile()
     paths = {edit.path for edit in add_task.edits(add_task.plan())} | {
         add_task._source(profile.questions)}
     for path in paths:
@@ -104,16 +104,16 @@ def test_the_proof_never_collides_with_a_course_part_4(tmp_path):
     add_task.apply_all(root, proof)
     rubric = load_rubric(root / "autograder" / "rubric.toml")   # no duplicate
     assert [t.id for t in rubric.tasks][-2:] == [course.task, proof.task]
-    reference = (root / add_task._source(add_task.PROFILE.reference)
+    reference = (root / add_task._source(add_task._profile().reference)
                  ).read_text()
     compile(reference, "reference", "exec")
-    catalogue = root / add_task._source(add_task.PROFILE.catalogue)
+    catalogue = root / add_task._source(add_task._profile().catalogue)
     assert variants.catalogue_problems(catalogue, reference) == []
-    notebook = (root / add_task._source(add_task.PROFILE.notebook_source)
+    notebook = (root / add_task._source(add_task._profile().notebook_source)
                 ).read_text()
     assert '+++ {"question": "Q6"}' in notebook and \
         '+++ {"question": "Q7"}' in notebook
-    cases = (root / add_task._source(add_task.PROFILE.cases)).read_text()
+    cases = (root / add_task._source(add_task._profile().cases)).read_text()
     for name in (*course.cases, *proof.cases):
         assert cases.count(f'Case("{name}"') == 1, name
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from autograder.rubric import load_rubric
 from kit import variants
 
@@ -94,7 +95,7 @@ def load_exceptions(path: Path = EXCEPTIONS_FILE) -> dict[str, dict]:
     return table
 
 
-REFERENCE = variants.REFERENCE.read_text()
+REFERENCE = homework.staff().reference.read_text()
 RUBRIC = load_rubric()
 MISTAKES = variants.mistake_items()
 VARIANTS = variants.load_all()

@@ -4,7 +4,7 @@ verdict comes from agree item by item on the public cases.
 - the grader: ``python -m autograder grade --public-only`` (one run over the
   whole corpus, sandboxed), read from each results.json;
 - ``make check``: ``python -m autograder check FILE``, read from its preview;
-- the student tests: ``pytest tests`` with ATTENTION_IMPL=FILE, run
+- the student tests: ``pytest tests`` with HOMEWORK_IMPL=FILE, run
   in-process, one test per rubric item;
 - the notebook: ``autograder.notebook_checks.run_check(task, FILE)``, the
   function its check cells show, one call per notebook task
@@ -156,7 +156,7 @@ def in_fork(function, *args):
 
 def student_test_verdicts(path: Path) -> dict[str, bool]:
     """Item -> passed, from ``pytest tests`` run in this process, on the
-    module ``$ATTENTION_IMPL`` names."""
+    module ``$HOMEWORK_IMPL`` names."""
     reports = _Reports()
     with contextlib.redirect_stdout(io.StringIO()):
         status = pytest.main([str(ROOT / "tests"), "-q", "-p",
@@ -225,7 +225,7 @@ def test_every_checker_gives_the_graders_verdict(name, files, graded,
     grader = grader_verdicts(graded, name)
     assert list(grader) == ITEMS
     check, text = make_check_verdicts(path)
-    monkeypatch.setenv("ATTENTION_IMPL", str(path))
+    monkeypatch.setenv("HOMEWORK_IMPL", str(path))
     student = in_fork(student_test_verdicts, path)
     notebook, notebook_extras = in_fork(notebook_verdicts, path)
     disagree = {item: {"grader": grader[item],

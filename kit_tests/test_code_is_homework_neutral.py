@@ -9,7 +9,8 @@ definitions), its constructors' argument names (``num_heads``, ``d_out``,
 ``context_length``, ...: a case names them by role, the rubric by
 parameter), its package and module names (the profile) and its question
 ids (``questions.toml``), and fails on any of them written in code under
-``autograder/``, ``kit/student/`` and the values generator:
+``autograder/``, ``kit/student/``, the values generator and the
+editions' draw (kit/generate/edition.py):
 identifiers and string literals, not docstrings or comments, which may
 keep naming the attention homework's classes as examples.
 """
@@ -24,7 +25,7 @@ from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("autograder", "kit/student", "kit/generate/values.py",
-           "kit/generate/case_definition.py")
+           "kit/generate/case_definition.py", "kit/generate/edition.py")
 # The size of one head as MultiHeadAttention's docstring names it (the
 # scale the steps definition freezes, the attribute the rubric's
 # module_size item expects): no constructor argument, the homework's word.
@@ -160,3 +161,86 @@ def test_no_homework_name_in_the_graders_code():
         "what the code needs per class from data (the profile, the "
         "rubric's parameters, the cases' definitions or the steps "
         "definition frozen into the manifest), not from the name")
+
+
+# --------------------------------------------------------------------------
+# The homework is read at the entry points and passed down, never bound
+# when a module is imported.
+
+# Modules that still read the homework on import, each with why. Shrink it.
+READS_ON_IMPORT = {
+    # the shape notation's tables, read by parse_comment (cached) and the
+    # shape-comment check: a Notation passed down from the config is the
+    # fix (issue 36)
+    "autograder/checks/shape_notation.py",
+}
+_READERS = ("current", "staff")
+
+
+def _reads_on_import(tree: ast.Module) -> list[int]:
+    """Lines of the calls ``homework.current()``/``staff()`` (or the bare
+    names) that run when the module is imported: in its statements and
+    class bodies, and in decorators and default arguments, not in
+    function bodies or lambdas."""
+    found = []
+
+    def calls(node: ast.AST) -> None:
+        if isinstance(node, (ast.Lambda, ast.FunctionDef,
+                             ast.AsyncFunctionDef)):
+            return
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else \
+                getattr(func, "id", None)
+            if name in _READERS:
+                found.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            calls(child)
+
+    def statements(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in (*stmt.decorator_list, *stmt.args.defaults,
+                             *filter(None, stmt.args.kw_defaults)):
+                    calls(node)
+            elif isinstance(stmt, ast.ClassDef):
+                for node in stmt.decorator_list:
+                    calls(node)
+                statements(stmt.body)
+            else:
+                calls(stmt)
+
+    statements(tree.body)
+    return found
+
+
+def test_the_import_scan_sees_module_level_reads_only(tmp_path):
+    path = tmp_path / "sample.py"
+    path.write_text("from autograder import homework\n"
+                    "A = homework.current().module\n"
+                    "def f(hw=homework.staff()):\n"
+                    "    return homework.current()\n"
+                    "class C:\n"
+                    "    B = homework.staff()\n"
+                    "    def g(self):\n"
+                    "        return homework.staff()\n"
+                    "G = lambda: homework.current()\n")
+    assert _reads_on_import(ast.parse(path.read_text())) == [2, 3, 6]
+
+
+def test_no_module_reads_the_homework_on_import():
+    found = []
+    for folder in ("autograder", "kit"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"), rel)
+            found += [f"{rel}:{line}" for line in _reads_on_import(tree)
+                      if rel not in READS_ON_IMPORT]
+    assert not found, (
+        "the homework is read when these modules are imported (a "
+        "module-level constant, chosen once by $HOMEWORK):\n  "
+        + "\n  ".join(found) + "\nfix: take the homework (or the path) as "
+        "a parameter, read once at the entry point and passed down")
+    stale = [rel for rel in READS_ON_IMPORT
+             if not _reads_on_import(ast.parse((ROOT / rel).read_text()))]
+    assert not stale, f"no longer read on import: drop {stale} from the list"

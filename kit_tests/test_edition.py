@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from autograder import homework
 from autograder.config import load_config
 from autograder.grade import grade_source
 from autograder.local import in_process_runner
@@ -23,7 +24,8 @@ from kit import variants
 from kit.generate import cases as base_cases
 from kit.generate import edition, new_edition as command
 from kit.generate.rubric_change import copy_checkout
-from kit.generate.sources import REFERENCE
+
+REFERENCE = homework.staff().reference
 
 ROOT = Path(__file__).resolve().parents[1]
 EDITION = edition.Edition("2031", edition.seed_of("2031"))
@@ -194,7 +196,7 @@ def _verdicts(source: str, values: Path) -> dict:
 
 def _catalogue() -> dict[str, str]:
     base = REFERENCE.read_text()
-    entries = variants.load("mistakes", variants.CATALOGUE)
+    entries = variants.load("mistakes", homework.staff().catalogue)
     return {"reference": base,
             **{mid: entry.source(base) for mid, entry in entries.items()}}
 

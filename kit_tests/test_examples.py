@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder import homework
 from kit.corpus.examples import ExampleError, build_examples, example_sources
-from kit.variants import REFERENCE, ROOT
+from kit.variants import ROOT
+
+REFERENCE = homework.staff().reference
 
 
 def test_every_example_is_the_reference_with_its_mistake(tmp_path: Path):

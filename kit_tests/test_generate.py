@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import kit.generate as gen
+from autograder import homework
 from kit.generate import sources, values
 from kit.generate.__main__ import main
 from kit_tests.homework_env import homework_env
@@ -87,9 +88,9 @@ def test_the_values_check_is_one_and_names_a_changed_source(tmp_path):
     # The generator (torch) re-exports the torch-free check and sources.
     assert values.check_fresh is sources.check_fresh
     assert set(values.source_hashes()) == {
-        str(p.relative_to(ROOT)) for p in sources.SOURCES}
+        str(p.relative_to(ROOT)) for p in sources.sources()}
     assert gen.stale(["test-values"]) == []
-    shutil.copy(sources.OUT / "manifest.json", tmp_path)
+    shutil.copy(homework.staff().test_values / "manifest.json", tmp_path)
     data = json.loads((tmp_path / "manifest.json").read_text())
     data["sources"]["kit/generate/cases.py"] = "0" * 64
     (tmp_path / "manifest.json").write_text(json.dumps(data))

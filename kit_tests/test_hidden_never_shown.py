@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from autograder import homework
 from autograder.report import results as report
 from autograder.values import load_cases
 from kit import variants
@@ -71,7 +72,7 @@ nn.Module.__call__ = _spy
 
 
 def _spy_source() -> str:
-    source = variants.REFERENCE.read_text()
+    source = homework.staff().reference.read_text()
     anchor = "import torch.nn as nn\n"
     assert anchor in source
     return source.replace(anchor, anchor + SPY, 1)
@@ -179,7 +180,7 @@ def test_a_fresh_worker_after_a_hidden_crash_keeps_hidden_output_hidden(
     """Hidden probes reach the worker last, under opaque ids; after a
     crash during one, the fresh worker's import output goes with the
     hidden probe it runs first, never with a public one."""
-    source = variants.REFERENCE.read_text().replace(
+    source = homework.staff().reference.read_text().replace(
         "import torch.nn as nn\n", "import torch.nn as nn\n" + CRASHER, 1)
     source = source.replace(
         "class SelfAttention(nn.Module):",

@@ -107,7 +107,7 @@ def test_the_shipped_file_is_the_catalogues_in_its_order():
     # The grader reads autograder/mistakes.toml and names the first mistake
     # that matches: the file must say what the catalogue says, in its order.
     assert not mistakes.stale(), mistakes.stale()
-    shipped = tomllib.loads(mistakes.SHIPPED.read_text())
+    shipped = tomllib.loads(homework.staff().mistakes.read_text())
     assert list(shipped) == list(CATALOGUE)
     for mid, entry in shipped.items():
         assert entry == {key: CATALOGUE[mid][key]
@@ -119,9 +119,9 @@ def test_a_shipped_file_out_of_step_names_make_generate(tmp_path):
     # Control for the test above: a hand edit (or a catalogue change not
     # regenerated) is caught, and the message says what to run.
     shipped = tmp_path / "mistakes.toml"
-    shipped.write_text(mistakes.SHIPPED.read_text().replace(
+    shipped.write_text(homework.staff().mistakes.read_text().replace(
         "[no_mix]\nitems = [\"2.3a\"]", "[no_mix]\nitems = [\"2.2\"]"))
-    assert shipped.read_text() != mistakes.SHIPPED.read_text()
+    assert shipped.read_text() != homework.staff().mistakes.read_text()
     assert "run `make generate`" in mistakes.stale(shipped=shipped)
     shipped.write_text(mistakes.render())
     assert mistakes.stale(shipped=shipped) == ""
@@ -246,7 +246,7 @@ def test_the_public_check_fails_and_names_two_mistakes_the_course_sizes_hid():
     own check.)"""
     from autograder.config import GradingConfig
     from autograder.grade import grade_source, sandbox_runner
-    from kit.generate.skeleton import REFERENCE
+    REFERENCE = homework.staff().reference
     source = REFERENCE.read_text()
     edits = [("self.scale = self.head_size ** 0.5",
               "self.scale = self.num_heads ** 0.5"),

@@ -21,6 +21,7 @@ import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from autograder import homework
 from autograder.local import TASK_SCOPE, task_points
 from autograder.rubric import load_rubric
 from autograder.submission.answers import questions
@@ -164,7 +165,7 @@ def assigned(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist") / "attention"
     result = subprocess.run(
         [sys.executable, "-m", "otter", "assign",
-         str(notebook.OUT), str(out)],
+         str(homework.staff().notebook), str(out)],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     return out
@@ -173,7 +174,7 @@ def assigned(tmp_path_factory) -> Path:
 # -- the built notebook ----------------------------------------------------
 
 def test_committed_notebook_matches_the_builder():
-    assert notebook.OUT.read_text() == notebook.render(), (
+    assert homework.staff().notebook.read_text() == notebook.render(), (
         "assignment/attention.ipynb is not what assignment/attention.md "
         "builds: run `make build-notebook`")
 
@@ -254,7 +255,8 @@ def test_benchmark_chart_is_embedded_with_an_honest_reading():
     (cell,) = [c for c in nb.cells
                if c.source.startswith("## Is the fused form faster?")]
     png = cell.attachments["bench_attention.png"]["image/png"]
-    chart = notebook.MASTER.parent / "figures" / "bench_attention.png"
+    chart = homework.staff().notebook_source.parent / "figures" / \
+        "bench_attention.png"
     assert base64.b64decode(png) == chart.read_bytes()
     assert "(attachment:bench_attention.png)" in cell.source
     text = " ".join(cell.source.split())
@@ -299,7 +301,7 @@ def test_otter_assign_student_notebook(assigned):
     assert len(chart) == 1 and "bench_attention.png" in chart[0].attachments
     assert (assigned / "student" / "transformer_lm").is_dir()
     # the text source holds the sample answers: otter must not copy it
-    assert not list(assigned.rglob(notebook.MASTER.name))
+    assert not list(assigned.rglob(homework.staff().notebook_source.name))
     assert not (assigned / "student" / "test_values" /
                 "hidden.safetensors").exists()
 
@@ -308,8 +310,8 @@ def test_otter_assign_student_notebook(assigned):
 
 def test_master_runs_against_the_reference(tmp_path, monkeypatch):
     work = _workspace(tmp_path, REFERENCE.read_text())
-    shutil.copy(notebook.OUT, work)
-    nb = _execute(work / notebook.OUT.name, monkeypatch)
+    shutil.copy(homework.staff().notebook, work)
+    nb = _execute(work / homework.staff().notebook.name, monkeypatch)
     assert _errors(nb) == []
     for task_id in TASKS:
         shown = _assert_one_clean_verdict(_cell(nb, _check_id(task_id)),
@@ -330,8 +332,8 @@ def test_master_runs_against_the_reference(tmp_path, monkeypatch):
 
 def test_master_runs_against_the_skeleton(tmp_path, monkeypatch):
     work = _workspace(tmp_path, _skeleton_source())
-    shutil.copy(notebook.OUT, work)
-    nb = _execute(work / notebook.OUT.name, monkeypatch)
+    shutil.copy(homework.staff().notebook, work)
+    nb = _execute(work / homework.staff().notebook.name, monkeypatch)
     assert _errors(nb) == []
     for task_id in TASKS:
         shown = _assert_one_clean_verdict(_cell(nb, _check_id(task_id)),
@@ -359,9 +361,10 @@ def test_student_notebook_runs_against_the_skeleton(assigned, tmp_path,
 def test_a_failed_setup_stops_run_all_at_one_message(tmp_path, monkeypatch):
     # The notebook alone, no homework folder around it: the first code
     # cell says what to do and "Run All" stops there, no NameErrors after.
-    shutil.copy(notebook.OUT, tmp_path)
+    shutil.copy(homework.staff().notebook, tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    nb = nbformat.read(str(tmp_path / notebook.OUT.name), as_version=4)
+    nb = nbformat.read(str(tmp_path / homework.staff().notebook.name),
+                       as_version=4)
     client = NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
     with pytest.raises(CellExecutionError):
@@ -413,8 +416,8 @@ def _save(path: Path, text: str) -> None:
 def test_a_broken_module_after_a_restart_is_one_error_and_check_says_fix(
         tmp_path, monkeypatch):
     work = _workspace(tmp_path, _broken_source())
-    shutil.copy(notebook.OUT, work)
-    client, nb = _client(work / notebook.OUT.name, monkeypatch)
+    shutil.copy(homework.staff().notebook, work)
+    client, nb = _client(work / homework.staff().notebook.name, monkeypatch)
     setup, _ = _code(nb, "find_homework")
     index, imports = _code(nb, "import_module()")
     assert imports.source.index("check") < \
@@ -440,9 +443,9 @@ def test_a_broken_module_after_a_restart_is_one_error_and_check_says_fix(
 def test_a_module_broken_in_a_live_kernel_is_said_once(
         tmp_path, monkeypatch):
     work = _workspace(tmp_path, REFERENCE.read_text())
-    shutil.copy(notebook.OUT, work)
+    shutil.copy(homework.staff().notebook, work)
     module = work / "transformer_lm" / "modeling_attention.py"
-    client, nb = _client(work / notebook.OUT.name, monkeypatch)
+    client, nb = _client(work / homework.staff().notebook.name, monkeypatch)
     first = [_code(nb, "find_homework"), _code(nb, "import_module()"),
              _code(nb, "def if_implemented")]
     check_at = next(i for i, c in enumerate(nb.cells)

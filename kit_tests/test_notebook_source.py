@@ -23,6 +23,7 @@ import nbformat
 import pytest
 import yaml
 
+from autograder import homework
 from autograder.rubric import load_rubric
 from kit.generate import notebook
 from kit_tests.rubrics import item_points, points_words
@@ -127,22 +128,23 @@ def control_characters(text: str) -> list[str]:
 # -- control characters ----------------------------------------------------
 
 def test_no_control_character_in_source_or_notebook():
-    text = notebook.MASTER.read_text(encoding="utf-8")
+    text = homework.staff().notebook_source.read_text(encoding="utf-8")
     assert [(n, control_characters(line)) for n, line
             in enumerate(text.split("\n"), 1)
             if control_characters(line)] == []
-    built = nbformat.read(str(notebook.OUT), as_version=4)
+    built = nbformat.read(str(homework.staff().notebook), as_version=4)
     assert [(c.id, control_characters(c.source)) for c in built.cells
             if control_characters(c.source)] == []
 
 
 def test_a_tab_in_the_source_is_rejected_with_its_line(tmp_path):
-    text = notebook.MASTER.read_text(encoding="utf-8")
+    text = homework.staff().notebook_source.read_text(encoding="utf-8")
     assert "\\sqrt{\\text{head\\_dim}}" in text
     line = text[:text.index("\\sqrt{\\text{head")].count("\n") + 1
     broken = tmp_path / "attention.md"
     broken.write_text(text.replace("\\sqrt{\\text{head", "\\sqrt{\text{head"))
-    shutil.copytree(notebook.MASTER.parent / "figures", tmp_path / "figures")
+    shutil.copytree(homework.staff().notebook_source.parent / "figures",
+                    tmp_path / "figures")
     with pytest.raises(notebook.MasterError,
                        match=rf"attention.md:{line}: control character "
                              r"'\\t'"):
@@ -155,7 +157,7 @@ def test_a_tab_in_the_source_is_rejected_with_its_line(tmp_path):
 # -- formulas --------------------------------------------------------------
 
 def test_formulas_are_found():
-    nb = nbformat.read(str(notebook.OUT), as_version=4)
+    nb = nbformat.read(str(homework.staff().notebook), as_version=4)
     found = notebook_formulas(nb)
     assert len(found) > 40
     for expected in ("\\sqrt{h}", "768 \\times 768",
@@ -170,7 +172,7 @@ def test_formulas_are_found():
 
 @needs_mathjax
 def test_every_formula_renders_in_mathjax(tmp_path):
-    nb = nbformat.read(str(notebook.OUT), as_version=4)
+    nb = nbformat.read(str(homework.staff().notebook), as_version=4)
     found = notebook_formulas(nb)
     assert [f for f in found if control_characters(f)] == []
     assert mathjax_problems(found, tmp_path) == {}
@@ -249,11 +251,12 @@ def test_the_bonus_is_stated_as_the_rubric_says():
 # -- notation and placeholders ---------------------------------------------
 
 def _source_copy(tmp_path: Path, old: str, new: str) -> Path:
-    text = notebook.MASTER.read_text(encoding="utf-8")
+    text = homework.staff().notebook_source.read_text(encoding="utf-8")
     assert old in text, old
     copy = tmp_path / "attention.md"
     copy.write_text(text.replace(old, new, 1))
-    shutil.copytree(notebook.MASTER.parent / "figures", tmp_path / "figures")
+    shutil.copytree(homework.staff().notebook_source.parent / "figures",
+                    tmp_path / "figures")
     return copy
 
 
@@ -315,7 +318,7 @@ def test_max_score_and_notes():
                                "x") == f"of {rubric.max_score:g} points"
     nb = notebook.build()
     assert not any("Instructor notes" in c.source for c in nb.cells)
-    assert "Instructor notes" in notebook.MASTER.read_text()
+    assert "Instructor notes" in homework.staff().notebook_source.read_text()
 
 
 def test_the_source_is_as_jupytext_writes_it():
@@ -326,6 +329,6 @@ def test_the_source_is_as_jupytext_writes_it():
     def canonical(text: str) -> str:  # the header names jupytext's version
         return re.sub(r"(?m)^ *jupytext_version: .*\n", "", text)
 
-    text = notebook.MASTER.read_text(encoding="utf-8")
+    text = homework.staff().notebook_source.read_text(encoding="utf-8")
     assert canonical(jupytext.writes(jupytext.reads(text, fmt="md:myst"),
                                      fmt="md:myst")) == canonical(text)

@@ -80,6 +80,25 @@ def test_releases_go_per_homework(tmp_path, monkeypatch):
     assert dist(homework.load(FFN)) == tmp_path / "dist" / "ffn"
 
 
+@pytest.mark.parametrize("name", ["student", "autograder", "student.zip"])
+def test_a_homework_named_like_the_checkouts_outputs_is_refused(
+        tmp_path, monkeypatch, name):
+    """dist/student/ is the checkout's own release: a homework named
+    ``student`` would write into it (and ``autograder`` beside its zip's
+    tree), so its name is refused in one line naming the key."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "hw"
+    shutil.copytree(FFN, folder)
+    profile = folder / homework.PROFILE
+    text = profile.read_text()
+    profile.write_text(text.replace('name = "ffn"', f'name = "{name}"', 1))
+    hw = homework.load(folder)
+    assert hw.name == name
+    with pytest.raises(homework.HomeworkError,
+                       match=r"\[homework\] name = .* rename it"):
+        dist(hw)
+
+
 def _sources(dest: Path) -> Path:
     """What the build reads, copied (building in the checkout would leave
     build/ and an egg-info there)."""

@@ -64,8 +64,8 @@ def test_a_broken_questions_file_names_itself_and_the_fix(tmp_path, text):
 
 
 def test_a_question_id_the_grader_cannot_read_is_refused(tmp_path):
-    source = tmp_path / notebook.MASTER.name
-    source.write_text(notebook.MASTER.read_text()
+    source = tmp_path / homework.staff().notebook_source.name
+    source.write_text(homework.staff().notebook_source.read_text()
                       + NEW_QUESTION.replace(NEW, NEW + "b"))
     with pytest.raises(notebook.MasterError,
                        match=rf"{re.escape(source.name)}:\d+: "
@@ -121,9 +121,10 @@ def test_a_sixth_question_is_collected(tmp_path):
 def test_a_questions_points_reach_otter_and_questions_toml(tmp_path):
     # Points live where a question is declared: its cell in the source.
     from autograder.term.course import question_points
-    source = tmp_path / notebook.MASTER.name
-    (tmp_path / "figures").symlink_to(notebook.MASTER.parent / "figures")
-    source.write_text(notebook.MASTER.read_text() + NEW_QUESTION.replace(
+    source = tmp_path / homework.staff().notebook_source.name
+    master = homework.staff().notebook_source
+    (tmp_path / "figures").symlink_to(master.parent / "figures")
+    source.write_text(master.read_text() + NEW_QUESTION.replace(
         f'{{"question": "{NEW}"}}', f'{{"question": "{NEW}", "points": 2}}'))
     built = notebook.build(source)
     assert any(c.source.startswith("# BEGIN QUESTION") and

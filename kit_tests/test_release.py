@@ -57,7 +57,7 @@ def secrets() -> leaks.Secrets:
 def _env(**extra: str) -> dict[str, str]:
     """No PYTHONPATH to the kit: the release must find its own modules."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "AUTOGRADER_VALUES", "ATTENTION_IMPL",
+           if k not in ("PYTHONPATH", "AUTOGRADER_VALUES", "HOMEWORK_IMPL",
                         "AUTOGRADER_ROOT", "MAKEFLAGS", "MFLAGS")}
     return {**env, "MPLBACKEND": "Agg", **extra}
 
@@ -313,7 +313,7 @@ def test_release_gradescope_command_says_it_is_not_there(built, tmp_path):
 def test_unzipped_release_pytest(unzipped, tmp_path):
     ref = tmp_path / "mine.py"
     shutil.copy2(REFERENCE, ref)
-    done = _make(unzipped, "test", ATTENTION_IMPL=str(ref))
+    done = _make(unzipped, "test", HOMEWORK_IMPL=str(ref))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
     assert SCOPE in done.stdout   # the header says what is checked

@@ -15,7 +15,9 @@ from autograder.config import load_config
 from autograder.grade import grade_source
 from autograder.local import in_process_runner
 from autograder.rubric import RubricError, load_rubric
-from kit.variants import REFERENCE, apply_edits
+from kit.variants import apply_edits
+
+REFERENCE = homework.staff().reference
 
 
 def _merging(comment: str) -> list[list[str]]:

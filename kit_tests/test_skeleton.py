@@ -12,12 +12,15 @@ import pycodestyle
 import pytest
 import torch
 
+from autograder import homework
 from autograder.submission.regions import (END_MARKER, START_MARKER,
                                            find_regions)
-from kit.generate.skeleton import REFERENCE, SKELETON, generate_skeleton, \
-    solution_lines
+from kit.generate.skeleton import generate_skeleton, solution_lines
 from kit_tests.rubrics import (item_points, notebook_task_points,
                                other_points, points_words, rubric_with)
+
+REFERENCE = homework.staff().reference
+SKELETON = homework.current().module
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_SOURCE = REFERENCE.read_text()

@@ -48,7 +48,7 @@ def _known(probe: Probe, heads: int) -> torch.Tensor:
 
 
 def test_stand_in_heads_give_the_known_tensors_side_by_side():
-    module = _module(variants.REFERENCE.read_text(), "reference")
+    module = _module(homework.staff().reference.read_text(), "reference")
     real = module.CausalAttention
     probe = _stand_in_probe()
     result = run_probe(module, probe, "reference.py")
@@ -68,7 +68,7 @@ def test_stand_in_heads_that_hang_never_run():
 
 
 def test_stand_in_heads_check_how_they_are_built_and_called():
-    reference = variants.REFERENCE.read_text()
+    reference = homework.staff().reference.read_text()
     built = variants.apply_edits(reference, [(
         "            CausalAttention(d_in, d_out, context_length, dropout, "
         "qkv_bias)\n",
@@ -145,7 +145,7 @@ def test_a_stand_in_probe_makes_no_second_call():
     check = next(c for c in load_rubric().checks() if c.id == "3.2")
     probe = replace(heads.ConcatenatedHeads._stand_in_probe(check, case),
                     again=True)
-    module = load_module(variants.REFERENCE.read_text(),
+    module = load_module(homework.staff().reference.read_text(),
                          "reference.py", name="review_stand_in")
     result = run_probe(module, probe, "reference.py")
     assert result.ok, result.message

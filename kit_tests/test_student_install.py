@@ -521,9 +521,9 @@ def test_a_deep_folder_on_windows_is_refused_before_the_install(
 def test_the_readmes_windows_folder_fits_the_path_limit():
     # $HOME\hw\<folder>\.venv\Lib\site-packages\ + the deepest file, for
     # Windows' longest local user name (20 characters)
-    from kit.release.student import STUDENT_FOLDER
     home = "C:\\Users\\" + "u" * 20
-    site = "\\".join([home, "hw", STUDENT_FOLDER, ".venv", "Lib",
+    site = "\\".join([home, "hw", profile.current().release_folder,
+                      ".venv", "Lib",
                       "site-packages", ""])
     assert len(site) + install_deps.DEEPEST_SITE_PACKAGES_FILE < \
         install_deps.MAX_PATH

@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder import homework
 from autograder.local import SCOPE, value_rubric
 from autograder.rubric import load_rubric
 from autograder.values import ValuesError, load_cases
 from kit import variants
-from kit.generate.skeleton import REFERENCE, SKELETON
 from transformer_lm import test_values
+
+REFERENCE = homework.staff().reference
+SKELETON = homework.current().module
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [i.id for t in value_rubric(load_rubric()).tasks for i in t.items]
@@ -39,13 +42,13 @@ class Run:
 
 def run_student_tests(implementation: Path | None, tmp_path: Path,
                       *args: str) -> Run:
-    """``pytest tests`` with ATTENTION_IMPL=implementation (unset: None),
+    """``pytest tests`` with HOMEWORK_IMPL=implementation (unset: None),
     as a student runs it: from the project root, without PYTHONPATH."""
     report = tmp_path / "report.xml"
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "ATTENTION_IMPL")}
+           if k not in ("PYTHONPATH", "HOMEWORK_IMPL")}
     if implementation is not None:
-        env["ATTENTION_IMPL"] = str(implementation)
+        env["HOMEWORK_IMPL"] = str(implementation)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider",
          f"--junitxml={report}", *args],

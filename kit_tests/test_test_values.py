@@ -167,7 +167,8 @@ def test_mistake_catalogue_differs_from_the_answer():
 
 def _mistakes_table() -> dict:
     import tomllib
-    return tomllib.loads((variants.CATALOGUE / "mistakes.toml").read_text())
+    return tomllib.loads(
+        (homework.staff().catalogue / "mistakes.toml").read_text())
 
 
 def _catalogue_of(tmp_path: Path, table: dict) -> Path:
@@ -311,12 +312,13 @@ def test_a_changed_reference_makes_the_values_stale(tmp_path):
     # Renaming a variable in the reference: every command that grades or
     # releases with the kit's values says which file changed and what to
     # run, instead of failing later with an unexplained mismatch.
-    from kit.generate.values import REFERENCE, StaleValues, check_fresh
+    from kit.generate.values import StaleValues, check_fresh
+    REFERENCE = homework.staff().reference
     renamed = tmp_path / "modeling_attention.py"
     renamed.write_text(REFERENCE.read_text().replace("bs", "batch"))
     values = tmp_path / "values"
     values.mkdir()
-    from kit.generate.values import OUT
+    OUT = homework.staff().test_values
     manifest = json.loads((OUT / "manifest.json").read_text())
     manifest["sources"][str(renamed)] = manifest["sources"].pop(
         "solutions/transformer_lm/modeling_attention.py")
@@ -330,7 +332,8 @@ def test_a_changed_mistake_variant_makes_the_values_stale(tmp_path):
     # The mistake outputs come from kit/variants/mistakes.toml (read by
     # kit/variants.py, applied by kit/corpus/examples.py): editing any of them
     # makes the values stale.
-    from kit.generate.values import OUT, StaleValues, check_fresh
+    from kit.generate.values import StaleValues, check_fresh
+    OUT = homework.staff().test_values
     for source in ("kit/variants/mistakes.toml", "kit/variants.py",
                    "kit/corpus/examples.py"):
         manifest = json.loads((OUT / "manifest.json").read_text())

@@ -12,11 +12,11 @@ from autograder.grade import GradeResult
 from autograder import homework
 from autograder.local import SCOPE, check_values
 
-IMPL_ENV = "ATTENTION_IMPL"
+IMPL_ENV = "HOMEWORK_IMPL"
 
 
 def implementation_path() -> Path:
-    """The file under test: ``$ATTENTION_IMPL`` (relative to the current
+    """The file under test: ``$HOMEWORK_IMPL`` (relative to the current
     directory) or the homework's module (homework.toml's [module] file)."""
     return Path(os.environ.get(IMPL_ENV)
                 or homework.current().module).resolve()

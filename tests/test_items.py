@@ -6,7 +6,7 @@ this process. These tests check values only; `make check` adds the PEP 8
 and shape-comment deductions and the bonus, and the hidden cases are graded
 after you submit. Test another file with::
 
-    ATTENTION_IMPL=my_attempt.py pytest tests
+    HOMEWORK_IMPL=my_attempt.py pytest tests
 """
 from __future__ import annotations
 

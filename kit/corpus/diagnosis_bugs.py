@@ -17,8 +17,6 @@ from autograder.checks.diagnosis import attach
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "kit" / "corpus" / "diagnosis_bugs.toml"
-REFERENCE = homework.staff().reference
-MODULE = homework.current().module_name
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,8 @@ class Bug:
     def source(self, reference: str | None = None) -> str:
         """The reference (or the style ``base`` made of it) with this
         bug's edits (each found exactly once)."""
-        text = REFERENCE.read_text() if reference is None else reference
+        text = homework.staff().reference.read_text() if reference is None \
+            else reference
         if self.base:
             from kit import variants
             text = variants.load("styles")[self.base].source(text)
@@ -92,7 +91,7 @@ def diagnose(bug: Bug, cases: dict[str, Any], runner: Any
     probes = [attach.diagnosis_probe(P.case_probe(c, kwargs=c.call), c, {})
               for c in chosen]
     source = bug.source()
-    results = runner(source, MODULE, probes)
+    results = runner(source, homework.current().module_name, probes)
     findings = [attach.diagnose_case(c, r, source)
                 for c, r in zip(chosen, results)]
     attach.agree([f for f in findings if f is not None], len(chosen))
@@ -129,11 +128,11 @@ def bench_lines(sandbox: Any, config: Any) -> list[str]:
         finding = diagnose(bug, cases, graded)
         named += outcome(bug, finding) == "named"
         start = time.perf_counter()
-        grade_source(bug.source(), MODULE, config, timed)
+        grade_source(bug.source(), config.profile.module_name, config, timed)
         totals.append(time.perf_counter() - start)
     before = len(spent)
-    grade_source(REFERENCE.read_text(), MODULE, config,
-                 timed)
+    grade_source(homework.staff().reference.read_text(),
+                 config.profile.module_name, config, timed)
     per = statistics.median(spent) if spent else 0.0
     share = 100 * sum(spent) / sum(totals) if totals else 0.0
     return [f"value-flow diagnosis: {named} of {len(bugs)} bugs outside "

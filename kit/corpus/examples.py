@@ -14,16 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from kit.variants import CATALOGUE, REFERENCE, VariantError, load
+from kit.variants import VariantError, load
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "examples"
 GROUP = "examples"
 ExampleError = VariantError   # the name callers catch
-__all__ = ["REFERENCE", "ExampleError", "build_examples", "example_sources"]
+__all__ = ["ExampleError", "build_examples", "example_sources"]
 
 
-def example_sources(catalogue: Path = CATALOGUE) -> dict[str, str]:
+def example_sources(catalogue: Path | None = None) -> dict[str, str]:
     """name -> source of every example, in file order, each headed by
     what the student got wrong."""
     return {name: f"# Example submission: {variant.about}.\n"

@@ -36,13 +36,13 @@ class Generator:
 
 
 def _skeleton_writes() -> tuple[Path, ...]:
-    from kit.generate import skeleton
-    return (skeleton.SKELETON, skeleton.REFERENCE)
+    from autograder import homework
+    return (homework.current().module, homework.staff().reference)
 
 
 def _skeleton_stale(reference: Path | None) -> list[str]:
     from kit.generate import skeleton
-    line = skeleton.stale(reference or skeleton.REFERENCE)
+    line = skeleton.stale(reference)
     return [line] if line else []
 
 
@@ -52,16 +52,18 @@ def _skeleton_write() -> int:
 
 
 def _notebook_writes() -> tuple[Path, ...]:
-    from kit.generate import notebook
-    return (notebook.OUT, notebook.QUESTIONS_OUT)
+    from autograder import homework
+    return (homework.staff().notebook, homework.staff().questions)
 
 
 def _notebook_stale(reference: Path | None) -> list[str]:
+    from autograder import homework
     from kit.generate import notebook
     try:
         line = notebook.stale()
     except notebook.MasterError as exc:
-        return [f"{exc}: fix {notebook.MASTER.name}, then run "
+        return [f"{exc}: fix {homework.staff().notebook_source.name}, then "
+                f"run "
                 f"`make build-notebook`"]
     return [line] if line else []
 
@@ -88,8 +90,8 @@ def _facts_write() -> int:
 
 
 def _mistakes_writes() -> tuple[Path, ...]:
-    from kit.generate import mistakes
-    return (mistakes.SHIPPED,)
+    from autograder import homework
+    return (homework.staff().mistakes,)
 
 
 def _mistakes_stale(reference: Path | None) -> list[str]:
@@ -108,15 +110,15 @@ def _mistakes_write() -> int:
 
 
 def _values_writes() -> tuple[Path, ...]:
-    from kit.generate import sources
-    return (sources.OUT,)
+    from autograder import homework
+    return (homework.staff().test_values,)
 
 
 def _values_stale(reference: Path | None) -> list[str]:
     # No torch: the manifest's hashes of the sources (kit/generate/sources.py).
     from kit.generate import sources
     try:
-        sources.check_fresh(reference_path=reference or sources.REFERENCE)
+        sources.check_fresh(reference_path=reference)
     except sources.StaleValues as exc:
         return [str(exc)]
     return []

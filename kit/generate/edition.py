@@ -21,7 +21,8 @@ What an edition redraws, per hidden case (:func:`apply`):
   values ``[I; I]``, a fused case the concatenation of its source's heads)
   and no two sizes equal by coincidence; where no such draw is found, or
   the case has a size argument whose structure the draw does not know
-  (:data:`DRAWN_ARGUMENTS`), the sizes stay;
+  (one its ``arguments`` give no role: :data:`DRAWN_ROLES`), the sizes
+  stay;
 - the description's numbers, rewritten to the new sizes.
 
 Names stay: they name the edge a case probes (published feedback shows
@@ -53,11 +54,11 @@ FILENAME = "edition.toml"
 # tokens, larger sizes) stays one.
 GROWTH = 0.5
 ATTEMPTS = 500          # draws of one case's sizes before its own stay
-# The constructor arguments whose structure a draw knows (widths, heads,
-# context): a case with another integer argument (a class's own, say
-# a number of key/value heads that must divide the heads) keeps its sizes.
-DRAWN_ARGUMENTS = ("input_size", "d_in", "hidden", "d_out", "num_heads",
-                   "context_length")
+# The roles (a case's ``arguments``, kit/generate/case_definition.py)
+# whose structure a draw knows (widths, heads, context): a case with an
+# integer argument of no such role (a class's own, say a number of
+# key/value heads that must divide the heads) keeps its sizes.
+DRAWN_ROLES = ("input", "width", "heads", "context")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +142,16 @@ def _redrawn(case: Case, edition: Edition, stacked: tuple[str, ...],
     if case.weights.startswith("concat:"):
         # The fused heads of a case drawn before it, with its seed.
         source = done[case.weights.split(":", 1)[1]]
-        init = {**case.init, **source.init, "d_out":
-                source.init["d_out"] * source.init["num_heads"]}
+        init = {**case.init, **source.init}
+        init[case.arguments["width"]] = \
+            source.size("width") * source.size("heads")
         new = dataclasses.replace(case, init=init, batch=source.batch,
                                   seq=source.seq, seed=source.seed)
         return _described(case, new, case.cls in stacked)
     rng = random.Random(seed)
+    drawn = {_argument(case, role) for role in DRAWN_ROLES}
     unknown = [k for k, v in case.init.items()
-               if _is_size(v) and k not in DRAWN_ARGUMENTS]
+               if _is_size(v) and k not in drawn]
     for _ in range(0 if unknown else ATTEMPTS):
         new = _draw_sizes(case, rng, case.cls in stacked)
         if new is not None and not coincidences(new, case.cls in stacked):
@@ -163,11 +166,16 @@ def _size(rng: random.Random, base: int) -> int:
     return rng.randint(base, base + max(2, math.ceil(base * GROWTH)))
 
 
-def _widths(init: dict) -> tuple[str | None, str | None]:
+def _argument(case: Case, role: str) -> str | None:
+    """The constructor argument of ``case`` that holds ``role`` (its
+    ``arguments``), None when it declares none or does not pass it."""
+    name = case.arguments.get(role)
+    return name if name in case.init else None
+
+
+def _widths(case: Case) -> tuple[str | None, str | None]:
     """The names of the input width and the width the heads split."""
-    width_in = next((k for k in ("input_size", "d_in") if k in init), None)
-    width = next((k for k in ("hidden", "d_out") if k in init), None)
-    return width_in, width
+    return _argument(case, "input"), _argument(case, "width")
 
 
 def _draw_sizes(case: Case, rng: random.Random, stacked: bool
@@ -179,20 +187,22 @@ def _draw_sizes(case: Case, rng: random.Random, stacked: bool
     init = {k: (_size(rng, v) if _is_size(v) else v)
             for k, v in case.init.items()}
     batch, seq = _size(rng, case.batch), _size(rng, case.seq)
-    width_in, width = _widths(init)
+    width_in, width = _widths(case)
     if case.inputs == "identity":
         seq = init[width_in]
-    heads = init.get("num_heads")
+    heads_name, context_name = _argument(case, "heads"), \
+        _argument(case, "context")
+    heads = init.get(heads_name) if heads_name else None
     if heads is not None and width and not stacked:
-        head = case.init[width] // case.init["num_heads"]
+        head = case.init[width] // case.init[heads_name]
         head = 2 * init[width_in] if case.weights == "dropout_probe" \
             else _size(rng, head)
         init[width] = heads * head
     elif case.weights == "dropout_probe" and width:
         init[width] = 2 * init[width_in] * (heads or 1)
-    context = case.init.get("context_length")
+    context = case.init.get(context_name) if context_name else None
     if context is not None and (context > case.seq) != \
-            (init["context_length"] > seq):
+            (init[context_name] > seq):
         return None
     return dataclasses.replace(case, init=init, batch=batch, seq=seq)
 
@@ -204,8 +214,8 @@ def _is_size(value) -> bool:
 def _heads(case: Case, stacked: bool) -> tuple[str, str]:
     """The names (in :func:`sizes`) of a head's size and of the width the
     heads split (a stacked class's width argument is one head's)."""
-    _, width = _widths(case.init)
-    return ("d_out", "output") if stacked else ("head", width)
+    _, width = _widths(case)
+    return (width, "output") if stacked else ("head", width)
 
 
 def sizes(case: Case, stacked: bool = False) -> dict[str, int]:
@@ -215,13 +225,14 @@ def sizes(case: Case, stacked: bool = False) -> dict[str, int]:
     from the manifest."""
     found = {"batch": case.batch, "seq": case.seq}
     found.update({k: v for k, v in case.init.items() if _is_size(v)})
-    _, width = _widths(case.init)
-    if "num_heads" in case.init and width:
+    _, width = _widths(case)
+    heads = _argument(case, "heads")
+    if heads and width:
         head, split = _heads(case, stacked)
         if stacked:
-            found[split] = case.init["num_heads"] * case.init[head]
+            found[split] = case.init[heads] * case.init[head]
         else:
-            found[head] = case.init[split] // case.init["num_heads"]
+            found[head] = case.init[split] // case.init[heads]
     return found
 
 
@@ -230,9 +241,9 @@ def coincidences(case: Case, stacked: bool = False) -> list[str]:
     case's structure (one head: the head is the width; head size 1: the
     heads are the width; identity input: as long as it is wide)."""
     found = sizes(case, stacked)
-    width_in, _ = _widths(case.init)
+    width_in, _ = _widths(case)
     head, split = _heads(case, stacked)
-    implied = [{head, split}, {"num_heads", split}]
+    implied = [{head, split}, {_argument(case, "heads"), split}]
     if case.inputs == "identity":
         implied.append({"seq", width_in})
     names = list(found)

@@ -18,8 +18,6 @@ from pathlib import Path
 from autograder import homework
 from kit import variants
 
-# The homework's shipped file (the profile's [data] mistakes).
-SHIPPED = homework.staff().mistakes
 # The keys the grader reads, in the order they are written.
 SHIPPED_KEYS = ("items", "raises", "same_as", "message")
 HEADER = """\
@@ -44,7 +42,7 @@ def _value(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def render(catalogue: Path = variants.CATALOGUE) -> str:
+def render(catalogue: Path | None = None) -> str:
     """The text of the shipped file for the mistakes of ``catalogue``."""
     parts = [HEADER]
     for mid, entry in variants.load("mistakes", catalogue).items():
@@ -55,10 +53,12 @@ def render(catalogue: Path = variants.CATALOGUE) -> str:
     return "\n".join(parts)
 
 
-def stale(catalogue: Path = variants.CATALOGUE,
-          shipped: Path = SHIPPED) -> str:
+def stale(catalogue: Path | None = None,
+          shipped: Path | None = None) -> str:
     """What to run when ``shipped`` is not what ``catalogue`` gives, else
-    "" (for the generators' list, kit/generate/__init__.py)."""
+    "" (for the generators' list, kit/generate/__init__.py). Defaults:
+    the homework in use's catalogue and shipped file ([data] mistakes)."""
+    shipped = shipped or homework.staff().mistakes
     if shipped.is_file() and shipped.read_text() == render(catalogue):
         return ""
     where = (shipped.relative_to(variants.ROOT)
@@ -82,12 +82,13 @@ def report_catalogue(problems: list[str]) -> bool:
 def write() -> int:
     """Check the whole catalogue (every problem listed), then write the
     shipped file; 0, or 1 when the catalogue has a problem."""
-    if report_catalogue(variants.catalogue_problems()):
+    hw = homework.staff()
+    if report_catalogue(variants.catalogue_problems(hw.catalogue)):
         return 1
     try:
-        SHIPPED.write_text(render())
+        hw.mistakes.write_text(render(hw.catalogue))
     except variants.VariantError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {SHIPPED.relative_to(homework.staff().root)}")
+    print(f"wrote {hw.mistakes.relative_to(hw.root)}")
     return 0

@@ -29,7 +29,6 @@ from pathlib import Path
 from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[2]
-RUBRIC = homework.staff().rubric.relative_to(homework.staff().root)
 # Not copied: built, installed or cached things (.gitignore's), and git.
 IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "dist",
            "build", "grades", "*.egg-info", ".ipynb_checkpoints")
@@ -96,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="after --: pytest arguments to run instead of "
                              "`make test`")
     args = parser.parse_args(argv)
+    hw = homework.staff()
+    rubric = hw.rubric.relative_to(hw.root)   # in the checkout's copy
 
-    text = (ROOT / RUBRIC).read_text()
+    text = (ROOT / rubric).read_text()
     before = item_points(text, args.item)
     after = before + 1 if args.points is None else args.points
     if after == before:
@@ -109,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         copy = copy_checkout(ROOT, workdir)
-        (copy / RUBRIC).write_text(change_point(text, args.item, after))
+        (copy / rubric).write_text(change_point(text, args.item, after))
         print(f"item {args.item}: {before:g} -> {after:g} points in "
-              f"{copy / RUBRIC}", flush=True)
+              f"{copy / rubric}", flush=True)
         generate = run_timed([*make, "generate"], copy, env)
         if args.pytest_args:
             tests = run_timed(

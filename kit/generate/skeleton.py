@@ -26,8 +26,6 @@ from autograder.local import points_text, task_points
 from autograder.rubric import Rubric, load_rubric
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = homework.staff().reference
-SKELETON = homework.current().module
 
 MAX_LINE = 79  # pycodestyle's default
 # Shorter code (after removing its comment) is trivia such as ")" or
@@ -189,11 +187,13 @@ def solution_lines(reference_source: str) -> list[tuple[int, str]]:
     return found
 
 
-def stale(reference_path: Path = REFERENCE, output: Path = SKELETON,
+def stale(reference_path: Path | None = None, output: Path | None = None,
           rubric=None) -> str | None:
     """What is out of step, with what to run, or None: the reference's
     task headers against the rubric, or ``output`` against a fresh
-    generation."""
+    generation (defaults: the homework in use's reference and module)."""
+    reference_path = reference_path or homework.staff().reference
+    output = output or homework.current().module
     reference = reference_path.read_text()
     if sync_points(reference, rubric or load_rubric()) != reference:
         return (f"{reference_path}: its task headers' points differ from "
@@ -204,9 +204,12 @@ def stale(reference_path: Path = REFERENCE, output: Path = SKELETON,
     return None
 
 
-def write(reference: Path = REFERENCE, output: Path = SKELETON) -> int:
+def write(reference: Path | None = None, output: Path | None = None) -> int:
     """Write the skeleton from ``reference``, and the rubric's points into
-    both; 0 (the generators' ``write`` status)."""
+    both; 0 (the generators' ``write`` status). Defaults: the homework in
+    use's reference and module."""
+    reference = reference or homework.staff().reference
+    output = output or homework.current().module
     text = reference.read_text()
     synced = sync_points(text, load_rubric())
     if synced != text:

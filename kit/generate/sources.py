@@ -15,24 +15,27 @@ from pathlib import Path
 from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = homework.staff().reference
-OUT = homework.staff().test_values
-# Everything the bytes depend on, besides torch. The mistakes are the
-# reference edited by the catalogue's mistakes.toml, read by
-# kit/variants.py, applied by kit/corpus/examples.py (apply_edits); the
-# cases and steps are the profile's (homework.toml's [data]).
-SOURCES = (REFERENCE, homework.staff().cases,
-           homework.staff().catalogue / "mistakes.toml",
-           ROOT / "kit" / "variants.py",
-           ROOT / "kit" / "corpus" / "examples.py",
-           ROOT / "kit" / "generate" / "draws.py",
-           ROOT / "kit" / "generate" / "exact.py",
-           homework.staff().steps,
-           ROOT / "kit" / "generate" / "values.py",
-           ROOT / "kit" / "generate" / "case_definition.py",
-           ROOT / "kit" / "generate" / "edition.py",
-           # The edition (`make new-edition`; absent: the cases as written).
-           homework.staff().cases.with_name("edition.toml"))
+
+
+def sources(hw: homework.Homework | None = None) -> tuple[Path, ...]:
+    """Everything the bytes of ``hw``'s values (default: the homework in
+    use) depend on, besides torch, the reference first. The mistakes are
+    the reference edited by the catalogue's mistakes.toml, read by
+    kit/variants.py, applied by kit/corpus/examples.py (apply_edits); the
+    cases and steps are the profile's (homework.toml's [data])."""
+    hw = hw or homework.staff()
+    return (hw.reference, hw.cases, hw.catalogue / "mistakes.toml",
+            ROOT / "kit" / "variants.py",
+            ROOT / "kit" / "corpus" / "examples.py",
+            ROOT / "kit" / "generate" / "draws.py",
+            ROOT / "kit" / "generate" / "exact.py",
+            hw.steps,
+            ROOT / "kit" / "generate" / "values.py",
+            ROOT / "kit" / "generate" / "case_definition.py",
+            ROOT / "kit" / "generate" / "edition.py",
+            # The edition (`make new-edition`; absent: the cases as
+            # written).
+            hw.cases.with_name("edition.toml"))
 
 
 class StaleValues(Exception):
@@ -51,22 +54,32 @@ def _relative(path: Path) -> str:
     return str(path)
 
 
-def source_hashes(reference_path: Path = REFERENCE) -> dict[str, str]:
-    """Path (relative to the kit) -> sha256 of each source of the values."""
-    paths = [reference_path.resolve(), *SOURCES[1:]]
+def source_hashes(reference_path: Path | None = None,
+                  hw: homework.Homework | None = None) -> dict[str, str]:
+    """Path (relative to the kit) -> sha256 of each source of ``hw``'s
+    values (default: the homework in use; its reference unless
+    ``reference_path``)."""
+    found = sources(hw)
+    paths = [(reference_path or found[0]).resolve(), *found[1:]]
     return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest()
             if p.exists() else "absent" for p in paths}
 
 
-def check_fresh(values: Path = OUT, reference_path: Path = REFERENCE) -> None:
-    """Raise StaleValues naming what changed since ``make test-values``."""
+def check_fresh(values: Path | None = None,
+                reference_path: Path | None = None,
+                hw: homework.Homework | None = None) -> None:
+    """Raise StaleValues naming what changed since ``make test-values``
+    in ``hw``'s values (default: the homework in use; its values folder
+    unless ``values``)."""
+    values = values or (hw or homework.staff()).test_values
     try:
         recorded = json.loads((values / "manifest.json").read_text()
                               ).get("sources", {})
     except (OSError, ValueError, AttributeError) as exc:
         raise StaleValues(f"{values}/manifest.json: {exc}: run "
                           f"`make test-values`") from None
-    changed = [path for path, digest in source_hashes(reference_path).items()
+    changed = [path for path, digest in
+               source_hashes(reference_path, hw).items()
                if recorded.get(path) != digest]
     if changed:
         raise StaleValues(f"{values}/ is stale: {', '.join(changed)} "

@@ -35,8 +35,8 @@ from kit.generate.exact import exact
 from kit.generate.case_definition import Case
 # What the values are built from and the torch-free check, re-exported
 # (the kit's commands that grade or release refuse stale values).
-from kit.generate.sources import (REFERENCE, OUT, ROOT, SOURCES,
-                                  StaleValues, check_fresh, source_hashes)
+from kit.generate.sources import (ROOT, StaleValues, check_fresh,
+                                  source_hashes)
 
 
 def _profile_module(path: Path) -> ModuleType:
@@ -78,8 +78,10 @@ def profile_steps(hw: homework.Homework | None = None) -> ModuleType:
 FILES = {"public": "public.safetensors", "hidden": "hidden.safetensors"}
 
 
-def load_reference(path: Path = REFERENCE) -> ModuleType:
-    """Import the reference module from its file."""
+def load_reference(path: Path | None = None) -> ModuleType:
+    """Import the reference module from its file (default: the homework
+    in use's)."""
+    path = path or homework.staff().reference
     spec = importlib.util.spec_from_file_location("reference_attention", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -117,14 +119,15 @@ class Mistake:
     raises: bool              # declared to raise on some cases
 
 
-def load_mistakes(reference_path: Path = REFERENCE,
+def load_mistakes(reference_path: Path | None = None,
                   catalogue: Path | None = None) -> dict[str, Mistake]:
     """id -> :class:`Mistake` of every entry of kit/variants/mistakes.toml
     (in ``catalogue``, default kit/variants/), each checked to change some
     code. SystemExit naming the entry otherwise."""
     try:
-        entries = variants.load("mistakes", catalogue or variants.CATALOGUE)
-        base = reference_path.read_text()
+        entries = variants.load("mistakes",
+                                catalogue or homework.staff().catalogue)
+        base = (reference_path or homework.staff().reference).read_text()
         sources = {mid: v.source(base) for mid, v in entries.items()}
     except variants.VariantError as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -469,17 +472,20 @@ def _check_shown(mistakes: dict[str, Mistake], shown: set[str],
                 f"{'raises' if mid in raised else 'never raises'}")
 
 
-def generate(out: Path = OUT, reference_path: Path = REFERENCE,
+def generate(out: Path | None = None, reference_path: Path | None = None,
              verbose: bool = True, catalogue: Path | None = None,
              hw: homework.Homework | None = None) -> dict:
     """Write public/hidden safetensors files and manifest.json into ``out``
     (the mistakes from ``catalogue``, default kit/variants/) for the
-    homework ``hw`` (default: the one in use), read once here."""
+    homework ``hw`` (default: the one in use), read once here (its values
+    folder and reference unless ``out``, ``reference_path``)."""
     hw = hw or homework.staff()
+    out, reference_path = out or hw.test_values, \
+        reference_path or hw.reference
     cases, steps = profile_cases(hw), profile_steps(hw)
     torch.set_num_threads(1)
     reference = load_reference(reference_path)
-    mistakes = load_mistakes(reference_path, catalogue)
+    mistakes = load_mistakes(reference_path, catalogue or hw.catalogue)
     shown: set[str] = set()
     raised: set[str] = set()
     out.mkdir(parents=True, exist_ok=True)
@@ -490,7 +496,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
         "generator": "python -m kit.generate test-values",
         "compute": COMPUTE,
         "draws": DRAWS,
-        "sources": source_hashes(reference_path),
+        "sources": source_hashes(reference_path, hw),
         "files": {},
         "cases": {},
     }
@@ -551,7 +557,7 @@ def generate(out: Path = OUT, reference_path: Path = REFERENCE,
     return manifest
 
 
-def write(out: Path = OUT, reference: Path = REFERENCE) -> int:
+def write(out: Path | None = None, reference: Path | None = None) -> int:
     """Freeze the values into ``out`` (the generators' ``write``: 0);
     ``make test-values`` (``python -m kit.generate test-values``)."""
     generate(out, reference)

@@ -42,7 +42,6 @@ from kit.corpus import diagnosis_bugs
 from kit.corpus.examples import example_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = homework.staff().reference
 TARGET_SECONDS = 0.25   # per submission, 2 cores
 GRADESCOPE_MB = 768     # the default container's memory
 
@@ -63,7 +62,8 @@ for result in execute_probes(source, sys.argv[1], probes):
 def write_submissions(directory: Path, n: int) -> list[Path]:
     """``n`` submission files: the reference and the examples (typical
     mistakes), round robin."""
-    sources = [REFERENCE.read_text(), *example_sources().values()]
+    sources = [homework.staff().reference.read_text(),
+               *example_sources().values()]
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(n):
@@ -154,7 +154,7 @@ def class_report_seconds(out: Path, config: GradingConfig) -> float:
 def reference_plan(config: GradingConfig) -> list:
     """Each check of a grading run with the probes it sends, planned for
     the reference."""
-    ctx = G.grading_context(config, REFERENCE.read_text())
+    ctx = G.grading_context(config, homework.staff().reference.read_text())
     return G.plan_checks(config, ctx)
 
 
@@ -205,13 +205,14 @@ def probe_seconds(config: GradingConfig) -> tuple[float, dict[str, float]]:
     """CPU seconds of the reference's probes run in-process, in all and
     per rubric check: where a submission's grading time goes."""
     from autograder.sandbox.worker import execute_probes
-    source = REFERENCE.read_text()
+    source = homework.staff().reference.read_text()
     planned = reference_plan(config)
     check_of = {p.id: check.id for check, found in planned for p in found}
     probes = list({p.id: p for _, found in planned for p in found}.values())
-    list(execute_probes(source, str(REFERENCE), probes))   # warm up
+    where = str(homework.staff().reference)
+    list(execute_probes(source, where, probes))   # warm up
     by_check: dict[str, float] = {}
-    for result in execute_probes(source, str(REFERENCE), probes):
+    for result in execute_probes(source, where, probes):
         key = check_of.get(result.id, "?")
         by_check[key] = by_check.get(key, 0.0) + result.seconds
     return sum(by_check.values()), by_check
@@ -246,7 +247,7 @@ def static_seconds(config: GradingConfig) -> dict[str, float]:
     check's size limit (longer files are not checked: a deduction)."""
     from autograder.checks.shape_comments import check_shape_comments
     from autograder.checks.style import MAX_STYLE_CHARS, all_style_issues
-    reference = REFERENCE.read_text()
+    reference = homework.staff().reference.read_text()
     anchor = "        )  # [bs, seq, seq]\n"
     block = "".join("        # [bs, seq, hidden] x (a b c) zz x zz x zz\n"
                     for _ in range(2200))
@@ -358,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"class report of the {args.n} (report.html, linked pages, "
           f"similarity): {report_time:.2f} s, {100 * report_time / warm:.0f}"
           f"% of grading them (target <= 10%)")
-    peak = peak_memory_of_grading(REFERENCE)
+    peak = peak_memory_of_grading(homework.staff().reference)
     print(f"peak memory grading the reference (parent, fork server, "
           f"worker): {peak:.0f} MiB; Gradescope's default container has "
           f"{GRADESCOPE_MB} MB")

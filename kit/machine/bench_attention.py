@@ -26,9 +26,15 @@ from autograder import homework
 from kit.generate.values import load_reference
 
 ROOT = Path(__file__).resolve().parents[2]
-# beside the notebook's source, as its figures are
-CHART = homework.staff().notebook_source.parent / "figures" / \
-    "bench_attention.png"
+
+
+def chart() -> Path:
+    """The notebook's chart: beside the homework's notebook source, as
+    its figures are."""
+    return homework.staff().notebook_source.parent / "figures" / \
+        "bench_attention.png"
+
+
 # A quick run's chart: never the notebook's, whose sizes it would misstate
 QUICK_CHART = ROOT / "build" / "bench_attention_small.png"
 SIZES = {"gpt2": dict(batch=8, tokens=1024, dim=768, heads=12),
@@ -155,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a small size for a quick run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chart", type=Path, default=None,
-                        help=f"PNG to write (default: {_shown(CHART)}; "
+                        help=f"PNG to write (default: {_shown(chart())}; "
                              f"with --small {_shown(QUICK_CHART)})")
     args = parser.parse_args(argv)
     size = "small" if args.small else "gpt2"
-    path = args.chart or (QUICK_CHART if args.small else CHART)
+    path = args.chart or (QUICK_CHART if args.small else chart())
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     cfg = SIZES[size]
     title = (f"batch {cfg['batch']}, {cfg['tokens']} tokens, {cfg['dim']} "
@@ -170,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     chart(rows, path, title)
     print(f"\nchart written to {path}; " + (
-        "`make build-notebook` embeds it in the notebook" if path == CHART
-        else f"the notebook's chart ({_shown(CHART)}) is unchanged"))
+        "`make build-notebook` embeds it in the notebook" if path == chart()
+        else f"the notebook's chart ({_shown(chart())}) is unchanged"))
     return 0
 
 

@@ -30,9 +30,6 @@ from pathlib import Path
 from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = homework.staff().reference
-NOTEBOOK = homework.staff().notebook
-MODULE_FILE = homework.current().module_file   # relative, posix
 TARGET_RATIO = 1.5      # one submission vs a bare import torch
 RUN_TIMEOUT = 600.0
 
@@ -61,13 +58,15 @@ def one_submission_runs(repeats: int = 5) -> dict[str, list[float]]:
         work = Path(tmp)
         submission = work / "gs" / "submission"
         submission.mkdir(parents=True)
-        shutil.copy(REFERENCE, submission / Path(MODULE_FILE).name)
-        if NOTEBOOK.is_file():
-            shutil.copy(NOTEBOOK, submission / NOTEBOOK.name)
+        hw = homework.staff()
+        shutil.copy(hw.reference, submission / Path(hw.module_file).name)
+        if hw.notebook.is_file():
+            shutil.copy(hw.notebook, submission / hw.notebook.name)
         env = _env(AUTOGRADER_CACHE_DIR=str(work / "cache"))
         commands = {
             "import torch": [python, "-c", "import torch"],
-            "check": [python, "-m", "autograder", "check", str(REFERENCE)],
+            "check": [python, "-m", "autograder", "check",
+                      str(hw.reference)],
             "gradescope": [python, "-m", "autograder", "gradescope",
                            "--root", str(work / "gs")]}
         times: dict[str, list[float]] = {name: [] for name in commands}
@@ -110,8 +109,9 @@ def otter_seconds(paths: list[Path], workdir: Path) -> list[float]:
     python = sys.executable
     assigned = workdir / "otter"
     done = subprocess.run(
-        [python, "-m", "otter", "assign", str(NOTEBOOK), str(assigned)],
-        cwd=NOTEBOOK.parent, env=_env(MPLBACKEND="Agg"),
+        [python, "-m", "otter", "assign", str(homework.staff().notebook),
+         str(assigned)],
+        cwd=homework.staff().notebook.parent, env=_env(MPLBACKEND="Agg"),
         capture_output=True, text=True, timeout=RUN_TIMEOUT)
     tests = assigned / "autograder"
     if done.returncode != 0 or not (tests / "tests").is_dir():
@@ -120,7 +120,7 @@ def otter_seconds(paths: list[Path], workdir: Path) -> list[float]:
     for i, path in enumerate(paths):
         folder = workdir / f"otter-{i}"
         shutil.copytree(tests, folder)
-        shutil.copy(path, folder / MODULE_FILE)
+        shutil.copy(path, folder / homework.current().module_file)
         (folder / "submission.py").write_text(
             f"import {homework.current().import_name}\n")
         env = {**_env(), "PYTHONPATH": f"{folder}{os.pathsep}{ROOT}"}
@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(one_submission_lines(one_submission_runs(args.repeats))))
     if args.otter:
         with tempfile.TemporaryDirectory(prefix="bench-otter-") as tmp:
-            times = otter_seconds([REFERENCE] * args.otter, Path(tmp))
+            times = otter_seconds([homework.staff().reference] * args.otter,
+                                  Path(tmp))
         print(f"otter-style, per submission: "
               f"{statistics.median(times):.2f} s (median of {len(times)})")
 

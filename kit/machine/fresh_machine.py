@@ -88,10 +88,10 @@ def student_walk(readme: str) -> list[tuple[str, str, str]]:
         from system_deps import readme_packages
     finally:
         sys.path.remove(str(ROOT / "kit"))
-    from kit.release.student import STUDENT_FOLDER
+    from autograder import homework
     packages = readme_packages(readme)
     without_venv = [p for p in packages if not p.endswith("-venv")]
-    home = f"~/{STUDENT_FOLDER}"
+    home = f"~/{homework.current().release_folder}"
     full = r'grep -Eq "public: ([0-9.]+) / \1 points"'
     return [
         ("root", "/", APT + " ".join(without_venv)),
@@ -106,7 +106,7 @@ def student_walk(readme: str) -> list[tuple[str, str, str]]:
                      "grep -q 'public: 0 / ' check-skeleton.log"),
         (USER, home, "make check FILE=$HOME/reference.py | tee "
                      f"check-reference.log; {full} check-reference.log"),
-        (USER, home, "ATTENTION_IMPL=$HOME/reference.py make test"),
+        (USER, home, "HOMEWORK_IMPL=$HOME/reference.py make test"),
     ]
 
 

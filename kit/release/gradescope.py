@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         archive = build(args.out)
-    except AutograderZipError as exc:
+    except (AutograderZipError, homework.HomeworkError) as exc:
         print(f"autograder FAILED: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {archive} ({archive.stat().st_size // 1024} KB) in "

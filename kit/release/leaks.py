@@ -34,18 +34,14 @@ from safetensors.numpy import load_file
 from autograder import homework
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = homework.staff().reference
-VALUES = homework.staff().test_values
-MASTER_NOTEBOOK = homework.staff().notebook
 
 MIN_NEEDLE = 12        # shorter normalised lines are too generic to match on
 MIN_SAMPLE_LINE = 40   # sample-answer lines shorter than this are generic
 WINDOW = 3             # consecutive printed values that identify a tensor
 _FLOAT = re.compile(r"(?<![\w.])[-+]?(\d+)\.(\d+)(?:[eE]([-+]?\d+))?")
 # "kit" covers kit/variants/: the reference's lines, as edits of it.
-# The reference's top folder (solutions/) never ships either.
-_FORBIDDEN_PARTS = {REFERENCE.relative_to(homework.staff().root).parts[0],
-                    "kit", "kit_tests"}
+# The reference's top folder (solutions/) never ships either (Secrets).
+_FORBIDDEN_PARTS = frozenset({"kit", "kit_tests"})
 _FORBIDDEN_NAMES = {"hidden.safetensors"}
 _MASTER_MARKERS = ("# BEGIN SOLUTION", "# ASSIGNMENT CONFIG",
                    "# BEGIN QUESTION")
@@ -79,12 +75,17 @@ class Secrets:
     sha256s: set[str]
     byte_chunks: list[tuple[str, bytes]]  # (tensor key, 16 raw bytes)
     windows: dict[int, np.ndarray]       # decimals -> sorted window keys
+    # Folders no release holds (the reference's top folder among them).
+    forbidden_parts: frozenset[str] = _FORBIDDEN_PARTS
 
     @classmethod
-    def load(cls, reference: Path = REFERENCE, values: Path = VALUES,
-             master_notebook: Path | None = MASTER_NOTEBOOK) -> "Secrets":
-        """Secrets from the reference, the hidden values and the master."""
+    def load(cls, hw: homework.Homework | None = None) -> "Secrets":
+        """Secrets from the homework ``hw``'s reference, hidden values and
+        master notebook (default: the homework in use)."""
         from kit.generate.skeleton import solution_lines
+        hw = hw or homework.staff()
+        reference, values = hw.reference, hw.test_values
+        master_notebook = hw.notebook
         ref = reference.read_text()
         needles: dict[str, tuple[str, str]] = {}
         given = _given_code(ref)
@@ -115,7 +116,9 @@ class Secrets:
                    byte_chunks=_byte_chunks(tensors, public),
                    windows={d: np.setdiff1d(_window_keys(tensors, d),
                                             _window_keys(public, d))
-                            for d in (3, 4)})
+                            for d in (3, 4)},
+                   forbidden_parts=_FORBIDDEN_PARTS | {
+                       reference.relative_to(hw.root).parts[0]})
 
 
 def _given_code(source: str) -> list[str]:
@@ -277,7 +280,7 @@ def scan_bytes(path: str, data: bytes, secrets: Secrets) -> list[Leak]:
     name = path.rsplit("/", 1)[-1]
     leaks = []
     parts = set(path.split("/")[:-1])
-    if name in _FORBIDDEN_NAMES or parts & _FORBIDDEN_PARTS:
+    if name in _FORBIDDEN_NAMES or parts & secrets.forbidden_parts:
         leaks.append(Leak(path, 0, "forbidden file",
                           "staff-only path in the release"))
     if hashlib.sha256(data).hexdigest() in secrets.sha256s:

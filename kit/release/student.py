@@ -39,8 +39,6 @@ from kit.generate.values import StaleValues, check_fresh
 from kit.release import dist, readme
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = homework.staff().reference
-MASTER = homework.staff().notebook
 STUDENT_FILES = ROOT / "kit" / "student"
 # The student tests: the checkout's tests/, which an installed kit carries
 # as kit/student_tests (pyproject.toml maps the folder there).
@@ -50,11 +48,6 @@ STUDENT_TESTS = next((p for p in (ROOT / "kit" / "student_tests",
 # Grader parts that only the Gradescope zip needs.
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: reproducible zips
-# student.zip unpacks into this one folder, as students expect of a zip
-# (Gradescope's autograder.zip keeps its files at the root: its spec).
-STUDENT_FOLDER = homework.current().release_folder
-# The students' module, relative to a release (posix).
-MODULE_FILE = homework.current().module_file
 
 
 class ReleaseError(RuntimeError):
@@ -65,22 +58,25 @@ def _python_env(root: Path) -> dict[str, str]:
     """Environment that makes ``root`` the only project on the path (and
     its own homework.toml the profile: no HOMEWORK)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("AUTOGRADER_VALUES", "ATTENTION_IMPL",
+           if k not in ("AUTOGRADER_VALUES", "HOMEWORK_IMPL",
                         "AUTOGRADER_ROOT", "HOMEWORK")}
     env["PYTHONPATH"] = str(root)
     env.setdefault("MPLBACKEND", "Agg")
     return env
 
 
-def otter_assign(python: str, out: Path) -> Path:
-    """Run ``otter assign`` on the master notebook into ``out``; return the
-    student folder (notebook plus otter's ``tests/``)."""
+def otter_assign(python: str, out: Path,
+                 hw: homework.Homework | None = None) -> Path:
+    """Run ``otter assign`` on the master notebook of ``hw`` (default: the
+    homework in use) into ``out``; return the student folder (notebook
+    plus otter's ``tests/``)."""
+    master = (hw or homework.staff()).notebook
     done = subprocess.run(
-        [python, "-m", "otter", "assign", str(MASTER), str(out)],
-        cwd=MASTER.parent, env=_python_env(ROOT), capture_output=True,
+        [python, "-m", "otter", "assign", str(master), str(out)],
+        cwd=master.parent, env=_python_env(ROOT), capture_output=True,
         text=True)
     student = out / "student"
-    if done.returncode != 0 or not (student / MASTER.name).exists():
+    if done.returncode != 0 or not (student / master.name).exists():
         raise ReleaseError(f"otter assign failed:\n{done.stdout}\n"
                            f"{done.stderr}")
     return student
@@ -98,19 +94,21 @@ def _public_manifest(values: Path) -> dict:
     return manifest
 
 
-def assemble(dest: Path, python: str = sys.executable) -> None:
-    """Write the release tree into the (new) directory ``dest``."""
+def assemble(dest: Path, python: str = sys.executable,
+             hw: homework.Homework | None = None) -> None:
+    """Write the release tree of ``hw`` (default: the homework in use)
+    into the (new) directory ``dest``."""
     from kit.generate.skeleton import generate_skeleton
     dest.mkdir(parents=True)
-    # transformer_lm: everything shipped as is, the skeleton regenerated
+    # the package: everything shipped as is, the skeleton regenerated
     # from the reference so a stale committed copy cannot slip through.
-    hw = homework.current()
+    hw = hw or homework.staff()
     shutil.copytree(hw.root / hw.package, dest / hw.package, ignore=SKIP)
-    (dest / MODULE_FILE).write_text(
-        generate_skeleton(REFERENCE.read_text()))
+    (dest / hw.module_file).write_text(
+        generate_skeleton(hw.reference.read_text()))
     with tempfile.TemporaryDirectory() as tmp:
-        student = otter_assign(python, Path(tmp) / "otter")
-        notebooks = dest / MASTER.relative_to(homework.staff().root).parent
+        student = otter_assign(python, Path(tmp) / "otter", hw)
+        notebooks = dest / hw.notebook.relative_to(hw.root).parent
         notebooks.mkdir(parents=True)
         # everything otter ships (notebook, tests/, support files such as
         # figures) except its copy of the package, which would shadow
@@ -140,15 +138,15 @@ def assemble(dest: Path, python: str = sys.executable) -> None:
     readme.write(dest / "README.md")   # the template, for this homework
     # the Makefile's install rule, the same file the kit and setup.sh use
     shutil.copy2(ROOT / "kit" / "install_deps.py", dest / "install_deps.py")
-    ship_profile(dest)
+    ship_profile(dest, hw)
 
 
-def ship_profile(dest: Path) -> None:
+def ship_profile(dest: Path, hw: homework.Homework | None = None) -> None:
     """Copy the homework's profile into ``dest`` with the data files its
     grader reads, at the paths it names (over the grader package's copies,
     which are another homework's when the profile is not the checkout's
     own): a shipped grader reads only its own copy."""
-    hw = homework.current()
+    hw = hw or homework.current()
     shutil.copy2(hw.profile, dest / homework.PROFILE)
     for path in (hw.rubric, hw.mistakes, hw.questions, hw.python_features,
                  hw.imports, hw.shape_notation, *hw.kinds):
@@ -176,10 +174,12 @@ def write_zip(src: Path, out: Path, folder: str = "") -> Path:
     return out
 
 
-def scan(release: Path, archive: Path) -> None:
-    """ReleaseError naming every leak in the folder or the zip."""
+def scan(release: Path, archive: Path,
+         hw: homework.Homework | None = None) -> None:
+    """ReleaseError naming every leak of ``hw``'s secrets (default: the
+    homework in use) in the folder or the zip."""
     from kit.release.leaks import Secrets, scan_tree
-    secrets = Secrets.load()
+    secrets = Secrets.load(hw)
     leaks = scan_tree(release, secrets) + scan_tree(archive, secrets)
     if leaks:
         listing = "\n".join(f"  {leak}" for leak in leaks[:50])
@@ -189,17 +189,20 @@ def scan(release: Path, archive: Path) -> None:
                            f"{listing}{more}")
 
 
-def self_grade(release: Path, python: str = sys.executable) -> dict:
-    """Grade the release's skeleton and the reference with the release's
-    own grader (public values only). ReleaseError unless the skeleton
-    scores 0 on every item and the reference gets full marks."""
+def self_grade(release: Path, python: str = sys.executable,
+               hw: homework.Homework | None = None) -> dict:
+    """Grade the release's skeleton and the reference of ``hw`` (default:
+    the homework in use) with the release's own grader (public values
+    only). ReleaseError unless the skeleton scores 0 on every item and the
+    reference gets full marks."""
+    hw = hw or homework.staff()
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"
         (subs / "skeleton").mkdir(parents=True)
         (subs / "reference").mkdir()
-        name = Path(MODULE_FILE).name
-        shutil.copy2(release / MODULE_FILE, subs / "skeleton" / name)
-        shutil.copy2(REFERENCE, subs / "reference" / name)
+        name = Path(hw.module_file).name
+        shutil.copy2(release / hw.module_file, subs / "skeleton" / name)
+        shutil.copy2(hw.reference, subs / "reference" / name)
         out = Path(tmp) / "grades"
         done = subprocess.run(
             [python, "-m", "autograder", "grade", "--public-only",
@@ -235,11 +238,13 @@ def self_grade(release: Path, python: str = sys.executable) -> dict:
 
 
 def build(out: Path | None = None, python: str = sys.executable,
-          verify: bool = True) -> tuple[Path, Path]:
-    """Build ``out/student`` and ``out/student.zip``; verify them unless
-    ``verify`` is False (default ``out``: the homework's ``dist()``).
-    Returns (folder, zip)."""
-    out = out if out is not None else dist()
+          verify: bool = True,
+          hw: homework.Homework | None = None) -> tuple[Path, Path]:
+    """Build ``out/student`` and ``out/student.zip`` of ``hw`` (default:
+    the homework in use); verify them unless ``verify`` is False (default
+    ``out``: the homework's ``dist()``). Returns (folder, zip)."""
+    hw = hw or homework.staff()
+    out = out if out is not None else dist(hw)
     try:
         check_fresh()
     except StaleValues as exc:   # names what changed and the command
@@ -250,13 +255,15 @@ def build(out: Path | None = None, python: str = sys.executable,
     archive.unlink(missing_ok=True)
     staging = out / "student.partial"
     shutil.rmtree(staging, ignore_errors=True)
-    assemble(staging, python)
+    assemble(staging, python, hw)
     staging.rename(release)
-    write_zip(release, archive, STUDENT_FOLDER)
+    # student.zip unpacks into one folder, as students expect of a zip
+    # (Gradescope's autograder.zip keeps its files at the root: its spec).
+    write_zip(release, archive, hw.release_folder)
     if verify:
         try:
-            scan(release, archive)
-            self_grade(release, python)
+            scan(release, archive, hw)
+            self_grade(release, python, hw)
         except ReleaseError:
             # never leave a leaking or broken release where it could ship
             archive.unlink(missing_ok=True)
@@ -277,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:
-        release, archive = build(args.out, verify=not args.no_verify)
-    except ReleaseError as exc:
+        release, archive = build(args.out, verify=not args.no_verify,
+                                 hw=homework.staff())
+    except (ReleaseError, homework.HomeworkError) as exc:
         print(f"release FAILED: {exc}", file=sys.stderr)
         return 1
     files = sum(1 for p in release.rglob("*") if p.is_file())

@@ -71,7 +71,8 @@ def _earlier_change(box: Sandbox, where: str,
 def test_state_kept_outside_the_module_is_not_shared(box, where):
     # No mask: the last token changes every earlier position's output,
     # unless the second call replays the first's.
-    assert _earlier_change(box, where, (1, 2)) > 1e-3, "replayed from another call"
+    assert _earlier_change(box, where, (1, 2)) > 1e-3, \
+        "replayed from another call"
 
 
 def test_one_process_shares_it(box):

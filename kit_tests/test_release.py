@@ -45,8 +45,9 @@ def unzipped(built, tmp_path_factory) -> Path:
     with zipfile.ZipFile(built[1]) as archive:
         archive.extractall(dest)
     # one folder, as students expect of a zip: nothing else at the top
-    assert [p.name for p in dest.iterdir()] == [release.STUDENT_FOLDER]
-    return dest / release.STUDENT_FOLDER
+    folder = homework.current().release_folder
+    assert [p.name for p in dest.iterdir()] == [folder]
+    return dest / folder
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +95,8 @@ def test_release_has_what_students_need_and_nothing_else(built):
         assert "hidden" not in path and "gradescope" not in path, path
     with zipfile.ZipFile(archive) as zf:
         # the zip's one folder holds exactly the release
-        assert set(zf.namelist()) == {f"{release.STUDENT_FOLDER}/{f}"
-                                      for f in files}
+        folder = homework.current().release_folder
+        assert set(zf.namelist()) == {f"{folder}/{f}" for f in files}
 
 
 def test_the_readme_is_rendered_for_the_homework(built):

@@ -41,13 +41,13 @@ def stage_submissions(student: Path, dest: Path) -> list[Path]:
     (built by the release's own make_submission.py) into ``dest``."""
     shutil.rmtree(dest, ignore_errors=True)
     build_examples(dest)
-    shutil.copy2(release.REFERENCE, dest / "reference.py")
+    shutil.copy2(homework.staff().reference, dest / "reference.py")
     module = homework.current().module_file
     shutil.copy2(student / module, dest / "skeleton.py")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "student"
         shutil.copytree(student, copy)
-        shutil.copy2(release.REFERENCE, copy / module)
+        shutil.copy2(homework.staff().reference, copy / module)
         subprocess.run([sys.executable, "make_submission.py"], cwd=copy,
                        check=True, capture_output=True, text=True)
         shutil.copy2(copy / "submission.zip", dest / "reference_zip.zip")

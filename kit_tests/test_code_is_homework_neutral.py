@@ -171,7 +171,7 @@ def test_no_homework_name_in_the_graders_code():
 READS_ON_IMPORT = {
     # the shape notation's tables, read by parse_comment (cached) and the
     # shape-comment check: a Notation passed down from the config is the
-    # fix (issue 36)
+    # fix
     "autograder/checks/shape_notation.py",
 }
 _READERS = ("current", "staff")

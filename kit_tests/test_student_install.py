@@ -531,7 +531,8 @@ def test_the_readmes_windows_folder_fits_the_path_limit():
     assert "-DestinationPath $HOME\\hw" in readme
     assert install_deps.SHORT_FOLDER.replace("\\\\", "\\") in readme
     # and where Explorer's "Extract All" would put it, it does not fit
-    downloads = "\\".join([home, "Downloads", "student", STUDENT_FOLDER,
+    downloads = "\\".join([home, "Downloads", "student",
+                           profile.current().release_folder,
                            ".venv", "Lib", "site-packages", ""])
     assert len(downloads) + install_deps.DEEPEST_SITE_PACKAGES_FILE >= \
         install_deps.MAX_PATH

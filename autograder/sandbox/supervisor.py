@@ -76,14 +76,10 @@ def supervise(start: Starter, source: str, filename: str,
     # ``Probe.process`` only, the lowest first.
     pending = sorted(range(len(probes)), key=lambda i: probes[i].hidden)
     while pending:
-        todo = _still_to_run(pending, probes, results, lost, deadline,
-                             limit, shares)
+        todo = _next_batch(pending, probes, results, lost, deadline,
+                           limit, shares)
         if not todo:
             break
-        process = min(probes[i].process for i in todo)
-        todo = [i for i in todo if probes[i].process == process]
-        # The checks within their share first; those past it after them.
-        todo = [i for i in todo if not shares.must_wait(probes[i])] or todo
         attempt = make_attempt(start, source, filename,
                                [probes[i] for i in todo], settings,
                                deadline, limit, budget, shares)
@@ -119,14 +115,8 @@ def supervise(start: Starter, source: str, filename: str,
             _grader_failed(results, probes, todo, got, failure.message)
             break
         if failure is not None:
-            _probe_failed(results, probes, todo, got, failure,
-                          attempt.imported,
-                          _cap_text(output, settings.output_limit))
-            # The failing probe's time is charged by the attempt; those an
-            # import failure settles with it never ran.
-            for i in todo[got + 1:]:
-                if i in results:
-                    shares.settle(probes[i])
+            _failed_attempt(results, probes, todo, got, failure, attempt,
+                            _cap_text(output, settings.output_limit), shares)
         _mark_lost(results, probes, todo, lost)
         if not attempt.imported:
             _same_import(results, probes, todo)
@@ -136,6 +126,37 @@ def supervise(start: Starter, source: str, filename: str,
                                           "skipped: " + GRADER_FAILURE))
         results[i].reach_ins = list(reach_ins)
     return [results[i] for i in range(len(probes))], layers, refused
+
+
+def _next_batch(pending: list[int], probes: list[Probe],
+                results: dict[int, ProbeResult],
+                lost: dict[str, ProbeResult], deadline: float, limit: float,
+                shares: TimeShares) -> list[int]:
+    """The probes the next worker runs: of those still to run, the lowest
+    ``Probe.process``'s, the checks within their time share first."""
+    todo = _still_to_run(pending, probes, results, lost, deadline, limit,
+                         shares)
+    if not todo:
+        return todo
+    process = min(probes[i].process for i in todo)
+    todo = [i for i in todo if probes[i].process == process]
+    # The checks within their share first; those past it after them.
+    return [i for i in todo if not shares.must_wait(probes[i])] or todo
+
+
+def _failed_attempt(results: dict[int, ProbeResult], probes: list[Probe],
+                    todo: list[int], got: int, failure: Failure,
+                    attempt: Attempt, output: str,
+                    shares: TimeShares) -> None:
+    """A worker that failed at probe ``todo[got]``: its result, and the
+    time shares of those its import failure settles with it."""
+    _probe_failed(results, probes, todo, got, failure, attempt.imported,
+                  output)
+    # The failing probe's time is charged by the attempt; those an
+    # import failure settles with it never ran.
+    for i in todo[got + 1:]:
+        if i in results:
+            shares.settle(probes[i])
 
 
 def _still_to_run(pending: list[int], probes: list[Probe],

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -472,6 +473,32 @@ def _check_shown(mistakes: dict[str, Mistake], shown: set[str],
                 f"{'raises' if mid in raised else 'never raises'}")
 
 
+def _case_entry(case: Any, tensors: dict[str, torch.Tensor],
+                errors: Any, steps: Any) -> dict:
+    """One case's manifest entry: what it is, its tensors' shapes, and
+    what the grader reads of it that is not the default."""
+    entry = {
+        "set": case.set,
+        "task": case.task,
+        "class": case.cls,
+        "init": case.init,
+        "mode": case.mode,
+        "seed": case.seed,
+        "description": case.description,
+        "tensors": {k: list(v.shape) for k, v in sorted(tensors.items())},
+    }
+    optional = {"call": case.call, "scale": steps.scale(case.cls, case.init),
+                "layers": steps.layers(case.cls),
+                "arguments": case.arguments,
+                "inputs": case.inputs if case.inputs != "randn" else None,
+                "weights": case.weights if case.weights != "init" else None,
+                "same_sizes": case.same_sizes, "mistake_errors": errors}
+    entry.update((k, v) for k, v in optional.items()
+                 if v is not None and v != {} and v != "" and v != []
+                 and v != ())
+    return entry
+
+
 def generate(out: Path | None = None, reference_path: Path | None = None,
              verbose: bool = True, catalogue: Path | None = None,
              hw: homework.Homework | None = None) -> dict:
@@ -509,34 +536,8 @@ def generate(out: Path | None = None, reference_path: Path | None = None,
             print(f"[{i:2}/{len(cases)}] {case.set:6} {case.name}")
         for key, value in tensors.items():
             by_set[case.set][f"{case.name}/{key}"] = value
-        manifest["cases"][case.name] = {
-            "set": case.set,
-            "task": case.task,
-            "class": case.cls,
-            "init": case.init,
-            "mode": case.mode,
-            "seed": case.seed,
-            "description": case.description,
-            "tensors": {k: list(v.shape) for k, v in sorted(tensors.items())},
-        }
-        if case.call:
-            manifest["cases"][case.name]["call"] = case.call
-        scale = steps.scale(case.cls, case.init)
-        if scale is not None:
-            manifest["cases"][case.name]["scale"] = scale
-        layers = steps.layers(case.cls)
-        if layers:
-            manifest["cases"][case.name]["layers"] = layers
-        if case.arguments:
-            manifest["cases"][case.name]["arguments"] = case.arguments
-        if case.inputs != "randn":
-            manifest["cases"][case.name]["inputs"] = case.inputs
-        if case.weights != "init":
-            manifest["cases"][case.name]["weights"] = case.weights
-        if case.same_sizes:
-            manifest["cases"][case.name]["same_sizes"] = case.same_sizes
-        if errors:
-            manifest["cases"][case.name]["mistake_errors"] = errors
+        manifest["cases"][case.name] = _case_entry(case, tensors, errors,
+                                                   steps)
     _check_shown(mistakes, shown, raised)
     for set_name, filename in FILES.items():
         path = out / filename

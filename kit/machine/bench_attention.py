@@ -28,7 +28,7 @@ from kit.generate.values import load_reference
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def chart() -> Path:
+def notebook_chart() -> Path:
     """The notebook's chart: beside the homework's notebook source, as
     its figures are."""
     return homework.staff().notebook_source.parent / "figures" / \
@@ -160,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true",
                         help="a small size for a quick run")
     parser.add_argument("--repeats", type=int, default=3)
+    notebooks = notebook_chart()
     parser.add_argument("--chart", type=Path, default=None,
-                        help=f"PNG to write (default: {_shown(chart())}; "
+                        help=f"PNG to write (default: {_shown(notebooks)}; "
                              f"with --small {_shown(QUICK_CHART)})")
     args = parser.parse_args(argv)
     size = "small" if args.small else "gpt2"
-    path = args.chart or (QUICK_CHART if args.small else chart())
+    path = args.chart or (QUICK_CHART if args.small else notebooks)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     cfg = SIZES[size]
     title = (f"batch {cfg['batch']}, {cfg['tokens']} tokens, {cfg['dim']} "
@@ -176,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     chart(rows, path, title)
     print(f"\nchart written to {path}; " + (
-        "`make build-notebook` embeds it in the notebook" if path == chart()
-        else f"the notebook's chart ({_shown(chart())}) is unchanged"))
+        "`make build-notebook` embeds it in the notebook" if path == notebooks
+        else f"the notebook's chart ({_shown(notebooks)}) is unchanged"))
     return 0
 
 

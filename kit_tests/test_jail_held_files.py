@@ -1,7 +1,8 @@
 """The scratch bound counts files a submission holds open after unlinking
 them (and memfds), with and without namespaces: no folder shows them, so a
 bound read from the folder alone let a submission hold 512 MiB; memfds
-mapped with libc's mmap, their descriptors closed, held 360 MiB. Each attack
+mapped with libc's mmap, their descriptors closed, held 360 MiB (shared
+mappings, then private read-only ones). Each attack
 has its control: the same code holding less than the bound passes."""
 from __future__ import annotations
 
@@ -36,20 +37,24 @@ class Holder(nn.Module):
 
     def forward(self, x):
         for i in range(self.files):
-            if self.how in ("memfd", "mapped", "child", "orphan"):
+            if self.how in ("memfd", "mapped", "private", "child",
+                            "orphan"):
                 fd = os.memfd_create(f"held-{i}")
             else:
                 fd = os.open(f"held-{i}", os.O_RDWR | os.O_CREAT, 0o600)
                 os.unlink(f"held-{i}")
             os.write(fd, b"x" * (8 << 20))
-            if self.how == "mapped":   # libc's mmap keeps no descriptor
+            if self.how in ("mapped", "private"):
+                # libc's mmap keeps no descriptor; a read-only PRIVATE
+                # mapping keeps the whole memfd alive all the same.
+                prot, flags = (3, 1) if self.how == "mapped" else (1, 2)
                 import ctypes
                 libc = ctypes.CDLL(None)
                 libc.mmap.restype = ctypes.c_void_p
                 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
                                       ctypes.c_int, ctypes.c_int,
                                       ctypes.c_int, ctypes.c_long]
-                KEPT.append(libc.mmap(None, 8 << 20, 3, 1, fd, 0))
+                KEPT.append(libc.mmap(None, 8 << 20, prot, flags, fd, 0))
                 os.close(fd)
                 continue
             KEPT.append(fd)
@@ -125,7 +130,8 @@ def _run(box, how: str, files: int):
     return result
 
 
-@pytest.mark.parametrize("how", ["unlinked", "memfd", "mapped"])
+@pytest.mark.parametrize(
+    "how", ["unlinked", "memfd", "mapped", "private"])
 def test_unlinked_open_files_count_against_the_scratch_bound(box, how):
     # 12 x 8 MiB = 96 MiB held, no name left for any of them. With a
     # mount namespace the scratch tmpfs refuses the unlinked files itself
@@ -138,7 +144,8 @@ def test_unlinked_open_files_count_against_the_scratch_bound(box, how):
     assert "files grew past 64 MiB" in result.message
 
 
-@pytest.mark.parametrize("how", ["unlinked", "memfd", "mapped"])
+@pytest.mark.parametrize(
+    "how", ["unlinked", "memfd", "mapped", "private"])
 def test_control_files_under_the_bound_are_fine(box, how):
     result = _run(box, how, 4)      # 32 MiB
     assert result.status == OK, (result.status, result.message)

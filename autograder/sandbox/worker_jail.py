@@ -551,13 +551,15 @@ _MAPS_LIMIT = 8 << 20   # bytes of one process's maps read (torch: ~50 KiB)
 
 def mapped_unlinked(proc: int, pid: int,
                     found: dict[tuple[int, int], int]) -> None:
-    """Add to ``found`` ((device, inode) -> bytes) the shared mappings of
-    ``pid`` that have no name left: a memfd, a deleted file, shared
-    anonymous memory (``/dev/zero (deleted)``), each as the furthest byte
-    mapped (an upper bound of what it holds; no correct submission maps
-    any). Read from /proc/PID/maps, which shows mappings whose descriptor
-    is closed; a process that is gone adds nothing (an unreadable one is
-    refused by its fd folder already)."""
+    """Add to ``found`` ((device, inode) -> bytes) the mappings of ``pid``
+    that have no name left: a memfd, a deleted file, shared anonymous
+    memory (``/dev/zero (deleted)``), each once per inode as the furthest
+    byte mapped (an upper bound of what it holds; no correct submission
+    maps any). Private mappings count too: a read-only MAP_PRIVATE
+    mapping keeps the whole file alive after its descriptor closes. Read
+    from /proc/PID/maps, which shows mappings whose descriptor is closed;
+    a process that is gone adds nothing (an unreadable one is refused by
+    its fd folder already)."""
     try:
         fd = os.open(f"{pid}/maps", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
     except OSError:
@@ -575,7 +577,7 @@ def mapped_unlinked(proc: int, pid: int,
         if not (line.endswith(b" (deleted)") or b" /memfd:" in line):
             continue
         fields = line.split(None, 5)
-        if len(fields) < 6 or fields[1][3:4] != b"s":
+        if len(fields) < 6:
             continue
         try:
             start, end = (int(x, 16) for x in fields[0].split(b"-"))

@@ -84,6 +84,57 @@ def test_a_flood_of_records_stops_the_worker():
         table.record(1, [[0]])
 
 
+class _Dim(int):
+    """A dimension that works as an int everywhere but ``int()``."""
+
+    def __int__(self):
+        raise TypeError("a dimension")
+
+
+class _Hidden(torch.Tensor):
+    """redteam6/shapehide: every tensor computed from it is one too; its
+    ``shape``'s dimensions refuse ``int()`` (the recorder once recorded
+    "bound no tensor" for every line)."""
+
+    @property
+    def shape(self):
+        return tuple(_Dim(n) for n in torch.Tensor.size(self))
+
+    def size(self, *args):
+        return self.shape
+
+
+class _Plain(torch.Tensor):
+    """The control: a subclass that tells its shape."""
+
+
+def test_a_tensor_whose_shape_hides_is_read_through_torchs_own_type():
+    # The attack's shape is read all the same; so is the controls'.
+    for kind in (_Hidden, _Plain, torch.nn.Parameter):
+        table = ShapeTable()
+        recorder = make_recorder(table)
+        recorder.reset(canary_shape(7))
+        value = torch.ones(2, 3)
+        value = kind(value) if kind is torch.nn.Parameter \
+            else value.as_subclass(kind)
+        recorder.bound(6, value * 2)
+        recorder.returned(7, (value, 1))
+        shapes, why = table.take()
+        assert why == "", kind
+        assert shapes[6] == [[[2, 3]]] and shapes[7] == [[[2, 3]]], kind
+
+
+def test_a_tensor_whose_shape_cannot_be_read_is_a_forgery():
+    # A tensor with no one shape (nested) stands for any tensor whose
+    # size torch itself cannot give: no evidence, never "no tensor".
+    table = ShapeTable()
+    recorder = make_recorder(table)
+    recorder.reset(canary_shape(7))
+    recorder.bound(6, torch.nested.nested_tensor([torch.ones(2),
+                                                  torch.ones(3)]))
+    assert table.take()[1] == FORGED
+
+
 # ------------------------------------------------------------ the sandbox
 
 UNIT = '''

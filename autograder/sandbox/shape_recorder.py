@@ -11,6 +11,7 @@ linked the same way.
 from __future__ import annotations
 
 import ast
+import operator
 import secrets
 import sys
 import types
@@ -61,17 +62,31 @@ def make_recorder(sink: Any) -> ShapeRecorder:
         """A call from code the grader did not make (``link``)."""
         _forged()
 
+    def shapes_of(values: Any, _shape: Callable = tensor_shape,
+                  _forged: Callable = sink.forged,
+                  _unreadable: type = UnreadableShape) -> list[list[int]]:
+        # A tensor whose shape cannot be read is no evidence: a forgery.
+        found = []
+        for value in values:
+            try:
+                shape = _shape(value)
+            except _unreadable:
+                _forged()
+                continue
+            if shape is not None:
+                found.append(shape)
+        return found
+
     def bound(line: int, *values: Any, _record: Callable = sink.record,
-              _shape: Callable = tensor_shape) -> None:
+              _shapes: Callable = shapes_of) -> None:
         """Record the tensors among the values a statement just bound."""
-        shapes = [_shape(v) for v in values]
-        _record(line, [s for s in shapes if s is not None])
+        _record(line, _shapes(values))
 
     def returned(line: int, value: Any, _record: Callable = sink.record,
-                 _shape: Callable = tensor_shape) -> Any:
+                 _shapes: Callable = shapes_of) -> Any:
         """Record the tensor(s) of a return value and pass it through."""
         items = value if isinstance(value, (tuple, list)) else (value,)
-        _record(line, [s for s in map(_shape, items) if s is not None])
+        _record(line, _shapes(items))
         return value
 
     def entered(line: int, _canary: list = canary,
@@ -116,14 +131,33 @@ def stream_sink(write: Callable[[str], None]) -> StreamSink:
     return StreamSink(start, forged, record)
 
 
+class UnreadableShape(Exception):
+    """A tensor whose shape cannot be read through torch's own type: a
+    forgery (``tensor_shape``), never "no tensor"."""
+
+
+# Taken at import, before any submission runs: the C type's ``size``, which
+# no subclass's ``shape`` or ``size`` overrides, called with every
+# ``__torch_function__`` off (a subclass's would answer instead).
+_c_size = torch._C.TensorBase.size
+_no_torch_function = torch._C.DisableTorchFunction
+_index = operator.index
+_tensor_type = torch.Tensor
+
+
 def tensor_shape(value: Any) -> list[int] | None:
-    """The shape of ``value`` if it is a tensor that tells it, else None."""
-    if not isinstance(value, torch.Tensor):
+    """The shape of ``value`` if it is a tensor, else None, read through
+    the C type (a subclass's ``shape`` whose dimensions refuse ``int()``
+    once made the recorder record "bound no tensor"). Raises
+    ``UnreadableShape`` for a tensor whose shape cannot be read so."""
+    if not isinstance(value, _tensor_type):
         return None
     try:
-        return [int(d) for d in value.shape]
+        with _no_torch_function():
+            size = _c_size(value)
+        return [_index(d) for d in size]
     except Exception:   # noqa: BLE001 - a hostile tensor subclass
-        return None
+        raise UnreadableShape() from None
 
 
 _target_values = regions.target_values

@@ -92,7 +92,7 @@ class _Dim(int):
 
 
 class _Hidden(torch.Tensor):
-    """redteam6/shapehide: every tensor computed from it is one too; its
+    """A tensor subclass hiding its shape: every tensor computed from it is one too; its
     ``shape``'s dimensions refuse ``int()`` (the recorder once recorded
     "bound no tensor" for every line)."""
 

@@ -92,9 +92,9 @@ class _Dim(int):
 
 
 class _Hidden(torch.Tensor):
-    """A tensor subclass hiding its shape: every tensor computed from it is one too; its
-    ``shape``'s dimensions refuse ``int()`` (the recorder once recorded
-    "bound no tensor" for every line)."""
+    """A tensor subclass hiding its shape: every tensor computed from it
+    is one too; its ``shape``'s dimensions refuse ``int()`` (the recorder
+    once recorded "bound no tensor" for every line)."""
 
     @property
     def shape(self):

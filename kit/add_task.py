@@ -244,11 +244,13 @@ CASES += [
     Case("{case_public}", "public", "{cls}",
          {{"d_in": 7, "d_out": 24, "context_length": 11, "num_heads": 6,
           "num_kv_heads": 3}}, 2, 5, {seed_public},
-         description="six query heads of 4 share three key/value heads"),
+         description="six query heads of 4 share three key/value heads",
+         arguments=ARGUMENTS["MultiHeadAttention"]),
     Case("{case_hidden}", "hidden", "{cls}",
          {{"d_in": 6, "d_out": 40, "context_length": 16, "num_heads": 8,
           "num_kv_heads": 2}}, 3, 10, {seed_hidden},
-         description="eight query heads of 5 share two key/value heads"),
+         description="eight query heads of 5 share two key/value heads",
+         arguments=ARGUMENTS["MultiHeadAttention"]),
 ]
 '''
 

@@ -114,7 +114,11 @@ ATTACKS: dict[str, str] = {
 ''',
     # Outlive the submission: a setsid'd, double-forked process.
     "leave_process": '''
-    if os.fork() == 0:
+    try:
+        child = os.fork()
+    except PermissionError:     # the jail refuses a new process
+        return {"refused": True}
+    if child == 0:
         os.setsid()
         if os.fork() == 0:
             try:
@@ -148,7 +152,11 @@ ATTACKS: dict[str, str] = {
     chain = ('n=$1; if [ $n -gt 0 ]; then sh -c "$0" "$0" $((n-1)) & '
              'else exec sleep ' + MARK + '; fi')
     for _ in range(8):
-        if os.fork() == 0:
+        try:
+            child = os.fork()
+        except PermissionError:     # the jail refuses a new process
+            return {"refused": True}
+        if child == 0:
             os.setsid()
             os.execv("/bin/sh", ["sh", "-c", chain, chain, "3000"])
     time.sleep(0.3)

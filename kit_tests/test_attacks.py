@@ -212,8 +212,11 @@ def test_no_other_submission_is_seen(batch):
 
 
 def test_no_process_outlives_its_submission(batch):
-    assert _found(batch, "leave_process")["spawned"]
-    assert _found(batch, "leave_runners")["spawned"]
+    # Each attack ran: it started its processes, or the jail refused the
+    # first (seccomp: no new process in the worker); none is left after.
+    for name in ("leave_process", "leave_runners"):
+        found = _found(batch, name)
+        assert found.get("spawned") or found.get("refused"), (name, found)
     assert batch["leftovers"] == ""
 
 

@@ -70,6 +70,8 @@ def _workspace(directory: Path, implementation: str) -> Path:
     shutil.copytree(ROOT / "autograder", directory / "autograder",
                     ignore=shutil.ignore_patterns("__pycache__",
                                                   "gradescope*"))
+    shutil.copytree(ROOT / "kinds", directory / "kinds",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "homework.toml", directory)
     package = directory / "transformer_lm"
     package.mkdir(parents=True)

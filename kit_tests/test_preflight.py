@@ -131,7 +131,7 @@ def test_root_only_checkout_grades_the_reference(tmp_path):
     kit = home / "kit"
     home.mkdir()
     home.chmod(0o700)
-    for name in ("autograder", "test_values"):
+    for name in ("autograder", "test_values", "kinds"):
         shutil.copytree(ROOT / name, kit / name)
     shutil.copy(ROOT / "homework.toml", kit)
     (kit / "m.py").write_text(FULL_REFERENCE)

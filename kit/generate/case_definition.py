@@ -78,8 +78,15 @@ class Case:
 
     @property
     def in_size(self) -> int:
-        """The last dimension of ``x``."""
-        return self.size("input", self.features)
+        """The last dimension of ``x``; ValueError naming the case and the
+        fix where neither an argument nor ``features`` gives it."""
+        size = self.size("input", self.features)
+        if not size:
+            raise ValueError(
+                f"case {self.name}: no size for x's last dimension: add "
+                f"arguments={{'input': <the constructor argument that is "
+                f"it>}} to the Case (or features=<the size>)")
+        return size
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,6 +12,8 @@ import stat
 from datetime import datetime
 from pathlib import Path
 
+from autograder.files.user_files import kind_of, read_regular
+
 MAX_BYTES = 10 * 1024 ** 2     # a staff file larger is refused
 MAX_PROBLEMS = 20              # listed in one error
 
@@ -49,7 +51,6 @@ def present(path: Path) -> bool:
         raise StaffFileError([problem(path, None, exc.strerror or str(exc),
                                       "fix or remove the link")]) from None
     if not stat.S_ISREG(mode):
-        from autograder.files.user_files import kind_of
         raise StaffFileError([problem(path, None, f"{kind_of(mode)}, not "
                                       f"a file", "put the file there")])
     return True
@@ -59,18 +60,16 @@ def read_text(path: Path) -> str:
     """The file's text (UTF-8, a byte-order mark allowed), bounded; read
     only once it is known to be a regular file (a link to one is followed:
     a course folder kept in a repository), so a FIFO never blocks."""
-    from autograder.files.user_files import read_regular
     try:
         data = read_regular(path, MAX_BYTES, follow_links=True)
         return data.decode("utf-8-sig")
-    except ValueError as exc:
-        if not isinstance(exc, UnicodeDecodeError):
-            raise StaffFileError([problem(path, None, f"larger than "
-                                          f"{MAX_BYTES} bytes",
-                                          "is it the right file?")]
-                                 ) from None
+    except UnicodeDecodeError as exc:
         raise StaffFileError([problem(path, None, f"not UTF-8 ({exc})",
                                       "save it as UTF-8 CSV")]) from None
+    except ValueError:      # read_regular: more than MAX_BYTES
+        raise StaffFileError([problem(path, None, f"larger than "
+                                      f"{MAX_BYTES} bytes",
+                                      "is it the right file?")]) from None
     except OSError as exc:
         raise StaffFileError([problem(path, None, exc.strerror or str(exc),
                                       "fix the file's permissions")]
@@ -144,5 +143,4 @@ def parse_points(text: str) -> float:
 
 
 __all__ = ["StaffFileError", "parse_points", "parse_time", "present",
-           "problem",
-           "read_csv", "read_text", "require_zone"]
+           "problem", "read_csv", "read_text", "require_zone"]

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from autograder.term.files import (StaffFileError, present, problem, read_text,
-                                   require_zone)
+from autograder.term.files import (StaffFileError, present, problem,
+                                   read_text, require_zone)
 
 POLICY_FILE = "policy.toml"
 SECTIONS = {"deadline": {"due", "grace_minutes"},

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from autograder.sandbox import wire
+from autograder.sandbox import parent_clock, wire
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import OK, ProbeResult
 
@@ -129,7 +129,7 @@ PAST_DEADLINE_S = 10.0
 
 
 def soon(seconds: float = 30.0) -> float:
-    return time.monotonic() + seconds
+    return parent_clock.now() + seconds
 
 
 def receive_within(receiver, deadline: float,
@@ -165,9 +165,53 @@ def test_silence_times_out_at_the_deadline(pair):
     receiver, _ = pair
     start = time.monotonic()
     with pytest.raises(wire.TimedOut):
-        receiver.receive(start + 0.3)
+        receiver.receive(soon(0.3))
     waited = time.monotonic() - start
     assert 0.25 < waited < PAST_DEADLINE_S, waited
+
+
+def _stall(seconds: float) -> None:
+    """The parent stalls: this thread holds the interpreter lock in C
+    (a sleep called through ``ctypes.PyDLL``), so no other thread runs."""
+    import ctypes
+    ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))
+
+
+def _in_thread(call) -> tuple[threading.Thread, dict]:
+    box: dict = {}
+
+    def go():
+        try:
+            box["value"] = call()
+        except BaseException as exc:   # noqa: B902 - the test reads it
+            box["error"] = exc
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def test_a_stall_of_the_parent_while_it_waits_is_not_the_workers_time(
+        pair):
+    receiver, theirs = pair
+    thread, box = _in_thread(lambda: receiver.receive(soon(0.5)))
+    time.sleep(0.1)          # the receive is waiting
+    _stall(1.5)              # past its deadline, on the parent's side
+    time.sleep(0.2)          # the receive looks again before the frame
+    wire.send(theirs, {"kind": "ready"})
+    thread.join(PAST_DEADLINE_S)
+    assert box.get("value") == ({"kind": "ready"}, []), box
+
+
+def test_a_stall_of_the_parent_while_it_sends_is_not_the_workers_time(
+        pair):
+    receiver, theirs = pair
+    data = b"x" * (16 << 20)   # far over a socket's buffer: send blocks
+    thread, box = _in_thread(lambda: receiver.send(data, soon(0.5)))
+    time.sleep(0.1)          # the send is blocked on the full buffer
+    _stall(1.5)              # past its deadline, on the parent's side
+    assert theirs.recv_bytes() == data   # the worker reads it all
+    thread.join(PAST_DEADLINE_S)
+    assert box == {"value": None}, box
 
 
 def test_frame_that_stops_half_way_times_out(pair):
@@ -175,7 +219,7 @@ def test_frame_that_stops_half_way_times_out(pair):
     raw(theirs, struct.pack("!i", 100) + b"{")   # 1 of 100 bytes, then
     start = time.monotonic()                    # nothing: poll says ready
     with pytest.raises(wire.TimedOut):
-        receive_within(receiver, start + 0.3)
+        receive_within(receiver, soon(0.3))
     waited = time.monotonic() - start
     assert waited < PAST_DEADLINE_S, waited
     with pytest.raises((wire.TimedOut, wire.Closed)):   # unusable after
@@ -187,7 +231,7 @@ def test_length_that_stops_half_way_times_out(pair):
     raw(theirs, b"\x00\x00")
     start = time.monotonic()
     with pytest.raises(wire.TimedOut):
-        receive_within(receiver, start + 0.3)
+        receive_within(receiver, soon(0.3))
     waited = time.monotonic() - start
     assert waited < PAST_DEADLINE_S, waited
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from dataclasses import replace
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Iterator
@@ -427,9 +426,7 @@ class Attempt:
         first one's deadline."""
         self.hidden_sent = True
         try:
-            self.receiver.send(wire.encode_probes(self._hidden),
-                               time.monotonic() +
-                               (deadline - parent_clock.now()))
+            self.receiver.send(wire.encode_probes(self._hidden), deadline)
         except wire.TimedOut:
             raise Failure(TIMEOUT, self._timeout_message(probe)) from None
         except wire.Closed:
@@ -464,8 +461,7 @@ class Attempt:
                       ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         self.frames += 1
         try:
-            return self.receiver.receive(
-                time.monotonic() + (deadline - parent_clock.now()))
+            return self.receiver.receive(deadline)
         except wire.TimedOut:
             raise Failure(TIMEOUT, self._timeout_message(probe)) from None
         except wire.Closed:

@@ -23,7 +23,6 @@ import pickle
 import socket
 import struct
 import threading
-import time
 from dataclasses import fields
 from multiprocessing.connection import Connection
 from typing import Any, Callable
@@ -438,26 +437,23 @@ class Receiver:
 
     def receive(self, deadline: float) -> tuple[dict[str, Any],
                                                 list[torch.Tensor]]:
-        """The next message (header, tensors) by ``deadline`` (a
-        ``time.monotonic()`` time, moved later by any stall of the parent
-        itself during the call: see autograder/sandbox/parent_clock.py; a frame
-        already waiting when the parent looks is never late). Raises
-        TimedOut, Closed, TooLarge or BadMessage; after a TimedOut the
-        channel is still usable, after the others it is not."""
-        base = parent_clock.stalled()
+        """The next message (header, tensors) by ``deadline``, a time on
+        the parent's clock (``parent_clock.now()``: the parent's own stalls
+        are not the worker's time, see autograder/sandbox/parent_clock.py;
+        a frame already waiting when the parent looks is never late).
+        Raises TimedOut, Closed, TooLarge or BadMessage; after a TimedOut
+        the channel is still usable, after the others it is not."""
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - parent_clock.now()
             if remaining > 0 and self.conn.poll(remaining):
                 break
             if self.conn.poll(0):   # already there: the parent was late
                 break
-            # The parent's own stalls meanwhile are not the worker's time.
-            extra = parent_clock.stalled() - base
-            if extra <= 0:
+            # Reading the clock again counts a stall during the poll.
+            if deadline - parent_clock.now() <= 0:
                 raise TimedOut()
-            deadline, base = deadline + extra, base + extra
         budget = self._budget()
-        self._watchdog.arm(deadline, base)
+        self._watchdog.arm(deadline)
         try:
             payload = self.conn.recv_bytes(budget)
         except (EOFError, OSError) as exc:
@@ -485,9 +481,9 @@ class Receiver:
 
     def send(self, data: bytes, deadline: float) -> None:
         """Send the worker one frame (the hidden probes it asked for) by
-        ``deadline``: a worker that stops reading cannot hold the parent
-        either. Raises TimedOut or Closed; after either the channel is
-        unusable."""
+        ``deadline`` (on the parent's clock, as ``receive``): a worker
+        that stops reading cannot hold the parent either. Raises TimedOut
+        or Closed; after either the channel is unusable."""
         self._watchdog.arm(deadline)
         try:
             self.conn.send_bytes(data)
@@ -516,15 +512,11 @@ class _Watchdog:
         self._fired = self._closed = False
         self._thread: threading.Thread | None = None
         self._wakes: float | None = None   # when the thread next wakes
-        self._stall_base: float | None = None
 
-    def arm(self, deadline: float, stall_base: float | None = None
-            ) -> None:
-        """Shut the socket down at ``deadline`` unless disarmed first;
-        with ``stall_base`` (``parent_clock.stalled()`` when the deadline
-        was set), later stalls of the parent move the deadline."""
+    def arm(self, deadline: float) -> None:
+        """Shut the socket down at ``deadline`` (on the parent's clock, so
+        the parent's own stalls move it) unless disarmed first."""
         with self._cond:
-            self._stall_base = stall_base
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._watch, name="autograder-watchdog",
@@ -558,9 +550,9 @@ class _Watchdog:
                     self._wakes = None
                     self._cond.wait()
                     continue
-                remaining = self._deadline - time.monotonic()
-                if remaining <= 0 and self._stall_base is not None:
-                    remaining += parent_clock.stalled() - self._stall_base
+                # The clock's seconds never run faster than monotonic
+                # ones: waiting this long never overshoots the deadline.
+                remaining = self._deadline - parent_clock.now()
                 if remaining > 0:
                     self._wakes = self._deadline
                     self._cond.wait(remaining)

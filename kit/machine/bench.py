@@ -35,7 +35,7 @@ from autograder import batch, grade as G
 from autograder.config import GradingConfig, load_config
 from autograder.report import layout
 from autograder.sandbox.protocol import CRASH, Probe, ProbeResult
-from autograder.sandbox import wire
+from autograder.sandbox import parent_clock, wire
 from autograder.sandbox.pool import Sandbox
 from kit.machine import bench_startup
 from kit.corpus import diagnosis_bugs
@@ -94,7 +94,7 @@ def fresh_interpreter_runner(workdir: Path) -> G.Runner:
         receiver = wire.Receiver(mine)
         try:
             return receive_results(receiver, probes,
-                                   time.monotonic() + FRESH_TIMEOUT)
+                                   parent_clock.now() + FRESH_TIMEOUT)
         finally:
             receiver.close()
             try:   # the interpreter's exit is part of its cost

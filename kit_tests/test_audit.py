@@ -20,8 +20,9 @@ from kit_tests.test_cli import ROOT
 # is compiled as the submission's file and run; what the hook reported
 # for it is read back from the pipe.
 HARNESS = textwrap.dedent('''
-    import json, os, sys
+    import gc, json, os, sys
     from autograder.sandbox import audit, shape_recorder
+    from autograder.sandbox.student_module import load_module
     read, write = os.pipe()
     os.set_blocking(read, False)
     reporter = audit.Reporter(write)
@@ -31,11 +32,15 @@ HARNESS = textwrap.dedent('''
     for name, code in json.loads(sys.argv[1]).items():
         reporter.seen.clear()   # each case reported on its own
         reporter.count = 0
-        try:
-            exec(compile(code, "student.py", "exec"), {"__name__": "s"})
+        try:   # loaded as the worker loads it (its compile is the grader's)
+            load_module(code, "student.py", name="s")
         except Exception as exc:
             found[name] = ["raised " + type(exc).__name__]
             continue
+        # The module dropped: its finalizers fire here, in no frame of
+        # the submission's (as in the grader's probe code).
+        sys.modules.pop("s", None)
+        gc.collect()
         try:
             data = os.read(read, 1 << 16)
         except BlockingIOError:
@@ -84,6 +89,19 @@ ATTACKS = {
                       "open(os.path.join(d, 'scratch_helper.py'), 'w')"
                       ".write('x = 1')\nsys.path.insert(0, d)\n"
                       "import scratch_helper",
+    # Code run on a thread the submission started, or by a callback it
+    # registered that fires in no frame of its own, launders nothing
+    # (redteam6 threadexec, finalforge): the thread is a finding itself.
+    "thread": "import threading, timeit\n"
+              "t = threading.Thread(target=timeit.timeit, kwargs=dict("
+              "setup='x = 1', number=1))\nt.start()\nt.join()",
+    "finalize": "import timeit, weakref\nclass O: pass\nKEEP = O()\n"
+                "weakref.finalize(KEEP, timeit.timeit, setup='x = 1', "
+                "number=1)",
+    # (a library's function: one of the module's would keep KEEP alive)
+    "finalize_defaults": "import textwrap, weakref\nclass O: pass\n"
+                         "KEEP = O()\nweakref.finalize(KEEP, setattr, "
+                         "textwrap.indent, '__de' + 'faults__', (None,))",
     "patched": "import sys\nm = getattr(sys, 'mod' + 'ules')\n"
                "m['autograder.sandbox.shape_recorder'].ShapeRecorder.take = "
                "lambda self: {}",
@@ -104,6 +122,10 @@ CONTROLS = {
             "class F(enum.Enum):\n    A = 1",
     "typevar": "import typing\ntyping.TypeVar('T')",
     "new_stdlib_module": "import difflib, fractions, statistics",
+    "finalize_harmless": "import weakref\nclass O: pass\nKEEP = O()\n"
+                         "weakref.finalize(KEEP, list, (1, 2))",
+    "lazy_library_import": "import weakref\nclass O: pass\nKEEP = O()\n"
+                           "weakref.finalize(KEEP, __import__, 'xml.dom')",
     "module_call": "import torch\nclass M(torch.nn.Module):\n"
                    "    def forward(self, x):\n"
                    "        return torch.einsum('ij,jk->ik', x, x)\n"

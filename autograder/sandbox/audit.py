@@ -76,7 +76,14 @@ EVENTS = frozenset({
     "function.__new__", "exec", "compile", "gc.get_objects",
     "gc.get_referrers", "gc.get_referents", "import",
     "cpython._PySys_ClearAuditHooks", "sys._getframemodulename",
+    "_thread.start_new_thread",
 })
+# Events charged whatever the stack holds once the submission begins to
+# load (but the grader's own raise): a Python thread (the grader's worker
+# starts none; torch's threads are C++'s and raise no event), and a
+# function's defaults or code replaced (``object.__setattr__``).
+ALWAYS = frozenset({"_thread.start_new_thread"})
+FUNCTION_FIELDS = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
 EVENT_PREFIXES = ("ctypes.",)
 # Standard library modules that, called by the submission, read frames
 # (``OWN_FRAMES``) or compile code (``OWN_CODE``) only for their own ends
@@ -163,11 +170,15 @@ class Reporter:
             self._write('{"kind": "reach", "what": "' + what + '"}')
 
 
-def _libraries_own_rule(grader: str) -> Callable[
-        [str, tuple, Any, list[str]], bool]:
-    """The audit hook's rule for a library's own use (the module's
-    docstring): everything it reads is taken now, in its closure, so that
-    no later patch of a module changes it."""
+def _libraries_own_rule(grader: str) -> tuple[
+        Callable[[str, tuple, Any, list[str]], bool],
+        Callable[[str, tuple, Any], bool]]:
+    """The audit hook's rules for a library's own use (the module's
+    docstring): with the submission's call on the stack
+    (``libraries_own``), and with none (``unattended_own``: an installed
+    module's import, or the raiser a module of ``OWN_*`` or, called by
+    itself, of ``INTERNAL_USE``). Everything they read is taken now, in
+    their closure, so that no later patch of a module changes them."""
     own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
     internal_use = _module_files(INTERNAL_USE)
     installed = _INSTALLED
@@ -205,24 +216,74 @@ def _libraries_own_rule(grader: str) -> Callable[
         return entry in internal_use and len(between) > 1 and \
             between[-2] == entry
 
-    return libraries_own
+    importlib_files = (*IMPORTLIB, os.path.join(_stdlib_dir(), "importlib",
+                                                "__init__.py"))
+    frozen = "<frozen "
+
+    def unattended_own(event: str, args: tuple, raiser: Any) -> bool:
+        code = event in ("exec", "compile")
+        if code:
+            compiled = compiled_file(event, args)
+            if compiled.startswith(frozen) or is_installed(compiled):
+                return True     # an installed module imported
+        path = raiser.f_code.co_filename
+        if path in (own_code if code else own_frames):
+            return True
+        caller = raiser.f_back
+        if path in internal_use and caller is not None and \
+                caller.f_code.co_filename == path:
+            return True
+        # An import asked by an installed module's code (the first frame
+        # out of importlib's own), or an event of an installed module's
+        # code run as imported (importlib among the installed frames out
+        # from it).
+        frame, importing = raiser, False
+        while frame is not None and (
+                frame.f_code.co_filename in importlib_files or
+                frame.f_code.co_filename.startswith(frozen)):
+            frame, importing = frame.f_back, True
+        if frame is None or not is_installed(frame.f_code.co_filename):
+            return False
+        if event == "import":
+            return True
+        while not importing and frame is not None and \
+                is_installed(frame.f_code.co_filename):
+            frame = frame.f_back
+            importing = frame is not None and (
+                frame.f_code.co_filename in importlib_files or
+                frame.f_code.co_filename.startswith(frozen))
+        return importing
+
+    return libraries_own, unattended_own
 
 
 def install(filename: str, report: Callable[[str], None]) -> None:
     """Add the audit hook (for the rest of this process): an event of
-    ``EVENTS`` raised while code of ``filename`` (the submission's, either
-    copy) is on the stack, and no frame of the grader's between it and the
-    raiser, is ``report``-ed as ``"event: detail"`` (but for the
-    libraries' own uses, see the module's docstring)."""
+    ``EVENTS`` is ``report``-ed as ``"event: detail"`` (but for the
+    libraries' own uses, see the module's docstring)
+
+    - when code of ``filename`` (the submission's, either copy) is on the
+      stack and no frame of the grader's between it and the raiser;
+    - when no code of ``filename`` is on the stack, once the submission
+      began to load (its source compiled), unless the grader's own code
+      raised it or an installed module's import did: code run on a
+      thread the submission started, or by a callback it registered
+      (``weakref.finalize``, ``atexit``) that fires inside the grader's
+      frames, launders nothing;
+    - ``ALWAYS`` events, and a function's defaults or code replaced,
+      whatever the stack holds once the submission began to load (but
+      the grader's own raise)."""
     getframe = sys._getframe
     busy = threading.local()
+    started = [False]       # the submission's source compiled
     forbidden = MODULES
-    events, prefixes = EVENTS, EVENT_PREFIXES
+    events, prefixes, always = EVENTS, EVENT_PREFIXES, ALWAYS
+    fields, function_type = FUNCTION_FIELDS, types.FunctionType
     # This package's folder: its guards and recorders run inside the
     # submission's calls, and what they raise is the grader's own.
     grader = os.path.join(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), "")
-    libraries_own = _libraries_own_rule(grader)
+    libraries_own, unattended_own = _libraries_own_rule(grader)
     type_name = type.__dict__["__name__"].__get__
 
     def hook(event: str, args: tuple) -> None:
@@ -239,6 +300,8 @@ def install(filename: str, report: Callable[[str], None]) -> None:
             busy.on = False
 
     def check(event: str, args: tuple) -> None:
+        if event == "compile" and len(args) > 1 and args[1] == filename:
+            started[0] = True
         if event == "import":
             name = str(args[0]) if args else ""
             if name.split(".")[0] not in forbidden:
@@ -251,23 +314,36 @@ def install(filename: str, report: Callable[[str], None]) -> None:
             detail = f"{type_name(type(args[0]))}.{args[1]}"
         else:
             detail = ""
+        what = f"{event}: {detail}" if detail else event
         raiser = getframe(2)   # the code that raised it (past the hook)
+        if raiser.f_code.co_filename.startswith(grader):
+            return              # the grader's own raise
+        if started[0] and (event in always or (
+                event == "object.__setattr__" and len(args) > 1 and
+                args[1] in fields and type(args[0]) is function_type)):
+            report(what)
+            return
         between: list[str] = []
-        frame = raiser
+        frame, graders = raiser, False
         while frame is not None:    # out to the submission's frame
             path = frame.f_code.co_filename
             if path == filename:
                 break
-            if path.startswith(grader):
-                return          # the grader's own code, inside its call
+            graders = graders or path.startswith(grader)
             between.append(path)
             frame = frame.f_back
         else:
-            return              # no submission code on the stack
+            # No submission code on the stack: a thread it started, a
+            # callback it registered, or the grader before it loads.
+            if started[0] and not unattended_own(event, args, raiser):
+                report(what)
+            return
+        if graders:
+            return          # the grader's own code, inside its call
         if between and event != "import" and \
                 libraries_own(event, args, raiser, between):
             return
-        report(f"{event}: {detail}" if detail else event)
+        report(what)
 
     sys.addaudithook(hook)
 

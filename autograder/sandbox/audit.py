@@ -31,6 +31,16 @@ modules:
   their own code called the raiser (``traceback.print_exc`` reading a
   traceback, a ``logging`` call finding its caller), not the
   submission's (``traceback.walk_stack``, ``logging.currentframe``).
+- **Events with no submission code on the stack**, once its source is
+  compiled: code run on a thread it started, or by a callback it
+  registered (``weakref.finalize``, ``atexit``, a library function handed
+  to the grader) that fires inside the grader's frames, has none of its
+  frames on the stack; such an event is charged unless the grader's own
+  code raised it or an installed module's import (or one of the library
+  uses above) did. A Python thread start (the worker starts none;
+  torch's threads are C++'s) and a function's ``__defaults__``,
+  ``__kwdefaults__`` or ``__code__`` replaced are charged whatever the
+  stack holds.
 - **The rest**, which raises no event (``__globals__``, ``__closure__``,
   ``vars``, ``sys.modules``, ``print.__self__``, ``__subclasses__``):
   what they can reach of the grader is its modules' state, so every
@@ -51,6 +61,8 @@ trace (``grade.py``, ``checks/source.py``).
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import sys
 import threading
@@ -216,6 +228,7 @@ def _libraries_own_rule(grader: str) -> tuple[
         return entry in internal_use and len(between) > 1 and \
             between[-2] == entry
 
+    signatures, syntax = inspect.__file__, ast.__file__
     importlib_files = (*IMPORTLIB, os.path.join(_stdlib_dir(), "importlib",
                                                 "__init__.py"))
     frozen = "<frozen "
@@ -229,6 +242,10 @@ def _libraries_own_rule(grader: str) -> tuple[
         path = raiser.f_code.co_filename
         if path in (own_code if code else own_frames):
             return True
+        if path == signatures and _called_from(raiser, path, "signature"):
+            return True     # a signature read: hands out no frame, no code
+        if code and path == syntax and raiser.f_code.co_name == "parse":
+            return True     # ``ast.parse``: a tree, no code to run
         caller = raiser.f_back
         if path in internal_use and caller is not None and \
                 caller.f_code.co_filename == path:
@@ -257,7 +274,18 @@ def _libraries_own_rule(grader: str) -> tuple[
     return libraries_own, unattended_own
 
 
-def install(filename: str, report: Callable[[str], None]) -> None:
+def _called_from(frame: Any, path: str, name: str) -> bool:
+    """Whether ``frame`` runs, in ``path``'s code only, inside a call of
+    ``path``'s function ``name``."""
+    while frame is not None and frame.f_code.co_filename == path:
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def install(filename: str, report: Callable[[str], None]
+            ) -> Callable[..., Any]:
     """Add the audit hook (for the rest of this process): an event of
     ``EVENTS`` is ``report``-ed as ``"event: detail"`` (but for the
     libraries' own uses, see the module's docstring)
@@ -272,9 +300,16 @@ def install(filename: str, report: Callable[[str], None]) -> None:
       frames, launders nothing;
     - ``ALWAYS`` events, and a function's defaults or code replaced,
       whatever the stack holds once the submission began to load (but
-      the grader's own raise)."""
+      the grader's own raise).
+
+    Returns ``own``: ``own(fn, *args)`` calls ``fn`` as the grader's own
+    work (what it raises with no submission code on the stack is not
+    charged), for the grader's calls into libraries that raise events
+    (the result channel's encoding). Keep it in a local: a frame reaches
+    it only through events."""
     getframe = sys._getframe
     busy = threading.local()
+    grader_work = threading.local()
     started = [False]       # the submission's source compiled
     forbidden = MODULES
     events, prefixes, always = EVENTS, EVENT_PREFIXES, ALWAYS
@@ -335,7 +370,8 @@ def install(filename: str, report: Callable[[str], None]) -> None:
         else:
             # No submission code on the stack: a thread it started, a
             # callback it registered, or the grader before it loads.
-            if started[0] and not unattended_own(event, args, raiser):
+            if started[0] and not getattr(grader_work, "depth", 0) and \
+                    not unattended_own(event, args, raiser):
                 report(what)
             return
         if graders:
@@ -346,6 +382,15 @@ def install(filename: str, report: Callable[[str], None]) -> None:
         report(what)
 
     sys.addaudithook(hook)
+
+    def own(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        grader_work.depth = getattr(grader_work, "depth", 0) + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            grader_work.depth -= 1
+
+    return own
 
 
 # --------------------------------------------------------------------------

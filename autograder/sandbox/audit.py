@@ -229,8 +229,6 @@ def _libraries_own_rule(grader: str) -> tuple[
             between[-2] == entry
 
     signatures, syntax = inspect.__file__, ast.__file__
-    importlib_files = (*IMPORTLIB, os.path.join(_stdlib_dir(), "importlib",
-                                                "__init__.py"))
     frozen = "<frozen "
 
     def unattended_own(event: str, args: tuple, raiser: Any) -> bool:
@@ -250,28 +248,37 @@ def _libraries_own_rule(grader: str) -> tuple[
         if path in internal_use and caller is not None and \
                 caller.f_code.co_filename == path:
             return True
-        # An import asked by an installed module's code (the first frame
-        # out of importlib's own), or an event of an installed module's
-        # code run as imported (importlib among the installed frames out
-        # from it).
-        frame, importing = raiser, False
-        while frame is not None and (
-                frame.f_code.co_filename in importlib_files or
-                frame.f_code.co_filename.startswith(frozen)):
-            frame, importing = frame.f_back, True
-        if frame is None or not is_installed(frame.f_code.co_filename):
-            return False
-        if event == "import":
-            return True
-        while not importing and frame is not None and \
-                is_installed(frame.f_code.co_filename):
-            frame = frame.f_back
-            importing = frame is not None and (
-                frame.f_code.co_filename in importlib_files or
-                frame.f_code.co_filename.startswith(frozen))
-        return importing
+        return _installed_import(event, raiser, is_installed)
 
     return libraries_own, unattended_own
+
+
+_IMPORTLIB_FILES = (*IMPORTLIB, os.path.join(_stdlib_dir(), "importlib",
+                                             "__init__.py"))
+
+
+def _installed_import(event: str, raiser: Any,
+                      is_installed: Callable[[str], bool]) -> bool:
+    """Whether an event is an import asked by an installed module's code
+    (the first frame out of importlib's own), or one of an installed
+    module's code run as imported (importlib among the installed frames
+    out from it)."""
+    def importlib_frame(frame: Any) -> bool:
+        path = frame.f_code.co_filename
+        return path in _IMPORTLIB_FILES or path.startswith("<frozen ")
+
+    frame, importing = raiser, False
+    while frame is not None and importlib_frame(frame):
+        frame, importing = frame.f_back, True
+    if frame is None or not is_installed(frame.f_code.co_filename):
+        return False
+    if event == "import":
+        return True
+    while not importing and frame is not None and \
+            is_installed(frame.f_code.co_filename):
+        frame = frame.f_back
+        importing = frame is not None and importlib_frame(frame)
+    return importing
 
 
 def _called_from(frame: Any, path: str, name: str) -> bool:
@@ -287,31 +294,23 @@ def _called_from(frame: Any, path: str, name: str) -> bool:
 def install(filename: str, report: Callable[[str], None]
             ) -> Callable[..., Any]:
     """Add the audit hook (for the rest of this process): an event of
-    ``EVENTS`` is ``report``-ed as ``"event: detail"`` (but for the
-    libraries' own uses, see the module's docstring)
-
-    - when code of ``filename`` (the submission's, either copy) is on the
-      stack and no frame of the grader's between it and the raiser;
-    - when no code of ``filename`` is on the stack, once the submission
-      began to load (its source compiled), unless the grader's own code
-      raised it or an installed module's import did: code run on a
-      thread the submission started, or by a callback it registered
-      (``weakref.finalize``, ``atexit``) that fires inside the grader's
-      frames, launders nothing;
-    - ``ALWAYS`` events, and a function's defaults or code replaced,
-      whatever the stack holds once the submission began to load (but
-      the grader's own raise).
+    ``EVENTS`` is ``report``-ed as ``"event: detail"`` when code of
+    ``filename`` (the submission's, either copy) is on the stack with no
+    grader frame between it and the raiser; when none is, once the
+    submission's source is compiled (a thread it started, a callback
+    firing in the grader's frames), unless the grader or an installed
+    module's import raised it; and for ``ALWAYS`` events and a function's
+    defaults or code replaced, whatever the stack, once it is compiled
+    (the libraries' own uses excepted: the module's docstring).
 
     Returns ``own``: ``own(fn, *args)`` calls ``fn`` as the grader's own
-    work (what it raises with no submission code on the stack is not
-    charged), for the grader's calls into libraries that raise events
-    (the result channel's encoding). Keep it in a local: a frame reaches
-    it only through events."""
+    work (nothing it raises with no submission code on the stack is
+    charged: the result channel's encoding). Keep it in a local: a frame
+    reaches it only through events."""
     getframe = sys._getframe
     busy = threading.local()
     grader_work = threading.local()
     started = [False]       # the submission's source compiled
-    forbidden = MODULES
     events, prefixes, always = EVENTS, EVENT_PREFIXES, ALWAYS
     fields, function_type = FUNCTION_FIELDS, types.FunctionType
     # This package's folder: its guards and recorders run inside the
@@ -319,7 +318,7 @@ def install(filename: str, report: Callable[[str], None]
     grader = os.path.join(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), "")
     libraries_own, unattended_own = _libraries_own_rule(grader)
-    type_name = type.__dict__["__name__"].__get__
+    finding = _finding_rule()
 
     def hook(event: str, args: tuple) -> None:
         if event not in events and not event.startswith(prefixes):
@@ -337,27 +336,15 @@ def install(filename: str, report: Callable[[str], None]
     def check(event: str, args: tuple) -> None:
         if event == "compile" and len(args) > 1 and args[1] == filename:
             started[0] = True
-        if event == "import":
-            name = str(args[0]) if args else ""
-            if name.split(".")[0] not in forbidden:
-                return
-            detail = name
-        elif event in ("object.__getattr__", "object.__setattr__",
-                       "object.__delattr__") and len(args) > 1:
-            # The type's own name, read past its metaclass (a property
-            # there would run student code inside the hook).
-            detail = f"{type_name(type(args[0]))}.{args[1]}"
-        else:
-            detail = ""
-        what = f"{event}: {detail}" if detail else event
+        what = finding(event, args)
+        if what is None:
+            return
         raiser = getframe(2)   # the code that raised it (past the hook)
         if raiser.f_code.co_filename.startswith(grader):
             return              # the grader's own raise
-        if started[0] and (event in always or (
-                event == "object.__setattr__" and len(args) > 1 and
-                args[1] in fields and type(args[0]) is function_type)):
-            report(what)
-            return
+        if started[0] and (event in always or _function_replaced(
+                event, args, fields, function_type)):
+            return report(what)
         between: list[str] = []
         frame, graders = raiser, False
         while frame is not None:    # out to the submission's frame
@@ -382,15 +369,49 @@ def install(filename: str, report: Callable[[str], None]
         report(what)
 
     sys.addaudithook(hook)
+    return _own_work(grader_work)
 
+
+def _function_replaced(event: str, args: tuple, fields: frozenset,
+                       function_type: type) -> bool:
+    """Whether the event sets a function's defaults or code."""
+    return event == "object.__setattr__" and len(args) > 1 and \
+        args[1] in fields and type(args[0]) is function_type
+
+
+def _own_work(grader_work: Any) -> Callable[..., Any]:
+    """``own`` of ``install``: runs a call with ``grader_work.depth`` up."""
     def own(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         grader_work.depth = getattr(grader_work, "depth", 0) + 1
         try:
             return fn(*args, **kwargs)
         finally:
             grader_work.depth -= 1
-
     return own
+
+
+def _finding_rule() -> Callable[[str, tuple], str | None]:
+    """The text of an event's finding (``"event: detail"``), or None for
+    an import of a module that is not forbidden; what it reads is taken
+    now, in its closure."""
+    forbidden = MODULES
+    type_name = type.__dict__["__name__"].__get__
+
+    def finding(event: str, args: tuple) -> str | None:
+        if event == "import":
+            name = str(args[0]) if args else ""
+            if name.split(".")[0] not in forbidden:
+                return None
+            detail = name
+        elif event in ("object.__getattr__", "object.__setattr__",
+                       "object.__delattr__") and len(args) > 1:
+            # The type's own name, read past its metaclass (a property
+            # there would run student code inside the hook).
+            detail = f"{type_name(type(args[0]))}.{args[1]}"
+        else:
+            detail = ""
+        return f"{event}: {detail}" if detail else event
+    return finding
 
 
 # --------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The layout of returned attention probabilities
-(``autograder/checks/diagnosis/layout.py``): named only when rearranging
+"""The layout of returned attention probabilities (the attention
+homework's own kind, ``kinds/probs.py``): named only when rearranging
 the student's own tensor gives the reference, beside controls that stay
 silent (the right layout, the reference's order unflattened, the right
 numbers in an order no layout explains, other values)."""
@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks.diagnosis.layout import layout_words, probs_layout
+from autograder import homework
+from autograder.checks.kinds import register_homework_kinds
+
+# the attention homework's own kind (its profile's [data] kinds)
+_PROBS = register_homework_kinds(homework.current())["probs"]
+layout_words, probs_layout = _PROBS.layout_words, _PROBS.probs_layout
 
 B, H, S = 2, 3, 5
 

@@ -10,8 +10,7 @@
 - ``outputs``: what a probed call returned (``returned_tensors``) and
   the catalogue mistake a wrong answer equals (``diagnose``), for every
   kind that reads a call's output;
-- ``values``: the value kinds (``module_output``, ``attention_probs``,
-  ``linear_attributes``) and the module's second call (``Probe.again``);
+- ``values``: the value kinds (``module_output``, ``linear_attributes``) and the module's second call (``Probe.again``);
 - ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
   vocabulary of findings and messages;
 - ``causal``: ``causal_property`` (``concatenated_heads`` and

@@ -34,6 +34,8 @@ class KindSpec:
     impl: CheckKind
     params: type
     uses_cases: bool
+    explains_crashes: bool = False   # a shape error its calls raise is
+    #                                  read (checks.diagnosis.crash)
 
     def fields(self) -> dict[str, tuple[type, ...]]:
         """Each parameter's name -> the types its rubric value may have."""
@@ -61,10 +63,13 @@ KINDS: dict[tuple[str, str], KindSpec] = {}
 
 
 def register(section: str, name: str, *, params: type = NoParams,
-             uses_cases: bool = False) -> Callable[[type], type]:
+             uses_cases: bool = False, explains_crashes: bool = False
+             ) -> Callable[[type], type]:
     """Class decorator: make ``name`` usable as ``kind`` in ``section``,
     with the parameters of the frozen dataclass ``params`` (``uses_cases``:
-    the item must have a ``cases`` filter). The class is instantiated once;
+    the item must have a ``cases`` filter; ``explains_crashes``: a failing
+    case's shape error is explained, line and sizes, by
+    ``autograder.checks.diagnosis.crash``). The class is instantiated once;
     see ``autograder.checks.base.CheckKind`` for the methods each section
     calls (``plan``, ``evaluate``)."""
     if section not in SECTIONS:
@@ -77,6 +82,6 @@ def register(section: str, name: str, *, params: type = NoParams,
 
     def decorate(cls: type) -> type:
         KINDS[(section, name)] = KindSpec(section, name, cls(), params,
-                                          uses_cases)
+                                          uses_cases, explains_crashes)
         return cls
     return decorate

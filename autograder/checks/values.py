@@ -1,6 +1,5 @@
 """Value kinds: compare what the student's modules return (an output, the
-attention probabilities, the linear layers it builds) with the frozen
-values, and explain the differences. Also the second calls
+linear layers it builds) with the frozen values, and explain the differences. Also the second calls
 (``Probe.again``) every kind that reads a call's output may judge.
 
 Each class is a check kind registered by name for ``rubric.toml``. ``plan``
@@ -15,9 +14,7 @@ import torch
 
 from autograder.text import mdsafe
 from autograder import probes as P
-from autograder.checks.compare import (close, compare, fmt_shape,
-                                       matching_mistakes)
-from autograder.checks.diagnosis.layout import layout_words, probs_layout
+from autograder.checks.compare import close, compare
 from autograder.sandbox.protocol import MEMORY, Probe, ProbeResult
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
@@ -108,7 +105,7 @@ class ModuleOutputParams:
     also_plain_call: bool = False
 
 
-@register("item", "module_output", uses_cases=True,
+@register("item", "module_output", uses_cases=True, explains_crashes=True,
           params=ModuleOutputParams)
 class ModuleOutput(CaseCheck):
     """forward's output (item 0 with return_attention) vs ``output``."""
@@ -330,76 +327,3 @@ def _not_deterministic(verdict: Verdict, first: torch.Tensor,
                        f"element alone. (First call: {verdict.message})",
                        "batch elements mixed")
     return verdict
-
-
-@register("item", "attention_probs", uses_cases=True)
-class AttentionProbs(CaseCheck):
-    """The probabilities of ``forward(x, return_attention=True)``: shape
-    exactly [b*h, s, s] and values equal to ``attention``."""
-
-    def case_probes(self, check: Check, case: Case) -> list[Probe]:
-        """One call with return_attention=True."""
-        return [P.case_probe(case, train=check.run_mode == "train",
-                             kwargs={"return_attention": True})]
-
-    def judge(self, check: Check, case: Case, results: list[ProbeResult],
-              probes: list[Probe], ctx: Context) -> Verdict:
-        """Compare, with a structural diagnosis of a [b, h, s, s] answer."""
-        outputs, problem = returned_tensors(results[0], probes[0], 2)
-        if outputs is None:
-            return Verdict(False, problem, "wrong return value")
-        got, expected = outputs[1], case.tensors["attention"]
-        mistakes = mistake_tensors(case, "attention")
-        what = "`probs`"
-        verdict = _layout(got, expected, mistakes, case, check, ctx)
-        if verdict is not None:
-            return verdict
-        if tuple(got.shape) != tuple(expected.shape) and \
-                got.numel() == expected.numel():
-            flat = got.reshape(expected.shape)
-            verdict = diagnose(flat, expected, mistakes, ctx, check, what)
-            shape = (f"probabilities not flattened: they have shape "
-                     f"{fmt_shape(got.shape)}, expected "
-                     f"{fmt_shape(expected.shape)} = [batch_size * "
-                     f"{case.argument('heads')}, seq_len, seq_len] "
-                     f"(reshape them, keeping "
-                     f"the heads of one batch element next to each other)")
-            if verdict.ok:
-                # The catalogue freezes this answer unflattened: name it.
-                named = matching_mistakes(got, mistakes,
-                                          list(ctx.mistake_messages),
-                                          ctx.mistake_atol)
-                return Verdict(False, shape + "; after that reshape the "
-                               "values are right.", "not flattened to "
-                               "[b*h, s, s]", named[0] if named else None,
-                               named)
-            return Verdict(False, f"{shape}; even after that reshape, "
-                           f"{verdict.message}", "wrong shape and values",
-                           verdict.mistake, verdict.candidates)
-        return diagnose(got, expected, mistakes, ctx, check, what)
-
-
-def _layout(got: torch.Tensor, expected: torch.Tensor,
-            mistakes: dict[str, torch.Tensor], case: Case, check: Check,
-            ctx: Context) -> Verdict | None:
-    """The probabilities' numbers in another layout than [b*h, s, s]
-    (heads-major, queries and heads swapped, ...), named when the
-    rearrangement of the student's own tensor gives the reference; None
-    for a right answer, a catalogued mistake (its own message) or values
-    no rearrangement explains."""
-    # The heads per batch element from the case's own input: the first
-    # dimension of the answer is its batch times the heads.
-    x = case.tensors.get("x")
-    if x is None or x.dim() == 0 or not x.shape[0] or \
-            expected.dim() != 3 or expected.shape[0] % x.shape[0]:
-        return None
-    heads = expected.shape[0] // x.shape[0]
-    if close(got, expected, check.atol, check.rtol) or \
-            matching_mistakes(got, mistakes, list(ctx.mistake_messages),
-                              ctx.mistake_atol):
-        return None
-    found = probs_layout(got, expected, heads, check.atol, check.rtol)
-    if found is None:
-        return None
-    return Verdict(False, layout_words(found, tuple(got.shape)) + ".",
-                   f"probabilities laid out as {found.words}")

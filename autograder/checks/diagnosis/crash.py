@@ -33,7 +33,6 @@ from autograder.sandbox.protocol import ERROR, ProbeResult
 from autograder.values import Case
 
 MARK = "- Where your code stops"
-KINDS = ("module_output", "attention_probs")
 _N = r"(\d{1,12})"
 VIEW = re.compile(r"shape '\[((?:-?\d{1,12}, )*-?\d{1,12})\]' is invalid "
                   r"for input of size " + _N)
@@ -180,7 +179,7 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
         for item in task.items:
             check, outcome = item.check, item.outcome
             if outcome.passed or outcome.mistakes or \
-                    check.kind not in KINDS or not check.cases:
+                    not kind(check).explains_crashes or not check.cases:
                 continue    # a catalogued mistake keeps its own words
             impl = kind(check).impl
             by_line: dict[int, list[tuple[Case, ShapeError]]] = {}

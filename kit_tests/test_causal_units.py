@@ -12,11 +12,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder import homework
 from autograder.checks import causal
+from autograder.checks.kinds import register_homework_kinds
 from autograder.config import load_config
 from autograder.grade import grade_source
 from autograder.local import in_process_runner
 from kit_tests.reference_source import FULL_REFERENCE
+
+# the attention homework's own kind (its profile's [data] kinds)
+causal_kind = register_homework_kinds(homework.current())["causal"]
 
 WEIGHTS = ("        attn_weights = torch.softmax(attn_scores / "
            "keys.shape[-1] ** 0.5,\n"
@@ -166,14 +171,14 @@ def _case():
 def test_changed_tokens_are_drawn_per_case_and_kept_within_a_process():
     case = _case()
     x = case.tensors["x"]
-    a = causal.random_tokens(x, causal.case_generator(case, "tokens"))
-    b = causal.random_tokens(x, causal.case_generator(case, "tokens"))
+    a = causal_kind.random_tokens(x, causal.case_generator(case, "tokens"))
+    b = causal_kind.random_tokens(x, causal.case_generator(case, "tokens"))
     assert torch.equal(a, b)        # every check and every run agree
-    other = causal.random_tokens(x, causal.case_generator(case, "other"))
+    other = causal_kind.random_tokens(x, causal.case_generator(case, "other"))
     assert not torch.equal(a, other)
     # Not a fixed map of the old tokens.
     assert not torch.allclose(a, -2 * x + 1)
-    changed = causal.changed_after(x, 1, a)
+    changed = causal_kind.changed_after(x, 1, a)
     assert torch.equal(changed[:, :2], x[:, :2])
     assert bool((changed[:, 2:] != x[:, 2:]).all())
 
@@ -183,21 +188,21 @@ def test_causal_probes_are_fresh_in_both_modes_and_in_a_drawn_order():
     check = next(i for t in load_rubric().tasks for i in t.items
                  if i.id == "3.1c")
     case = _case()
-    probes = causal.CausalProperty().case_probes(check, case)
+    probes = causal_kind.CausalProperty().case_probes(check, case)
     own = [p for p in probes if ":causal:" in p.id]
     assert own and all(p.fresh for p in own)
     assert {p.train for p in own} == {False, True}
     assert all(p.seed == case.seed for p in own if p.train)
     # The same plan each time (the judge re-plans; reruns agree).
     assert [p.id for p in probes] == [
-        p.id for p in causal.CausalProperty().case_probes(check, case)]
+        p.id for p in causal_kind.CausalProperty().case_probes(check, case)]
 
 
 def test_compared_causal_calls_never_share_a_process():
     from autograder.rubric import load_rubric
     check = next(i for t in load_rubric().tasks for i in t.items
                  if i.id == "3.1c")
-    probes = causal.CausalProperty().case_probes(check, _case())
+    probes = causal_kind.CausalProperty().case_probes(check, _case())
     process = {p.id.split(":causal:", 1)[1]: p.process
                for p in probes if ":causal:" in p.id}
     for mode in ("eval", "train"):

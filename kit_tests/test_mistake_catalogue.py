@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from autograder import homework
-from autograder.checks.causal import changed_last_token
+from autograder.checks.kinds import register_homework_kinds
 from autograder.checks.compare import close
 from autograder.config import load_mistake_messages
 from autograder.rubric import Check, load_rubric, select_cases
@@ -38,6 +38,9 @@ VALUE_KINDS = {"module_output": "output", "concatenated_heads": "output",
 DROPOUT_KINDS = {"dropout_train", "dropout_on_weights"}
 
 RUBRIC = load_rubric()
+# the attention homework's own causal kind: its changed last token
+changed_last_token = register_homework_kinds(
+    homework.current())["causal"].changed_last_token
 CATALOGUE = {mid: entry.fields
              for mid, entry in variants.load("mistakes").items()}
 MISTAKES = load_mistakes()

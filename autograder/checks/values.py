@@ -1,6 +1,7 @@
 """Value kinds: compare what the student's modules return (an output, the
-linear layers it builds) with the frozen values, and explain the differences. Also the second calls
-(``Probe.again``) every kind that reads a call's output may judge.
+linear layers it builds) with the frozen values, and explain the
+differences. Also the second calls (``Probe.again``) every kind that
+reads a call's output may judge.
 
 Each class is a check kind registered by name for ``rubric.toml``. ``plan``
 lists the probes an item needs; ``evaluate`` judges their results (in the

@@ -371,7 +371,10 @@ def test_verdicts_compare_keeps_diagnosis_lines_apart():
 
 
 def test_a_dropout_rate_that_is_not_the_modules_is_named_with_its_rate():
-    from autograder.checks.dropout import Pattern, dropout_pattern
+    from autograder import homework
+    from autograder.checks.kinds import register_homework_kinds
+    own = register_homework_kinds(homework.current())["dropout"]
+    Pattern, dropout_pattern = own.Pattern, own.dropout_pattern
     clean = torch.rand(200) + 0.1
     mask = torch.rand(200, generator=torch.Generator().manual_seed(3)) > 0.1
     found = dropout_pattern(clean * mask / 0.9, clean, 0.5, 1e-4, 1e-7)

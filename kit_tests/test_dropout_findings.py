@@ -8,13 +8,15 @@ from typing import Callable
 import pytest
 import torch
 
-from autograder.checks import dropout as D
+from autograder import homework
 from autograder.checks.base import Context, Verdict
-from autograder.checks.kinds import kind
+from autograder.checks.kinds import kind, register_homework_kinds
 from autograder.rubric import load_rubric
 from autograder.sandbox.protocol import OK, ProbeResult
 from autograder.values import Case, load_cases
 
+# the attention homework's own dropout kinds (its profile's [data] kinds)
+D = register_homework_kinds(homework.current())["dropout"]
 RUBRIC = load_rubric()
 CASES = load_cases(sets=("public",))
 CTX = Context(mistake_messages={})

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks.dropout import _split_value_mix
+from autograder import homework
+from autograder.checks.kinds import register_homework_kinds
 from autograder.rubric import load_rubric
 from autograder.values import load_cases
 
+# the attention homework's own dropout kinds (its profile's [data] kinds)
+_split_value_mix = register_homework_kinds(
+    homework.current())["dropout"]._split_value_mix
 CASES = [c for c in load_cases(sets=("public",))
          if c.task == "multi_head_self_attention" and c.mode == "train"]
 # The layers the rubric's dropout_train item names.

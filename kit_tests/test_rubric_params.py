@@ -12,11 +12,15 @@ import torch
 
 from autograder import homework
 from autograder.checks.base import Context
-from autograder.checks.dropout import DropoutOnWeights
+from autograder.checks.kinds import register_homework_kinds
 from autograder.rubric import (RubricError, load_rubric,
                                parse_rubric)
 from autograder.sandbox.protocol import ERROR, OK, ProbeResult
 from autograder.values import load_cases
+
+# the attention homework's own kind (its profile's [data] kinds)
+DropoutOnWeights = register_homework_kinds(
+    homework.current())["dropout"].DropoutOnWeights
 
 
 def _data_with(item: str, **keys) -> dict:

@@ -10,12 +10,15 @@
 - ``outputs``: what a probed call returned (``returned_tensors``) and
   the catalogue mistake a wrong answer equals (``diagnose``), for every
   kind that reads a call's output;
-- ``values``: the value kinds (``module_output``, ``linear_attributes``) and the module's second call (``Probe.again``);
-- ``dropout``: ``dropout_train`` and ``dropout_on_weights``, one
-  vocabulary of findings and messages;
-- ``causal``: ``causal_property`` (``concatenated_heads`` and
-  ``module_size`` are the attention homework's own: ``kinds/`` beside its
-  profile, registered by ``kinds.register_homework_kinds``);
+- ``values``: the value kinds (``module_output``, ``linear_attributes``)
+  and the module's second call (``Probe.again``);
+- ``causal``, ``attention_weights``, ``dropout_replay``: evidence a
+  homework's own kinds read (weights that follow named projections, a
+  softmax of the scores, a replayed dropout mask); they register no
+  kind. Kinds only one homework uses live with it (the attention
+  homework's ``kinds/``: ``concatenated_heads``, ``module_size``,
+  ``attention_probs``, ``causal_property``, ``dropout_train``,
+  ``dropout_on_weights``), registered by ``kinds.register_homework_kinds``;
 - ``source``: the kinds that judge the source text (``pycodestyle``,
   ``grader_access``, ``shape_comments``, ``statement_count``), on the
   static checks below;

@@ -7,7 +7,8 @@ gives the student's train-mode values at every position, and no other
 candidate does (principle: a cause is said only when proven on the
 student's values); otherwise nothing is added.
 
-Read by the dropout kinds (``checks/dropout.py``) for a failing case.
+Read by a homework's dropout kinds (the attention homework's
+``kinds/dropout.py``) for a failing case.
 """
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ from types import ModuleType
 from typing import Any
 
 # Each of these modules registers its kinds when imported.
-from autograder.checks import (values, dropout, causal,  # noqa: F401
-                               source)
+from autograder.checks import values, source  # noqa: F401
 from autograder.checks.entries import Check
 from autograder.checks.registry import KINDS, KindSpec
 

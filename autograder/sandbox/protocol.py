@@ -138,7 +138,8 @@ class Probe:
     # probes all answered. What a submission keeps outside its module
     # (in ``builtins``, on ``torch``) survives a fresh import, never
     # another process: the causal check's plain calls and its changed
-    # ones each in their own (``checks/causal.py``), so that no cache
+    # ones each in their own (the attention homework's kinds/causal.py),
+    # so that no cache
     # replays one in the other.
     process: int = 0
 

@@ -1,7 +1,7 @@
-"""Dropout kinds: dropout on the attention probabilities of Task 2.3b
-(``dropout_train``) and on the attention weights of 3.1d and 3.3d
-(``dropout_on_weights``), checked without assuming an order of random
-draws.
+"""Dropout kinds, the attention homework's own: dropout on the attention
+probabilities of Task 2.3b (``dropout_train``) and on the attention
+weights of 3.1d and 3.3d (``dropout_on_weights``), checked without
+assuming an order of random draws.
 
 Both judge in three steps with one vocabulary: the baseline (the eval
 values a train-mode call is judged against, ``Baseline``), what the call

@@ -139,8 +139,7 @@ class Probe:
     # (in ``builtins``, on ``torch``) survives a fresh import, never
     # another process: the causal check's plain calls and its changed
     # ones each in their own (the attention homework's kinds/causal.py),
-    # so that no cache
-    # replays one in the other.
+    # so that no cache replays one in the other.
     process: int = 0
 
 

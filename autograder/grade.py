@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from autograder.text import mdsafe
 from autograder.checks.base import FAIL, Context
+from autograder.checks.shape_notation import notation_of
 from autograder.config import GradingConfig
 from autograder.sandbox.protocol import (CRASH, ENVIRONMENT, IMPORT_ERROR,
                                          MEMORY, NOT_RUN, TIMEOUT, Probe,
@@ -120,10 +121,11 @@ class GradeResult:
 def grading_context(config: GradingConfig, source: str = "",
                     public_only: bool = False) -> Context:
     """The context every check of ``config`` reads for ``source``: the
-    mistake messages, the tolerance and the task methods all come from
-    the config (none from a default file)."""
+    mistake messages, the tolerance, the task methods and the shape
+    notation all come from the config (none from a default file)."""
     return Context(config.mistakes, config.rubric.mistake_atol, source,
-                   public_only, task_methods=config.task_methods)
+                   public_only, task_methods=config.task_methods,
+                   notation=notation_of(config.profile))
 
 
 def _cases_for(check: Check, cases: list, public_only: bool) -> list:

@@ -168,12 +168,7 @@ def test_no_homework_name_in_the_graders_code():
 # when a module is imported.
 
 # Modules that still read the homework on import, each with why. Shrink it.
-READS_ON_IMPORT = {
-    # the shape notation's tables, read by parse_comment (cached) and the
-    # shape-comment check: a Notation passed down from the config is the
-    # fix
-    "autograder/checks/shape_notation.py",
-}
+READS_ON_IMPORT: set[str] = set()
 _READERS = ("current", "staff")
 
 

@@ -301,10 +301,11 @@ def test_a_task_unknown_to_the_rubric_names_its_line(tmp_path):
 
 def test_shape_notation_comes_from_one_function(monkeypatch):
     table = "| dimension | names |\n|---|---|\n| batch size | `b` |"
-    from autograder.checks.shape_notation import notation_markdown
+    from autograder import homework
+    from autograder.checks.shape_notation import notation_of
     text = "\n".join(c.source for c in notebook.build().cells)
     # The notebook promises exactly what the grader's parser reads.
-    assert notation_markdown().strip() in text
+    assert notation_of(homework.current()).markdown().strip() in text
     assert "shape-notation" not in text
     monkeypatch.setattr(notebook, "shape_notation", lambda _: table)
     text = "\n".join(c.source for c in notebook.build().cells)

@@ -12,12 +12,10 @@ import textwrap
 import pytest
 import torch
 
-from autograder.checks.shape_comments import (ShapeIssue,
-                                              check_shape_comments,
-                                              statement_text)
-from autograder.checks.shape_notation import (
-    _NOTATION, VOCABULARY, normalise_dims, notation_markdown, parse_comment,
-    size_of)
+from autograder import homework
+from autograder.checks import shape_comments
+from autograder.checks.shape_comments import ShapeIssue, statement_text
+from autograder.checks.shape_notation import notation_of
 from autograder.checks.source import ShapeComments
 from autograder.rubric import load_rubric
 from autograder.submission.regions import find_regions, student_statements
@@ -28,6 +26,17 @@ REFERENCE = first_two_classes(FULL_REFERENCE)
 DIMS = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12,
         "num_heads": 3, "head_size": 4}
 METHODS = live_task_methods()
+# The attention homework's notation, as the config hands it to the check.
+NOTATION = notation_of(homework.current())
+_NOTATION, VOCABULARY = NOTATION.table, NOTATION.vocabulary
+normalise_dims, notation_markdown = NOTATION.normalise_dims, NOTATION.markdown
+parse_comment, size_of = NOTATION.parse_comment, NOTATION.size_of
+
+
+def check_shape_comments(*args, **kwargs) -> list[ShapeIssue]:
+    """The check with the attention homework's notation."""
+    return shape_comments.check_shape_comments(*args, notation=NOTATION,
+                                               **kwargs)
 
 
 # --------------------------------------------------------------------------

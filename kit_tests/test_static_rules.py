@@ -9,8 +9,10 @@ import time
 
 import pytest
 
+from autograder import homework
 from autograder.checks.grader_access import access_issues, findings
 from autograder.checks.shape_comments import check_shape_comments
+from autograder.checks.shape_notation import notation_of
 from autograder.checks.statements import count_statements
 from autograder.checks.style import style_issues
 from autograder.submission import regions
@@ -43,7 +45,8 @@ def _indented(code: str) -> str:
 
 def _shape_kinds(source: str, observed: dict) -> list[tuple[str, str]]:
     return [(i.cls, i.kind) for i in check_shape_comments(
-        source, observed, DIMS, A_METHODS)]
+        source, observed, DIMS, A_METHODS,
+        notation=notation_of(homework.current()))]
 
 
 # --------------------------------------------------------------------------

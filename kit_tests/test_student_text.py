@@ -183,7 +183,9 @@ def test_terminal_preview_shows_quoted_text_without_escapes():
 
 
 def test_shape_comment_messages_quote_the_comment_as_code():
+    from autograder import homework
     from autograder.checks.shape_comments import check_shape_comments
+    from autograder.checks.shape_notation import notation_of
     from kit_tests.rubrics import live_task_methods
     source = (Path(__file__).resolve().parents[1] / "solutions" /
               "transformer_lm" / "modeling_attention.py").read_text()
@@ -194,7 +196,8 @@ def test_shape_comment_messages_quote_the_comment_as_code():
     issues = check_shape_comments(hostile, {number: [[[2, 3, 4]]]},
                                   {"batch_size": 2, "seq_len": 3,
                                    "hidden": 4, "input_size": 5},
-                                  live_task_methods())
+                                  live_task_methods(),
+                                  notation=notation_of(homework.current()))
     assert issues
     for issue in issues:
         html = RENDER("- " + issue.message)

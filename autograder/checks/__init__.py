@@ -32,13 +32,13 @@
 Kinds judge in the grading parent. No module here imports
 ``autograder.rubric``: the rubric imports the registry.
 """
-from autograder.checks.shape_comments import (ShapeIssue, VOCABULARY,
+from autograder.checks.shape_comments import (ShapeIssue,
                                               check_shape_comments,
                                               statement_text)
 from autograder.checks.statements import count_statements
 from autograder.checks.style import StyleIssue, style_issues
 
 __all__ = [
-    "ShapeIssue", "StyleIssue", "VOCABULARY", "check_shape_comments",
+    "ShapeIssue", "StyleIssue", "check_shape_comments",
     "count_statements", "statement_text", "style_issues",
 ]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from autograder import probes as P
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.values import Case
+
+if TYPE_CHECKING:
+    from autograder.checks.shape_notation import Notation
 
 # A layer's attribute name, as a kind's rubric parameter gives it.
 ATTRIBUTE_NAME = re.compile(r"[A-Za-z_]\w{0,99}")
@@ -37,6 +40,9 @@ class Context:
     # config's (grade.grading_context): which unmarked methods the
     # deductions read.
     task_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The homework's shape-comment notation (grade.grading_context: the
+    # config's profile's), read by the shape-comment deduction.
+    notation: Notation | None = None
 
 
 @dataclass

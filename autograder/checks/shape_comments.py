@@ -5,8 +5,9 @@ giving the tensor's shape, e.g. ``# [batch_size, seq_len, hidden]``. The
 worker records, per statement, the shapes its tensors had in a traced run
 (``ProbeResult.shapes``); this module reads the comments from the source
 text alone (``ast`` + ``tokenize``) and compares. What a comment may say
-is ``shape_notation`` (its data, ``shape_notation.toml``, is the notebook's
-table); where it may stand and how it is matched is this module's job,
+is the homework's ``shape_notation.Notation`` (its data,
+``shape_notation.toml``, is the notebook's table), passed in by the
+caller; where it may stand and how it is matched is this module's job,
 documented in ``docs/shape-comments.md``.
 
 Leniency is deliberate: a comment passes if it matches in ANY of its
@@ -21,9 +22,8 @@ import tokenize
 from dataclasses import dataclass
 
 from autograder.checks.shape_notation import (  # noqa: F401 (re-exported)
-    CANONICAL, MAX_COMMENT_CHARS, MAX_DIMS, MAX_NESTING, MAX_TERMS, TOO_BIG,
-    TOO_DEEP, TOO_LONG, VOCABULARY, VOCABULARY_HINT, Claim, Parsed,
-    normalise_dims, parse_comment)
+    MAX_COMMENT_CHARS, MAX_DIMS, MAX_NESTING, MAX_TERMS, TOO_BIG, TOO_DEEP,
+    TOO_LONG, Claim, Notation, Parsed, parse_comment)
 from autograder.text.mdsafe import code_span
 from autograder.submission.regions import (Region, graded_regions, parse,
                                            python_lines, student_statements,
@@ -299,11 +299,13 @@ def _obviously_not_tensor(value: ast.expr | None) -> bool:
     return False
 
 
-def dims_as_names(shape: list[int], dims: dict[str, int]) -> str:
+def dims_as_names(shape: list[int], dims: dict[str, int],
+                  canonical: tuple[str, ...] = ()) -> str:
     """``[2, 5, 5]`` -> ``[batch_size, seq_len, seq_len]`` (a product of
-    two names when no single one fits, else the number)."""
-    order = [c for c in CANONICAL if c in dims] + \
-        [c for c in dims if c not in CANONICAL]
+    two names when no single one fits, else the number); the names of
+    ``canonical`` (the notation's size keys) first, in its order."""
+    order = [c for c in canonical if c in dims] + \
+        [c for c in dims if c not in canonical]
     parts = []
     for size in shape:
         name = next((c for c in order if dims[c] == size), None)
@@ -315,8 +317,9 @@ def dims_as_names(shape: list[int], dims: dict[str, int]) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def _example(shapes: list[list[int]], dims: dict[str, int]) -> str:
-    texts = [dims_as_names(s, dims) for s in shapes]
+def _example(shapes: list[list[int]], dims: dict[str, int],
+             canonical: tuple[str, ...]) -> str:
+    texts = [dims_as_names(s, dims, canonical) for s in shapes]
     if len(set(texts)) == 1:
         return f"# {texts[0]}"
     return "# " + ", ".join(texts)
@@ -345,7 +348,7 @@ def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
     return f"line {line}: comment claims {told} but {actual}"
 
 
-def _unreadable_message(line: int, parsed: Parsed) -> str:
+def _unreadable_message(line: int, parsed: Parsed, hint: str) -> str:
     if parsed.unreadable == TOO_LONG:
         return (f"line {line}: the comment "
                 f"{code_span('# ' + _shorten(parsed.text, 40))} "
@@ -360,7 +363,7 @@ def _unreadable_message(line: int, parsed: Parsed) -> str:
         return (f"line {line}: the shape comment "
                 f"{code_span('# ' + _shorten(parsed.text, 40))} has {limit}, "
                 f"which the "
-                f"grader does not read; {VOCABULARY_HINT}")
+                f"grader does not read; {hint}")
     if parsed.unreadable in ("...", "…"):
         what = "`...`: write every dimension out"
     else:
@@ -368,7 +371,7 @@ def _unreadable_message(line: int, parsed: Parsed) -> str:
     # The comment is the student's text: a code span it cannot close
     return (f"line {line}: cannot read {what} in the shape comment "
             f"{code_span('# ' + _shorten(parsed.text, 60))}; "
-            f"{VOCABULARY_HINT}")
+            f"{hint}")
 
 
 def _shorten(text: str, width: int) -> str:
@@ -384,6 +387,7 @@ def check_shape_comments(
         dims_by_class: dict[str, dict[str, int]] | None = None,
         ran: dict[str, frozenset[int]] | None = None,
         classes: set[str] | None = None,
+        *, notation: Notation,
 ) -> list[ShapeIssue]:
     """The shape-comment issues of the student regions of ``source``.
 
@@ -399,7 +403,9 @@ def check_shape_comments(
     ``tasks`` limits the check to the regions of those tasks, ``classes``
     to those of those classes (a task's deduction reads its own class:
     checking every class for each task made the check quadratic in the
-    number of tasks times the source).
+    number of tasks times the source). ``notation`` is the homework's
+    (``shape_notation.notation_of(config.profile)``): the names a comment
+    may write.
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -417,12 +423,12 @@ def check_shape_comments(
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]
     judge = _Statements(source, statements,
-                        {int(k): v for k, v in observed.items()})
+                        {int(k): v for k, v in observed.items()}, notation)
     issues = []
     normalised: dict[str, dict[str, int]] = {}
     for region, node in statements:
         if region.cls not in normalised:
-            normalised[region.cls] = normalise_dims(
+            normalised[region.cls] = notation.normalise_dims(
                 (dims_by_class or {}).get(region.cls, dims))
         found = judge.issue(region, node, normalised[region.cls])
         if found is not None:
@@ -437,8 +443,10 @@ class _Statements:
 
     def __init__(self, source: str,
                  statements: list[tuple[Region, ast.stmt]],
-                 observed: dict[int, list[list[list[int]]]]) -> None:
+                 observed: dict[int, list[list[list[int]]]],
+                 notation: Notation) -> None:
         self.source = source
+        self.notation = notation
         self.observed = observed
         self.lines = _scan(source)
         self.starts = {n.lineno: n for _, n in statements}
@@ -470,16 +478,17 @@ class _Statements:
             return self._never_ran(region, node, cands)
         if _only_subscripts(node):
             return None
-        parsed = [parse_comment(t) for t in cands.acceptable()]
+        read = self.notation.parse_comment
+        parsed = [read(t) for t in cands.acceptable()]
         if any(_matches(p, runs, dims) for p in parsed):
             return None
 
         def belongs(text: str, neighbour: ast.stmt) -> bool:
             # A shared comment that fits the neighbour is the neighbour's.
-            return _matches(parse_comment(text), self.runs_of(neighbour),
+            return _matches(read(text), self.runs_of(neighbour),
                             dims)
 
-        report = next((p for p in (parse_comment(t)
+        report = next((p for p in (read(t)
                                    for t in cands.reportable(belongs))
                        if p.says_something), None)
         if report is None:
@@ -487,9 +496,10 @@ class _Statements:
                     f"line {node.lineno}: "
                     f"{code_span(statement_text(self.source, node))} binds "
                     f"a tensor but has no shape comment (write e.g. "
-                    f"`{_example(runs[0], dims)}`)")
+                    f"`{_example(runs[0], dims, self.notation.canonical)}`)")
         if report.unreadable is not None:
-            return "unreadable", _unreadable_message(node.lineno, report)
+            return "unreadable", _unreadable_message(
+                node.lineno, report, self.notation.hint)
         return "wrong", _wrong_message(node.lineno, report, runs, dims)
 
     def _never_ran(self, region: Region, node: ast.stmt,

@@ -3,10 +3,12 @@
 The notation is data, the homework's own (its profile's ``[data]
 shape_notation``, attention's ``autograder/shape_notation.toml``): the
 size names a student may write and the forms of a shape, each with an
-example. This module reads
-comments with it (:func:`parse_comment`) and renders the notebook's table
-from it (:func:`notation_markdown`), so that the notebook promises exactly
-what the grader reads. The grammar is the promise and nothing more::
+example. A :class:`Notation` holds one (:func:`notation_of` a profile,
+read at call time from the profile the config carries, never on
+import). This module reads comments with it (:func:`parse_comment`) and
+renders the notebook's table from it (:func:`notation_markdown`), so that
+the notebook promises exactly what the grader reads. The grammar is the
+promise and nothing more::
 
     comment  := text ( "->" text )*     the last part holding a shape counts
     shape    := "[" dims "]" | "(" dims ")"
@@ -25,31 +27,100 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from autograder import homework
 
-DATA: Path = homework.current().shape_notation
-_NOTATION = tomllib.loads(DATA.read_text())
+@dataclass(frozen=True, eq=False)
+class Notation:
+    """One homework's notation (its ``shape_notation.toml``, decoded):
+    the size names a comment may write, the forms of a shape, and the
+    sizes derived from two others. Built once per file
+    (:func:`load_notation`) from the profile the config carries, and
+    passed to what reads comments; compared and hashed by identity."""
 
-# Size key -> the names students may write for it (the key first).
-VOCABULARY: dict[str, tuple[str, ...]] = {
-    row["key"]: tuple(row["names"]) for row in _NOTATION["size"]}
-CANONICAL = tuple(VOCABULARY)
-_SIZE_OF = {name.lower(): key for key, names in VOCABULARY.items()
-            for name in names}
+    table: dict[str, Any]
 
-# Size key -> (the size it divides, the size it divides by): a size the
-# constructor does not show, derived from two it does.
-DERIVED: dict[str, tuple[str, str]] = {
-    row["key"]: (row["whole"], row["per"])
-    for row in _NOTATION.get("derived", [])}
+    @functools.cached_property
+    def vocabulary(self) -> dict[str, tuple[str, ...]]:
+        """Size key -> the names students may write for it (the key
+        first)."""
+        return {row["key"]: tuple(row["names"])
+                for row in self.table["size"]}
 
-VOCABULARY_HINT = (
-    "write shapes like `# [batch_size, seq_len, hidden]` with the names " +
-    ", ".join(f"{names[0]} ({', '.join(names[1:])})" if names[1:] else
-              names[0] for names in VOCABULARY.values()) +
-    f", integers, and products such as "
-    f"`{_NOTATION.get('product_example', 'bs * seq')}`")
+    @property
+    def canonical(self) -> tuple[str, ...]:
+        """The size keys, in the table's order."""
+        return tuple(self.vocabulary)
+
+    @functools.cached_property
+    def derived(self) -> dict[str, tuple[str, str]]:
+        """Size key -> (the size it divides, the size it divides by): a
+        size the constructor does not show, derived from two it does."""
+        return {row["key"]: (row["whole"], row["per"])
+                for row in self.table.get("derived", [])}
+
+    @functools.cached_property
+    def _size_of(self) -> dict[str, str]:
+        return {name.lower(): key for key, names in self.vocabulary.items()
+                for name in names}
+
+    @functools.cached_property
+    def hint(self) -> str:
+        """How to write a shape, naming every size: what feedback on an
+        unreadable comment says."""
+        return (
+            "write shapes like `# [batch_size, seq_len, hidden]` with the "
+            "names " + ", ".join(
+                f"{names[0]} ({', '.join(names[1:])})" if names[1:] else
+                names[0] for names in self.vocabulary.values()) +
+            f", integers, and products such as "
+            f"`{self.table.get('product_example', 'bs * seq')}`")
+
+    def size_of(self, name: str) -> str | None:
+        """The size key a written name stands for (``T`` -> seq_len), or
+        None if the table does not list it."""
+        return self._size_of.get(name.lower())
+
+    def normalise_dims(self, dims: dict[str, int]) -> dict[str, int]:
+        """``dims`` with lower-case keys, plus the size keys that a listed
+        name among them stands for (``d_out`` -> hidden), and each derived
+        size (the table's ``[[derived]]``, e.g. a head's size) when
+        missing."""
+        out = {k.lower(): v for k, v in dims.items()}
+        for key, size in list(out.items()):
+            if self.size_of(key):
+                out.setdefault(self.size_of(key), size)
+        for key, (whole, per) in self.derived.items():
+            if key not in out and out.get(per) and \
+                    out.get(whole, 0) % out[per] == 0:
+                out[key] = out[whole] // out[per]
+        return out
+
+    def parse_comment(self, text: str) -> Parsed:
+        """Read the shape claims of a comment (``#`` already stripped):
+        :func:`parse_comment` with this notation."""
+        return parse_comment(text, self)
+
+    def markdown(self) -> str:
+        """The notebook's notation: :func:`notation_markdown`."""
+        return notation_markdown(self)
+
+
+@functools.cache
+def _load(path: Path) -> Notation:
+    return Notation(tomllib.loads(path.read_text(encoding="utf-8")))
+
+
+def load_notation(path: Path | str) -> Notation:
+    """The notation in the file ``path`` (a profile's ``[data]
+    shape_notation``), read once per process."""
+    return _load(Path(path).resolve())
+
+
+def notation_of(hw: Any) -> Notation:
+    """The homework ``hw``'s notation (its profile's shape_notation)."""
+    return load_notation(hw.shape_notation)
+
 
 # Budgets that keep reading linear in the size of the source, whatever a
 # hostile comment holds: a comment text longer than MAX_COMMENT_CHARS,
@@ -72,32 +143,14 @@ _TOKEN = re.compile(r"\.\.\.|…|[A-Za-z_]\w*|\d+|\S")
 _FACTOR = re.compile(r"[A-Za-z_]\w*|\d+")
 
 
-def size_of(name: str) -> str | None:
-    """The size key a written name stands for (``T`` -> seq_len), or
-    None if the table does not list it."""
-    return _SIZE_OF.get(name.lower())
-
-
-def normalise_dims(dims: dict[str, int]) -> dict[str, int]:
-    """``dims`` with lower-case keys, plus the size keys that a listed
-    name among them stands for (``d_out`` -> hidden), and each derived
-    size (the table's ``[[derived]]``, e.g. a head's size) when missing."""
-    out = {k.lower(): v for k, v in dims.items()}
-    for key, size in list(out.items()):
-        if size_of(key):
-            out.setdefault(size_of(key), size)
-    for key, (whole, per) in DERIVED.items():
-        if key not in out and out.get(per) and \
-                out.get(whole, 0) % out[per] == 0:
-            out[key] = out[whole] // out[per]
-    return out
-
-
 @dataclass(frozen=True)
 class Dim:
     """One dimension of a claim: a product of names and integers."""
 
     factors: tuple[str, ...]
+    # Each factor's size key in the notation it was read with (an
+    # integer: itself; a name the notation does not list: "").
+    keys: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -105,9 +158,9 @@ class Dim:
 
     def value(self, dims: dict[str, int]) -> int | None:
         """The size it stands for; None if a name's size is not traced."""
-        sizes = [int(f) if f.isdigit() else dims.get(size_of(f) or "")
-                 for f in self.factors]
-        return None if None in sizes else math.prod(sizes)
+        sizes = [int(k) if k.isdigit() else dims.get(k)
+                 for k in self.keys]
+        return None if None in sizes or not sizes else math.prod(sizes)
 
 
 @dataclass(frozen=True)
@@ -190,13 +243,21 @@ def _factor(text: str, in_product: bool) -> str:
     raise _Unreadable(bad[0])
 
 
-def _unknown(dims: list[Dim]) -> str | None:
+def _unknown(dims: list[Dim], notation: Notation) -> str | None:
     """The first name the table does not list."""
     return next((f for d in dims for f in d.factors
-                 if not f.isdigit() and not size_of(f)), None)
+                 if not f.isdigit() and not notation.size_of(f)), None)
 
 
-def _read_segment(segment: str) -> tuple[list[Claim], str | None]:
+def _resolved(dim: Dim, notation: Notation) -> Dim:
+    """``dim`` with each factor's size key in ``notation``."""
+    return Dim(dim.factors, tuple(
+        f if f.isdigit() else notation.size_of(f) or ""
+        for f in dim.factors))
+
+
+def _read_segment(segment: str, notation: Notation
+                  ) -> tuple[list[Claim], str | None]:
     """The claims of one part of a chain, and the first culprit."""
     claims, culprit = [], None
     square = _SQUARE.findall(segment)
@@ -208,12 +269,13 @@ def _read_segment(segment: str) -> tuple[list[Claim], str | None]:
                 culprit = culprit or exc.token
             continue
         if not square and ("," not in content or all(
-                f.isdigit() or not size_of(f)
+                f.isdigit() or not notation.size_of(f)
                 for d in dims for f in d.factors)):
             continue                        # "(scaled)", "(q, k, v)": prose
-        bad = _unknown(dims)
+        bad = _unknown(dims, notation)
         if bad is None:
-            claims.append(Claim(tuple(dims)))
+            claims.append(Claim(tuple(_resolved(d, notation)
+                                      for d in dims)))
         culprit = culprit or bad
     return claims, culprit
 
@@ -233,8 +295,9 @@ def _over_budget(text: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def parse_comment(text: str) -> Parsed:
-    """Read the shape claims of a comment (``#`` already stripped).
+def parse_comment(text: str, notation: Notation) -> Parsed:
+    """Read the shape claims of a comment (``#`` already stripped), with
+    the size names of ``notation``.
 
     In a chain (``[a] @ [b] -> [c]``) the last part that holds a shape is
     the claim. Each bracket group of that part is one claim, for one
@@ -245,20 +308,20 @@ def parse_comment(text: str) -> Parsed:
     if budget is not None:
         return Parsed(text, unreadable=budget)
     for segment in reversed(text.split("->")):
-        claims, culprit = _read_segment(segment)
+        claims, culprit = _read_segment(segment, notation)
         if claims or culprit:
             return Parsed(text, tuple(claims), culprit)
     return Parsed(text)
 
 
-def notation_markdown() -> str:
+def notation_markdown(notation: Notation) -> str:
     """The notebook's notation: the table of size names and the forms of a
     shape, rendered from the same data the parser reads."""
     rows = [f"| {row['meaning']} | "
             f"{', '.join(f'`{n}`' for n in row['names'])} |"
-            for row in _NOTATION["size"]]
+            for row in notation.table["size"]]
     forms = [f"- {form['rule']}: `# {form['example']}`"
-             for form in _NOTATION["form"]]
+             for form in notation.table["form"]]
     return "\n".join([
         "Name the dimensions with this vocabulary (any name of a row "
         "works; case does not matter):",

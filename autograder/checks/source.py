@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from autograder import probes as P
 from autograder.checks.base import FAIL, PASS, Context
@@ -20,6 +21,9 @@ from autograder.sandbox.protocol import Probe, ProbeResult, StandIn
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
 from autograder.values import Case
+
+if TYPE_CHECKING:
+    from autograder.checks.shape_notation import Notation
 
 
 def unreadable(task: Task, ctx: Context) -> list[str]:
@@ -204,6 +208,16 @@ def _access_failed(check: Check, findings: list[str]) -> Outcome:
     return Outcome(check.points, False, lines)
 
 
+def _notation(ctx: Context) -> Notation:
+    """The homework's shape notation the context carries; a context built
+    without one (not by grade.grading_context) is the grader's error."""
+    if ctx.notation is None:
+        raise ValueError("the grading context carries no shape notation: "
+                         "build it with grade.grading_context(config), "
+                         "which reads the config's profile")
+    return ctx.notation
+
+
 def _trace_problem(task: Task, probe: Probe, result: ProbeResult,
                    ctx: Context) -> str | None:
     """Why a traced call's record is no evidence of its shapes (its
@@ -264,7 +278,7 @@ class ShapeComments:
                 **{k: v for k, v in init.items()
                    if isinstance(v, int) and not isinstance(v, bool)}}
         # A derived size (a head's) comes from the notation's table
-        # (shape_notation.normalise_dims). Sizes a name stands for that
+        # (shape_notation.Notation.normalise_dims). Sizes a name stands for that
         # the constructor does not show, e.g. the wrapper's head size (its
         # d_out).
         dims.update(check.params.extra_dims)
@@ -307,7 +321,8 @@ class ShapeComments:
         try:
             issues = [i for i in check_shape_comments(
                 ctx.source, observed, self.dims(check), methods=methods,
-                ran=ran, classes={task.cls}) if i.cls == task.cls]
+                ran=ran, classes={task.cls}, notation=_notation(ctx))
+                if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
                                                   methods=methods, ran=ran)
                         if not r.marked and not r.outside

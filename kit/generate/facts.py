@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from autograder import homework
-from autograder.checks.shape_notation import notation_markdown
+from autograder.checks.shape_notation import notation_of
 from autograder.local import notebook_task
 from autograder.submission.imports import allowed_words
 from autograder.rubric import Rubric, load_rubric
@@ -102,7 +102,7 @@ def task_list(rubric: Rubric) -> str:
 def shape_notation(rubric: Rubric) -> str:
     """The shape-comment notation (size names and forms) as the notebook
     shows it, from the homework's ``shape_notation.toml``."""
-    return notation_markdown().rstrip("\n") + "\n"
+    return notation_of(homework.staff()).markdown().rstrip("\n") + "\n"
 
 
 def allowed_imports(rubric: Rubric) -> str:

@@ -73,7 +73,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder import homework
-from autograder.checks.shape_notation import notation_markdown
+from autograder.checks.shape_notation import notation_of
 from autograder.local import (TASK_SCOPE, bonus_points, bonus_rule,
                               points_text, task_points)
 from autograder.rubric import Rubric, load_rubric
@@ -215,10 +215,10 @@ def fill_facts(text: str, rubric: Rubric, where: str) -> str:
 
 def shape_notation(written: str) -> str:
     """The shape-comment notation (size names, how to write a shape) as
-    the grader reads it: ``notation_markdown()``, rendered from the same
-    data the parser reads. ``written`` (the source's copy, kept for the
-    preview in JupyterLab) is ignored."""
-    return notation_markdown()
+    the grader reads it: the homework's notation's ``markdown()``,
+    rendered from the same data the parser reads. ``written`` (the
+    source's copy, kept for the preview in JupyterLab) is ignored."""
+    return notation_of(homework.staff()).markdown()
 
 
 def fill_shape_notation(text: str,

@@ -246,6 +246,7 @@ def static_seconds(config: GradingConfig) -> dict[str, float]:
     block on a traced statement, and pycodestyle on a file at the style
     check's size limit (longer files are not checked: a deduction)."""
     from autograder.checks.shape_comments import check_shape_comments
+    from autograder.checks.shape_notation import notation_of
     from autograder.checks.style import MAX_STYLE_CHARS, all_style_issues
     reference = homework.staff().reference.read_text()
     anchor = "        )  # [bs, seq, seq]\n"
@@ -256,7 +257,8 @@ def static_seconds(config: GradingConfig) -> dict[str, float]:
     dims = {"batch_size": 2, "seq_len": 5, "input_size": 7, "hidden": 12}
     start = time.perf_counter()
     check_shape_comments(hostile, {line: [[[2, 5, 5]]]}, dims,
-                         config.task_methods)
+                         config.task_methods,
+                         notation=notation_of(config.profile))
     comments = time.perf_counter() - start
     padded = reference + "y = [" + "1, " * ((MAX_STYLE_CHARS -
                                              len(reference)) // 3 - 2) + "]\n"

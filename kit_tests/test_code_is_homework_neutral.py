@@ -8,7 +8,10 @@ attention homework's class and function names (the reference's top-level
 definitions), its constructors' argument names (``num_heads``, ``d_out``,
 ``context_length``, ...: a case names them by role, the rubric by
 parameter), its package and module names (the profile) and its question
-ids (``questions.toml``), and fails on any of them written in code under
+ids (``questions.toml``) and the check kinds it ships itself (its profile's
+``[data] kinds``: ``dropout_train``, ``attention_probs``, ...; such a
+kind lives with its homework, never in the grader), and fails on any of
+them written in code under
 ``autograder/``, ``kit/student/``, the values generator and the
 editions' draw (kit/generate/edition.py):
 identifiers and string literals, not docstrings or comments, which may
@@ -35,7 +38,7 @@ HEAD_SIZE_NAME = "head_dim"
 def homework_names(root: Path = ROOT) -> set[str]:
     """The attention homework's own names: the reference's public
     top-level classes and functions, its package and module, its
-    question ids."""
+    question ids, its own check kinds' names."""
     profile = homework.load(root, staff=True)
     tree = ast.parse(profile.reference.read_text(encoding="utf-8"))
     names = {node.name for node in tree.body
@@ -44,7 +47,21 @@ def homework_names(root: Path = ROOT) -> set[str]:
     names |= {profile.package, profile.module_stem}
     with profile.questions.open("rb") as f:
         names |= set(tomllib.load(f)["questions"])
-    return names | argument_names(tree)
+    return names | argument_names(tree) | own_kinds(profile)
+
+
+def own_kinds(profile: homework.Homework) -> set[str]:
+    """The kinds the homework's own kind modules register
+    (``@register(section, name)``), read from their source."""
+    found = set()
+    for path in profile.kinds:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and \
+                    getattr(node.func, "id", "") == "register" and \
+                    len(node.args) > 1 and \
+                    isinstance(node.args[1], ast.Constant):
+                found.add(node.args[1].value)
+    return found
 
 
 def argument_names(tree: ast.Module) -> set[str]:
@@ -133,6 +150,11 @@ def test_the_names_are_read_from_the_homework():
     assert {"num_heads", "d_out", "context_length", "head_dim", "d_in",
             "qkv_bias"} <= names
     assert not {"hidden", "causal", "dropout"} & names
+    # the kinds only the attention homework uses: in its kinds/, so the
+    # grader's code may not name (nor register) them
+    assert {"attention_probs", "causal_property", "dropout_train",
+            "dropout_on_weights", "concatenated_heads",
+            "module_size"} <= names
 
 
 def test_the_scan_sees_code_and_skips_docstrings_and_comments(tmp_path):

@@ -96,6 +96,13 @@ def test_the_zip_carries_the_profile_its_grader_reads(archive, tmp_path):
     assert shipped.rubric.is_relative_to(source.resolve())
     assert (shipped.test_values / "hidden.safetensors").is_file()
     assert not shipped.reference.exists()
+    # the homework's own check kinds (its [data] kinds) ship with it
+    ours = homework.current()
+    assert ours.kinds and [k.relative_to(source.resolve())
+                           for k in shipped.kinds] == \
+        [k.relative_to(ours.root) for k in ours.kinds]
+    assert all(k.read_bytes() == m.read_bytes()
+               for k, m in zip(shipped.kinds, ours.kinds))
 
 
 def zf_text(archive: Path, name: str) -> str:

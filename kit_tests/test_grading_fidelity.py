@@ -18,13 +18,16 @@ REFERENCE = (ROOT / "solutions" / "transformer_lm" /
 
 
 def _deduction(kind: str, source: str):
+    from autograder import homework
     from autograder.checks.base import Context
+    from autograder.checks.shape_notation import notation_of
     from autograder.sandbox.protocol import OK, ProbeResult
     from autograder.rubric import kind as kind_of
     task = load_rubric().tasks[0]
     check = next(d for d in task.deductions if d.kind == kind)
     impl = kind_of(check).impl
-    ctx = Context({}, source=source, task_methods=live_task_methods())
+    ctx = Context({}, source=source, task_methods=live_task_methods(),
+                  notation=notation_of(homework.current()))
     results = {p.id: ProbeResult(p.id, OK)
                for p in impl.plan(check, task, [], ctx)}
     return check, impl.evaluate(check, task, [], results, ctx)

@@ -146,6 +146,19 @@ def test_the_release_grader_reads_its_own_profile(built):
     assert shipped.module.is_file() and shipped.notebook.is_file()
     assert shipped.rubric.is_relative_to(student.resolve())
     assert not shipped.reference.exists()
+    # the homework's own check kinds ship with it, each at its path
+    _ships_own_kinds(shipped, student)
+
+
+def _ships_own_kinds(shipped: homework.Homework, where: Path) -> None:
+    """Every kind module of the checkout's profile is in ``shipped``'s,
+    present under ``where``, byte for byte."""
+    ours = homework.current()
+    assert ours.kinds and len(shipped.kinds) == len(ours.kinds)
+    for mine, theirs in zip(ours.kinds, shipped.kinds):
+        assert theirs.relative_to(where.resolve()) == \
+            mine.relative_to(ours.root)
+        assert theirs.read_bytes() == mine.read_bytes()
 
 
 def test_skeleton_is_generated_from_the_reference(built):

@@ -199,7 +199,7 @@ class CausalProperty(CaseCheck):
                         for p in range(before.shape[1] - 2)]
             for position, changed in changes:
                 diff = differs(plain[:, :position + 1],
-                                changed[:, :position + 1], check.atol)
+                               changed[:, :position + 1], check.atol)
                 if bool(diff.any()):
                     where = int(diff.any(dim=2).any(dim=0).nonzero()[0])
                     what = "only the last token" if \

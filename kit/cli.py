@@ -7,7 +7,9 @@ scripts; ``homework-grader`` is ``python -m autograder``).
 holding ``homework.toml``, anywhere (a course's own repository): it sets
 ``$HOMEWORK`` for the command, as ``make ... HOMEWORK=DIR`` does. A
 profile the command cannot use is said in one line naming the key and
-the fix (exit 2), never a traceback: the commands read it as they import.
+the fix (exit 2), never a traceback: the profile is read here, at the
+entry point, before a command that builds from it runs (no module reads
+it on import).
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "new-homework": ("kit.new_homework", "main",
                      "write a new homework's folder from the template"),
 }
+# The commands that build from an existing homework's profile.
+READ_PROFILE = ("generate", "release", "autograder")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,12 +54,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one staff command; a profile it cannot use: one line, exit 2."""
+    from autograder import homework
     from autograder.homework import HomeworkError
     args = _parser().parse_args(argv)
     if args.homework is not None:
         os.environ["HOMEWORK"] = str(args.homework.resolve())
     module, function, _ = COMMANDS[args.command]
-    try:   # the profile is read as the command's modules import
+    try:
+        if args.command in READ_PROFILE:
+            homework.current()   # a profile it cannot use: one line
         run = getattr(importlib.import_module(module), function)
         return int(run(args.args) or 0)
     except HomeworkError as exc:

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["autograder", "kit", "tests", "transformer_lm", "solutions",
-            "kit_tests"]
+            "kit_tests", "kinds"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

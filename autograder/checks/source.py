@@ -278,9 +278,9 @@ class ShapeComments:
                 **{k: v for k, v in init.items()
                    if isinstance(v, int) and not isinstance(v, bool)}}
         # A derived size (a head's) comes from the notation's table
-        # (shape_notation.Notation.normalise_dims). Sizes a name stands for that
-        # the constructor does not show, e.g. the wrapper's head size (its
-        # d_out).
+        # (shape_notation.Notation.normalise_dims). Sizes a name stands for
+        # that the constructor does not show, e.g. the wrapper's head size
+        # (its d_out).
         dims.update(check.params.extra_dims)
         return dims
 

@@ -269,6 +269,68 @@ def _score_roles(base: torch.Tensor, found: dict[str, torch.Tensor | None],
     return roles
 
 
+# What ``weights_unshown`` says of the student's own calls when the
+# evidence fails short of proof that the weights ignore the queries and
+# keys (principle 4: the measured fact, no cause).
+UNSHOWN_CALL = ("a call with the query or the key projection zeroed "
+                "returned no output of the input's shape")
+UNSHOWN_SOFTMAX = ("with the value projection set to show the attention "
+                   "weights, the output is not a softmax of the query-key "
+                   "scores")
+UNSHOWN_MOVE = ("zeroing the query or the key projection moves the output "
+                "by less than {move:g} of its scale")
+UNSHOWN_SHIFT = ("moving every key by one vector (which a softmax over "
+                 "the keys does not see) moves the output")
+
+
+def weights_unshown(base: torch.Tensor,
+                    found: dict[str, torch.Tensor | None],
+                    atol: float, projections: list[str],
+                    softmax: bool = False, threshold: float = 1e-4,
+                    weights_shown: Callable[[list[str]], bool]
+                    | None = None) -> tuple[bool, str] | None:
+    """None when ``follows_queries_and_keys`` holds; else whether its
+    failure proves the weights ignore the queries and keys (True: a
+    zeroed projection leaves the output where it was and no other layer
+    stands in) and the fact measured on the student's calls, said when
+    it does not (e.g. values taken from the key projection: the output
+    moves with every projection, but the weights cannot be shown)."""
+    roles = _score_roles(base, found, atol, projections, threshold)
+    if roles is None:
+        missing = any(found.get(f"{name}-zeroed") is None or
+                      found[f"{name}-zeroed"].shape != base.shape
+                      for name in projections)
+        return (False, UNSHOWN_CALL) if missing else (True, "")
+    if weights_shown is not None and \
+            not weights_shown([name for name, _ in roles]):
+        return False, UNSHOWN_SOFTMAX
+    zeroed = [found[f"{name}-zeroed"] for name, _ in roles]
+    if not softmax:
+        if all(bool(_differs(base, z, atol).any()) for z in zeroed):
+            return None
+        return True, ""
+    constant = found.get("constant-feature")
+    shifted = [(found.get(f"{name}-shifted"),
+                found.get(f"{name}-shifted-twice") if other else constant)
+               for name, other in roles]
+    if constant is None or any(
+            a is None or b is None or a.shape != constant.shape or
+            b.shape != constant.shape for a, b in shifted):
+        return False, UNSHOWN_CALL
+    if not all(bool(_differs(base, z, max(atol, MOVE * _scale(base))).any())
+               for z in zeroed):
+        return False, UNSHOWN_MOVE.format(move=MOVE)
+    # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
+    # mistake) every query: one of them must leave the output alone; a
+    # layer that gives the values too moves it by one step per shift
+    # (``twice - once == once - constant``).
+    limit = max(atol, SHIFT * _scale(constant))
+    same = any(not bool(_differs(once - constant, twice - once, limit).any())
+               if other else not bool(_differs(constant, once, limit).any())
+               for (once, twice), (_, other) in zip(shifted, roles))
+    return None if same else (False, UNSHOWN_SHIFT)
+
+
 def follows_queries_and_keys(base: torch.Tensor,
                              found: dict[str, torch.Tensor | None],
                              atol: float, projections: list[str],
@@ -302,34 +364,8 @@ def follows_queries_and_keys(base: torch.Tensor,
     their scores (``attention_weights.softmax_of_scores``), required in
     both modes: fixed weights plus a term of the scores that ignores a
     shift of them (``uniform + 0.1 tanh(s - mean(s))``) pass the rest."""
-    roles = _score_roles(base, found, atol, projections, threshold)
-    if roles is None:
-        return False
-    if weights_shown is not None and \
-            not weights_shown([name for name, _ in roles]):
-        return False
-    zeroed = [found[f"{name}-zeroed"] for name, _ in roles]
-    if not softmax:
-        return all(bool(_differs(base, z, atol).any()) for z in zeroed)
-    constant = found.get("constant-feature")
-    shifted = [(found.get(f"{name}-shifted"),
-                found.get(f"{name}-shifted-twice") if other else constant)
-               for name, other in roles]
-    if constant is None or any(
-            a is None or b is None or a.shape != constant.shape or
-            b.shape != constant.shape for a, b in shifted):
-        return False
-    moves = all(bool(_differs(base, z, max(atol, MOVE * _scale(base))).any())
-                for z in zeroed)
-    # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
-    # mistake) every query: one of them must leave the output alone; a
-    # layer that gives the values too moves it by one step per shift
-    # (``twice - once == once - constant``).
-    limit = max(atol, SHIFT * _scale(constant))
-    same = any(not bool(_differs(once - constant, twice - once, limit).any())
-               if other else not bool(_differs(constant, once, limit).any())
-               for (once, twice), (_, other) in zip(shifted, roles))
-    return moves and same
+    return weights_unshown(base, found, atol, projections, softmax,
+                           threshold, weights_shown) is None
 
 
 def changed_first_token(x: torch.Tensor, step: torch.Tensor,
@@ -420,6 +456,11 @@ class CausalProperty(CaseCheck):
                    "the queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked, not "
                    "as fixed (e.g. uniform) weights")
+    unshown = ("no case shows the attention weights computed from the "
+               "queries and keys, which this item needs to credit "
+               "causality: {facts}. That does not show that your weights "
+               "ignore the queries and keys; the feedback on this task's "
+               "output says where your values leave the reference")
 
     # Its cases' modules are causal: their module probes' longer call
     # must keep the second call's outputs (grade.plan_checks).
@@ -524,10 +565,13 @@ class CausalProperty(CaseCheck):
                            "over the earlier tokens and return their "
                            "weighted sum of the values.",
                            "outputs do not mix positions")
-        return Verdict(True, evidence=nonlinear(
-            [before[:, 1:], first[:, 1:], twice[:, 1:]],
-            params.nonlinear_threshold) and follows_queries_and_keys(
-                before, extra, check.atol, params.projections,
-                softmax=True, threshold=params.nonlinear_threshold,
-                weights_shown=softmax_shown(case, params.projections,
-                                            params.value_layer, extra)))
+        if not nonlinear([before[:, 1:], first[:, 1:], twice[:, 1:]],
+                         params.nonlinear_threshold):
+            return Verdict(True, evidence=False)
+        gap = weights_unshown(
+            before, extra, check.atol, params.projections, softmax=True,
+            threshold=params.nonlinear_threshold,
+            weights_shown=softmax_shown(case, params.projections,
+                                        params.value_layer, extra))
+        return Verdict(True) if gap is None else \
+            Verdict(True, evidence=False, unshown=gap[1])

@@ -133,9 +133,15 @@ def sentence(finding: Finding) -> str:
     if finding.missing and d.last is not None and d.last != "x":
         before += (", but no line gives " +
                    " or ".join(STEPS[n].words for n in finding.missing))
-    text = (f"{MARK} ({which}): {before}; line {d.line} {finding.code} "
-            f"gives {STEPS[d.step].words}, which differ: "
-            f"{_where(d.got, d.expected)}.")
+    if d.unnamed:
+        # Which step the line gives is not proven: where, not what.
+        text = (f"{MARK} ({which}): {before}; line {d.line} "
+                f"{finding.code} is where they leave it (compared with "
+                f"{STEPS[d.step].words}: {_where(d.got, d.expected)}).")
+    else:
+        text = (f"{MARK} ({which}): {before}; line {d.line} "
+                f"{finding.code} gives {STEPS[d.step].words}, which "
+                f"differ: {_where(d.got, d.expected)}.")
     if finding.relation is not None:
         text += f" {finding.relation.text}"
     return text

@@ -231,6 +231,9 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         # Inside a fused attention call: its recorded arguments replayed.
         relation = fused.explain(result.fused, divergence, steps, head,
                                  head_name, sizes)
+    if relation is not None:
+        # A fix replayed on the call's own values gives that step: proven.
+        divergence.unnamed = False
     if relation is not None and relation.step in steps:
         # The line computes a later step than the one it was compared
         # with (scores scaled in the same statement): name that one.

@@ -288,27 +288,26 @@ def weights_unshown(base: torch.Tensor,
                     atol: float, projections: list[str],
                     softmax: bool = False, threshold: float = 1e-4,
                     weights_shown: Callable[[list[str]], bool]
-                    | None = None) -> tuple[bool, str] | None:
-    """None when ``follows_queries_and_keys`` holds; else whether its
-    failure proves the weights ignore the queries and keys (True: a
-    zeroed projection leaves the output where it was and no other layer
-    stands in) and the fact measured on the student's calls, said when
-    it does not (e.g. values taken from the key projection: the output
-    moves with every projection, but the weights cannot be shown)."""
+                    | None = None) -> str | None:
+    """None when ``follows_queries_and_keys`` holds; "" when its failure
+    proves the weights ignore the queries and keys (a zeroed projection
+    leaves the output where it was and no other layer stands in); else
+    the fact measured on the student's calls, which proves no cause
+    (e.g. values taken from the key projection: the output moves with
+    every projection, but the weights cannot be shown)."""
     roles = _score_roles(base, found, atol, projections, threshold)
     if roles is None:
         missing = any(found.get(f"{name}-zeroed") is None or
                       found[f"{name}-zeroed"].shape != base.shape
                       for name in projections)
-        return (False, UNSHOWN_CALL) if missing else (True, "")
+        return UNSHOWN_CALL if missing else ""
     if weights_shown is not None and \
             not weights_shown([name for name, _ in roles]):
-        return False, UNSHOWN_SOFTMAX
+        return UNSHOWN_SOFTMAX
     zeroed = [found[f"{name}-zeroed"] for name, _ in roles]
     if not softmax:
-        if all(bool(_differs(base, z, atol).any()) for z in zeroed):
-            return None
-        return True, ""
+        return None if all(bool(_differs(base, z, atol).any())
+                           for z in zeroed) else ""
     constant = found.get("constant-feature")
     shifted = [(found.get(f"{name}-shifted"),
                 found.get(f"{name}-shifted-twice") if other else constant)
@@ -316,10 +315,10 @@ def weights_unshown(base: torch.Tensor,
     if constant is None or any(
             a is None or b is None or a.shape != constant.shape or
             b.shape != constant.shape for a, b in shifted):
-        return False, UNSHOWN_CALL
+        return UNSHOWN_CALL
     if not all(bool(_differs(base, z, max(atol, MOVE * _scale(base))).any())
                for z in zeroed):
-        return False, UNSHOWN_MOVE.format(move=MOVE)
+        return UNSHOWN_MOVE.format(move=MOVE)
     # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
     # mistake) every query: one of them must leave the output alone; a
     # layer that gives the values too moves it by one step per shift
@@ -328,7 +327,7 @@ def weights_unshown(base: torch.Tensor,
     same = any(not bool(_differs(once - constant, twice - once, limit).any())
                if other else not bool(_differs(constant, once, limit).any())
                for (once, twice), (_, other) in zip(shifted, roles))
-    return None if same else (False, UNSHOWN_SHIFT)
+    return None if same else UNSHOWN_SHIFT
 
 
 def follows_queries_and_keys(base: torch.Tensor,
@@ -573,5 +572,4 @@ class CausalProperty(CaseCheck):
             threshold=params.nonlinear_threshold,
             weights_shown=softmax_shown(case, params.projections,
                                         params.value_layer, extra))
-        return Verdict(True) if gap is None else \
-            Verdict(True, evidence=False, unshown=gap[1])
+        return Verdict(True, evidence=gap is None, unshown=gap or "")

@@ -704,8 +704,7 @@ class DropoutOnWeights(CaseCheck):
             weights_shown=softmax_shown(case, params.projections,
                                         params.value_layer, extra,
                                         params.output_layer))
-        return Verdict(True) if gap is None else \
-            Verdict(True, evidence=False, unshown=gap[1])
+        return Verdict(True, evidence=gap is None, unshown=gap or "")
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case

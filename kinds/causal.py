@@ -20,10 +20,9 @@ import torch
 from autograder import probes as P
 from autograder.checks.attention_weights import softmax_shown
 from autograder.checks.base import CaseCheck, Context, Verdict
-from autograder.checks.causal import (case_generator, differs,
-                                      follows_queries_and_keys, nonlinear,
+from autograder.checks.causal import (case_generator, differs, nonlinear,
                                       projection_outputs, projection_probes,
-                                      valid_projections)
+                                      valid_projections, weights_unshown)
 from autograder.checks.compare import fmt_shape
 from autograder.checks.entries import Check
 from autograder.checks.outputs import returned_tensors
@@ -121,6 +120,11 @@ class CausalProperty(CaseCheck):
                    "the queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked, not "
                    "as fixed (e.g. uniform) weights")
+    unshown = ("no case shows the attention weights computed from the "
+               "queries and keys, which this item needs to credit "
+               "causality: {facts}. That does not show that your weights "
+               "ignore the queries and keys; the feedback on this task's "
+               "output says where your values leave the reference")
 
     # Its cases' modules are causal: their module probes' longer call
     # must keep the second call's outputs (grade.plan_checks).
@@ -225,10 +229,12 @@ class CausalProperty(CaseCheck):
                            "over the earlier tokens and return their "
                            "weighted sum of the values.",
                            "outputs do not mix positions")
-        return Verdict(True, evidence=nonlinear(
-            [before[:, 1:], first[:, 1:], twice[:, 1:]],
-            params.nonlinear_threshold) and follows_queries_and_keys(
-                before, extra, check.atol, params.projections,
-                softmax=True, threshold=params.nonlinear_threshold,
-                weights_shown=softmax_shown(case, params.projections,
-                                            params.value_layer, extra)))
+        if not nonlinear([before[:, 1:], first[:, 1:], twice[:, 1:]],
+                         params.nonlinear_threshold):
+            return Verdict(True, evidence=False)
+        gap = weights_unshown(
+            before, extra, check.atol, params.projections, softmax=True,
+            threshold=params.nonlinear_threshold,
+            weights_shown=softmax_shown(case, params.projections,
+                                        params.value_layer, extra))
+        return Verdict(True, evidence=gap is None, unshown=gap or "")

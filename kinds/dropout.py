@@ -22,9 +22,9 @@ from autograder import probes as P
 from autograder.checks import dropout_replay
 from autograder.checks.attention_weights import softmax_shown
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
-from autograder.checks.causal import (follows_queries_and_keys, nonlinear,
-                                      projection_outputs, projection_probes,
-                                      valid_projections)
+from autograder.checks.causal import (nonlinear, projection_outputs,
+                                      projection_probes, valid_projections,
+                                      weights_unshown)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.values import eval_differs
@@ -657,6 +657,11 @@ class DropoutOnWeights(CaseCheck):
                    "dropout on them shows nothing. Compute them from the "
                    "queries and keys, "
                    "softmax(q k^T / sqrt(d_k)) with the future masked")
+    unshown = ("no case shows the attention weights computed from the "
+               "queries and keys, which this item needs to judge dropout "
+               "on them: {facts}. That does not show that your weights "
+               "ignore the queries and keys; the feedback on this task's "
+               "output says where your values leave the reference")
 
     def case_probes(self, check: Check, case: Case) -> list[Probe]:
         """One seeded train-mode call, the same call in eval mode, eval
@@ -681,23 +686,25 @@ class DropoutOnWeights(CaseCheck):
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
-                  params: DropoutOnWeightsParams, case: Case) -> bool:
-        """Eval outputs on x, 2x and 3x off a line (see ``nonlinear``),
-        moved by zeroing the query or the key projection, and weights
-        that are a softmax of the scores (see
-        ``follows_queries_and_keys``)."""
+                  params: DropoutOnWeightsParams, case: Case) -> Verdict:
+        """A passing verdict, with evidence if the eval outputs on x, 2x
+        and 3x lie off a line (see ``nonlinear``), move when the query or
+        the key projection is zeroed, and the weights are a softmax of
+        the scores (see ``causal.weights_unshown``); without, what was
+        measured when that is no proof the weights ignore them."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:4], probes[1:4])]
         if None in found or not nonlinear([f[0] for f in found],
                                           params.nonlinear_threshold):
-            return False
+            return Verdict(True, evidence=False)
         extra = projection_outputs(results[4:-1], probes[4:-1])
-        return follows_queries_and_keys(
+        gap = weights_unshown(
             found[0][0], extra, params.same_atol, params.projections,
             threshold=params.nonlinear_threshold,
             weights_shown=softmax_shown(case, params.projections,
                                         params.value_layer, extra,
                                         params.output_layer))
+        return Verdict(True, evidence=gap is None, unshown=gap or "")
 
     @staticmethod
     def _halves(out: torch.Tensor, case: Case
@@ -757,8 +764,7 @@ class DropoutOnWeights(CaseCheck):
             # item. Here only whether dropout acts in train mode is judged.
             if close(found[0], own[0], params.same_atol, equal_nan=True):
                 return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
-            return Verdict(True, evidence=self._evidence(results, probes,
-                                                         params, case))
+            return self._evidence(results, probes, params, case)
         base = Baseline.of(
             case.tensors["attention"].view(first.shape),
             own_split[0] if own_split is not None else None)
@@ -779,5 +785,4 @@ class DropoutOnWeights(CaseCheck):
         if pattern.kind is not Pattern.OK:
             return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
                        **pattern.facts())
-        return Verdict(True, evidence=self._evidence(results, probes,
-                                                     params, case))
+        return self._evidence(results, probes, params, case)

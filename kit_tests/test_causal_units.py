@@ -159,6 +159,42 @@ def test_keys_from_the_value_layer_cost_3_1_alone(config):
     assert passed["3.1c"] and passed["3.1d"]
 
 
+# The weights a softmax of q . k, the values taken from the key projection
+# (eval5 sub15): with W_key feeding the values the weights cannot be
+# shown, which is no proof that they ignore the queries and keys.
+VALUES_FROM_KEYS = ("        context_vec = attn_weights @ keys  # [b, "
+                    "num_tokens, d_out]\n")
+# Fixed causal weights: the output moves in proportion to the input.
+UNIFORM = (
+    "        causal_ones = torch.tril(torch.ones(num_tokens, num_tokens))\n"
+    "        attn_weights = causal_ones / causal_ones.sum(-1, keepdim=True)\n")
+IGNORED = "the attention weights do not depend on the input"
+
+
+def _lines(source: str, config, ids: tuple[str, ...]) -> dict[str, str]:
+    grade = grade_source(source, "unit.py", config, in_process_runner)
+    assert not grade.internal_error, grade.internal_error
+    return {c.check.id: "\n".join(c.outcome.lines) for t in grade.tasks
+            for c in t.items if c.check.id in ids}
+
+
+@pytest.mark.e2e
+def test_weights_are_said_to_ignore_q_and_k_only_when_proven(config):
+    """Values from the key projection: 3.1c and 3.1d say what was
+    measured and where to look, never that the weights ignore the
+    queries and keys (a false claim once); fixed weights (the control)
+    are still told so."""
+    said = _lines(_edit((CONTEXT, VALUES_FROM_KEYS)), config,
+                  ("3.1", "3.1c", "3.1d"))
+    assert "keys k instead of times the values v" in said["3.1"]
+    for item in ("3.1c", "3.1d"):
+        assert IGNORED not in said[item], said[item]
+        assert "is not a softmax of the query-key scores" in said[item]
+        assert "does not show that your weights ignore" in said[item]
+    control = _lines(_edit((WEIGHTS, UNIFORM)), config, ("3.1c", "3.1d"))
+    assert IGNORED in control["3.1c"] and IGNORED in control["3.1d"]
+
+
 # --------------------------------------------------------------------------
 # The probes themselves
 

@@ -240,6 +240,49 @@ def test_a_transposed_step_follows_the_reference_only_in_its_layout():
         found.last in ("q", "k", "v")
 
 
+def test_a_step_equal_to_the_one_before_is_not_proven_by_a_match():
+    """With head_dim 1 the scaled scores are the scores: an unscaled line
+    proves no scaling, so the line that scales them by another size is
+    compared with the scaled scores (eval32 s13 was told 'the scaled and
+    masked scores, expected -inf'); where the scale is not 1 (the
+    control), a match to the scaled scores is proven."""
+    case = CASES["mha_book"]
+    steps = case_steps(case.tensors)
+    head, _ = attach.head_size(case)
+    assert torch.equal(steps["scaled"], steps["scores"])      # the premise
+    start = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"])]
+    found = walk(start + [(4, steps["scores"]),
+                          (5, steps["scores"] / 6 ** 0.5)], steps, head)
+    assert (found.line, found.last, found.step) == (5, "scores", "scaled")
+    case = CASES["mhsa_small"]
+    steps = case_steps(case.tensors)
+    head, _ = attach.head_size(case)
+    start = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"])]
+    found = walk(start + [(4, steps["scaled"]),
+                          (5, steps["weights"] / 2)], steps, head)
+    assert (found.line, found.last, found.step) == (5, "scaled", "weights")
+
+
+def test_a_line_no_value_ties_to_one_step_is_where_not_what():
+    """A tensor that agrees with the heads merged and the output alike
+    (nowhere) is compared with the earliest of them and not said to be
+    either (eval5 sub28 was told 'line 141 gives the output' of its
+    merge line); one that agrees with the output but for one position is
+    the output (the control)."""
+    case = CASES["mhsa_small"]
+    steps = case_steps(case.tensors)
+    head, _ = attach.head_size(case)
+    start = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"]),
+             (4, steps["scaled"]), (5, steps["weights"])]
+    far = steps["output"] + 10.0
+    found = walk(start + [(6, far)], steps, head)
+    assert (found.line, found.step, found.unnamed) == (6, "merged", True)
+    near = steps["output"].clone()
+    near[0, 0, 0] += 1.0
+    found = walk(start + [(6, near)], steps, head)
+    assert (found.line, found.step, found.unnamed) == (6, "output", False)
+
+
 def test_the_scores_a_loop_computes_right_still_follow(runner):
     # Beside loop_heads_scores_key_query (whose `never` forbids it): the
     # same style with its scores right, a later bug, says they follow.

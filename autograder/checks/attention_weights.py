@@ -266,7 +266,7 @@ def softmax_of_scores(calls: list[tuple[torch.Tensor, torch.Tensor,
 def softmax_shown(case: Case, projections: list[str], value_layer: str,
                   found: dict[str, torch.Tensor | None],
                   output_layer: str = ""):
-    """What ``causal.follows_queries_and_keys`` asks of the weights:
+    """What ``causal.weights_unshown`` asks of the weights:
     given the layers that play the query's and the key's parts, whether
     the ``exposed-<k>`` outputs in ``found`` are a softmax of their
     scores; None (nothing asked) where the case cannot be probed so."""

@@ -61,6 +61,10 @@ class Verdict:
     # (e.g. outputs all NaN): the item needs at least one case with
     # evidence (see CaseCheck.no_evidence).
     evidence: bool = True
+    # Without evidence, what was measured when nothing proves the
+    # behaviour absent (the item then says this, not its
+    # ``no_evidence`` cause: see CaseCheck.unshown).
+    unshown: str = ""
 
 
 class CheckKind(Protocol):
@@ -273,8 +277,16 @@ class CaseCheck:
                                                  ctx))
         if verdicts and all(v.ok for v in verdicts) and \
                 not any(v.evidence for v in verdicts):
-            return Outcome(0.0, False, [f"- {FAIL} {self.no_evidence}"])
+            facts = list(dict.fromkeys(v.unshown for v in verdicts
+                                       if v.unshown))
+            said = self.unshown.format(facts="; ".join(facts)) if facts \
+                else self.no_evidence
+            return Outcome(0.0, False, [f"- {FAIL} {said}"])
         return aggregate(check, cases, verdicts, ctx)
 
-    # Said when every case passes without evidence.
+    # Said when every case passes without evidence (a cause: only where
+    # the cases prove it, none of them with ``Verdict.unshown``) ...
     no_evidence = "no case shows the behaviour this item checks"
+    # ... and when a case's evidence failed short of proof: where, not
+    # why ({facts}: the cases' ``unshown``, joined).
+    unshown = "no case shows the behaviour this item checks: {facts}"

@@ -3,7 +3,7 @@ input through named projections, for the kinds that judge such weights
 (a homework's causal and dropout kinds): a case's seeded generator, the
 probes that zero, scale, clear or shift a projection
 (``projection_probes``), and the judgements on their outputs
-(``follows_queries_and_keys``: zeroing either projection moves the
+(``weights_unshown``: zeroing either projection moves the
 output, shifting the keys does not; ``nonlinear``: outputs off a line
 as the input moves on one). Pure functions of a case and the results;
 no kind is registered here.
@@ -133,7 +133,7 @@ def projection_probes(case: Case, timeout: float,
     by one vector, then every query (``keys_shifted``); then, for each of
     the case's other layers (``other_projections``), the call with it
     zeroed and doubled, and on that input with its every output moved by
-    one vector, once and twice. What ``follows_queries_and_keys`` reads,
+    one vector, once and twice. What ``weights_unshown`` reads,
     by the label that ends each probe's id (``projection_outputs``).
     With ``value_layer`` (and ``output_layer``, set to the identity),
     first the calls whose outputs are the attention weights
@@ -231,14 +231,27 @@ def _score_roles(base: torch.Tensor, found: dict[str, torch.Tensor | None],
     return roles
 
 
-def follows_queries_and_keys(base: torch.Tensor,
-                             found: dict[str, torch.Tensor | None],
-                             atol: float, projections: list[str],
-                             softmax: bool = False,
-                             threshold: float = 1e-4,
-                             weights_shown: Callable[[list[str]], bool]
-                             | None = None) -> bool:
-    """Whether the weights are attention's, a softmax of query-key
+# What ``weights_unshown`` says of the student's own calls when the
+# evidence fails short of proof that the weights ignore the queries and
+# keys (principle 4: the measured fact, no cause).
+UNSHOWN_CALL = ("a call with the query or the key projection zeroed "
+                "returned no output of the input's shape")
+UNSHOWN_SOFTMAX = ("with the value projection set to show the attention "
+                   "weights, the output is not a softmax of the query-key "
+                   "scores")
+UNSHOWN_MOVE = ("zeroing the query or the key projection moves the output "
+                "by less than {move:g} of its scale")
+UNSHOWN_SHIFT = ("moving every key by one vector (which a softmax over "
+                 "the keys does not see) moves the output")
+
+
+def weights_unshown(base: torch.Tensor,
+                    found: dict[str, torch.Tensor | None],
+                    atol: float, projections: list[str],
+                    softmax: bool = False, threshold: float = 1e-4,
+                    weights_shown: Callable[[list[str]], bool]
+                    | None = None) -> str | None:
+    """None when the weights are attention's, a softmax of query-key
     scores, as ``projection_probes``' outputs (``found``, by label) show,
     through the layers the scores use (``_score_roles``: the projections
     named, or where the output ignores the key projection, another layer
@@ -263,16 +276,27 @@ def follows_queries_and_keys(base: torch.Tensor,
     key's parts): whether the weights a call exposes are a softmax of
     their scores (``attention_weights.softmax_of_scores``), required in
     both modes: fixed weights plus a term of the scores that ignores a
-    shift of them (``uniform + 0.1 tanh(s - mean(s))``) pass the rest."""
+    shift of them (``uniform + 0.1 tanh(s - mean(s))``) pass the rest.
+
+    Otherwise "" when the failure proves the weights ignore the queries
+    and keys (a zeroed projection leaves the output where it was and no
+    other layer stands in), else the fact measured on the student's
+    calls, which proves no cause (e.g. values taken from the key
+    projection: the output moves with every projection, but the weights
+    cannot be shown)."""
     roles = _score_roles(base, found, atol, projections, threshold)
     if roles is None:
-        return False
+        missing = any(found.get(f"{name}-zeroed") is None or
+                      found[f"{name}-zeroed"].shape != base.shape
+                      for name in projections)
+        return UNSHOWN_CALL if missing else ""
     if weights_shown is not None and \
             not weights_shown([name for name, _ in roles]):
-        return False
+        return UNSHOWN_SOFTMAX
     zeroed = [found[f"{name}-zeroed"] for name, _ in roles]
     if not softmax:
-        return all(bool(differs(base, z, atol).any()) for z in zeroed)
+        return None if all(bool(differs(base, z, atol).any())
+                           for z in zeroed) else ""
     constant = found.get("constant-feature")
     shifted = [(found.get(f"{name}-shifted"),
                 found.get(f"{name}-shifted-twice") if other else constant)
@@ -280,9 +304,10 @@ def follows_queries_and_keys(base: torch.Tensor,
     if constant is None or any(
             a is None or b is None or a.shape != constant.shape or
             b.shape != constant.shape for a, b in shifted):
-        return False
-    moves = all(bool(differs(base, z, max(atol, MOVE * _scale(base))).any())
-                for z in zeroed)
+        return UNSHOWN_CALL
+    if not all(bool(differs(base, z, max(atol, MOVE * _scale(base))).any())
+               for z in zeroed):
+        return UNSHOWN_MOVE.format(move=MOVE)
     # Every key moved, or (scores written k q^T: the roles swapped, 3.1's
     # mistake) every query: one of them must leave the output alone; a
     # layer that gives the values too moves it by one step per shift
@@ -291,7 +316,7 @@ def follows_queries_and_keys(base: torch.Tensor,
     same = any(not bool(differs(once - constant, twice - once, limit).any())
                if other else not bool(differs(constant, once, limit).any())
                for (once, twice), (_, other) in zip(shifted, roles))
-    return moves and same
+    return None if same else UNSHOWN_SHIFT
 
 
 def nonlinear(outputs: list[torch.Tensor], threshold: float) -> bool:

@@ -133,9 +133,15 @@ def sentence(finding: Finding) -> str:
     if finding.missing and d.last is not None and d.last != "x":
         before += (", but no line gives " +
                    " or ".join(STEPS[n].words for n in finding.missing))
-    text = (f"{MARK} ({which}): {before}; line {d.line} {finding.code} "
-            f"gives {STEPS[d.step].words}, which differ: "
-            f"{_where(d.got, d.expected)}.")
+    if d.unnamed:
+        # Which step the line gives is not proven: where, not what.
+        text = (f"{MARK} ({which}): {before}; line {d.line} "
+                f"{finding.code} is where they leave it (compared with "
+                f"{STEPS[d.step].words}: {_where(d.got, d.expected)}).")
+    else:
+        text = (f"{MARK} ({which}): {before}; line {d.line} "
+                f"{finding.code} gives {STEPS[d.step].words}, which "
+                f"differ: {_where(d.got, d.expected)}.")
     if finding.relation is not None:
         text += f" {finding.relation.text}"
     return text
@@ -225,6 +231,9 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         # Inside a fused attention call: its recorded arguments replayed.
         relation = fused.explain(result.fused, divergence, steps, head,
                                  head_name, sizes)
+    if relation is not None:
+        # A fix replayed on the call's own values gives that step: proven.
+        divergence.unnamed = False
     if relation is not None and relation.step in steps:
         # The line computes a later step than the one it was compared
         # with (scores scaled in the same statement): name that one.

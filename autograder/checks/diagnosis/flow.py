@@ -36,6 +36,11 @@ class Divergence:
     last: str | None = None
     last_line: int | None = None
     relation: Any = None       # what explains the difference, if found
+    # Which step the line was meant to give is not proven by its values
+    # (steps ahead that no relation explains agree with them alike):
+    # ``step`` is only the earliest of them, what the values are
+    # compared with, not what the line is said to give.
+    unnamed: bool = False
 
 
 # Steps a correct solution may hold with the heads not yet split
@@ -174,8 +179,9 @@ def walk(records: list[tuple[int, torch.Tensor]],
     ahead that ``explain`` (step, got, expected) finds a relation for,
     else the one it agrees with most, else the nearest."""
     names = list(steps)
-    hits = [{n for n in names if t.numel() and
-             matches(t, n, steps[n], head)} for _, t in records]
+    hits = [_proven({n for n in names if t.numel() and
+                     matches(t, n, steps[n], head)}, steps)
+            for _, t in records]
     last: str | None = None
     last_line: int | None = None
     for i, (line, tensor) in enumerate(records):
@@ -213,14 +219,35 @@ def walk(records: list[tuple[int, torch.Tensor]],
         explained = [(o, found) for o in options if explain is not None
                      for found in [explain(o[0], o[1], steps[o[0]], o[2])]
                      if found is not None]
+        unnamed = False
         if explained:
             (name, view, _), relation = max(explained,
                                             key=lambda e: nearness(e[0]))
         else:
-            (name, view, _), relation = max(options, key=nearness), None
+            # Agreement alike (within its rounding) is no proof of which
+            # step the line gives: the earliest of the steps tied is
+            # where the values leave (a later one is computed from it),
+            # compared with, not named (a closer relative error is no
+            # relation proven on the values).
+            top = max(nearness(o)[:2] for o in options)
+            tied = [o for o in options if nearness(o)[:2] == top]
+            (name, view, _), relation = min(tied, key=lambda o: (
+                STEPS[o[0]].rank, tuple(-x for x in nearness(o)))), None
+            unnamed = len({o[0] for o in tied}) > 1
         if any(name in h or any(_downstream(name, n) for n in h)
                for h in hits[i + 1:]):
             continue     # a helper the reference has no name for
         return Divergence(line, name, view, steps[name], last, last_line,
-                          relation)
+                          relation, unnamed)
     return None
+
+
+def _proven(hit: set[str], steps: dict[str, torch.Tensor]) -> set[str]:
+    """The steps of ``hit`` (those a tensor matches) that its values
+    prove: one whose frozen tensor equals that of an earlier step it also
+    matches is dropped (with head_dim 1 the scaled scores are the scores:
+    scaling there is the identity, and a match proves no scaling done,
+    so the scaled step stays ahead, where a wrong scale is then found)."""
+    return {n for n in hit if not any(
+        STEPS[m].rank < STEPS[n].rank and same(steps[n], steps[m])
+        for m in hit)}

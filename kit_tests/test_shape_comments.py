@@ -617,9 +617,50 @@ def test_wrong_tuple_message():
         "tensors are [2, 5, 12], [2, 5, 12], [2, 5, 12]")
 
 
+def _with_a_4d_call(source: str, line: int) -> dict:
+    """The trace of ``source`` with ``line`` also run on a 4-d tensor, as
+    a helper shared by a 3-d and a 4-d task is."""
+    observed = dict(trace(source))      # trace() is cached: a copy
+    observed[line] = observed[line] + [[[2, 3, 5, 12]]]
+    return observed
+
+
+def test_an_ellipsis_is_the_leading_dimensions_of_a_line_of_two_ranks():
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # [..., seq, hidden]")
+    line = line_of(source, "return probs @ v")
+    assert check_shape_comments(source, _with_a_4d_call(source, line),
+                                DIMS, METHODS) == []
+    # another task's traces bound the line at 4-d: as good
+    observed = trace(source)
+    assert check_shape_comments(source, observed, DIMS, METHODS,
+                                ranks={line: {(3,), (4,)}}) == []
+    assert check_shape_comments(source, observed, DIMS, METHODS,
+                                ranks={line: {(3,)}}) != []
+    # the control: the last dimensions still have to fit
+    wrong = source.replace("# [..., seq, hidden]", "# [..., seq, seq]")
+    [issue] = check_shape_comments(wrong, _with_a_4d_call(wrong, line),
+                                   DIMS, METHODS)
+    assert issue.kind == "wrong" and issue.message.startswith(
+        f"line {line}: comment claims [..., seq, seq] = [..., 5, 5]")
+
+
+def test_an_ellipsis_on_a_line_of_one_rank_is_no_claim():
+    # A line that always binds [2, 5, 12] has every dimension to name:
+    # "[..., hidden]" there would dodge the rule.
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # [..., hidden]")
+    line = line_of(source, "return probs @ v")
+    [issue] = issues_of(source)
+    assert issue.kind == "wrong" and issue.message.startswith(
+        f"line {line}: comment claims [..., hidden] = [..., 12] but the "
+        "tensor is [2, 5, 12]: `...` stands only for leading dimensions")
+
+
 @pytest.mark.parametrize("comment, token", [
     ("[bs, sq, hidden]", "sq"), ("[b h d]", "h"),
-    ("[bs, seq, hidden_units]", "hidden_units"), ("[..., seq, hidden]", "..."),
+    ("[bs, seq, hidden_units]", "hidden_units"), ("[bs, ..., hidden]", "..."),
+    ("[...]", "..."),
     ("[bs; seq; hidden]", ";"), ("[bs x seq x hidden]", "x"),
     ("[bs, seq, hidden // 1]", "/"), ("(bs, seq, hiden)", "hiden"),
 ])

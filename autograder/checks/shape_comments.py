@@ -74,7 +74,7 @@ def _assign(claims: list[Claim], shapes: list[list[int]],
 
 
 def _matches(parsed: Parsed, runs: list[list[list[int]]],
-             dims: dict[str, int]) -> bool:
+             dims: dict[str, int], ranks_vary: bool = False) -> bool:
     """Whether the claims describe some execution, or every execution
     when the sizes that vary between them (a tensor grown by ``torch.cat``
     in a loop) are left unchecked."""
@@ -83,10 +83,22 @@ def _matches(parsed: Parsed, runs: list[list[list[int]]],
         # (``[bs, seq, i * head_size]``): not the student's fault.
         return _varying(runs) is not None and \
             parsed.unreadable.isidentifier()
+    if _rest(parsed) and not ranks_vary:
+        return False    # "[..., seq]" on a line of one rank: a dodge
     if any(_assign(parsed.claims, shapes, dims) for shapes in runs):
         return True
     free = _varying(runs)
     return free is not None and _assign(parsed.claims, runs[0], dims, free)
+
+
+def _rest(parsed: Parsed) -> bool:
+    """Whether a claim starts with ``...`` (any leading dimensions)."""
+    return any(c.dims and c.dims[0].is_rest for c in parsed.claims)
+
+
+def run_ranks(runs: list[list[list[int]]]) -> set[tuple[int, ...]]:
+    """The ranks of each execution's tensors (0-dim ones left out)."""
+    return {tuple(len(s) for s in shapes if s) for shapes in runs}
 
 
 def _varying(runs: list[list[list[int]]]) -> list[frozenset[int]] | None:
@@ -330,7 +342,7 @@ def _shapes_text(shapes: list[list[int]]) -> str:
 
 
 def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
-                   dims: dict[str, int]) -> str:
+                   dims: dict[str, int], ranks_vary: bool) -> str:
     shapes = runs[0]
     if len(parsed.claims) == 1:
         claim = parsed.claims[0]
@@ -345,6 +357,10 @@ def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
     if len(runs) > 1:
         others = "; ".join(_shapes_text(r) for r in runs[1:4])
         actual += f" (in other calls: {others})"
+    if _rest(parsed) and not ranks_vary:
+        actual += (": `...` stands only for leading dimensions whose "
+                   "number changes between calls (a helper called on 3-d "
+                   "and on 4-d tensors); write every dimension out")
     return f"line {line}: comment claims {told} but {actual}"
 
 
@@ -388,6 +404,7 @@ def check_shape_comments(
         ran: dict[str, frozenset[int]] | None = None,
         classes: set[str] | None = None,
         *, notation: Notation,
+        ranks: dict[int, set[tuple[int, ...]]] | None = None,
 ) -> list[ShapeIssue]:
     """The shape-comment issues of the student regions of ``source``.
 
@@ -405,7 +422,11 @@ def check_shape_comments(
     checking every class for each task made the check quadratic in the
     number of tasks times the source). ``notation`` is the homework's
     (``shape_notation.notation_of(config.profile)``): the names a comment
-    may write.
+    may write. ``ranks``: per line, the ranks its tensors had in every
+    traced call of the submission (``run_ranks``), every task's: a
+    leading ``...`` is read only on a line bound at several ranks (a
+    helper shared by a 3-d and a 4-d task), where it stands for the
+    leading dimensions.
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -423,7 +444,8 @@ def check_shape_comments(
     statements = [(r, n) for r, n in student_statements(tree, regions)
                   if isinstance(n, _BINDING)]
     judge = _Statements(source, statements,
-                        {int(k): v for k, v in observed.items()}, notation)
+                        {int(k): v for k, v in observed.items()}, notation,
+                        ranks or {})
     issues = []
     normalised: dict[str, dict[str, int]] = {}
     for region, node in statements:
@@ -444,10 +466,12 @@ class _Statements:
     def __init__(self, source: str,
                  statements: list[tuple[Region, ast.stmt]],
                  observed: dict[int, list[list[list[int]]]],
-                 notation: Notation) -> None:
+                 notation: Notation,
+                 ranks: dict[int, set[tuple[int, ...]]]) -> None:
         self.source = source
         self.notation = notation
         self.observed = observed
+        self.ranks = ranks
         self.lines = _scan(source)
         self.starts = {n.lineno: n for _, n in statements}
         self.ends = {n.end_lineno: n for _, n in statements}
@@ -459,6 +483,12 @@ class _Statements:
             if runs and (len(names) == 1 or
                          all(len(run) == len(names) for run in runs)):
                 self.tensor_names.setdefault(region.cls, set()).update(names)
+
+    def ranks_vary(self, node: ast.stmt) -> bool:
+        """Whether the statement bound tensors of several ranks, in this
+        task's traced calls or any other's."""
+        return len(run_ranks(self.runs_of(node)) |
+                   self.ranks.get(node.lineno, set())) > 1
 
     def runs_of(self, node: ast.stmt) -> list[list[list[int]]]:
         """The shapes ``node`` bound, one list per execution."""
@@ -480,13 +510,14 @@ class _Statements:
             return None
         read = self.notation.parse_comment
         parsed = [read(t) for t in cands.acceptable()]
-        if any(_matches(p, runs, dims) for p in parsed):
+        vary = self.ranks_vary(node)
+        if any(_matches(p, runs, dims, vary) for p in parsed):
             return None
 
         def belongs(text: str, neighbour: ast.stmt) -> bool:
             # A shared comment that fits the neighbour is the neighbour's.
             return _matches(read(text), self.runs_of(neighbour),
-                            dims)
+                            dims, self.ranks_vary(neighbour))
 
         report = next((p for p in (read(t)
                                    for t in cands.reportable(belongs))
@@ -500,7 +531,8 @@ class _Statements:
         if report.unreadable is not None:
             return "unreadable", _unreadable_message(
                 node.lineno, report, self.notation.hint)
-        return "wrong", _wrong_message(node.lineno, report, runs, dims)
+        return "wrong", _wrong_message(node.lineno, report, runs, dims,
+                                       vary)
 
     def _never_ran(self, region: Region, node: ast.stmt,
                    cands: _Candidates) -> tuple[str, str] | None:

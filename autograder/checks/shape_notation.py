@@ -137,6 +137,7 @@ TOO_LONG = "<too long>"
 TOO_DEEP = "<nested too deeply>"
 TOO_BIG = "<too many dimensions or terms>"
 
+REST = "..."    # first in a claim: any number of leading dimensions
 _SQUARE = re.compile(r"\[([^\[\]]*)\]")
 _ROUND = re.compile(r"\(([^()\[\]]*)\)")
 _TOKEN = re.compile(r"\.\.\.|…|[A-Za-z_]\w*|\d+|\S")
@@ -155,6 +156,12 @@ class Dim:
     @property
     def text(self) -> str:
         return " * ".join(self.factors)
+
+    @property
+    def is_rest(self) -> bool:
+        """``...`` first in a claim: any number of leading dimensions (a
+        helper called on 3-d and on 4-d tensors)."""
+        return self.factors == (REST,)
 
     def value(self, dims: dict[str, int]) -> int | None:
         """The size it stands for; None if a name's size is not traced."""
@@ -176,15 +183,20 @@ class Claim:
     def matches(self, shape: list[int], dims: dict[str, int],
                 free: frozenset[int] = frozenset()) -> bool:
         """Same rank and every dimension fits (those at ``free``
-        positions are not checked)."""
-        return len(shape) == len(self.dims) and all(
-            i in free or d.value(dims) == size
-            for i, (d, size) in enumerate(zip(self.dims, shape)))
+        positions are not checked); a leading ``...`` stands for any
+        number of dimensions, the others fit the last ones."""
+        named = self.dims[1:] if self.dims and self.dims[0].is_rest \
+            else self.dims
+        start = len(shape) - len(named)
+        if start < 0 or (start and named is self.dims):
+            return False
+        return all(start + i in free or d.value(dims) == size
+                   for i, (d, size) in enumerate(zip(named, shape[start:])))
 
     def evaluated(self, dims: dict[str, int]) -> str:
         """The claim in numbers, ``[2, 5, 5]`` (``?`` for a size the
-        traced run does not have)."""
-        values = (d.value(dims) for d in self.dims)
+        traced run does not have, ``...`` kept)."""
+        values = (REST if d.is_rest else d.value(dims) for d in self.dims)
         return "[" + ", ".join("?" if v is None else str(v)
                                for v in values) + "]"
 
@@ -221,6 +233,11 @@ def _dims(content: str) -> list[Dim]:
     if len(parts) > MAX_DIMS:
         raise _Unreadable(TOO_BIG)
     dims = []
+    if parts[0].strip() in (REST, "…"):      # "[..., seq, seq]"
+        dims.append(Dim((REST,), (REST,)))
+        parts = parts[1:]
+        if not parts:
+            raise _Unreadable(REST)         # "[...]" claims nothing
     for part in parts:
         factors = part.split("*")
         if len(factors) > MAX_TERMS:
@@ -245,12 +262,14 @@ def _factor(text: str, in_product: bool) -> str:
 
 def _unknown(dims: list[Dim], notation: Notation) -> str | None:
     """The first name the table does not list."""
-    return next((f for d in dims for f in d.factors
+    return next((f for d in dims if not d.is_rest for f in d.factors
                  if not f.isdigit() and not notation.size_of(f)), None)
 
 
 def _resolved(dim: Dim, notation: Notation) -> Dim:
     """``dim`` with each factor's size key in ``notation``."""
+    if dim.is_rest:
+        return dim
     return Dim(dim.factors, tuple(
         f if f.isdigit() else notation.size_of(f) or ""
         for f in dim.factors))
@@ -334,6 +353,6 @@ def notation_markdown(notation: Notation) -> str:
         "",
         *forms,
         "",
-        "Nothing else is read: write every dimension out (no `...`), and "
-        "no other arithmetic than products.",
+        "Nothing else is read: `...` only first, and no other arithmetic "
+        "than products.",
     ]) + "\n"

@@ -208,6 +208,20 @@ def _access_failed(check: Check, findings: list[str]) -> Outcome:
     return Outcome(check.points, False, lines)
 
 
+def _ranks_by_line(results: dict[str, ProbeResult]
+                   ) -> dict[int, set[tuple[int, ...]]]:
+    """Per line, the ranks its tensors had in every traced call, every
+    task's: a helper shared by a 3-d and a 4-d task binds both, which a
+    leading ``...`` in its comment may stand for."""
+    from autograder.checks.shape_comments import run_ranks
+    ranks: dict[int, set[tuple[int, ...]]] = {}
+    for result in results.values():
+        if result.ok:
+            for line, runs in result.shapes.items():
+                ranks.setdefault(int(line), set()).update(run_ranks(runs))
+    return ranks
+
+
 def _notation(ctx: Context) -> Notation:
     """The homework's shape notation the context carries; a context built
     without one (not by grade.grading_context) is the grader's error."""
@@ -321,7 +335,8 @@ class ShapeComments:
         try:
             issues = [i for i in check_shape_comments(
                 ctx.source, observed, self.dims(check), methods=methods,
-                ran=ran, classes={task.cls}, notation=_notation(ctx))
+                ran=ran, classes={task.cls}, notation=_notation(ctx),
+                ranks=_ranks_by_line(results))
                 if i.cls == task.cls]
             unmarked = [r for r in graded_regions(ctx.source,
                                                   methods=methods, ran=ran)

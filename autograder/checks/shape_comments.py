@@ -381,7 +381,10 @@ def _unreadable_message(line: int, parsed: Parsed, hint: str) -> str:
                 f"which the "
                 f"grader does not read; {hint}")
     if parsed.unreadable in ("...", "…"):
-        what = "`...`: write every dimension out"
+        # Unreadable only out of place: "..." is read first, before a
+        # named dimension.
+        what = ("`...` there: it may stand only first, before named "
+                "dimensions (`# [..., seq, seq]`)")
     else:
         what = code_span(parsed.unreadable)
     # The comment is the student's text: a code span it cannot close

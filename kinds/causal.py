@@ -7,7 +7,7 @@ computed from the queries and keys.
 It needs no expected values: causality is a property of the student's own
 outputs, judged in the grading parent; the worker only runs the calls.
 The evidence that weights follow the projections (zeroed, shifted) and
-depend on the input is the grader's (``autograder.checks.causal``).
+depend on the input is this homework's shared evidence (``projections.py``).
 """
 from __future__ import annotations
 
@@ -18,17 +18,18 @@ from dataclasses import dataclass, replace
 import torch
 
 from autograder import probes as P
-from autograder.checks.attention_weights import softmax_shown
 from autograder.checks.base import CaseCheck, Context, Verdict
-from autograder.checks.causal import (case_generator, differs, nonlinear,
-                                      projection_outputs, projection_probes,
-                                      valid_projections, weights_unshown)
 from autograder.checks.compare import fmt_shape
 from autograder.checks.entries import Check
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.registry import register
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.values import Case
+
+from .attention_weights import softmax_shown
+from .projections import (case_generator, differs, nonlinear,
+                          projection_outputs, projection_probes,
+                          valid_projections, weights_unshown)
 
 
 def random_tokens(x: torch.Tensor, generator: torch.Generator | None = None

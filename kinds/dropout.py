@@ -19,12 +19,7 @@ from typing import Any
 import torch
 
 from autograder import probes as P
-from autograder.checks import dropout_replay
-from autograder.checks.attention_weights import softmax_shown
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
-from autograder.checks.causal import (nonlinear, projection_outputs,
-                                      projection_probes, valid_projections,
-                                      weights_unshown)
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.values import eval_differs
@@ -32,6 +27,12 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.checks.entries import Check
 from autograder.checks.registry import register
 from autograder.values import Case
+
+from . import dropout_replay
+from .attention_weights import softmax_shown
+from .projections import (nonlinear, projection_outputs,
+                          projection_probes, valid_projections,
+                          weights_unshown)
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from autograder import homework
-from autograder.checks import causal
 from autograder.checks.kinds import register_homework_kinds
 from autograder.config import load_config
 from autograder.grade import grade_source
@@ -21,7 +20,8 @@ from autograder.local import in_process_runner
 from kit_tests.reference_source import FULL_REFERENCE
 
 # the attention homework's own kind (its profile's [data] kinds)
-causal_kind = register_homework_kinds(homework.current())["causal"]
+_OWN = register_homework_kinds(homework.current())
+causal_kind, causal = _OWN["causal"], _OWN["projections"]
 
 WEIGHTS = ("        attn_weights = torch.softmax(attn_scores / "
            "keys.shape[-1] ** 0.5,\n"
@@ -275,7 +275,7 @@ def test_q_and_k_swapped_costs_3_1_not_3_1c(config):
 
 # --------------------------------------------------------------------------
 # The weights shown and judged as a softmax of the scores
-# (autograder/checks/attention_weights.py)
+# (the attention homework's kinds/attention_weights.py)
 
 def _scores(n: int = 6, heads: int = 2) -> torch.Tensor:
     generator = torch.Generator().manual_seed(7)
@@ -284,7 +284,7 @@ def _scores(n: int = 6, heads: int = 2) -> torch.Tensor:
 
 
 def _shown(weights: torch.Tensor, scores: torch.Tensor) -> bool:
-    from autograder.checks.attention_weights import softmax_of_scores
+    softmax_of_scores = _OWN["attention_weights"].softmax_of_scores
     everything = torch.ones(weights.shape[-1], dtype=torch.bool)
     return softmax_of_scores([(weights, scores, everything)])
 
@@ -331,7 +331,7 @@ def test_the_exposing_calls_show_the_weights_of_every_public_case():
     """The reference's weights, read from the calls' outputs, are a
     softmax of the scores computed from the probes' own weights."""
     import types
-    from autograder.checks import attention_weights as shown
+    shown = _OWN["attention_weights"]
     from autograder.values import load_cases
     module = types.ModuleType("reference")
     exec(compile(FULL_REFERENCE, "reference.py", "exec"), module.__dict__)

@@ -140,3 +140,32 @@ def test_a_homework_ships_its_own_kinds_through_the_registry():
     assert ffn.kinds == () and kinds.register_homework_kinds(ffn) == {}
     used = {c.kind for c in load_rubric(hw=ffn).checks()}
     assert used and not used & theirs
+
+
+def _kinds_homework(tmp_path: Path, listed: list[str]):
+    """A homework whose kinds are ``tmp_path/kinds/*.py``: a kind module
+    importing its sibling evidence relatively, the profile listing
+    ``listed``."""
+    from types import SimpleNamespace
+    folder = tmp_path / "kinds"
+    folder.mkdir()
+    (folder / "evidence.py").write_text("def twice(x):\n    return 2 * x\n")
+    (folder / "judge.py").write_text(
+        "from .evidence import twice\n\nSEEN = twice(21)\n")
+    return SimpleNamespace(name=f"hw_{tmp_path.name}",
+                           kinds=tuple(folder / n for n in listed))
+
+
+def test_a_homeworks_kinds_import_their_listed_siblings(tmp_path):
+    hw = _kinds_homework(tmp_path, ["judge.py", "evidence.py"])
+    own = kinds.register_homework_kinds(hw)
+    assert own["judge"].SEEN == 42
+    # the sibling the import found is the module listed, loaded once
+    assert own["judge"].twice is own["evidence"].twice
+
+
+def test_a_sibling_left_out_of_the_profile_is_named(tmp_path):
+    hw = _kinds_homework(tmp_path, ["judge.py"])
+    with pytest.raises(ImportError, match=r"evidence\.py.*not listed in "
+                       r"its profile's \[data\] kinds: add it"):
+        kinds.register_homework_kinds(hw)

@@ -1,5 +1,5 @@
 """Where train-mode dropout went, proven by a replay of the reference's
-dropout mask under the case's seed (autograder/checks/dropout_replay.py):
+dropout mask under the case's seed (the attention homework's kinds/dropout_replay.py):
 the replay draws what the worker's seeded call draws, a place is named
 only when its prediction is the student's values, never on a tie, and
 the graded catalogue entries (kit/variants/diagnoses.toml: dropout on the
@@ -10,7 +10,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import dropout_replay as R
+from autograder import homework
+from autograder.checks.kinds import register_homework_kinds
+
+# the attention homework's own evidence (its profile's [data] kinds)
+R = register_homework_kinds(homework.current())["dropout_replay"]
 
 SEED, P = 13, 0.5
 

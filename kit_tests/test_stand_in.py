@@ -10,7 +10,6 @@ import torch
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.student_module import load_module
 from autograder import homework
-from autograder.checks import causal
 from autograder.checks.kinds import register_homework_kinds
 from autograder.checks.base import Context
 from autograder.submission.regions import owner_of_line
@@ -22,6 +21,7 @@ from kit import variants
 # the attention homework's own kinds (kinds/: its profile's [data] kinds)
 _OWN = register_homework_kinds(homework.current())
 heads, size = _OWN["heads"], _OWN["size"]
+causal = _OWN["projections"]
 
 CASES = {c.name: c for c in load_cases()}
 RUBRIC = load_rubric()

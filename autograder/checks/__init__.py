@@ -12,13 +12,12 @@
   kind that reads a call's output;
 - ``values``: the value kinds (``module_output``, ``linear_attributes``)
   and the module's second call (``Probe.again``);
-- ``causal``, ``attention_weights``, ``dropout_replay``: evidence a
-  homework's own kinds read (weights that follow named projections, a
-  softmax of the scores, a replayed dropout mask); they register no
-  kind. Kinds only one homework uses live with it (the attention
-  homework's ``kinds/``: ``concatenated_heads``, ``module_size``,
-  ``attention_probs``, ``causal_property``, ``dropout_train``,
-  ``dropout_on_weights``), registered by ``kinds.register_homework_kinds``;
+- kinds only one homework uses live with it, beside the evidence they
+  share (the attention homework's ``kinds/``: ``concatenated_heads``,
+  ``module_size``, ``attention_probs``, ``causal_property``,
+  ``dropout_train``, ``dropout_on_weights``, and ``projections``,
+  ``attention_weights``, ``dropout_replay``), one package registered by
+  ``kinds.register_homework_kinds``;
 - ``source``: the kinds that judge the source text (``pycodestyle``,
   ``grader_access``, ``shape_comments``, ``statement_count``), on the
   static checks below;

@@ -16,11 +16,12 @@ from typing import Callable
 import torch
 
 from autograder import probes as P
-from autograder.checks.attention_weights import exposing_probes
 from autograder.checks.base import ATTRIBUTE_NAME
 from autograder.checks.outputs import returned_tensors
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.values import Case
+
+from .attention_weights import exposing_probes
 
 
 def case_generator(case: Case, purpose: str) -> torch.Generator:

@@ -208,7 +208,8 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
     hidden ones one constant score, slope 0), one slope per triangle for
     every row, one of them > 0; and, with every key shown, every row sums
     to one common value. Rows with a non-finite weight are skipped (a
-    row all hidden is NaN); at least one row must have two keys."""
+    row all hidden is NaN, or zeros); at least one row must have two
+    keys."""
     n = weights.shape[-1]
     rows = torch.isfinite(weights[..., shown]).all(-1)
     if not bool(rows.any()):
@@ -240,9 +241,12 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
         return False
     if not bool(shown.all()):
         return True
+    # A row that attends to no key at all (a fused kernel's fully masked
+    # row is zeros, not NaN) is a row all hidden: no sum to compare.
     sums = torch.where(w > 0, w, 0.0).sum(-1)
-    return float((sums - sums[0]).abs().max()) <= SUM_RTOL * \
-        max(float(sums[0].abs()), 1e-12) and float(sums[0]) > 0
+    sums = sums[sums > FLOOR]
+    return bool(sums.numel()) and float((sums - sums[0]).abs().max()) <= \
+        SUM_RTOL * float(sums[0])
 
 
 def softmax_of_scores(calls: list[tuple[torch.Tensor, torch.Tensor,

@@ -304,6 +304,9 @@ FUTURE = torch.ones(6, 6, dtype=torch.bool).triu(1)
     ("mask multiplied in", lambda s: (s * ~FUTURE).softmax(-1)),
     ("mask inverted (a row all hidden)", lambda s: s.masked_fill(
         ~FUTURE, -torch.inf).softmax(-1)),
+    # a fused kernel gives a row that attends to no key zeros, not NaN
+    ("mask inverted, the hidden row zeros", lambda s: s.masked_fill(
+        ~FUTURE, -torch.inf).softmax(-1).nan_to_num(0.0)),
 ])
 def test_any_softmax_of_the_scores_is_shown_as_one(name, weights):
     s = _scores()
@@ -321,6 +324,8 @@ def test_any_softmax_of_the_scores_is_shown_as_one(name, weights):
         FUTURE, -torch.inf).exp()),
     ("softmax of tanh(s)", lambda s: torch.tanh(s).masked_fill(
         FUTURE, -torch.inf).softmax(-1)),
+    ("a softmax, rows scaled apart", lambda s: s.masked_fill(
+        FUTURE, -torch.inf).softmax(-1) * torch.arange(1.0, 7).view(6, 1)),
 ])
 def test_weights_that_are_no_softmax_of_the_scores_are_not(name, weights):
     s = _scores()

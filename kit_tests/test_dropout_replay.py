@@ -1,7 +1,8 @@
 """Where train-mode dropout went, proven by a replay of the reference's
-dropout mask under the case's seed (the attention homework's kinds/dropout_replay.py):
-the replay draws what the worker's seeded call draws, a place is named
-only when its prediction is the student's values, never on a tie, and
+dropout mask under the case's seed (the attention homework's
+kinds/dropout_replay.py): the replay draws what the worker's seeded
+call draws, a place is named only when its prediction is the student's
+values, never on a tie, and
 the graded catalogue entries (kit/variants/diagnoses.toml: dropout on the
 output, the values, the context, unscaled; a control with no place) are
 graded by test_grading_corpus.py."""

@@ -34,6 +34,10 @@ from autograder.values import Case
 # student applies): the weights then differ by factors of e^SPREAD.
 SPREAD = 3.0
 MAX_TOKENS = 12
+# The padded calls (the one-hot tokens first, then zero tokens up to the
+# context length) for contexts up to this length: a mask cut from the
+# buffer's wrong corner is right at the full length only.
+MAX_PADDED = 64
 FLOOR = 1e-7     # weights below it are too small to read a log from
 LOG_ATOL = 1e-3  # float32 softmax: log-weights exact to ~1e-6
 SUM_RTOL = 1e-4
@@ -77,21 +81,29 @@ def scores(state: dict[str, torch.Tensor], roles: list[str], x: torch.Tensor,
     return q @ k.transpose(1, 2)
 
 
+def _tokens(case: Case) -> int:
+    """How many one-hot tokens the exposing calls hold (0: no input
+    size)."""
+    features, context = case.size("input"), case.size("context")
+    if not isinstance(features, int):
+        return 0
+    return min(features, context if isinstance(context, int) else features,
+               MAX_TOKENS)
+
+
 def _setup(case: Case, roles: list[str], value_layer: str
            ) -> tuple[torch.Tensor, int, int] | None:
     """The one-hot input [n, features] (scaled so that the case's scores
     spread by SPREAD), the number of heads and each head's value size;
     None if the case cannot be probed so."""
-    features, context = case.size("input"), case.size("context")
     value = _layer(case.weights, value_layer)
-    if not isinstance(features, int) or value is None or len(roles) < 2:
+    n = _tokens(case)
+    if not n or value is None or len(roles) < 2:
         return None
-    n = min(features, context if isinstance(context, int) else features,
-            MAX_TOKENS)
     heads = _heads(case)
     if n < 2 or value[0].shape[0] % heads:
         return None
-    eye = torch.eye(n, features, dtype=torch.float64)
+    eye = torch.eye(n, case.size("input"), dtype=torch.float64)
     for power in range(-4, 13):
         alpha = 2.0 ** power
         found = scores(case.weights, roles, alpha * eye, heads)
@@ -105,12 +117,15 @@ def _setup(case: Case, roles: list[str], value_layer: str
 
 
 def exposing_states(case: Case, roles: list[str], value_layer: str,
-                    output_layer: str = ""
+                    output_layer: str = "", padded: bool = False
                     ) -> tuple[torch.Tensor, list[dict]] | None:
     """The input [1, n, features] and one state per call
     (``ceil(n / head)`` calls) whose outputs are the attention weights
     (module docstring); None if the case cannot be probed so (a layer
-    other than these in the way, too few tokens)."""
+    other than these in the way, too few tokens). ``padded``: the same
+    calls with zero tokens after the n one-hot ones, up to the case's
+    context length (None where that adds none); a causal module's first
+    n outputs are the same weights, whatever its mask was cut to."""
     layers = {path.rsplit(".", 1)[0] for path, value in case.weights.items()
               if path.endswith(".weight") and value.dim() == 2}
     if layers - {*roles[:2], value_layer, output_layer}:
@@ -143,26 +158,44 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
                 if token < n:
                     value[h * head + c, token] = 1.0 / alpha
         states.append({**fixed, f"{value_layer}.weight": value})
+    if padded:
+        pad = _padding(case, n)
+        if not pad:
+            return None
+        x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
     return x.to(weight.dtype).unsqueeze(0), states
+
+
+def _padding(case: Case, n: int) -> int:
+    """How many zero tokens take n one-hot tokens to the case's context
+    length (0: none, or a context too long to pad to)."""
+    context = case.size("context")
+    if not isinstance(context, int) or not n < context <= MAX_PADDED:
+        return 0
+    return context - n
 
 
 def exposing_probes(case: Case, timeout: float, roles: list[str],
                     value_layer: str, output_layer: str = ""
                     ) -> list[Probe]:
     """Eval calls whose outputs are the attention weights (labelled
-    ``exposed-<k>``); none if the case cannot be probed so."""
-    found = exposing_states(case, roles, value_layer, output_layer)
-    if found is None:
-        return []
-    x, states = found
-    return [P.case_probe(case, timeout=timeout, suffix=f":exposed-{k}",
-                         state=state, x=x)
-            for k, state in enumerate(states)]
+    ``exposed-<k>``, and ``padded-<k>`` the same calls padded to the
+    context length); none if the case cannot be probed so."""
+    probes = []
+    for label, padded in (("exposed", False), ("padded", True)):
+        found = exposing_states(case, roles, value_layer, output_layer,
+                                padded)
+        if found is not None:
+            x, states = found
+            probes += [P.case_probe(case, timeout=timeout, state=state, x=x,
+                                    suffix=f":{label}-{k}")
+                       for k, state in enumerate(states)]
+    return probes
 
 
 def exposed_weights(case: Case, projections: list[str], roles: list[str],
                     value_layer: str, outputs: list[torch.Tensor | None],
-                    output_layer: str = ""
+                    output_layer: str = "", padded: bool = False
                     ) -> list[tuple[torch.Tensor, torch.Tensor,
                                     torch.Tensor]] | None:
     """Per call of ``exposing_probes(case, ..., projections, ...)``: the
@@ -171,24 +204,27 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
     the layers the scores use: the value layer may be one of them), and
     which keys it shows; None if an output is missing or of another
     shape."""
-    found = exposing_states(case, projections, value_layer, output_layer)
+    found = exposing_states(case, projections, value_layer, output_layer,
+                            padded)
     if found is None or len(outputs) != len(found[1]):
         return None
     x, states = found
-    n = x.shape[1]
+    length = x.shape[1]
+    n = _tokens(case)   # the one-hot tokens, first in a padded call
+    x = x[:, :n]
     heads = _heads(case)
     head = states[0][f"{value_layer}.weight"].shape[0] // heads
     calls = []
     for call, (state, out) in enumerate(zip(states, outputs)):
         s = scores(state, roles, x[0], heads)
-        if out is None or s is None or tuple(out.shape) != (1, n,
+        if out is None or s is None or tuple(out.shape) != (1, length,
                                                             heads * head):
             return None
         weights = torch.full((heads, n, n), math.nan, dtype=torch.float64)
         shown = torch.zeros(n, dtype=torch.bool)
         keys = list(range(call * head, min(n, (call + 1) * head)))
         shown[keys] = True
-        view = out[0].double().view(n, heads, head).transpose(0, 1)
+        view = out[0, :n].double().reshape(n, heads, head).transpose(0, 1)
         weights[:, :, keys] = view[:, :, :len(keys)]
         calls.append((weights, s, shown))
     if all(torch.equal(s, calls[0][1]) for _, s, _ in calls):
@@ -272,13 +308,18 @@ def softmax_shown(case: Case, projections: list[str], value_layer: str,
                   output_layer: str = ""):
     """What ``causal.weights_unshown`` asks of the weights:
     given the layers that play the query's and the key's parts, whether
-    the ``exposed-<k>`` outputs in ``found`` are a softmax of their
-    scores; None (nothing asked) where the case cannot be probed so."""
-    labels = sorted((label for label in found
-                     if label.startswith("exposed-")),
-                    key=lambda label: int(label.rsplit("-", 1)[1]))
-    if not value_layer or not labels:
+    the ``exposed-<k>`` outputs in ``found``, or the ``padded-<k>`` ones,
+    are a softmax of their scores; None (nothing asked) where the case
+    cannot be probed so."""
+    calls = {}
+    for label, padded in (("exposed", False), ("padded", True)):
+        labels = sorted((one for one in found
+                         if one.startswith(f"{label}-")),
+                        key=lambda one: int(one.rsplit("-", 1)[1]))
+        if labels:
+            calls[padded] = [found[one] for one in labels]
+    if not value_layer or False not in calls:
         return None
-    outputs = [found[label] for label in labels]
-    return lambda roles: softmax_of_scores(exposed_weights(
-        case, projections, roles, value_layer, outputs, output_layer))
+    return lambda roles: any(softmax_of_scores(exposed_weights(
+        case, projections, roles, value_layer, outputs, output_layer,
+        padded)) for padded, outputs in calls.items())

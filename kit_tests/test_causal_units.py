@@ -159,6 +159,22 @@ def test_keys_from_the_value_layer_cost_3_1_alone(config):
     assert passed["3.1c"] and passed["3.1d"]
 
 
+# The mask cut from the buffer's last columns (eval32 s08): still causal,
+# it hides the diagonal and earlier keys below the full length, and every
+# key of a call of no more tokens than the input has features; at the
+# full context length the cut is right, where the padded calls show the
+# weights a softmax of the scores.
+CORNER = ("        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]\n",
+          "        mask_bool = self.mask.bool()[:num_tokens, -num_tokens:]\n")
+
+
+@pytest.mark.e2e
+def test_a_mask_cut_from_the_wrong_corner_costs_3_1_alone(config):
+    passed = _passed(_edit(CORNER), config)
+    assert not passed["3.1"]
+    assert passed["3.1c"] and passed["3.1d"]
+
+
 # The weights a softmax of q . k, the values taken from the key projection
 # (eval5 sub15): with W_key feeding the values the weights cannot be
 # shown, which is no proof that they ignore the queries and keys.

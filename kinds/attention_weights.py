@@ -19,9 +19,15 @@ value (1, or the values' scale). Fixed weights plus a small term of the
 scores (``uniform + 0.1 tanh(s - mean(s))``) match that only to first
 order; ``alpha`` makes the scores spread by several units, where the
 second order shows.
+
+With several heads, the query and key layers are one row repeated
+(``_same_in_every_head``): every head has the same weights, so a module
+that groups the features into heads otherwise (interleaved, or heads of
+the wrong size: 3.3's mistakes) shows them all the same.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import torch
@@ -91,12 +97,40 @@ def _tokens(case: Case) -> int:
                MAX_TOKENS)
 
 
-def _setup(case: Case, roles: list[str], value_layer: str
-           ) -> tuple[torch.Tensor, int, int] | None:
-    """The one-hot input [n, features] (scaled so that the case's scores
-    spread by SPREAD), the number of heads and each head's value size;
-    None if the case cannot be probed so."""
-    value = _layer(case.weights, value_layer)
+def _same_in_every_head(case: Case, roles: list[str]
+                        ) -> dict[str, torch.Tensor] | None:
+    """The case's weights with the query and key layers (``roles``) made
+    of one row repeated (their biases 0): every output feature of a
+    layer is the same, so every head has the same weights however the
+    features are grouped into heads (a split the fused module gets wrong
+    is 3.3's mistake, not its dropout's). The rows are drawn per case:
+    the queries' positive and apart, the keys' spread."""
+    weights = dict(case.weights)
+    digest = hashlib.sha256(f"same-heads:{case.name}".encode()).digest()
+    generator = torch.Generator().manual_seed(
+        int.from_bytes(digest[:7], "big"))
+    for role, low in zip(roles[:2], (1.0, None)):
+        found = _layer(case.weights, role)
+        if found is None:
+            return None
+        width, features = found[0].shape
+        draw = torch.rand(features, generator=generator, dtype=torch.float64)
+        row = low + draw if low is not None else torch.randn(
+            features, generator=generator, dtype=torch.float64)
+        old = case.weights[f"{role}.weight"]
+        weights[f"{role}.weight"] = row.expand(width, features).to(
+            old.dtype).clone()
+        if found[1] is not None:
+            weights[f"{role}.bias"] = torch.zeros_like(found[1])
+    return weights
+
+
+def _setup(case: Case, weights: dict[str, torch.Tensor], roles: list[str],
+           value_layer: str) -> tuple[torch.Tensor, int, int] | None:
+    """The one-hot input [n, features] (scaled so that the scores of
+    ``weights`` spread by SPREAD), the number of heads and each head's
+    value size; None if the case cannot be probed so."""
+    value = _layer(weights, value_layer)
     n = _tokens(case)
     if not n or value is None or len(roles) < 2:
         return None
@@ -106,10 +140,10 @@ def _setup(case: Case, roles: list[str], value_layer: str
     eye = torch.eye(n, case.size("input"), dtype=torch.float64)
     for power in range(-4, 13):
         alpha = 2.0 ** power
-        found = scores(case.weights, roles, alpha * eye, heads)
+        found = scores(weights, roles, alpha * eye, heads)
         if found is None:
             return None
-        head = _layer(case.weights, roles[0])[0].shape[0] // heads
+        head = _layer(weights, roles[0])[0].shape[0] // heads
         spread = (found.amax(-1) - found.amin(-1)).max() / math.sqrt(head)
         if float(spread) >= SPREAD:
             break
@@ -130,15 +164,16 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
               if path.endswith(".weight") and value.dim() == 2}
     if layers - {*roles[:2], value_layer, output_layer}:
         return None     # another layer (an output projection) in the way
-    setup = _setup(case, roles, value_layer)
-    if setup is None:
+    fixed = _same_in_every_head(case, roles) if _heads(case) > 1 \
+        else dict(case.weights)
+    setup = fixed and _setup(case, fixed, roles, value_layer)
+    if not setup:
         return None
     x, heads, head = setup
     n = x.shape[0]
     alpha = float(x[0, 0])
     weight, bias = case.weights[f"{value_layer}.weight"], \
         case.weights.get(f"{value_layer}.bias")
-    fixed = dict(case.weights)
     if bias is not None:
         fixed[f"{value_layer}.bias"] = torch.zeros_like(bias)
     if output_layer:
@@ -195,7 +230,8 @@ def exposing_probes(case: Case, timeout: float, roles: list[str],
 
 def exposed_weights(case: Case, projections: list[str], roles: list[str],
                     value_layer: str, outputs: list[torch.Tensor | None],
-                    output_layer: str = "", padded: bool = False
+                    output_layer: str = "", padded: bool = False,
+                    heads_first: bool = False
                     ) -> list[tuple[torch.Tensor, torch.Tensor,
                                     torch.Tensor]] | None:
     """Per call of ``exposing_probes(case, ..., projections, ...)``: the
@@ -203,7 +239,9 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
     there [heads, n, n] (computed from that call's state, with ``roles``
     the layers the scores use: the value layer may be one of them), and
     which keys it shows; None if an output is missing or of another
-    shape."""
+    shape. ``heads_first``: the output read as the heads merged without
+    their transpose back ([heads, tokens, head] reshaped to [tokens,
+    heads * head]: 3.3's mistake; every head has the same weights)."""
     found = exposing_states(case, projections, value_layer, output_layer,
                             padded)
     if found is None or len(outputs) != len(found[1]):
@@ -224,7 +262,9 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
         shown = torch.zeros(n, dtype=torch.bool)
         keys = list(range(call * head, min(n, (call + 1) * head)))
         shown[keys] = True
-        view = out[0, :n].double().reshape(n, heads, head).transpose(0, 1)
+        view = out[0].double().reshape(heads, length, head)[:, :n] \
+            if heads_first else \
+            out[0, :n].double().reshape(n, heads, head).transpose(0, 1)
         weights[:, :, keys] = view[:, :, :len(keys)]
         calls.append((weights, s, shown))
     if all(torch.equal(s, calls[0][1]) for _, s, _ in calls):
@@ -309,8 +349,8 @@ def softmax_shown(case: Case, projections: list[str], value_layer: str,
     """What ``causal.weights_unshown`` asks of the weights:
     given the layers that play the query's and the key's parts, whether
     the ``exposed-<k>`` outputs in ``found``, or the ``padded-<k>`` ones,
-    are a softmax of their scores; None (nothing asked) where the case
-    cannot be probed so."""
+    read as the heads merged either way, are a softmax of their scores;
+    None (nothing asked) where the case cannot be probed so."""
     calls = {}
     for label, padded in (("exposed", False), ("padded", True)):
         labels = sorted((one for one in found
@@ -320,6 +360,8 @@ def softmax_shown(case: Case, projections: list[str], value_layer: str,
             calls[padded] = [found[one] for one in labels]
     if not value_layer or False not in calls:
         return None
+    readings = (False, True) if _heads(case) > 1 else (False,)
     return lambda roles: any(softmax_of_scores(exposed_weights(
         case, projections, roles, value_layer, outputs, output_layer,
-        padded)) for padded, outputs in calls.items())
+        padded, heads_first)) for padded, outputs in calls.items()
+        for heads_first in readings)

@@ -175,6 +175,54 @@ def test_a_mask_cut_from_the_wrong_corner_costs_3_1_alone(config):
     assert passed["3.1c"] and passed["3.1d"]
 
 
+# The fused module's weights (3.3d), shown with the same weights in every
+# head and out_proj the identity: weights that are no softmax of the
+# scores lose 3.3d; a split or a merge of the heads gone wrong (3.3's
+# mistakes: kit/variants/mistakes.toml, fused_split_swapped and
+# fused_merge_no_transpose) keeps it.
+MHA_WEIGHTS = ("        attn_weights = torch.softmax(attn_scores / "
+               "self.head_dim ** 0.5,\n"
+               "                                     dim=-1)\n")
+MHA_FAKES = {
+    "uniform causal weights plus 0.01 tanh(q . k)": (
+        "        ones = (~mask_bool).float()\n"
+        "        attn_weights = ones / ones.sum(-1, keepdim=True) + 0.01 * "
+        "torch.tanh(\n"
+        "            (queries @ keys.transpose(2, 3)).nan_to_num()) * ones\n"),
+    "a sigmoid of the scores, normalised": (
+        "        attn_weights = torch.sigmoid(attn_scores).nan_to_num()\n"
+        "        attn_weights = attn_weights / attn_weights.sum(-1, "
+        "keepdim=True)\n"),
+}
+
+
+def _edit_mha(old: str, new: str) -> str:
+    start = FULL_REFERENCE.index("class MultiHeadAttention(")
+    unit = FULL_REFERENCE[start:]
+    assert unit.count(old) == 1, old
+    return FULL_REFERENCE[:start] + unit.replace(old, new)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", MHA_FAKES)
+def test_fused_weights_that_are_no_softmax_lose_3_3d(config, name):
+    passed = _passed(_edit_mha(MHA_WEIGHTS, MHA_FAKES[name]), config)
+    assert not passed["3.3"] and not passed["3.3d"], name
+    assert passed["3.1c"] and passed["3.1d"] and passed["3.4"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("old,new", [
+    ("split = (b, num_tokens, self.num_heads, self.head_dim)",
+     "split = (b, num_tokens, self.head_dim, self.num_heads)"),
+    ("        context_vec = (attn_weights @ values).transpose(1, 2)\n",
+     "        context_vec = attn_weights @ values\n"),
+])
+def test_heads_split_or_merged_wrong_keep_3_3d(config, old, new):
+    passed = _passed(_edit_mha(old, new), config)
+    assert not passed["3.3"] and passed["3.3d"]
+
+
 # The weights a softmax of q . k, the values taken from the key projection
 # (eval5 sub15): with W_key feeding the values the weights cannot be
 # shown, which is no proof that they ignore the queries and keys.

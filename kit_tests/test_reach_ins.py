@@ -139,3 +139,39 @@ def test_a_reach_in_spelled_at_run_time_costs_at_least_its_control(
     assert ACCESS <= lost, lost
     assert control_lost <= lost, (control_lost - lost)
     assert score < control_score, (score, control_score)
+
+
+# Code the grader's own frame runs: an exception whose message is a
+# property made of C callables, read by the grader's describe_exception
+# (red team 7's describeexec): exec of a string with no frame of the
+# submission's file on the stack, the grader's innermost. Its control
+# raises the same exception with a plain message.
+LOUD = '''
+
+import functools as _ft
+import operator as _op
+
+
+class _Loud(Exception):
+    go = _ft.partial(exec, "_HELPER = 1", {})
+    __str__ = property(_op.methodcaller("go"))
+'''
+QUIET = '''
+
+class _Loud(Exception):
+    def __str__(self):
+        return "loud"
+'''
+RAISE = ("    return MultiHeadAttention(768, 768, 1024, 0.1, 12, "
+         "qkv_bias=True)\n", "    raise _Loud()\n")
+
+
+@pytest.mark.e2e   # whole submissions graded in each mode
+def test_code_the_grader_runs_from_a_string_is_charged(graded):
+    raising = UNCOMMENTED.replace(*RAISE)
+    assert raising != UNCOMMENTED
+    control_score, control_lost, caught = graded(raising + QUIET)
+    assert not caught and "3.4" in control_lost
+    score, lost, caught = graded(raising + LOUD)
+    assert caught and ACCESS <= lost, (caught, lost)
+    assert score < control_score, (score, control_score)

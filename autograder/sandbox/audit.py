@@ -31,6 +31,12 @@ modules:
   their own code called the raiser (``traceback.print_exc`` reading a
   traceback, a ``logging`` call finding its caller), not the
   submission's (``traceback.walk_stack``, ``logging.currentframe``).
+  Code run from a string or a file neither installed nor the grader's
+  (``exec``) is never the grader's own, even with a grader frame
+  innermost: the submission's code can run inside the grader's call with
+  no frame of its own (a property made of C callables, such as
+  ``functools.partial(exec, source)``, that a grader's ``str()`` reads;
+  ``sandbox/safe_type.py`` keeps type tests from reading one).
 - **Events with no submission code on the stack**, once its source is
   compiled: code run on a thread it started, or by a callback it
   registered (``weakref.finalize``, ``atexit``, a library function handed
@@ -184,17 +190,22 @@ class Reporter:
 
 def _libraries_own_rule(grader: str) -> tuple[
         Callable[[str, tuple, Any, list[str]], bool],
-        Callable[[str, tuple, Any], bool]]:
+        Callable[[str, tuple, Any], bool],
+        Callable[[str, tuple, str], bool]]:
     """The audit hook's rules for a library's own use (the module's
     docstring): with the submission's call on the stack
     (``libraries_own``), and with none (``unattended_own``: an installed
     module's import, or the raiser a module of ``OWN_*`` or, called by
-    itself, of ``INTERNAL_USE``). Everything they read is taken now, in
-    their closure, so that no later patch of a module changes them."""
+    itself, of ``INTERNAL_USE``); and ``foreign_code``: ``exec`` of code
+    from a string or a file neither the grader's, nor installed, nor the
+    submission's.
+    Everything they read is taken now, in their closure, so that no later
+    patch of a module changes them."""
     own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
     internal_use = _module_files(INTERNAL_USE)
     installed = _INSTALLED
     str_type, bytes_type, code_type = str, bytes, types.CodeType
+    frozen = "<frozen "
 
     def is_installed(path: str) -> bool:
         return path.startswith(installed) and not path.startswith(grader)
@@ -229,7 +240,6 @@ def _libraries_own_rule(grader: str) -> tuple[
             between[-2] == entry
 
     signatures, syntax = inspect.__file__, ast.__file__
-    frozen = "<frozen "
 
     def unattended_own(event: str, args: tuple, raiser: Any) -> bool:
         code = event in ("exec", "compile")
@@ -250,7 +260,20 @@ def _libraries_own_rule(grader: str) -> tuple[
             return True
         return _installed_import(event, raiser, is_installed)
 
-    return libraries_own, unattended_own
+    def foreign(path: str) -> bool:
+        # Code neither the grader's nor an installed module's (nor
+        # importlib's): a string the submission ran, a file it wrote.
+        return not (path.startswith((grader, frozen)) or is_installed(path))
+
+    def foreign_code(event: str, args: tuple, submission: str) -> bool:
+        # ``exec`` of such code, not of the submission's file (what runs:
+        # a ``compile`` of a tree names no file, and runs nothing)
+        if event != "exec":
+            return False
+        compiled = compiled_file(event, args)
+        return compiled != submission and foreign(compiled)
+
+    return libraries_own, unattended_own, foreign_code
 
 
 _IMPORTLIB_FILES = (*IMPORTLIB, os.path.join(_stdlib_dir(), "importlib",
@@ -317,7 +340,8 @@ def install(filename: str, report: Callable[[str], None]
     # submission's calls, and what they raise is the grader's own.
     grader = os.path.join(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), "")
-    libraries_own, unattended_own = _libraries_own_rule(grader)
+    libraries_own, unattended_own, foreign_code = \
+        _libraries_own_rule(grader)
     finding = _finding_rule()
 
     def hook(event: str, args: tuple) -> None:
@@ -340,7 +364,15 @@ def install(filename: str, report: Callable[[str], None]
         if what is None:
             return
         raiser = getframe(2)   # the code that raised it (past the hook)
+        # Code the grader's frames call can be the submission's without
+        # a frame of its file (a property made of C callables, read by an
+        # ``isinstance`` of the grader's): code run from a string or a
+        # file it wrote is never the grader's own, once it has loaded.
+        stray = started[0] and not getattr(grader_work, "depth", 0) and \
+            foreign_code(event, args, filename)
         if raiser.f_code.co_filename.startswith(grader):
+            if stray:
+                report(what)
             return              # the grader's own raise
         if started[0] and (event in always or _function_replaced(
                 event, args, fields, function_type)):
@@ -362,6 +394,8 @@ def install(filename: str, report: Callable[[str], None]
                 report(what)
             return
         if graders:
+            if stray:
+                report(what)
             return          # the grader's own code, inside its call
         if between and event != "import" and \
                 libraries_own(event, args, raiser, between):

@@ -16,6 +16,7 @@ import torch.nn as nn
 from autograder.sandbox import fastbuild
 from autograder.sandbox.protocol import (CRASH, ERROR, OK, Probe, ProbeResult,
                                          canary_shape)
+from autograder.sandbox.safe_type import is_a, type_name
 from autograder.sandbox.shape_recorder import ShapeRecorder, tensor_shape
 from autograder.sandbox.stand_in import stand_in_class
 from autograder.sandbox.state_change import changed_state, state_snapshot
@@ -55,7 +56,7 @@ def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
     with torch.no_grad():
         for path, value in state.items():
             target = _resolve(module, path)
-            if not isinstance(target, torch.Tensor):
+            if not is_a(target, torch.Tensor):
                 raise ProbeFailure(
                     ERROR, f"{path} is a {type(target).__name__}, expected a "
                     f"tensor of shape {list(value.shape)}", "load")
@@ -100,16 +101,16 @@ def describe_attributes(module: nn.Module) -> dict[str, Any]:
 
 
 def _describe(value: Any) -> dict[str, Any]:
-    kind = type(value).__name__
-    if isinstance(value, nn.Linear):
+    kind = type_name(value)
+    if is_a(value, nn.Linear):
         return {"type": kind, "in_features": int(value.in_features),
                 "out_features": int(value.out_features),
                 "bias": value.bias is not None}
-    if isinstance(value, nn.Dropout):
+    if is_a(value, nn.Dropout):
         return {"type": kind, "p": float(value.p)}
-    if isinstance(value, (bool, int, float)):
+    if is_a(value, (bool, int, float)):
         return {"type": kind, "value": value}
-    if isinstance(value, torch.Tensor):
+    if is_a(value, torch.Tensor):
         return {"type": kind, "shape": tensor_shape(value)}
     return {"type": kind}
 
@@ -117,12 +118,12 @@ def _describe(value: Any) -> dict[str, Any]:
 def collect_outputs(value: Any) -> tuple[str, list[torch.Tensor]]:
     """``(output_kind, tensors)`` of a call's return value, as float32
     contiguous CPU tensors; raises ProbeFailure for anything else."""
-    if isinstance(value, torch.Tensor):
+    if is_a(value, torch.Tensor):
         kind, items = "tensor", [value]
-    elif isinstance(value, (tuple, list)):
+    elif is_a(value, (tuple, list)):
         kind, items = "tuple", list(value)
         for i, item in enumerate(items):
-            if not isinstance(item, torch.Tensor):
+            if not is_a(item, torch.Tensor):
                 raise ProbeFailure(
                     ERROR, f"forward returned a {type(value).__name__} whose "
                     f"item {i} is a {type(item).__name__}, expected tensors",
@@ -168,13 +169,13 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
         cls = getattr(module, probe.cls, None)
         # A class, or a factory function returning a module (Part 3's
         # gpt2_small_attention()).
-        if not (isinstance(cls, type) or inspect.isfunction(cls)):
+        if not (is_a(cls, type) or inspect.isfunction(cls)):
             raise ProbeFailure(ERROR, f"the submission defines no class or "
                                f"function {probe.cls}", "init")
         if probe.seed is not None:
             _seed(probe.seed)   # weights not in state repeat too
         instance = _construct(cls, probe)
-        if not isinstance(instance, nn.Module):
+        if not is_a(instance, nn.Module):
             got = type(instance).__name__
             raise ProbeFailure(ERROR, f"{probe.cls}() returned a {got}, "
                                f"expected an nn.Module" if
@@ -256,10 +257,10 @@ def _rebuilt(cls: Callable[..., Any], probe: Probe,
     if probe.seed is not None:
         _seed(probe.seed)
     fresh = _construct(cls, probe)
-    if not isinstance(fresh, nn.Module):
+    if not is_a(fresh, nn.Module):
         raise ProbeFailure(ERROR, "not a module", "init")
     load_state(fresh, {path: value for path, value in before.items()
-                       if isinstance(value, torch.Tensor)})
+                       if is_a(value, torch.Tensor)})
     return fresh.eval()
 
 
@@ -317,7 +318,7 @@ def call_again(instance: nn.Module, probe: Probe, filename: str,
 
 
 def _longer(value: Any, tokens: int) -> Any:
-    if isinstance(value, torch.Tensor) and value.dim() >= 3:
+    if is_a(value, torch.Tensor) and value.dim() >= 3:
         return torch.cat([value, value[:, :tokens]], dim=1)
     return value
 
@@ -350,8 +351,7 @@ def longer_call(instance: nn.Module, probe: Probe, args: list,
         return f"{what}: {exit_message(exc, 'the third call')}"
     except BaseException as exc:   # noqa: B902 - student code may raise anything
         return f"{what} raised {describe_exception(exc, filename)[1]}"
-    first = longer[0] if longer and isinstance(longer[0],
-                                               torch.Tensor) else None
+    first = longer[0] if longer and is_a(longer[0], torch.Tensor) else None
     if first is None or first.dim() < 3 or not outputs or \
             outputs[0].dim() < 2:
         return ""
@@ -464,14 +464,14 @@ def _prefix_differs(what: str, outputs: list[torch.Tensor],
 
 
 def _reversed_batch(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.dim() > 0:
+    if is_a(value, torch.Tensor) and value.dim() > 0:
         return value.flip(0)
     return value
 
 
 def _copy(value: Any) -> Any:
     # The student may modify its inputs in place; keep the probe intact.
-    return value.clone() if isinstance(value, torch.Tensor) else value
+    return value.clone() if is_a(value, torch.Tensor) else value
 
 
 def _fail(result: ProbeResult, status: str, message: str, phase: str,

@@ -20,6 +20,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from autograder.sandbox.protocol import CANARY_LINE
+from autograder.sandbox.safe_type import is_a
 from autograder.sandbox.student_module import MODULE_NAME, load_module
 from autograder.submission import regions
 
@@ -85,7 +86,7 @@ def make_recorder(sink: Any) -> ShapeRecorder:
     def returned(line: int, value: Any, _record: Callable = sink.record,
                  _shapes: Callable = shapes_of) -> Any:
         """Record the tensor(s) of a return value and pass it through."""
-        items = value if isinstance(value, (tuple, list)) else (value,)
+        items = value if is_a(value, (tuple, list)) else (value,)
         _record(line, _shapes(items))
         return value
 
@@ -150,7 +151,7 @@ def tensor_shape(value: Any) -> list[int] | None:
     the C type (a subclass's ``shape`` whose dimensions refuse ``int()``
     once made the recorder record "bound no tensor"). Raises
     ``UnreadableShape`` for a tensor whose shape cannot be read so."""
-    if not isinstance(value, _tensor_type):
+    if not is_a(value, _tensor_type):
         return None
     try:
         with _no_torch_function():

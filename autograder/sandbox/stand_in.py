@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 
 from autograder.sandbox.protocol import Probe, stand_in_output
+from autograder.sandbox.safe_type import is_a
 from autograder.sandbox.student_module import MODULE_NAME
 
 
@@ -45,11 +46,11 @@ def stand_in_class(probe: Probe, real: Any) -> type:
 
         def forward(self, x: Any) -> torch.Tensor:
             if expected is not None and not (
-                    isinstance(x, torch.Tensor)
+                    is_a(x, torch.Tensor)
                     and x.shape == expected.shape
                     and bool(torch.equal(x, expected))):
                 what = (f"a tensor of shape {list(x.shape)}"
-                        if isinstance(x, torch.Tensor) else
+                        if is_a(x, torch.Tensor) else
                         f"a {type(x).__name__}")
                 raise ValueError(f"a {name} was called on {what} that is "
                                  f"not the input x: run every head on x")

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from autograder.sandbox.limits import LIMITS
+from autograder.sandbox.safe_type import is_a
 
 # What every nn.Module has (hooks, flags): not the student's state.
 _MODULE_INTERNALS = frozenset(vars(nn.Module())) - {
@@ -28,7 +29,7 @@ def state_snapshot(module: nn.Module) -> dict[str, Any]:
                     for key, tensor in value.items():
                         found[dot + key] = _frozen(tensor)
                 elif name not in _MODULE_INTERNALS and \
-                        not isinstance(value, nn.Module):
+                        not is_a(value, nn.Module):
                     found[dot + name] = _frozen(value)
     except Exception:   # noqa: BLE001 - hostile attributes: name nothing
         return {}
@@ -36,7 +37,7 @@ def state_snapshot(module: nn.Module) -> dict[str, Any]:
 
 
 def _frozen(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
+    if is_a(value, torch.Tensor):
         return value.detach().clone()
     if type(value) in (int, float, bool, str, type(None)):
         return value
@@ -62,13 +63,13 @@ def changed_state(before: dict[str, Any], after: dict[str, Any]
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    if is_a(a, torch.Tensor) or is_a(b, torch.Tensor):
+        if not (is_a(a, torch.Tensor) and is_a(b, torch.Tensor)
                 and a.shape == b.shape and a.dtype == b.dtype):
             return False
         if a.is_floating_point() or a.is_complex():
             return bool(((a == b) | (a.isnan() & b.isnan())).all())
         return bool(torch.equal(a, b))
-    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+    if is_a(a, float) and is_a(b, float) and a != a and b != b:
         return True   # NaN
     return type(a) is type(b) and a == b

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.protocol import CRASH, ERROR, IMPORT_ERROR, MEMORY
+from autograder.sandbox.safe_type import is_a, type_name
 
 # One name for both copies (plain and traced): a module-level check of
 # __name__ cannot tell them apart. The same for every homework: the worker
@@ -95,7 +96,7 @@ def format_syntax_error(exc: SyntaxError) -> str:
 
 def exit_message(exc: SystemExit, during: str) -> str:
     """The message for ``sys.exit()`` called by the submission."""
-    code = exc.code if isinstance(exc.code, int) else (
+    code = exc.code if is_a(exc.code, int) else (
         0 if exc.code is None else 1)
     return f"the submission exited (code {code}) during {during}"
 
@@ -106,7 +107,7 @@ def describe_exception(exc: BaseException, filename: str
     ``exc``. NotImplementedError keeps its message verbatim (the skeleton's
     "Task 1.2 not implemented yet: ..."); others read ``Type: message`` plus
     the last frames in the student file."""
-    name = type(exc).__name__
+    name = type_name(exc)
     try:
         text = str(exc)
     except BaseException:   # noqa: B902 - a hostile __str__
@@ -114,7 +115,7 @@ def describe_exception(exc: BaseException, filename: str
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if f.filename == filename]
     line = frames[-1].lineno if frames else None
-    if isinstance(exc, NotImplementedError) and text:
+    if is_a(exc, NotImplementedError) and text:
         return ERROR, _cap(text), name, line
     status = MEMORY if _is_memory_error(exc, text) else ERROR
     message = f"{name}: {text}" if text else name
@@ -125,10 +126,10 @@ def describe_exception(exc: BaseException, filename: str
 
 
 def _is_memory_error(exc: BaseException, text: str) -> bool:
-    if isinstance(exc, MemoryError):
+    if is_a(exc, MemoryError):
         return True
     lowered = text.lower()
-    return isinstance(exc, RuntimeError) and any(
+    return is_a(exc, RuntimeError) and any(
         hint in lowered for hint in _MEMORY_HINTS)
 
 

@@ -23,6 +23,7 @@ from autograder.sandbox.fused_recorder import FusedRecorder
 from autograder.sandbox.limits import LIMITS
 from autograder.sandbox.probe_runner import run_probe
 from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.sandbox.safe_type import is_a
 from autograder.sandbox.shape_recorder import load_traced
 
 
@@ -58,7 +59,7 @@ class ValueRecorder:
 
     def returned(self, line: int, value: Any) -> Any:
         """Record the tensor(s) of a return value and pass it through."""
-        items = value if isinstance(value, (tuple, list)) else (value,)
+        items = value if is_a(value, (tuple, list)) else (value,)
         for item in items[:4]:
             self._keep(line, item)
         return value

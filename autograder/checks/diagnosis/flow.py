@@ -178,6 +178,7 @@ def walk(records: list[tuple[int, torch.Tensor]],
     guess). Which step a wrong tensor was meant to be: the first step
     ahead that ``explain`` (step, got, expected) finds a relation for,
     else the one it agrees with most, else the nearest."""
+    records, stacked = heads_stacked(records, steps)
     names = list(steps)
     hits = [_proven({n for n in names if t.numel() and
                      matches(t, n, steps[n], head)}, steps)
@@ -194,8 +195,10 @@ def walk(records: list[tuple[int, torch.Tensor]],
             continue
         floor = STEPS[last].rank if last else 0
         seen = set().union(*hits[:i]) if i else set()
-        ahead = [n for n in names if n not in seen and n != "x"
-                 and STEPS[n].rank >= floor]
+        # A loop's heads stacked come after steps their own loop passed
+        # (one head's weights before the next head's values): any step.
+        ahead = [n for n in names if n != "x" and (i in stacked or (
+                 n not in seen and STEPS[n].rank >= floor))]
         # A view that swaps a [query, key] step's last two dimensions is
         # another tensor, not that step in another layout: no relation
         # read in it is proven on the student's values.
@@ -240,6 +243,38 @@ def walk(records: list[tuple[int, torch.Tensor]],
         return Divergence(line, name, view, steps[name], last, last_line,
                           relation, unnamed)
     return None
+
+
+def heads_stacked(records: list[tuple[int, torch.Tensor]],
+                  steps: dict[str, torch.Tensor]
+                  ) -> tuple[list[tuple[int, torch.Tensor]], set[int]]:
+    """``records`` with, after every ``heads``-th run of a line that
+    binds one head's piece of a step (``[b, s, d]`` of a ``[b, heads, s,
+    d]`` step: a loop over the heads), the pieces of those runs stacked
+    as that step (``[b, heads, s, d]``), so that the loop's tensors are
+    compared with the heads of the step: a wrong slice is found on its
+    own line, not at the merge after it. Also the indices of the stacked
+    records."""
+    shapes = {tuple(t.shape) for t in steps.values() if t.dim() == 4}
+    counts = {shape[1] for shape in shapes}
+    if len(counts) != 1 or (heads := counts.pop()) < 2:
+        return records, set()
+    pieces = {(b, s, d) for b, _, s, d in shapes}
+    runs: dict[int, list[torch.Tensor]] = {}
+    found, stacked = [], set()
+    for line, tensor in records:
+        found.append((line, tensor))
+        if tuple(tensor.shape) not in pieces:
+            continue
+        run = runs.setdefault(line, [])
+        if run and run[0].shape != tensor.shape:
+            run.clear()
+        run.append(tensor)
+        if len(run) == heads:
+            stacked.add(len(found))
+            found.append((line, torch.stack(run, dim=1)))
+            run.clear()
+    return found, stacked
 
 
 def _proven(hit: set[str], steps: dict[str, torch.Tensor]) -> set[str]:

@@ -572,6 +572,39 @@ def operands(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor],
     return None
 
 
+_SLICES = {"q": "queries", "k": "keys", "v": "values"}
+
+
+def head_slices(step: str, got: torch.Tensor,
+                steps: dict[str, torch.Tensor]) -> Relation | None:
+    """A loop's heads (stacked) that take another head's slice of q, k or
+    v (``v[..., :head_dim]`` in every head): each head's numbers found,
+    exactly, as one head of the reference's step."""
+    expected = steps.get(step)
+    if step not in _SLICES or expected is None or expected.dim() != 4 or \
+            tuple(got.shape) != tuple(expected.shape) or got.shape[1] < 2:
+        return None
+    used = []
+    for i in range(got.shape[1]):
+        found = [j for j in range(got.shape[1])
+                 if same(got[:, i], expected[:, j])]
+        if len(found) != 1:
+            return None
+        used.append(found[0])
+    if used == list(range(len(used))):
+        return None
+    what = _SLICES[step]
+    if len(set(used)) == 1:
+        words = f"every head takes head {used[0]}'s slice of the {what}"
+    else:
+        words = "; ".join(f"head {i} takes head {j}'s slice"
+                          for i, j in enumerate(used) if i != j)
+    return Relation(f"head {what}: {used}",
+                    f"These values ({_words(step)}, head by head) are the "
+                    f"reference's, but {words}: head h takes the columns "
+                    f"h * head_dim to (h + 1) * head_dim.")
+
+
 def head_values(step: str, got: torch.Tensor,
                 steps: dict[str, torch.Tensor]) -> Relation | None:
     """Heads that weigh another head's values (``v[..., :head_dim]`` in
@@ -628,6 +661,7 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
     tests = (lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
              lambda: head_values(step, got, steps),
+             lambda: head_slices(step, got, steps),
              lambda: mask_fill(step, got, expected),
              lambda: mask_region(step, got, expected, steps.get("scaled"),
                                  sizes) if oriented else None,

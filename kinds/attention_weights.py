@@ -283,8 +283,9 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
     (keys up to the query, keys after it: a mask multiplied in gives the
     hidden ones one constant score, slope 0), one slope per triangle for
     every row, one of them > 0; and, with every key shown, every row sums
-    to one common value. Rows with a non-finite weight are skipped (a
-    row all hidden is NaN, or zeros); at least one row must have two
+    to one common value, or is the softmax over every key (the hidden
+    ones too, zeroed after it). Rows with a non-finite weight are skipped
+    (a row all hidden is NaN, or zeros); at least one row must have two
     keys."""
     n = weights.shape[-1]
     rows = torch.isfinite(weights[..., shown]).all(-1)
@@ -295,7 +296,7 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
     row = torch.arange(n).view(*[1] * (rows.dim() - 1), n, 1).expand(
         *rows.shape, 1)[rows]                               # [r, 1]
     support = (w > FLOOR) & shown
-    any_slope = False
+    any_slope, slopes = False, []
     for part in (key <= row, key > row):
         keys = support & part
         usable = keys.sum(-1) >= 2
@@ -313,6 +314,7 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
             return False
         if c > 0 and c * float(z.abs().max()) > SLOPE_MIN:
             any_slope = True
+            slopes.append(c)
     if not any_slope:
         return False
     if not bool(shown.all()):
@@ -320,9 +322,18 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
     # A row that attends to no key at all (a fused kernel's fully masked
     # row is zeros, not NaN) is a row all hidden: no sum to compare.
     sums = torch.where(w > 0, w, 0.0).sum(-1)
-    sums = sums[sums > FLOOR]
-    return bool(sums.numel()) and float((sums - sums[0]).abs().max()) <= \
-        SUM_RTOL * float(sums[0])
+    kept = sums > FLOOR
+    sums = sums[kept]
+    if bool(sums.numel()) and float((sums - sums[0]).abs().max()) <= \
+            SUM_RTOL * float(sums[0]):
+        return True
+    # Or the softmax taken over every key, hidden ones too, and the
+    # hidden ones zeroed after it (3.1's mistake, not the weights'): each
+    # row's weights are exp(c s) over the sum of exp(c s) on all keys.
+    full = torch.softmax(slopes[0] * s[kept], dim=-1)
+    on = support[kept]
+    return bool(on.any()) and float(
+        ((w[kept] - full).abs()[on] / full[on]).max()) <= SUM_RTOL * 10
 
 
 def softmax_of_scores(calls: list[tuple[torch.Tensor, torch.Tensor,

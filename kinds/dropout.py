@@ -67,13 +67,21 @@ class DropoutPattern:
             return {"scale": 1 / (1 - self.p)}
         if self.kind is Pattern.OTHER_RATE:
             return {"factor": self.factor, "rate": 1 - 1 / self.factor,
-                    "scale": 1 / (1 - self.p)}
+                    "scale": 1 / (1 - self.p), "times": self._times()}
         if self.kind is Pattern.WRONG:
             first = int(self.bad.flatten().nonzero()[0])
             return {"bad": int(self.bad.sum()), "total": self.bad.numel(),
                     "expected": float(self.scaled.flatten()[first]),
                     "got": float(self.got[first])}
         return {}
+
+    def _times(self) -> str:
+        """The factor as the module's rate applied k times, if it is."""
+        for k in range(2, 5):
+            if abs(self.factor * (1 - self.p) ** k - 1) < 1e-3:
+                return f" (the module's {self.p:g} applied {k} times " \
+                       f"gives this)"
+        return ""
 
 
 OTHER_RATE_MARGIN = 0.005   # how far a rate is from p to be another
@@ -210,9 +218,9 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
     Finding.OTHER_RATE: (
         "in train mode the kept {units} are their eval value times "
         "{factor:.4g} = 1/(1 - {rate:.3g}): a dropout rate of {rate:.3g}, "
-        "not the module's {p:g} (expected 1/(1 - p) = {scale:.4g}). Build "
-        "the dropout from the constructor's argument "
-        "(`nn.Dropout(dropout)`), not a number typed in.",
+        "not the module's {p:g} (expected 1/(1 - p) = {scale:.4g}){times}. "
+        "Apply one dropout built from the constructor's argument "
+        "(`nn.Dropout(dropout)`), once.",
         "a dropout rate that is not the module's"),
     Finding.WRONG_VALUES: (
         "in train mode {wrong_which} are neither 0 nor their eval value / "
@@ -221,8 +229,7 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
     Finding.EVAL_FOLLOWS_RATE: (
         "in eval mode {seen_has} other values with dropout {p:g} than "
         "with dropout 0: in eval mode dropout does nothing, whatever its "
-        "rate. Scale nothing by (1 - p): self.dropout already scales the "
-        "kept {units} by 1/(1 - p) in train mode.",
+        "rate.{eval_tip}",
         "the eval output depends on the dropout rate"),
     Finding.NONE_DROPPED: (
         "in train mode (dropout {p:g}) no {unit} was dropped: apply "
@@ -252,11 +259,23 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "for the weighted sum of the values.",
         "att does not follow from the probabilities"),
     Finding.NOT_ON_WEIGHTS: (
-        "dropout is applied after the weighted sum (to the context vectors "
-        "or the values), not to the attention weights: apply self.dropout "
-        "to the softmax weights, then multiply by the values.",
+        "dropout is applied elsewhere than to the attention weights (in "
+        "train mode the probe's two copies of the weights are dropped out "
+        "differently): apply self.dropout to the softmax weights, then "
+        "multiply by the values.",
         "dropout not on the weights"),
 }
+
+# EVAL_FOLLOWS_RATE's {eval_tip}: what the eval values prove, if anything
+EVAL_TIPS = {
+    "scaled": (" Scale nothing by (1 - p): your eval {units} are the "
+               "rate-free ones times 1 - p, and self.dropout already scales "
+               "the kept {units} by 1/(1 - p) in train mode."),
+    "dropped": (" Your {units} are dropped out in eval mode too (each 0 or "
+                "its rate-free value / (1 - p)): use self.dropout, an "
+                "nn.Dropout built in __init__, which follows the module's "
+                "mode."),
+    "": ""}
 
 # PROBS_NOT_DROPPED's {where}: is att itself dropped out?
 WHERE = {True: "dropout is applied to the output att",
@@ -268,6 +287,21 @@ HOW = {True: "att equals the eval output, so att was computed from the "
              "probabilities before dropout",
        False: "dropout applied after (or before) the weighted sum, or the "
               "returned probabilities are not the ones used"}
+
+
+def _eval_tip(own: torch.Tensor, rate_free: torch.Tensor, p: float,
+              params: Any) -> str:
+    """EVAL_FOLLOWS_RATE's tip, only what the eval values prove: scaled
+    by 1 - p, or dropped out as in train mode; else none."""
+    own, rate_free = own.double(), rate_free.double()
+    if close(own, rate_free * (1 - p), params.same_atol, equal_nan=True):
+        return EVAL_TIPS["scaled"].format(units=WEIGHTS.units)
+    finite = torch.isfinite(own) & torch.isfinite(rate_free)
+    if dropout_pattern(own[finite], rate_free[finite], p,
+                       params.relative_tolerance,
+                       params.zero_atol).kind is Pattern.OK:
+        return EVAL_TIPS["dropped"].format(units=WEIGHTS.units)
+    return EVAL_TIPS[""]
 
 
 def say(finding: Finding, words: Words, **facts: Any) -> Verdict:
@@ -755,7 +789,8 @@ class DropoutOnWeights(CaseCheck):
         if own and rate_free and own[0].shape == rate_free[0].shape and \
                 not close(own[0], rate_free[0], params.same_atol,
                           equal_nan=True):
-            return say(Finding.EVAL_FOLLOWS_RATE, WEIGHTS, p=p)
+            return say(Finding.EVAL_FOLLOWS_RATE, WEIGHTS, p=p,
+                       eval_tip=_eval_tip(own[0], rate_free[0], p, params))
         own_split = self._halves(own[0], case) if own else None
         if own_split is not None and not close(*own_split,
                                                params.halves_atol,

@@ -371,6 +371,9 @@ FUTURE = torch.ones(6, 6, dtype=torch.bool).triu(1)
     # a fused kernel gives a row that attends to no key zeros, not NaN
     ("mask inverted, the hidden row zeros", lambda s: s.masked_fill(
         ~FUTURE, -torch.inf).softmax(-1).nan_to_num(0.0)),
+    # the softmax over every key, the future zeroed after it (eval33 s11)
+    ("masked after the softmax", lambda s: s.softmax(-1).masked_fill(
+        FUTURE, 0.0)),
 ])
 def test_any_softmax_of_the_scores_is_shown_as_one(name, weights):
     s = _scores()
@@ -390,6 +393,8 @@ def test_any_softmax_of_the_scores_is_shown_as_one(name, weights):
         FUTURE, -torch.inf).softmax(-1)),
     ("a softmax, rows scaled apart", lambda s: s.masked_fill(
         FUTURE, -torch.inf).softmax(-1) * torch.arange(1.0, 7).view(6, 1)),
+    ("exp of the scores over their sum on every key, times 2",
+     lambda s: 2 * s.softmax(-1).masked_fill(FUTURE, 0.0)),
 ])
 def test_weights_that_are_no_softmax_of_the_scores_are_not(name, weights):
     s = _scores()

@@ -151,9 +151,8 @@ def probs_messages() -> dict[D.Finding, tuple[str, str]]:
             f"in train mode the kept probabilities are their eval value "
             f"times {factor:.4g} = 1/(1 - {rate:.3g}): a dropout rate of "
             f"{rate:.3g}, not the module's {p:g} (expected 1/(1 - p) = "
-            f"{scale:.4g}). Build the "
-            f"dropout from the constructor's argument (`nn.Dropout("
-            f"dropout)`), not a number typed in.",
+            f"{scale:.4g}). Apply one dropout built from the "
+            f"constructor's argument (`nn.Dropout(dropout)`), once.",
             "a dropout rate that is not the module's"),
         D.Finding.WRONG_VALUES: (
             f"in train mode 1 of {frozen.numel()} probabilities are "
@@ -302,10 +301,10 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
             f"equals the eval output. Apply self.dropout to the attention "
             f"weights.", "dropout not applied"),
         D.Finding.NOT_ON_WEIGHTS: (
-            "dropout is applied after the weighted sum (to the context "
-            "vectors or the values), not to the attention weights: apply "
-            "self.dropout to the softmax weights, then multiply by the "
-            "values.", "dropout not on the weights"),
+            "dropout is applied elsewhere than to the attention weights (in "
+            "train mode the probe's two copies of the weights are dropped "
+            "out differently): apply self.dropout to the softmax weights, "
+            "then multiply by the values.", "dropout not on the weights"),
         D.Finding.UNSCALED: (
             f"weights are dropped but the kept ones are not scaled by "
             f"1/(1 - p) = {scale:.4g}: use self.dropout",
@@ -314,8 +313,8 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
             f"in train mode the kept weights are their eval value times "
             f"{factor:.4g} = 1/(1 - {rate:.3g}): a dropout rate of "
             f"{rate:.3g}, not the module's {p:g} (expected 1/(1 - p) = "
-            f"{scale:.4g}). Build the dropout from the constructor's "
-            f"argument (`nn.Dropout(dropout)`), not a number typed in.",
+            f"{scale:.4g}). Apply one dropout built from the constructor's "
+            f"argument (`nn.Dropout(dropout)`), once.",
             "a dropout rate that is not the module's"),
         D.Finding.WRONG_VALUES: (
             f"in train mode the attention weights are neither 0 nor their "
@@ -330,7 +329,8 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
         D.Finding.EVAL_FOLLOWS_RATE: (
             f"in eval mode the output has other values with dropout {p:g} "
             f"than with dropout 0: in eval mode dropout does nothing, "
-            f"whatever its rate. Scale nothing by (1 - p): self.dropout "
+            f"whatever its rate. Scale nothing by (1 - p): your eval "
+            f"weights are the rate-free ones times 1 - p, and self.dropout "
             f"already scales the kept weights by 1/(1 - p) in train mode.",
             "the eval output depends on the dropout rate"),
     }
@@ -384,3 +384,36 @@ def test_an_item_of_no_verdicts_only_earns_nothing():
     outcome = check_kind.evaluate(PROBS_CHECK, None, [PROBS_CASE], results,
                                   CTX)
     assert not outcome.passed and outcome.points == 0
+
+
+def test_a_rate_applied_twice_is_said_so_not_typed_in():
+    """Dropout applied twice (eval33 s16): the kept weights scaled by
+    (1/(1 - p))^2, which the module's rate applied twice gives; the
+    message says so and never that a number was typed in."""
+    frozen = WEIGHTS_CASE.tensors["attention"]
+    twice = dropped(dropped(frozen, P_WEIGHTS), P_WEIGHTS)
+    verdict = judge_weights(twice)
+    assert f"the module's {P_WEIGHTS:g} applied 2 times gives this" in \
+        verdict.message
+    assert "typed in" not in verdict.message
+    other = judge_weights(dropped(frozen, OTHER_RATE))
+    assert "times gives this" not in other.message, other.message
+
+
+@pytest.mark.parametrize("own,tip", [
+    (lambda f: f * (1 - P_WEIGHTS), "Scale nothing by (1 - p)"),
+    (lambda f: dropped(f, P_WEIGHTS), "dropped out in eval mode too"),
+    (lambda f: f + 0.01, None)])
+def test_the_eval_tip_is_only_what_the_eval_values_prove(own, tip):
+    """The eval output moves with p: (1 - p) in both modes is said only
+    when the eval values are the rate-free ones times 1 - p; dropout on
+    in eval mode (a fresh nn.Dropout in forward, eval33 s06) only when
+    they are dropped out; else no tip."""
+    frozen = WEIGHTS_CASE.tensors["attention"]
+    rate_free = side_by_side(frozen, frozen)
+    verdict = judge_weights(dropped(frozen, P_WEIGHTS),
+                            own=own(rate_free), rate_free=rate_free)
+    assert "in eval mode the output has other values" in verdict.message
+    tips = ("Scale nothing by (1 - p)", "dropped out in eval mode too")
+    assert [t for t in tips if t in verdict.message] == \
+        ([tip] if tip else [])

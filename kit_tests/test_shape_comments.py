@@ -645,6 +645,26 @@ def test_an_ellipsis_is_the_leading_dimensions_of_a_line_of_two_ranks():
         f"line {line}: comment claims [..., seq, seq] = [..., 5, 5]")
 
 
+def test_an_ellipsis_names_what_one_tasks_calls_share():
+    """A dummy call on ``x[0]`` in the task's own forward (red team 7's
+    shapedots) binds the line at 2-d and 3-d: ``...`` may stand only for
+    the leading dimension they do not share, so ``[..., hidden]`` still
+    costs the comment and ``[..., seq, hidden]`` (the control) does
+    not."""
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # [..., hidden]")
+    line = line_of(source, "return probs @ v")
+    observed = dict(trace(source))
+    observed[line] = observed[line] + [[[5, 12]]]
+    [issue] = check_shape_comments(source, observed, DIMS, METHODS)
+    assert issue.kind == "wrong" and "the last 2 are the same in every " \
+        "call: name them" in issue.message, issue.message
+    named = source.replace("# [..., hidden]", "# [..., seq, hidden]")
+    observed = dict(trace(named))
+    observed[line] = observed[line] + [[[5, 12]]]
+    assert check_shape_comments(named, observed, DIMS, METHODS) == []
+
+
 def test_an_ellipsis_on_a_line_of_one_rank_is_no_claim():
     # A line that always binds [2, 5, 12] has every dimension to name:
     # "[..., hidden]" there would dodge the rule.

@@ -74,16 +74,18 @@ def _assign(claims: list[Claim], shapes: list[list[int]],
 
 
 def _matches(parsed: Parsed, runs: list[list[list[int]]],
-             dims: dict[str, int], ranks_vary: bool = False) -> bool:
+             dims: dict[str, int], rest: int | None = None) -> bool:
     """Whether the claims describe some execution, or every execution
     when the sizes that vary between them (a tensor grown by ``torch.cat``
-    in a loop) are left unchecked."""
+    in a loop) are left unchecked. ``rest``: how many trailing dimensions
+    a claim starting with ``...`` must name (None: ``...`` is no claim
+    there, ``rest_named``)."""
     if parsed.unreadable is not None:
         # Shapes that vary between executions may need a loop variable
         # (``[bs, seq, i * head_size]``): not the student's fault.
         return _varying(runs) is not None and \
             parsed.unreadable.isidentifier()
-    if _rest(parsed) and not ranks_vary:
+    if _rest(parsed) and (rest is None or _too_few(parsed, rest)):
         return False    # "[..., seq]" on a line of one rank: a dodge
     if any(_assign(parsed.claims, shapes, dims) for shapes in runs):
         return True
@@ -94,6 +96,28 @@ def _matches(parsed: Parsed, runs: list[list[list[int]]],
 def _rest(parsed: Parsed) -> bool:
     """Whether a claim starts with ``...`` (any leading dimensions)."""
     return any(c.dims and c.dims[0].is_rest for c in parsed.claims)
+
+
+def _too_few(parsed: Parsed, rest: int) -> bool:
+    """Whether a ``...`` claim names fewer than ``rest`` dimensions."""
+    return any(c.dims and c.dims[0].is_rest and len(c.dims) - 1 < rest
+               for c in parsed.claims)
+
+
+def common_tail(runs: list[list[list[int]]]) -> int:
+    """How many trailing dimensions every execution's tensors share, size
+    for size (the least over the tensors a line binds; 0 when the
+    executions bind different numbers of tensors)."""
+    if not runs or len({len(run) for run in runs}) != 1:
+        return 0
+    tails = []
+    for shapes in zip(*runs):
+        k = 0
+        while all(len(s) > k for s in shapes) and \
+                len({s[-1 - k] for s in shapes}) == 1:
+            k += 1
+        tails.append(k)
+    return min(tails, default=0)
 
 
 def run_ranks(runs: list[list[list[int]]]) -> set[tuple[int, ...]]:
@@ -342,7 +366,7 @@ def _shapes_text(shapes: list[list[int]]) -> str:
 
 
 def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
-                   dims: dict[str, int], ranks_vary: bool) -> str:
+                   dims: dict[str, int], rest: int | None) -> str:
     shapes = runs[0]
     if len(parsed.claims) == 1:
         claim = parsed.claims[0]
@@ -357,10 +381,14 @@ def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
     if len(runs) > 1:
         others = "; ".join(_shapes_text(r) for r in runs[1:4])
         actual += f" (in other calls: {others})"
-    if _rest(parsed) and not ranks_vary:
+    if _rest(parsed) and rest is None:
         actual += (": `...` stands only for leading dimensions whose "
                    "number changes between calls (a helper called on 3-d "
                    "and on 4-d tensors); write every dimension out")
+    elif _rest(parsed) and _too_few(parsed, rest):
+        actual += (f": `...` stands only for the leading dimensions that "
+                   f"differ between its calls; the last {rest} are the "
+                   f"same in every call: name them")
     return f"line {line}: comment claims {told} but {actual}"
 
 
@@ -429,7 +457,8 @@ def check_shape_comments(
     traced call of the submission (``run_ranks``), every task's: a
     leading ``...`` is read only on a line bound at several ranks (a
     helper shared by a 3-d and a 4-d task), where it stands for the
-    leading dimensions.
+    leading dimensions (within one task's calls, only those they do not
+    share: ``_Statements.rest_named``).
 
     A statement that bound or returned a tensor needs a comment whose
     claim matches (else "missing", "unreadable" or "wrong"). A statement
@@ -487,11 +516,20 @@ class _Statements:
                          all(len(run) == len(names) for run in runs)):
                 self.tensor_names.setdefault(region.cls, set()).update(names)
 
-    def ranks_vary(self, node: ast.stmt) -> bool:
-        """Whether the statement bound tensors of several ranks, in this
-        task's traced calls or any other's."""
-        return len(run_ranks(self.runs_of(node)) |
-                   self.ranks.get(node.lineno, set())) > 1
+    def rest_named(self, node: ast.stmt) -> int | None:
+        """How many trailing dimensions a ``...`` claim on the statement
+        must name: None (no claim: ``...`` hides dimensions) where it
+        bound tensors of one rank in every task's traced calls; where this
+        task's own calls bind several ranks, every trailing dimension they
+        share (a dummy call on ``x[0]`` makes no line's comment vaguer);
+        else, several ranks only across tasks (a helper shared by a 3-d
+        and a 4-d task, whose sizes differ), any."""
+        own = run_ranks(self.runs_of(node))
+        if len(own) > 1:
+            return common_tail(self.runs_of(node))
+        if len(own | self.ranks.get(node.lineno, set())) > 1:
+            return 0
+        return None
 
     def runs_of(self, node: ast.stmt) -> list[list[list[int]]]:
         """The shapes ``node`` bound, one list per execution."""
@@ -513,14 +551,14 @@ class _Statements:
             return None
         read = self.notation.parse_comment
         parsed = [read(t) for t in cands.acceptable()]
-        vary = self.ranks_vary(node)
-        if any(_matches(p, runs, dims, vary) for p in parsed):
+        rest = self.rest_named(node)
+        if any(_matches(p, runs, dims, rest) for p in parsed):
             return None
 
         def belongs(text: str, neighbour: ast.stmt) -> bool:
             # A shared comment that fits the neighbour is the neighbour's.
             return _matches(read(text), self.runs_of(neighbour),
-                            dims, self.ranks_vary(neighbour))
+                            dims, self.rest_named(neighbour))
 
         report = next((p for p in (read(t)
                                    for t in cands.reportable(belongs))
@@ -535,7 +573,7 @@ class _Statements:
             return "unreadable", _unreadable_message(
                 node.lineno, report, self.notation.hint)
         return "wrong", _wrong_message(node.lineno, report, runs, dims,
-                                       vary)
+                                       rest)
 
     def _never_ran(self, region: Region, node: ast.stmt,
                    cands: _Candidates) -> tuple[str, str] | None:

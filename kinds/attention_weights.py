@@ -228,10 +228,25 @@ def exposing_probes(case: Case, timeout: float, roles: list[str],
     return probes
 
 
+# How a call's output [tokens, heads * head] holds each head's weights
+# [heads, n, head] (the first n tokens): the heads merged right (heads
+# before head_dim), without the transpose back ([heads, tokens, head]
+# reshaped), or interleaved (head_dim before heads): the last two are
+# 3.3's mistakes, which must not cost 3.3d too.
+MERGES = {
+    "heads_last": lambda out, n, heads, head: out[:n].reshape(
+        n, heads, head).transpose(0, 1),
+    "heads_first": lambda out, n, heads, head: out.reshape(
+        heads, -1, head)[:, :n],
+    "interleaved": lambda out, n, heads, head: out[:n].reshape(
+        n, head, heads).permute(2, 0, 1),
+}
+
+
 def exposed_weights(case: Case, projections: list[str], roles: list[str],
                     value_layer: str, outputs: list[torch.Tensor | None],
                     output_layer: str = "", padded: bool = False,
-                    heads_first: bool = False
+                    merge: str = "heads_last"
                     ) -> list[tuple[torch.Tensor, torch.Tensor,
                                     torch.Tensor]] | None:
     """Per call of ``exposing_probes(case, ..., projections, ...)``: the
@@ -239,9 +254,9 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
     there [heads, n, n] (computed from that call's state, with ``roles``
     the layers the scores use: the value layer may be one of them), and
     which keys it shows; None if an output is missing or of another
-    shape. ``heads_first``: the output read as the heads merged without
-    their transpose back ([heads, tokens, head] reshaped to [tokens,
-    heads * head]: 3.3's mistake; every head has the same weights)."""
+    shape. ``merge``: how the output is read as the heads merged
+    (``MERGES``: 3.3's mistakes read too; every head has the same
+    weights)."""
     found = exposing_states(case, projections, value_layer, output_layer,
                             padded)
     if found is None or len(outputs) != len(found[1]):
@@ -262,9 +277,7 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
         shown = torch.zeros(n, dtype=torch.bool)
         keys = list(range(call * head, min(n, (call + 1) * head)))
         shown[keys] = True
-        view = out[0].double().reshape(heads, length, head)[:, :n] \
-            if heads_first else \
-            out[0, :n].double().reshape(n, heads, head).transpose(0, 1)
+        view = MERGES[merge](out[0].double(), n, heads, head)
         weights[:, :, keys] = view[:, :, :len(keys)]
         calls.append((weights, s, shown))
     if all(torch.equal(s, calls[0][1]) for _, s, _ in calls):
@@ -360,7 +373,8 @@ def softmax_shown(case: Case, projections: list[str], value_layer: str,
     """What ``causal.weights_unshown`` asks of the weights:
     given the layers that play the query's and the key's parts, whether
     the ``exposed-<k>`` outputs in ``found``, or the ``padded-<k>`` ones,
-    read as the heads merged either way, are a softmax of their scores;
+    read as the heads merged any way of ``MERGES``, are a softmax of
+    their scores;
     None (nothing asked) where the case cannot be probed so."""
     calls = {}
     for label, padded in (("exposed", False), ("padded", True)):
@@ -371,8 +385,8 @@ def softmax_shown(case: Case, projections: list[str], value_layer: str,
             calls[padded] = [found[one] for one in labels]
     if not value_layer or False not in calls:
         return None
-    readings = (False, True) if _heads(case) > 1 else (False,)
+    merges = list(MERGES) if _heads(case) > 1 else ["heads_last"]
     return lambda roles: any(softmax_of_scores(exposed_weights(
         case, projections, roles, value_layer, outputs, output_layer,
-        padded, heads_first)) for padded, outputs in calls.items()
-        for heads_first in readings)
+        padded, merge)) for padded, outputs in calls.items()
+        for merge in merges)

@@ -179,7 +179,7 @@ def test_a_mask_cut_from_the_wrong_corner_costs_3_1_alone(config):
 # head and out_proj the identity: weights that are no softmax of the
 # scores lose 3.3d; a split or a merge of the heads gone wrong (3.3's
 # mistakes: kit/variants/mistakes.toml, fused_split_swapped and
-# fused_merge_no_transpose) keeps it.
+# fused_merge_no_transpose; the heads interleaved) keeps it.
 MHA_WEIGHTS = ("        attn_weights = torch.softmax(attn_scores / "
                "self.head_dim ** 0.5,\n"
                "                                     dim=-1)\n")
@@ -217,6 +217,9 @@ def test_fused_weights_that_are_no_softmax_lose_3_3d(config, name):
      "split = (b, num_tokens, self.head_dim, self.num_heads)"),
     ("        context_vec = (attn_weights @ values).transpose(1, 2)\n",
      "        context_vec = attn_weights @ values\n"),
+    # head_dim before num_heads: the heads interleaved
+    ("        context_vec = (attn_weights @ values).transpose(1, 2)\n",
+     "        context_vec = (attn_weights @ values).permute(0, 2, 3, 1)\n"),
 ])
 def test_heads_split_or_merged_wrong_keep_3_3d(config, old, new):
     passed = _passed(_edit_mha(old, new), config)

@@ -142,9 +142,9 @@ def test_a_reach_in_spelled_at_run_time_costs_at_least_its_control(
 
 
 # Code the grader's own frame runs: an exception whose message is a
-# property made of C callables, read by the grader's describe_exception
-# (red team 7's describeexec): exec of a string with no frame of the
-# submission's file on the stack, the grader's innermost. Its control
+# property made of C callables, read by the grader's describe_exception:
+# exec of a string with no frame of the submission's file on the stack,
+# the grader's innermost. Its control
 # raises the same exception with a plain message.
 LOUD = '''
 

@@ -1,8 +1,8 @@
 """Type tests on the submission's values run none of its code
 (autograder/sandbox/safe_type.py): ``isinstance`` reads a ``__class__``
-property when the type is not the class asked (red team 7's classexec:
-the property ran exec of a string inside the grader's frame), and a
-metaclass can make ``type(value).__name__`` a property."""
+property when the type is not the class asked (a property made of
+``functools.partial(exec, source)`` ran it inside the grader's frame),
+and a metaclass can make ``type(value).__name__`` a property."""
 from __future__ import annotations
 
 import torch

@@ -646,11 +646,10 @@ def test_an_ellipsis_is_the_leading_dimensions_of_a_line_of_two_ranks():
 
 
 def test_an_ellipsis_names_what_one_tasks_calls_share():
-    """A dummy call on ``x[0]`` in the task's own forward (red team 7's
-    shapedots) binds the line at 2-d and 3-d: ``...`` may stand only for
-    the leading dimension they do not share, so ``[..., hidden]`` still
-    costs the comment and ``[..., seq, hidden]`` (the control) does
-    not."""
+    """A dummy call on ``x[0]`` in the task's own forward binds the line
+    at 2-d and 3-d: ``...`` may stand only for the leading dimension they
+    do not share, so ``[..., hidden]`` still costs the comment and
+    ``[..., seq, hidden]`` (the control) does not."""
     source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
                                "return probs @ v  # [..., hidden]")
     line = line_of(source, "return probs @ v")

@@ -203,23 +203,8 @@ def _libraries_own_rule(grader: str) -> tuple[
     patch of a module changes them."""
     own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
     internal_use = _module_files(INTERNAL_USE)
-    installed = _INSTALLED
-    str_type, bytes_type, code_type = str, bytes, types.CodeType
+    is_installed, compiled_file = _file_rules(grader)
     frozen = "<frozen "
-
-    def is_installed(path: str) -> bool:
-        return path.startswith(installed) and not path.startswith(grader)
-
-    def compiled_file(event: str, args: tuple) -> str:
-        # The file of the code ``exec`` runs or ``compile`` compiles.
-        if event == "exec" and args and type(args[0]) is code_type:
-            return args[0].co_filename
-        if event == "compile" and len(args) > 1:
-            name = args[1]
-            if type(name) is bytes_type:
-                name = name.decode(errors="replace")
-            return name if type(name) is str_type else ""
-        return ""
 
     def libraries_own(event: str, args: tuple, raiser: Any,
                       between: list[str]) -> bool:
@@ -260,20 +245,40 @@ def _libraries_own_rule(grader: str) -> tuple[
             return True
         return _installed_import(event, raiser, is_installed)
 
-    def foreign(path: str) -> bool:
-        # Code neither the grader's nor an installed module's (nor
-        # importlib's): a string the submission ran, a file it wrote.
-        return not (path.startswith((grader, frozen)) or is_installed(path))
-
     def foreign_code(event: str, args: tuple, submission: str) -> bool:
-        # ``exec`` of such code, not of the submission's file (what runs:
-        # a ``compile`` of a tree names no file, and runs nothing)
-        if event != "exec":
-            return False
-        compiled = compiled_file(event, args)
-        return compiled != submission and foreign(compiled)
+        # ``exec`` of code neither the submission's, the grader's, an
+        # installed module's nor importlib's: a string, a file it wrote
+        # (what runs: a ``compile`` of a tree names no file, runs nothing)
+        compiled = compiled_file(event, args) if event == "exec" else None
+        return compiled is not None and compiled != submission and not (
+            compiled.startswith((grader, frozen)) or is_installed(compiled))
 
     return libraries_own, unattended_own, foreign_code
+
+
+def _file_rules(grader: str) -> tuple[Callable[[str], bool],
+                                      Callable[[str, tuple], str]]:
+    """``is_installed(path)``: a module of the standard library or
+    site-packages (not the grader's); ``compiled_file(event, args)``: the
+    file of the code ``exec`` runs or ``compile`` compiles ("" if none).
+    What they read is taken now, in their closure."""
+    installed = _INSTALLED
+    str_type, bytes_type, code_type = str, bytes, types.CodeType
+
+    def is_installed(path: str) -> bool:
+        return path.startswith(installed) and not path.startswith(grader)
+
+    def compiled_file(event: str, args: tuple) -> str:
+        if event == "exec" and args and type(args[0]) is code_type:
+            return args[0].co_filename
+        if event == "compile" and len(args) > 1:
+            name = args[1]
+            if type(name) is bytes_type:
+                name = name.decode(errors="replace")
+            return name if type(name) is str_type else ""
+        return ""
+
+    return is_installed, compiled_file
 
 
 _IMPORTLIB_FILES = (*IMPORTLIB, os.path.join(_stdlib_dir(), "importlib",
@@ -336,6 +341,7 @@ def install(filename: str, report: Callable[[str], None]
     started = [False]       # the submission's source compiled
     events, prefixes, always = EVENTS, EVENT_PREFIXES, ALWAYS
     fields, function_type = FUNCTION_FIELDS, types.FunctionType
+    walk_out, replaced = _walk_out, _function_replaced   # no later patch
     # This package's folder: its guards and recorders run inside the
     # submission's calls, and what they raise is the grader's own.
     grader = os.path.join(os.path.dirname(os.path.dirname(
@@ -364,39 +370,24 @@ def install(filename: str, report: Callable[[str], None]
         if what is None:
             return
         raiser = getframe(2)   # the code that raised it (past the hook)
-        # Code the grader's frames call can be the submission's without
-        # a frame of its file (a property made of C callables, read by an
-        # ``isinstance`` of the grader's): code run from a string or a
-        # file it wrote is never the grader's own, once it has loaded.
+        # exec of a string is never the grader's own (module docstring)
         stray = started[0] and not getattr(grader_work, "depth", 0) and \
             foreign_code(event, args, filename)
         if raiser.f_code.co_filename.startswith(grader):
-            if stray:
-                report(what)
-            return              # the grader's own raise
-        if started[0] and (event in always or _function_replaced(
+            return report(what) if stray else None   # else the grader's
+        if started[0] and (event in always or replaced(
                 event, args, fields, function_type)):
             return report(what)
-        between: list[str] = []
-        frame, graders = raiser, False
-        while frame is not None:    # out to the submission's frame
-            path = frame.f_code.co_filename
-            if path == filename:
-                break
-            graders = graders or path.startswith(grader)
-            between.append(path)
-            frame = frame.f_back
-        else:
+        between, graders, entered = walk_out(raiser, filename, grader)
+        if not entered:
             # No submission code on the stack: a thread it started, a
             # callback it registered, or the grader before it loads.
             if started[0] and not getattr(grader_work, "depth", 0) and \
                     not unattended_own(event, args, raiser):
                 report(what)
             return
-        if graders:
-            if stray:
-                report(what)
-            return          # the grader's own code, inside its call
+        if graders:     # the grader's own code, inside its call
+            return report(what) if stray else None
         if between and event != "import" and \
                 libraries_own(event, args, raiser, between):
             return
@@ -404,6 +395,23 @@ def install(filename: str, report: Callable[[str], None]
 
     sys.addaudithook(hook)
     return _own_work(grader_work)
+
+
+def _walk_out(raiser: Any, filename: str, grader: str
+              ) -> tuple[list[str], bool, bool]:
+    """The files of the frames from ``raiser`` out to the submission's
+    (``filename``) frame, whether one of them is the grader's, and
+    whether the submission's frame was reached at all."""
+    between: list[str] = []
+    frame, graders = raiser, False
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if path == filename:
+            return between, graders, True
+        graders = graders or path.startswith(grader)
+        between.append(path)
+        frame = frame.f_back
+    return between, graders, False
 
 
 def _function_replaced(event: str, args: tuple, fields: frozenset,

@@ -601,8 +601,8 @@ def head_slices(step: str, got: torch.Tensor,
                           for i, j in enumerate(used) if i != j)
     return Relation(f"head {what}: {used}",
                     f"These values ({_words(step)}, head by head) are the "
-                    f"reference's, but {words}: head h takes the columns "
-                    f"h * head_dim to (h + 1) * head_dim.")
+                    f"reference's, but {words}: head h takes the h-th "
+                    f"slice of the columns, one head's width each.")
 
 
 def head_values(step: str, got: torch.Tensor,

@@ -280,7 +280,7 @@ def test_a_bad_placeholder_names_its_line(tmp_path, placeholder, message):
 
 def test_a_question_without_its_sample_names_its_line(tmp_path):
     copy = _source_copy(tmp_path, '+++ {"sample": "Q2"}', "+++")
-    line = _line(copy, '+++ {"question": "Q2"}')
+    line = _line(copy, '+++ {"question": "Q2"')   # points may follow
     with pytest.raises(notebook.MasterError,
                        match=rf"attention.md:{line}: question Q2 needs"):
         notebook.build(copy)

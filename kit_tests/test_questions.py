@@ -133,10 +133,15 @@ def test_a_questions_points_reach_otter_and_questions_toml(tmp_path):
     assert not any("points" in c.metadata for c in built.cells)
     toml = tmp_path / "questions.toml"
     toml.write_text(notebook.render_questions(built))
-    assert question_points(toml) == {
-        **{q: 0.0 for q in answers.questions()}, NEW: 2.0}
-    # no points anywhere: the generated file is as it was
-    assert "points" not in notebook.render_questions(notebook.build())
+    # the master's own questions keep whatever points it declares (a
+    # course that scores them has given them some)
+    declared = tmp_path / "declared.toml"
+    declared.write_text(notebook.render_questions(notebook.build()))
+    assert question_points(toml) == {**question_points(declared), NEW: 2.0}
+    # no points anywhere: the generated file has none
+    bare = tmp_path / "bare.md"
+    bare.write_text(re.sub(r', "points": [^,}]+', "", master.read_text()))
+    assert "points" not in notebook.render_questions(notebook.build(bare))
     bad = tmp_path / "bad.md"
     bad.write_text(source.read_text().replace('"points": 2', '"points": -1'))
     with pytest.raises(notebook.MasterError, match="must be a number"):

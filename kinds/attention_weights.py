@@ -164,6 +164,9 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
               if path.endswith(".weight") and value.dim() == 2}
     if layers - {*roles[:2], value_layer, output_layer}:
         return None     # another layer (an output projection) in the way
+    pad = _padding(case, _tokens(case)) if padded else 0
+    if padded and not pad:
+        return None
     fixed = _same_in_every_head(case, roles) if _heads(case) > 1 \
         else dict(case.weights)
     setup = fixed and _setup(case, fixed, roles, value_layer)
@@ -193,10 +196,7 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
                 if token < n:
                     value[h * head + c, token] = 1.0 / alpha
         states.append({**fixed, f"{value_layer}.weight": value})
-    if padded:
-        pad = _padding(case, n)
-        if not pad:
-            return None
+    if pad:
         x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
     return x.to(weight.dtype).unsqueeze(0), states
 

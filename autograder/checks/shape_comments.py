@@ -524,9 +524,10 @@ class _Statements:
         share (a dummy call on ``x[0]`` makes no line's comment vaguer);
         else, several ranks only across tasks (a helper shared by a 3-d
         and a 4-d task, whose sizes differ), any."""
-        own = run_ranks(self.runs_of(node))
+        runs = self.runs_of(node)
+        own = run_ranks(runs)
         if len(own) > 1:
-            return common_tail(self.runs_of(node))
+            return common_tail(runs)
         if len(own | self.ranks.get(node.lineno, set())) > 1:
             return 0
         return None

@@ -58,7 +58,7 @@ def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
             target = _resolve(module, path)
             if not is_a(target, torch.Tensor):
                 raise ProbeFailure(
-                    ERROR, f"{path} is a {type(target).__name__}, expected a "
+                    ERROR, f"{path} is a {type_name(target)}, expected a "
                     f"tensor of shape {list(value.shape)}", "load")
             if list(target.shape) != list(value.shape):
                 raise ProbeFailure(
@@ -75,7 +75,7 @@ def _resolve(module: nn.Module, path: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            owner = ".".join(walked[:-1]) or type(module).__name__
+            owner = ".".join(walked[:-1]) or type_name(module)
             raise ProbeFailure(
                 ERROR, f"{owner} has no attribute {part!r} (needed to load "
                 f"the weights {path})", "load") from None
@@ -125,19 +125,19 @@ def collect_outputs(value: Any) -> tuple[str, list[torch.Tensor]]:
         for i, item in enumerate(items):
             if not is_a(item, torch.Tensor):
                 raise ProbeFailure(
-                    ERROR, f"forward returned a {type(value).__name__} whose "
-                    f"item {i} is a {type(item).__name__}, expected tensors",
+                    ERROR, f"forward returned a {type_name(value)} whose "
+                    f"item {i} is a {type_name(item)}, expected tensors",
                     "output")
     else:
         raise ProbeFailure(
-            ERROR, f"forward returned a {type(value).__name__}, expected a "
+            ERROR, f"forward returned a {type_name(value)}, expected a "
             "tensor or a tuple of tensors", "output")
     try:
         return kind, [t.detach().to("cpu", torch.float32).contiguous()
                       .clone() for t in items]
     except Exception as exc:   # noqa: BLE001 - e.g. meta or sparse tensors
         raise ProbeFailure(ERROR, f"could not read the returned tensors: "
-                           f"{type(exc).__name__}: {exc}", "output") from None
+                           f"{type_name(exc)}: {exc}", "output") from None
 
 
 def run_probe(module: types.ModuleType, probe: Probe, filename: str,
@@ -176,7 +176,7 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             _seed(probe.seed)   # weights not in state repeat too
         instance = _construct(cls, probe)
         if not is_a(instance, nn.Module):
-            got = type(instance).__name__
+            got = type_name(instance)
             raise ProbeFailure(ERROR, f"{probe.cls}() returned a {got}, "
                                f"expected an nn.Module" if
                                inspect.isfunction(cls) else

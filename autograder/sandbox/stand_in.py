@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from autograder.sandbox.protocol import Probe, stand_in_output
-from autograder.sandbox.safe_type import is_a
+from autograder.sandbox.safe_type import is_a, type_name
 from autograder.sandbox.student_module import MODULE_NAME
 
 
@@ -51,7 +51,7 @@ def stand_in_class(probe: Probe, real: Any) -> type:
                     and bool(torch.equal(x, expected))):
                 what = (f"a tensor of shape {list(x.shape)}"
                         if is_a(x, torch.Tensor) else
-                        f"a {type(x).__name__}")
+                        f"a {type_name(x)}")
                 raise ValueError(f"a {name} was called on {what} that is "
                                  f"not the input x: run every head on x")
             return stand_in_output(probe.drawn_seed, self.index, shape)

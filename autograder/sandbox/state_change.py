@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from autograder.sandbox.limits import LIMITS
-from autograder.sandbox.safe_type import is_a
+from autograder.sandbox.safe_type import is_a, type_name
 
 # What every nn.Module has (hooks, flags): not the student's state.
 _MODULE_INTERNALS = frozenset(vars(nn.Module())) - {
@@ -42,8 +42,8 @@ def _frozen(value: Any) -> Any:
     if type(value) in (int, float, bool, str, type(None)):
         return value
     if type(value) in (list, tuple, dict, set):
-        return (type(value).__name__, len(value))
-    return (type(value).__name__, id(value))
+        return (type_name(value), len(value))
+    return (type_name(value), id(value))
 
 
 def changed_state(before: dict[str, Any], after: dict[str, Any]

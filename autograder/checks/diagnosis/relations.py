@@ -8,7 +8,7 @@ a fact it checked on every position; none holds: no relation is named.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -575,6 +575,22 @@ def operands(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor],
 _SLICES = {"q": "queries", "k": "keys", "v": "values"}
 
 
+def _heads_taken(got: torch.Tensor,
+                 candidate: Callable[[int, int], torch.Tensor]
+                 ) -> list[int] | None:
+    """For each head i of ``got`` [b, heads, ...], the one head j whose
+    ``candidate(i, j)`` its numbers equal; None if a head equals none or
+    several, or every head is its own."""
+    heads = got.shape[1]
+    used = []
+    for i in range(heads):
+        found = [j for j in range(heads) if same(got[:, i], candidate(i, j))]
+        if len(found) != 1:
+            return None
+        used.append(found[0])
+    return None if used == list(range(heads)) else used
+
+
 def head_slices(step: str, got: torch.Tensor,
                 steps: dict[str, torch.Tensor]) -> Relation | None:
     """A loop's heads (stacked) that take another head's slice of q, k or
@@ -584,14 +600,8 @@ def head_slices(step: str, got: torch.Tensor,
     if step not in _SLICES or expected is None or expected.dim() != 4 or \
             tuple(got.shape) != tuple(expected.shape) or got.shape[1] < 2:
         return None
-    used = []
-    for i in range(got.shape[1]):
-        found = [j for j in range(got.shape[1])
-                 if same(got[:, i], expected[:, j])]
-        if len(found) != 1:
-            return None
-        used.append(found[0])
-    if used == list(range(len(used))):
+    used = _heads_taken(got, lambda i, j: expected[:, j])
+    if used is None:
         return None
     what = _SLICES[step]
     if len(set(used)) == 1:
@@ -625,14 +635,8 @@ def head_values(step: str, got: torch.Tensor,
         got = got.reshape(b, s, h, d).transpose(1, 2)
     elif tuple(got.shape) != (b, h, s, d):
         return None
-    used = []
-    for i in range(h):
-        found = [j for j in range(h) if same(
-            got[:, i], weights[:, i] @ v[:, j])]
-        if len(found) != 1:
-            return None
-        used.append(found[0])
-    if used == list(range(h)):
+    used = _heads_taken(got, lambda i, j: weights[:, i] @ v[:, j])
+    if used is None:
         return None
     if len(set(used)) == 1:
         words = (f"every head weighs head {used[0]}'s values (the values' "

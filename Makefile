@@ -113,11 +113,11 @@ check: $(SETUP) fresh-values ## student preview: grade the student module ([modu
 # A folder's entries are globbed by the shell when the grading line runs:
 # make expands a recipe before its first line, when the examples that line
 # writes do not exist yet on a first run. No entries: the path itself.
-grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md; COURSE=DIR: the course folder (default course/)
+grade: $(SETUP) fresh-values ## grade every entry of SUBMISSIONS=DIR (or a Gradescope export .zip) into OUT=grades (default: the examples); COMPARE=OLD_OUT writes OUT/regrade.md; COURSE=DIR: the course folder (default course/); NEW_VALUES=1: regrade an OUT graded with other test values
 	@if [ "$(SUBMISSIONS)" = build/examples ]; then $(PY) -m kit.corpus.examples; fi
 	@shopt -s nullglob; paths=("$(SUBMISSIONS)"/*); \
-	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(if $(COURSE),--course $(COURSE) )$(SUBMISSIONS)$${paths:+/*}"; \
-	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(COURSE),--course $(COURSE)) "$${paths[@]:-$(SUBMISSIONS)}"
+	echo "$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE) )$(if $(COURSE),--course $(COURSE) )$(if $(NEW_VALUES),--new-values )$(SUBMISSIONS)$${paths:+/*}"; \
+	$(PY) -m autograder grade --out $(OUT) $(if $(COMPARE),--compare $(COMPARE)) $(if $(COURSE),--course $(COURSE)) $(if $(NEW_VALUES),--new-values) "$${paths[@]:-$(SUBMISSIONS)}"
 
 term: $(SETUP) ## apply the course folder (COURSE=DIR, default course/) to the graded folder OUT=grades again, without grading
 	$(PY) -m autograder term $(OUT) $(if $(COURSE),--course $(COURSE))

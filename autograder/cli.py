@@ -131,7 +131,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         rubric=args.rubric, values=args.values, jobs=args.jobs,
         timeout=args.timeout, public_only=args.public_only,
         compare=args.compare, course=args.course,
-        report_options=_report_options(args), hw=args.homework)
+        report_options=_report_options(args), hw=args.homework,
+        new_values=args.new_values)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -247,7 +248,18 @@ def _description(hw: homework.Homework) -> str:
                                   rubric=_shown(hw.rubric))
     tasks = ", ".join(t.title.split(": ", 1)[-1] for t in rubric.tasks)
     bonus = f" (+{rubric.max_bonus:g} bonus)" if rubric.max_bonus else ""
-    text = DESCRIPTION.format(tasks=tasks, points=f"{rubric.max_score:g}",
+    points = f"{rubric.max_score:g}"
+    try:   # the questions the staff score (help prints without them)
+        from autograder.term.course import question_points
+        asked = sum(question_points(hw.questions).values()) \
+            if hw.questions else 0
+    except ValueError:   # StaffFileError: shown by the commands using it
+        asked = 0
+    if asked:
+        points = (f"{rubric.max_score + asked:g} ({rubric.max_score:g} "
+                  f"autograded, {asked:g} for the notebook's questions, "
+                  f"scored by the staff)")
+    text = DESCRIPTION.format(tasks=tasks, points=points,
                               bonus=bonus, title=hw.title,
                               rubric=_shown(hw.rubric))
     first, rest = text.split("\n", 1)
@@ -330,6 +342,10 @@ def _add_grade(commands: argparse._SubParsersAction,
     grade.add_argument("--public-only", action="store_true",
                        help="grade on the public cases only (no hidden "
                             "values available)")
+    grade.add_argument("--new-values", action="store_true",
+                       help="regrade an OUT graded with other test values "
+                            "(another edition's) with these: its grades "
+                            "are replaced (refused without this flag)")
     _report_flags(grade)
     _common(grade, hw)
     grade.set_defaults(run=cmd_grade)

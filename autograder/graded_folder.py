@@ -39,7 +39,8 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
                 timeout: float | None = None, public_only: bool = False,
                 compare: Path | None = None, course: Path | None = None,
                 report_options: Any = None,
-                hw: homework.Homework | None = None) -> int:
+                hw: homework.Homework | None = None,
+                new_values: bool = False) -> int:
     """Grade every path (a Gradescope export among them is opened) into
     ``out`` in the sandbox ``sandbox_factory()`` gives: the submission
     folders, grades.csv, the answer pages and the staff's outputs, with
@@ -47,8 +48,9 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
     the profile: checked whole before anything is graded); print the
     summary. ``report_options`` (class_report.ReportOptions: earlier
     editions for similarity, the anonymised view) shape the class report;
-    ``hw``: the homework graded (default: the one in use). Returns the
-    exit status."""
+    ``hw``: the homework graded (default: the one in use); ``new_values``:
+    regrade a folder graded with other test values. Returns the exit
+    status."""
     paths = [p for p in paths if not p.name.startswith(".")]
     for path in paths:
         check_path(path)
@@ -63,15 +65,18 @@ def grade_paths(paths: list[Path], sandbox_factory: Callable[[], Any], *,
         if export is not None:
             paths, given = export.paths, export.given
         term = _load_term(course, rubric, paths, export)
+        digest = batch_state.values_digest(values or values_dir())
         try:   # before the sandbox and its canary: OUT can hold the batch
             outdir.check_out(out, len(paths))
-        except outdir.OutDirError as exc:
+            batch_state.check_values(out, digest, new_values=new_values)
+        except (outdir.OutDirError, batch_state.IncompleteError) as exc:
             raise ConfigError(str(exc)) from None
         with sandbox_factory() as sandbox:
             config, failed = _grade_into(
                 paths, given, sandbox, export, out=out, rubric=rubric,
                 values=values, jobs=jobs, timeout=timeout,
-                public_only=public_only, hw=hw)
+                public_only=public_only, hw=hw,
+                values_digest=(digest, new_values))
             try:
                 lines = _staff_outputs(out, config.mistakes, compare, export,
                                        term, report_options)
@@ -110,11 +115,14 @@ def _grader_error_status(failed: list[str]) -> int:
 def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
                 export: Any, *, out: Path, rubric: Path | None,
                 values: Path | None, jobs: int, timeout: float | None,
-                public_only: bool, hw: homework.Homework | None = None
+                public_only: bool, hw: homework.Homework | None = None,
+                values_digest: tuple[str | None, bool] = (None, False)
                 ) -> tuple[GradingConfig, list[str]]:
     """Grade ``paths`` (``given``: each as the grader named it) into
     ``out`` by the command's config; returns it and the names of the
-    submissions the grader failed to grade."""
+    submissions the grader failed to grade. ``values_digest``: the test
+    values' manifest sha256 the batch records, and whether a folder
+    graded with other values may be regraded."""
     config = read_config(rubric, values, ("public",) if public_only
                          else ("public", "hidden"), hw,
                          probe_timeout=timeout)
@@ -141,7 +149,8 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
                "jail": sorted(layers)}
     try:
         state = batch_state.begin(out, batch_state.grader_fingerprint(
-            rubric, values, options))
+            rubric, values, options), values_digest[0],
+            new_values=values_digest[1])
         _make_folder(out / layout.SUBMISSIONS)   # the layout of new grades
         graded = grade_all([Entry(n, p) for n, p in zip(names, paths)],
                            config,

@@ -74,6 +74,35 @@ def test_cli_help_states_the_rubric(monkeypatch, tmp_path):
     assert "CausalAttention" in text       # every task, not two classes
 
 
+def test_scored_questions_count_in_every_stated_total(monkeypatch,
+                                                      tmp_path):
+    from dataclasses import replace
+
+    from autograder import cli
+    rubric = load_rubric()
+    total = rubric.max_score
+    questions = tmp_path / "questions.toml"
+    questions.write_text('questions = ["Q1", "Q2", "Q3"]\n'
+                         '[points]\nQ1 = 2\nQ3 = 3.5\n')
+    staff = replace(homework.staff(), questions=questions)
+    monkeypatch.setattr(facts.homework, "staff", lambda: staff)
+    summary = facts.score_summary(rubric)
+    assert summary.startswith(
+        f"Scores are out of {total + 5.5:g}: {total:g} autograded (Part 1:")
+    assert "and 5.5 for the notebook's questions (Q1: 2, Q3: 3.5)" in summary
+    table = facts.points_table(rubric)
+    assert "| Q3 | the notebook's question Q3 (scored by the staff) | 3.5 |" \
+        in table and "| Q2 |" not in table
+    assert f"| | **total** | **{total + 5.5:g}** (+" in table
+    text = cli.build_parser(replace(homework.current(), questions=questions)
+                            ).format_help()
+    assert f"{total + 5.5:g} ({total:g} autograded, 5.5 for the notebook's" \
+        in " ".join(text.split())
+    questions.write_text('questions = ["Q1"]\n')   # feedback only: as before
+    assert facts.score_summary(rubric).startswith(
+        f"Scores are out of {total:g} (Part 1:")
+
+
 def test_a_renamed_variable_names_what_to_run(tmp_path):
     # The instructor renames `bs` in the reference: the first thing that
     # fails (kit_tests/conftest.py) names `make skeleton` and

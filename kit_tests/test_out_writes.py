@@ -256,6 +256,45 @@ def test_an_interrupted_batch_is_refused_naming_the_fix(tmp_path):
         batch_state.require_complete(tmp_path, "report")
 
 
+def test_a_folder_graded_with_other_values_is_refused_naming_the_fixes(
+        tmp_path):
+    batch_state.begin(tmp_path, "grader1", "a" * 64).write(
+        batch_state.COMPLETE)
+    batch_state.begin(tmp_path, "grader2", "a" * 64)   # same values: fine
+    with pytest.raises(batch_state.OtherValuesError) as caught:
+        batch_state.begin(tmp_path, "grader2", "b" * 64)
+    text = str(caught.value)
+    assert "aaaaaaaaaaaa" in text and "bbbbbbbbbbbb" in text
+    assert "--new-values" in text and "--out another folder" in text
+    again = batch_state.begin(tmp_path, "grader2", "b" * 64,
+                              new_values=True)
+    again.write(batch_state.COMPLETE)
+    batch_state.check_values(tmp_path, "b" * 64, new_values=False)
+    (tmp_path / batch_state.MARKER).write_text('{"state": "complete"}')
+    batch_state.check_values(tmp_path, "c" * 64, new_values=False)  # older
+
+
+def test_grade_refuses_other_values_before_the_sandbox_starts(tmp_path):
+    from autograder import graded_folder, homework
+    from autograder.batch import ConfigError
+    hw = homework.current()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / batch_state.MARKER).write_text(json.dumps(
+        {"format": batch_state.FORMAT, "id": "x", "state": "complete",
+         "grader": "g", "values": "f" * 64}))
+    sub = tmp_path / "sub.py"
+    sub.write_text(hw.module.read_text())
+
+    def no_sandbox():
+        raise AssertionError("the sandbox started")
+
+    with pytest.raises(ConfigError, match="other test values"):
+        graded_folder.grade_paths([sub], no_sandbox, out=out, hw=hw,
+                                  course=tmp_path / "no-course")
+    assert json.loads((out / batch_state.MARKER).read_text())["values"] \
+        == "f" * 64
+
 # --------------------------------------------------------------------------
 # --compare against damaged files
 

@@ -42,6 +42,11 @@ class IncompleteError(Exception):
     """The graded folder holds an interrupted or damaged batch."""
 
 
+class OtherValuesError(IncompleteError):
+    """The graded folder was graded with other test values (another
+    edition's): grading into it again would silently replace its grades."""
+
+
 @dataclass(frozen=True)
 class Kept:
     """A submission kept from an earlier run: its grades.csv row (name,
@@ -84,6 +89,38 @@ def grader_fingerprint(rubric: Path | None, values: Path | None,
         add(f"kinds/{path.name}", read_regular(path, follow_links=True))
     add("options", json.dumps(options, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def values_digest(values: Path) -> str | None:
+    """sha256 of the test values' manifest (it holds every value file's
+    sha256), or None when it cannot be read (the grading says why)."""
+    try:
+        return hashlib.sha256(read_regular(
+            values / "manifest.json", follow_links=True)).hexdigest()
+    except OSError:
+        return None
+
+
+def check_values(out: Path, values: str | None, *, new_values: bool
+                 ) -> None:
+    """OtherValuesError, naming the fixes, when ``out`` was graded with
+    test values other than ``values`` (unless ``new_values``: the staff
+    regrade it with these on purpose). A folder graded before markers
+    recorded the values is accepted."""
+    previous = load(out / MARKER)
+    old = previous.get("values") if isinstance(previous, dict) else None
+    if new_values or values is None or not isinstance(old, str) or \
+            old == values:
+        return
+    raise OtherValuesError(
+        f"{out} was graded with other test values (its {MARKER} records "
+        f"the values' manifest {old[:12]}, the grader now has "
+        f"{values[:12]}: a new edition, or regenerated values); grading "
+        f"into it again would replace its grades with grades on other "
+        f"hidden cases. To regrade that term, check out the commit that "
+        f"graded it (docs/instructors.md, \"A new edition\"); to grade a "
+        f"new term, give --out another folder; to regrade {out} with these "
+        f"values on purpose, add --new-values (make: NEW_VALUES=1)")
 
 
 def input_digest(path: Path, source: str | None = None) -> str | None:
@@ -147,12 +184,14 @@ class BatchState:
     id: str
     grader: str
     resumed: bool = False
+    values: str | None = None    # the test values' manifest sha256
 
     def write(self, state: str) -> None:
         """Write OUT/.batch.json with ``state`` (durably)."""
         atomic.write_text(self.out / MARKER, json.dumps(
             {"format": FORMAT, "id": self.id, "state": state,
-             "grader": self.grader}, indent=1) + "\n", durable=True)
+             "grader": self.grader, "values": self.values}, indent=1)
+            + "\n", durable=True)
 
     def kept(self, folder: Path, digest: str | None) -> Kept | None:
         """The submission graded into ``folder`` by an earlier run, if its
@@ -197,13 +236,17 @@ class BatchState:
             ensure_ascii=False) + "\n")
 
 
-def begin(out: Path, grader: str) -> BatchState:
-    """Mark ``out`` in progress for a batch graded by ``grader``: the
-    interrupted batch's id when it resumes one by the same grader, else
-    a new id. Holds a lock on ``out`` until the process ends (a second
-    run into the same folder is IncompleteError), and removes the
-    temporary files a killed run left."""
+def begin(out: Path, grader: str, values: str | None = None, *,
+          new_values: bool = False) -> BatchState:
+    """Mark ``out`` in progress for a batch graded by ``grader`` with the
+    test values ``values`` (their manifest's sha256): the interrupted
+    batch's id when it resumes one by the same grader, else a new id.
+    Holds a lock on ``out`` until the process ends (a second run into the
+    same folder is IncompleteError), refuses a folder graded with other
+    values (:func:`check_values`), and removes the temporary files a
+    killed run left."""
     _lock(out)
+    check_values(out, values, new_values=new_values)
     for leftover in out.rglob(f".*{atomic.TEMP_SUFFIX}"):
         try:
             if atomic.is_temporary(leftover) and leftover.is_file():
@@ -214,9 +257,10 @@ def begin(out: Path, grader: str) -> BatchState:
     if isinstance(previous, dict) and previous.get("grader") == grader \
             and previous.get("state") == IN_PROGRESS and \
             isinstance(previous.get("id"), str):
-        state = BatchState(out, previous["id"][:64], grader, resumed=True)
+        state = BatchState(out, previous["id"][:64], grader, resumed=True,
+                           values=values)
     else:
-        state = BatchState(out, secrets.token_hex(8), grader)
+        state = BatchState(out, secrets.token_hex(8), grader, values=values)
     state.write(IN_PROGRESS)
     return state
 

@@ -58,11 +58,28 @@ def parts(rubric: Rubric) -> dict[str, float]:
     return found
 
 
+def scored_questions() -> dict[str, float]:
+    """The notebook's questions that carry points (the staff score them),
+    with their points, from the homework's questions.toml."""
+    from autograder.term.course import question_points
+    return {q: p for q, p in
+            question_points(homework.staff().questions).items() if p > 0}
+
+
 def score_summary(rubric: Rubric) -> str:
-    """"Scores are out of 16 (Part 1: 4, ...) plus a 1-point bonus"."""
+    """"Scores are out of 16 (Part 1: 4, ...) plus a 1-point bonus"; with
+    scored questions, their points too."""
     per_part = ", ".join(f"Part {p}: {_num(v)}"
                          for p, v in parts(rubric).items())
     text = f"Scores are out of {_num(rubric.max_score)} ({per_part})"
+    questions = scored_questions()
+    if questions:
+        asked = ", ".join(f"{q}: {_num(p)}" for q, p in questions.items())
+        text = (f"Scores are out of "
+                f"{_num(rubric.max_score + sum(questions.values()))}: "
+                f"{_num(rubric.max_score)} autograded ({per_part}) and "
+                f"{_num(sum(questions.values()))} for the notebook's "
+                f"questions ({asked}), scored by the staff")
     if rubric.max_bonus:
         text += f" plus a {_num(rubric.max_bonus)}-point bonus"
     return text + "; the points live in `autograder/rubric.toml`.\n"
@@ -80,7 +97,11 @@ def points_table(rubric: Rubric) -> str:
                  for d in task.deductions]
         rows += [f"| {b.id} | bonus: {b.title} | +{_num(b.points)} |"
                  for b in task.bonuses]
-    rows.append(f"| | **total** | **{_num(rubric.max_score)}**"
+    questions = scored_questions()
+    rows += [f"| {q} | the notebook's question {q} (scored by the staff) | "
+             f"{_num(p)} |" for q, p in questions.items()]
+    total = rubric.max_score + sum(questions.values())
+    rows.append(f"| | **total** | **{_num(total)}**"
                 + (f" (+{_num(rubric.max_bonus)} bonus)"
                    if rubric.max_bonus else "") + " |")
     return "\n".join(rows) + "\n"

@@ -54,7 +54,7 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                       atol: float) -> str | None:
     """How ``out`` arranges the student's own heads' outputs when not side
     by side in their order, proven by rebuilding it: another order of the
-    heads, their features interleaved (stacked on a new last dimension
+    heads, their sum or mean, their features interleaved (stacked on a new last dimension
     and flattened), or stacked on another dimension and reshaped (which
     mixes positions); None when no arrangement rebuilds it."""
     count = len(heads)
@@ -73,6 +73,14 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                     f"concatenate them in the order of the wrapper's "
                     f"heads, head 0 first")
     shape = tuple(out.shape)
+    total = torch.stack(heads).sum(dim=0)
+    for combined, how in ((total, "added together"),
+                          (total / count, "averaged")):
+        if tuple(combined.shape) == shape and close(out, combined, atol,
+                                                    equal_nan=True):
+            return (f"{how} (one head's width, not {count} side by side):"
+                    f" concatenate them along the last dimension instead, "
+                    f"`torch.cat(..., dim=-1)`")
     for dim in range(heads[0].dim() - 1):
         joined = torch.cat(heads, dim=dim)
         if tuple(joined.shape) == shape and close(out, joined, atol,

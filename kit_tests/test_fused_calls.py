@@ -62,6 +62,28 @@ def test_each_wrong_argument_is_named_by_its_replay():
         "fused: float mask of 0 and 1"
 
 
+def _mask_words(mask: torch.Tensor, kind: str) -> str | None:
+    q, k, v = _qkv()
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    call = FusedCall(7, None, False, 0.0, kind, [q, k, v, mask.float()])
+    found = _explain(call, got)
+    return None if found is None else f"{found.key}: {found.text}"
+
+
+def test_a_wrong_causal_mask_is_named_by_where_it_differs():
+    below = HIDE.T                        # the buffer transposed: no diagonal
+    words = _mask_words(below, "bool")
+    assert words.startswith("fused: causal mask")
+    assert "hides the keys on the diagonal (each query's own)." in words
+    assert "shows" not in words and "below the diagonal (before" not in words
+    words = _mask_words(~below, "bool")   # the causal mask transposed
+    assert "hides the keys below the diagonal (before the query) and " \
+        "shows the keys above the diagonal (after the query)" in words
+    # An additive float mask: -inf hides, whatever the spelling.
+    additive = torch.zeros(S, S).masked_fill(~below, float("-inf"))
+    assert "hides the keys on the diagonal" in _mask_words(additive, "float")
+
+
 def test_scaled_twice_says_which_operand_is_prescaled():
     q, k, v = _qkv()
     q = q / math.sqrt(D)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from autograder import probes as P
+from autograder.checks import layout
 from autograder.checks.base import Context, Verdict
 from autograder.checks.compare import close, compare, matching_mistakes
 from autograder.checks.entries import Check
@@ -59,6 +60,9 @@ def diagnose(got: torch.Tensor, expected: torch.Tensor,
         message += (f" (within {ctx.mistake_atol:g} but not {check.atol:g}"
                     f": a numerical precision problem, e.g. float16 or a "
                     f"different formula?)")
+    elif mistake is None and result.kind in ("values", "shape"):
+        moved = layout.reading(got, expected, check.atol, check.rtol)
+        message += f". {moved}" if moved else ""
     # The hint is added by ``aggregate``, only if the mistake explains every
     # failing case of the item.
     return Verdict(False, message, short, mistake, candidates)

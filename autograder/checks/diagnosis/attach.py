@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from autograder.checks.compare import close
-from autograder.checks.diagnosis import crash, fused, relations
+from autograder.checks.diagnosis import code_facts, crash, fused, relations
 from autograder.checks.diagnosis.flow import Divergence, matches, walk
 from autograder.checks.diagnosis.sizes import head_size, named_sizes, quote
 from autograder.checks.diagnosis.steps import STEPS, case_steps
@@ -32,7 +32,7 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.values import Case
 
 MARK = "- Where your values leave the reference"
-MARKS = (MARK, crash.MARK)          # every line the diagnosis adds
+MARKS = (MARK, crash.MARK, *code_facts.MARKS)   # every line the diagnosis adds
 KINDS = ("module_output",)          # items whose output a diagnosis follows
 MAX_PUBLIC_LINES = 2                # diagnosed public cases shown per item
 
@@ -284,6 +284,8 @@ def diagnose(grade: Any, config: Any, results: dict[str, ProbeResult],
     items' outcomes (``Outcome.diagnosis`` gets each finding's key)."""
     # Shape errors: read from the calls' own results, nothing runs again.
     crash.explain(grade, config, results, source, public_only)
+    # Results the code computes and drops: read from the code alone.
+    code_facts.explain(grade, source)
     failing = failing_cases(grade, config, results, public_only)
     if not failing:
         return []

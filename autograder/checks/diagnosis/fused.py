@@ -87,6 +87,8 @@ def _fixes(call: FusedCall, head: int, head_name: str,
             f"after its query; this class attends to every position: "
             f"called without it, it gives the expected values.",
             lambda: _replay(q, k, v, None, False, scale)))
+    if mask is not None and not causal:
+        found += _causal_mask_fix(q, k, v, mask, scale)
     used = scale if scale is not None else 1 / math.sqrt(q.shape[-1])
     want = 1 / math.sqrt(head)
     if abs(used - want) > 1e-6 * want:
@@ -109,6 +111,40 @@ def _fixes(call: FusedCall, head: int, head_name: str,
             f"leave q (and k) unscaled before the call.",
             lambda: _replay(q, k, v, mask, causal, 1.0)))
     return found
+
+
+def _causal_mask_fix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     mask: torch.Tensor, scale: float | None
+                     ) -> list[tuple[str, str, Callable[[], torch.Tensor
+                                                        | None]]]:
+    """The fix "pass the causal mask", worded by where the student's mask
+    differs from it (the diagonal, below it, above it); none when the
+    mask cannot be read as [queries, keys] or already is the causal one."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if mask.dim() < 2 or tuple(mask.shape[-2:]) != (n_q, n_k):
+        return []
+    row = torch.arange(n_q)[:, None] + (n_k - n_q)   # queries end-aligned
+    col = torch.arange(n_k)[None, :]
+    right = col <= row                               # True: takes part
+    takes = (mask if mask.dtype == torch.bool else
+             torch.isfinite(mask) & (mask > -1e30)).reshape(-1, n_q, n_k)
+    regions = {"on the diagonal (each query's own)": col == row,
+               "below the diagonal (before the query)": col < row,
+               "above the diagonal (after the query)": col > row}
+    hides = [n for n, r in regions.items() if bool((r & right & ~takes)
+                                                      .any())]
+    shows = [n for n, r in regions.items() if bool((r & ~right & takes)
+                                                      .any())]
+    if not hides and not shows:
+        return []
+    wrong = " and ".join(
+        ([f"hides the keys {' and '.join(hides)}"] if hides else []) +
+        ([f"shows the keys {' and '.join(shows)}"] if shows else []))
+    words = (f"Your {CALL} gets an `attn_mask` that {wrong}. With the "
+             f"causal mask, a bool mask True on and below the diagonal "
+             f"(True takes part), it gives the expected values.")
+    return [("fused: causal mask", words,
+             lambda: _replay(q, k, v, right, False, scale))]
 
 
 def _scale_words(used: float, sizes: dict[str, int], head_name: str) -> str:

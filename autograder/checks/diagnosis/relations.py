@@ -44,7 +44,8 @@ def _fmt(value: float) -> str:
 
 def name_number(value: float, sizes: dict[str, int], values: bool = True,
                 prefer: str = "") -> str | None:
-    """``value`` as a size, its square root or their inverses
+    """``value`` as a size, its square root (or that root's own root) or
+    their inverses
     (``sqrt(d_in = 7)``; without ``values``: ``sqrt(d_in)``): the form of
     ``prefer`` if it is one, else one or two forms, else None (three or
     more sizes fit: no guess)."""
@@ -55,7 +56,11 @@ def name_number(value: float, sizes: dict[str, int], values: bool = True,
         shown = f"{name} = {n}" if values else name
         for number, words in ((n ** 0.5, f"sqrt({shown})"), (float(n), shown),
                               (n ** -0.5, f"1/sqrt({shown})"),
-                              (1.0 / n, f"1/({shown})")):
+                              (1.0 / n, f"1/({shown})"),
+                              # a square root taken twice (of a scale
+                              # that already was one)
+                              (n ** 0.25, f"sqrt(sqrt({shown}))"),
+                              (n ** -0.25, f"1/sqrt(sqrt({shown}))")):
             if abs(value - number) <= 1e-3 * abs(number):
                 found.setdefault(name, words)
     if prefer in found:

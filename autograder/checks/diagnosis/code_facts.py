@@ -1,0 +1,277 @@
+"""Facts read from the student's code itself, said beside a failing
+item of the task whose methods hold them:
+
+- a result computed and dropped: a call that returns a new tensor used as
+  a statement (``scores.masked_fill(mask, -inf)`` without assigning it, a
+  submodule called for nothing), or a name assigned a computed tensor
+  that no later line of the method reads;
+- an integer division of two numbers that is not what it reads as
+  (``x ** (1 // 2)`` is ``x ** 0``);
+- a product with a literal infinity (``mask * float("-inf")``), NaN
+  wherever the other factor is 0.
+
+Not guesses about the cause: each is true of the source whatever it
+computes, and is said only beside an item of the same task that failed (a
+passing submission hears nothing). Which calls are side-effect free is
+data (``pure_calls.toml``).
+"""
+from __future__ import annotations
+
+import ast
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from autograder.text import mdsafe
+
+MARK = "- Computed and dropped"
+DIVISION = "- Integer division"
+INFINITY = "- Times infinity"
+MARKS = (MARK, DIVISION, INFINITY)
+INFINITE_NAMES = ("math", "torch", "np", "numpy")   # <name>.inf
+DATA = Path(__file__).with_name("pure_calls.toml")
+MAX_SHOWN = 3       # lines named per task
+MAX_QUOTE = 100     # characters of a quoted line
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact: its line and the sentence saying it."""
+
+    line: int
+    text: str
+
+
+def _calls() -> dict[str, frozenset[str]]:
+    data = tomllib.loads(DATA.read_text(encoding="utf-8"))
+    return {k: frozenset(v) for k, v in data.items() if isinstance(v, list)}
+
+
+def _quote(node: ast.AST) -> str:
+    """The statement as one code span, as the parser reads it (one line,
+    no comments)."""
+    text = ast.unparse(node)
+    if len(text) > MAX_QUOTE:
+        text = text[:MAX_QUOTE - 3] + "..."
+    return mdsafe.code_span(text)
+
+
+def _modules(cls: ast.ClassDef | None, calls: dict[str, frozenset[str]]
+             ) -> set[str]:
+    """``self.<name>`` attributes ``__init__`` sets to a layer of the
+    list (not in place): calling one returns a new tensor."""
+    found: set[str] = set()
+    for node in ast.walk(cls) if cls else ():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.value, ast.Call):
+            target, call = node.targets[0], node.value
+            layer = call.func.attr if isinstance(call.func, ast.Attribute) \
+                else getattr(call.func, "id", "")
+            inplace = any(k.arg == "inplace" and not (
+                isinstance(k.value, ast.Constant) and k.value.value is False)
+                for k in call.keywords)
+            if isinstance(target, ast.Attribute) and \
+                    isinstance(target.value, ast.Name) and \
+                    target.value.id == "self" and \
+                    layer in calls["layers"] and not inplace:
+                found.add(target.attr)
+    return found
+
+
+def _pure(call: ast.Call, modules: set[str],
+          calls: dict[str, frozenset[str]]) -> str | None:
+    """What kind of result-returning call ``call`` is: "method" (a tensor
+    method that returns a new tensor), "function" (torch's or F's),
+    "module" (a submodule) or None (anything else: say nothing)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or any(
+            k.arg == "inplace" for k in call.keywords):
+        return None
+    owner = func.value
+    if isinstance(owner, ast.Name) and owner.id == "self":
+        return "module" if func.attr in modules else None
+    if isinstance(owner, ast.Name) and owner.id in calls["namespaces"] or \
+            isinstance(owner, ast.Attribute) and owner.attr == "functional":
+        return "function" if func.attr in calls["functions"] else None
+    return "method" if func.attr in calls["methods"] else None
+
+
+def _sentence(kind: str, call: ast.Call, quoted: str, line: int) -> str:
+    name = call.func.attr     # every kind is an attribute call
+    if kind == "module":
+        return (f"{MARK}: line {line} {quoted} calls `self.{name}` and "
+                f"drops what it returns: a layer returns a new tensor and "
+                f"leaves its input as it was. Assign the result and use it.")
+    if kind == "function":
+        return (f"{MARK}: line {line} {quoted} computes `{name}(...)` and "
+                f"drops it: the call returns a new tensor and changes none "
+                f"of its arguments. Assign the result and use it.")
+    receiver = mdsafe.code_span(ast.unparse(call.func.value)[:40])
+    twin = (f" (or use the in-place `{name}_`)"
+            if hasattr(torch.Tensor, f"{name}_") else "")
+    return (f"{MARK}: line {line} {quoted} computes `.{name}(...)` and drops "
+            f"it: `{name}` returns a new tensor and leaves {receiver} as "
+            f"it was. Assign the result{twin}.")
+
+
+ALWAYS = (10 ** 9, 0)     # a read that counts as after every line
+
+
+def _reads(function: ast.AST) -> dict[str, list[tuple[int, int]]]:
+    """Each name the function reads (or deletes), with where; a name a
+    nested function or lambda reads, or a global or nonlocal one, may be
+    read whenever it is called: read after every line."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for n in ast.walk(function):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store):
+            found.setdefault(n.id, []).append((n.lineno, n.col_offset))
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            for name in n.names:
+                found.setdefault(name, []).append(ALWAYS)
+        elif n is not function and isinstance(
+                n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for inner in ast.walk(n):
+                if isinstance(inner, ast.Name):
+                    found.setdefault(inner.id, []).append(ALWAYS)
+    return found
+
+
+def _in_loop(function: ast.AST) -> set[int]:
+    """ids of the nodes inside a loop (a read before them may run after)."""
+    inside: set[int] = set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            inside |= {id(n) for n in ast.walk(node)}
+    return inside
+
+
+_DYNAMIC = {"locals", "vars", "eval", "exec"}   # reads no walk can see
+
+
+def facts(source: str, cls_name: str, methods: tuple[str, ...]
+            ) -> list[Fact]:
+    """Every fact of ``cls_name``'s ``methods`` (a module-level function
+    when ``cls_name`` is ""), in line order."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    calls = _calls()
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
+                and n.name == cls_name), None)
+    body = cls.body if cls else (tree.body if not cls_name else [])
+    modules = _modules(cls, calls)
+    found = []
+    for function in body:
+        if isinstance(function, ast.FunctionDef) and \
+                function.name in methods:
+            found += _in_function(function, modules, calls)
+            found += _divisions(function)
+            found += _infinite_products(function)
+    return sorted(found, key=lambda d: d.line)
+
+
+def _in_function(function: ast.FunctionDef, modules: set[str],
+                 calls: dict[str, frozenset[str]]
+                 ) -> Iterator[Fact]:
+    reads = _reads(function)
+    if _DYNAMIC & reads.keys():
+        return
+    looped = _in_loop(function)
+    for node in ast.walk(function):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            kind = _pure(node.value, modules, calls)
+            if kind:
+                yield Fact(node.lineno, _sentence(
+                    kind, node.value, _quote(node), node.lineno))
+        elif _dead_store(node, reads, looped) and \
+                _pure(node.value, modules, calls):
+            name = mdsafe.code_span(node.targets[0].id)
+            yield Fact(node.lineno, (
+                f"{MARK}: line {node.lineno} {_quote(node)} assigns "
+                f"{name}, which no later line of `{function.name}` reads: "
+                f"what it holds never reaches the result."))
+
+
+def _number(node: ast.AST) -> int | float | None:
+    """The value of a numeric literal (a sign allowed), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    return None
+
+
+def _divisions(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``a // b`` of two literal numbers whose quotient is not whole."""
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.BinOp) and
+                isinstance(node.op, ast.FloorDiv)):
+            continue
+        a, b = _number(node.left), _number(node.right)
+        if a is None or b is None or b == 0 or (a / b).is_integer():
+            continue
+        quoted = mdsafe.code_span(ast.unparse(node))
+        yield Fact(node.lineno, (
+            f"{DIVISION}: line {node.lineno} {quoted} is {a // b:g}, not "
+            f"{a / b:g}: `//` rounds the quotient down. Write `{a:g} / "
+            f"{b:g}` (or the number itself)."))
+
+
+def _infinite(node: ast.AST) -> bool:
+    """A literal infinity: float("-inf"), -math.inf, torch.inf..."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op,
+                                                    (ast.USub, ast.UAdd)):
+        return _infinite(node.operand)
+    if isinstance(node, ast.Attribute):
+        return node.attr == "inf" and isinstance(node.value, ast.Name) \
+            and node.value.id in INFINITE_NAMES
+    return isinstance(node, ast.Call) and \
+        isinstance(node.func, ast.Name) and node.func.id == "float" and \
+        len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and \
+        isinstance(node.args[0].value, str) and \
+        node.args[0].value.strip().lower().lstrip("+-") in ("inf",
+                                                            "infinity")
+
+
+def _infinite_products(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``x * inf`` (either side): NaN where x is 0."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
+                and (_infinite(node.left) or _infinite(node.right)):
+            quoted = mdsafe.code_span(ast.unparse(node))
+            yield Fact(node.lineno, (
+                f"{INFINITY}: line {node.lineno} {quoted} multiplies by "
+                f"infinity: where the other factor is 0 the product is "
+                f"NaN (0 times infinity), not 0. To hide positions, fill "
+                f"them instead: `masked_fill(mask, float(\"-inf\"))` or "
+                f"`torch.where`."))
+
+
+def _dead_store(node: ast.AST, reads: dict[str, list[tuple[int, int]]],
+                looped: set[int]) -> bool:
+    """A call's result bound to one name that nothing reads afterwards
+    (outside a loop, where "afterwards" is the text's order)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+            isinstance(node.targets[0], ast.Name) and
+            isinstance(node.value, ast.Call)) or id(node) in looped:
+        return False
+    name = node.targets[0].id
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return not name.startswith("_") and \
+        not any(at > end for at in reads.get(name, ()))
+
+
+def explain(grade: Any, source: str) -> None:
+    """Add the facts of each task's methods to the task's first failing
+    item (feedback only, never points)."""
+    for task in grade.tasks:
+        failing = [i for i in task.items if not i.outcome.passed]
+        if not failing:
+            continue
+        found = facts(source, task.task.cls, task.task.methods)
+        failing[0].outcome.lines += [d.text for d in found[:MAX_SHOWN]]

@@ -1,0 +1,95 @@
+"""The expected values in another layout: a returned tensor whose numbers
+are all right but whose dims are in another order, or reshaped from such
+an order (a `.view` of heads-last numbers as heads-first, say).
+
+A reading is named only when it is proven on the student's own tensor:
+undoing it (reshape back, permute back) gives the expected tensor within
+the item's tolerance, at every position. Runs in the grading parent on
+decoded tensors, like every comparison (checks/compare.py).
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from autograder.checks.compare import close, fmt_shape
+
+MAX_RANK = 5          # 120 orders at most: every one is tried
+MAX_ELEMENTS = 1 << 18   # the parent's time: larger outputs are not read
+
+
+def reading(got: torch.Tensor, expected: torch.Tensor, atol: float,
+            rtol: float = 0.0) -> str | None:
+    """A sentence naming the layout ``got`` holds the expected values in,
+    and the fix, or None when no single layout explains every position
+    (or several do: then nothing is claimed). A layout is an order of the
+    expected dims, one of them possibly split in two (heads folded into
+    the batch), then a reshape to ``got``'s shape."""
+    if got.numel() != expected.numel() or got.numel() < 2 or \
+            not 0 < expected.dim() < MAX_RANK or \
+            expected.numel() > MAX_ELEMENTS:
+        return None
+    # The same numbers in any order, first: one sort rules out almost
+    # every wrong tensor before any layout is tried.
+    if not close(got.flatten().sort().values,
+                 expected.flatten().sort().values, atol, rtol):
+        return None
+    index = torch.arange(expected.numel()).reshape(expected.shape)
+    found: dict[bytes, tuple[tuple[int, ...], tuple[int, ...], bool]] = {}
+    for base in _bases(tuple(expected.shape)):
+        for order in itertools.permutations(range(len(base))):
+            moved = expected.reshape(base).permute(order)
+            plain = tuple(moved.shape) == tuple(got.shape)
+            candidate = moved if plain else moved.reshape(got.shape)
+            if not close(got, candidate, atol, rtol):
+                continue
+            # One layout however it is spelled: where each number lands.
+            where = index.reshape(base).permute(order).reshape(got.shape)
+            found.setdefault(where.numpy().tobytes(),
+                             (base, order, not plain))
+    if len(found) != 1:
+        return None
+    base, order, reshaped = next(iter(found.values()))
+    return _sentence(base, order, reshaped, got, expected)
+
+
+def _bases(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """``shape``, and ``shape`` with one dim split in two factors > 1."""
+    bases = [shape]
+    for d, size in enumerate(shape):
+        for a in range(2, size):
+            if size % a == 0:
+                bases.append(shape[:d] + (a, size // a) + shape[d + 1:])
+    return bases
+
+
+def _sentence(base: tuple[int, ...], order: tuple[int, ...],
+              reshaped: bool, got: torch.Tensor,
+              expected: torch.Tensor) -> str:
+    moved = tuple(base[d] for d in order)
+    if list(order) == sorted(order):
+        return (f"Your values are the expected ones, in order, reshaped to "
+                f"{fmt_shape(got.shape)}: return them as "
+                f"{fmt_shape(expected.shape)}.")
+    orders = ", ".join(str(d) for d in order)
+    dims = ("the expected dims" if base == tuple(expected.shape) else
+            f"the dims of the expected {fmt_shape(expected.shape)} taken as "
+            f"{fmt_shape(base)}")
+    fix = _fix(order)
+    if not reshaped:
+        return (f"Your values are the expected ones with {dims} in the "
+                f"order ({orders}): {fix} gives the expected tensor.")
+    return (f"Your values are the expected ones laid out "
+            f"{fmt_shape(moved)} ({dims} in the order {orders}), then "
+            f"reshaped to {fmt_shape(got.shape)} without moving the dims "
+            f"back: {fix} before the reshape or view.")
+
+
+def _fix(order: tuple[int, ...]) -> str:
+    """The call that puts dims laid out in ``order`` back in order."""
+    swapped = [d for d, o in enumerate(order) if d != o]
+    if len(swapped) == 2:
+        return f"`.transpose({swapped[0]}, {swapped[1]})`"
+    back = sorted(range(len(order)), key=lambda d: order[d])
+    return f"`.permute({', '.join(str(d) for d in back)})`"

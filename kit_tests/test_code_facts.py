@@ -1,0 +1,137 @@
+"""Facts read from the code (autograder/checks/diagnosis/code_facts.py):
+a pure call used as a statement, a layer called for nothing, a computed
+name nothing reads afterwards, an integer division of literals that is not
+whole; said beside the task's first failing item only, and never for code
+that uses what it computes."""
+from __future__ import annotations
+
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from autograder.checks.diagnosis import code_facts
+from autograder.config import load_config
+from autograder.grade import grade_source
+from autograder.sandbox.worker import execute_probes
+from kit_tests.test_worker import FILENAME, REFERENCE
+
+
+def _found(body: str, init: str = "self.drop = nn.Dropout(0.1)") -> list:
+    source = textwrap.dedent(f"""\
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class A(nn.Module):
+            def __init__(self):
+                super().__init__()
+                {init}
+
+            def forward(self, x, mask):
+        """) + textwrap.indent(textwrap.dedent(body), " " * 8)
+    return [(d.line, d.text) for d in code_facts.facts(source, "A",
+                                                     ("forward",))]
+
+
+def test_a_pure_call_used_as_a_statement_is_named_with_its_line():
+    [(line, text)] = _found("""\
+        s = x @ x.mT
+        s.masked_fill(mask, float("-inf"))
+        return s.softmax(-1)
+        """)
+    assert line == 12 and text.startswith(code_facts.MARK)
+    assert "`s.masked_fill(mask, float('-inf'))`" in text
+    assert "leaves `s` as it was" in text and "`masked_fill_`" in text
+    [(_, text)] = _found("F.softmax(x, -1)\nreturn x\n")
+    assert "computes `softmax(...)` and drops it" in text
+
+
+def test_a_layer_called_for_nothing_and_the_controls():
+    [(_, text)] = _found("self.drop(x)\nreturn x\n")
+    assert "calls `self.drop` and drops what it returns" in text
+    # Built in place, or not a layer, or not a tensor's method: silent.
+    assert _found("self.drop(x)\nreturn x\n",
+                  "self.drop = nn.Dropout(0.1, inplace=True)") == []
+    assert _found("self.reset(x)\nreturn x\n") == []
+    assert _found("seen = set()\nseen.add(1)\nout = []\nout.append(x)\n"
+                  "return torch.cat(out) if seen else x\n") == []
+
+
+def test_a_computed_name_nothing_reads_afterwards():
+    [(line, text)] = _found("""\
+        s = x @ x.mT
+        s = s.masked_fill(mask, 0.0)
+        return (x @ x.mT).softmax(-1)
+        """)
+    assert line == 12 and "assigns `s`, which no later line of `forward` " \
+        "reads" in text
+    used = "s = x @ x.mT\ns = s.masked_fill(mask, 0.0)\nreturn s\n"
+    assert _found(used) == []
+
+
+@pytest.mark.parametrize("body", [
+    # read by a loop's next turn
+    "s = x\nfor _ in range(2):\n    x = s.mul(2)\n    s = x.mul(2)\n"
+    "return x\n",
+    # read by a nested function called later
+    "def f():\n    return s\ns = x.mul(2)\nreturn f()\n",
+    # read through locals()
+    "s = x.mul(2)\nreturn locals()['s']\n",
+    # a name that says it is unused
+    "_s = x.mul(2)\nreturn x\n",
+])
+def test_reads_the_text_order_cannot_see_are_never_called_dead(body):
+    assert _found(body) == []
+
+
+def test_an_integer_division_of_literals_that_is_not_whole():
+    [(line, text)] = _found("return x / x.shape[-1] ** (1 // 2)\n")
+    assert line == 11 and text.startswith(code_facts.DIVISION)
+    assert "`1 // 2` is 0, not 0.5" in text
+    assert _found("return x.view(-1, 8 // 2) / (x.shape[-1] // 2)\n") == []
+
+
+@pytest.mark.parametrize("inf", ['float("-inf")', "-torch.inf",
+                                 "math.inf", "float(' +Infinity')"])
+def test_a_product_with_a_literal_infinity(inf):
+    [(_, text)] = _found(f"return x + mask * {inf}\n")
+    assert text.startswith(code_facts.INFINITY) and "NaN" in text
+    assert _found(f"return x.masked_fill(mask, {inf}) * 2\n") == []
+    assert _found("return x * float('nan') * float('1e3')\n") == []
+
+
+def _grade(items: list[bool]):
+    outcomes = [SimpleNamespace(passed=p, lines=[]) for p in items]
+    task = SimpleNamespace(cls="A", methods=("forward",))
+    return outcomes, SimpleNamespace(tasks=[SimpleNamespace(
+        task=task, items=[SimpleNamespace(outcome=o) for o in outcomes])])
+
+
+def test_said_beside_the_first_failing_item_only():
+    source = "class A:\n    def forward(self, x):\n        x.softmax(-1)\n" \
+             "        return x\n"
+    outcomes, grade = _grade([True, False, False])
+    code_facts.explain(grade, source)
+    assert [len(o.lines) for o in outcomes] == [0, 1, 0]
+    outcomes, grade = _grade([True, True])
+    code_facts.explain(grade, source)
+    assert [len(o.lines) for o in outcomes] == [0, 0]
+
+
+@pytest.mark.e2e
+def test_a_dropped_mask_is_named_in_the_graded_feedback():
+    source = REFERENCE.replace(
+        "attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)",
+        "attn_scores.masked_fill(mask_bool, -torch.inf)", 1)
+    assert source != REFERENCE
+
+    def run(text, filename, probes):
+        return list(execute_probes(text, filename, probes))
+    grade = grade_source(source, FILENAME, load_config(), run,
+                         public_only=True)
+    lines = [(t.task.cls, line) for t in grade.tasks for i in t.items
+             for line in i.outcome.lines if line.startswith(code_facts.MARK)]
+    assert len(lines) == 1 and "attn_scores.masked_fill(mask_bool" in \
+        lines[0][1]
+    assert grade.score < grade.max_score

@@ -54,9 +54,9 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                       atol: float) -> str | None:
     """How ``out`` arranges the student's own heads' outputs when not side
     by side in their order, proven by rebuilding it: another order of the
-    heads, their sum or mean, their features interleaved (stacked on a new last dimension
-    and flattened), or stacked on another dimension and reshaped (which
-    mixes positions); None when no arrangement rebuilds it."""
+    heads, their sum or mean, their features interleaved (stacked on a new
+    last dimension and flattened), or stacked on another dimension and
+    reshaped (which mixes positions); None when no arrangement rebuilds it."""
     count = len(heads)
     if count < 2 or count > 6:
         return None
@@ -323,16 +323,18 @@ class ConcatenatedHeads(CaseCheck):
         except RuntimeError:
             return verdict
         if not close(found[0], joined, check.atol, equal_nan=True):
+            # The sentence goes on after the comparison's last words.
+            said = verdict.message.rstrip(".")
             # A catalogued mistake keeps its own message.
             how = None if verdict.mistake else heads_arrangement(
                 found[0], heads, check.atol)
             if how is None or not _informative(heads,
                                                check.params.distinct_atol):
-                return Verdict(False, verdict.message + "; nor is it your "
+                return Verdict(False, said + "; nor is it your "
                                "own heads' outputs concatenated along the "
                                "last dimension", verdict.short,
                                verdict.mistake, verdict.candidates)
-            return Verdict(False, f"{verdict.message}; it is your own "
+            return Verdict(False, f"{said}; it is your own "
                            f"heads' outputs {how}", verdict.short,
                            verdict.mistake, verdict.candidates)
         return Verdict(True, evidence=stand_in.ok or _informative(

@@ -12,7 +12,7 @@ import pytest
 
 from autograder.checks.diagnosis import code_facts
 from autograder.config import load_config
-from autograder.grade import grade_source
+from autograder.grade import grade_source, sandbox_runner
 from autograder.sandbox.worker import execute_probes
 from kit_tests.test_worker import FILENAME, REFERENCE
 
@@ -30,8 +30,8 @@ def _found(body: str, init: str = "self.drop = nn.Dropout(0.1)") -> list:
 
             def forward(self, x, mask):
         """) + textwrap.indent(textwrap.dedent(body), " " * 8)
-    return [(d.line, d.text) for d in code_facts.facts(source, "A",
-                                                     ("forward",))]
+    found = code_facts.facts(source, "A", ("forward",))
+    return [(d.line, d.text) for d in found]
 
 
 def test_a_pure_call_used_as_a_statement_is_named_with_its_line():
@@ -101,11 +101,40 @@ def test_a_product_with_a_literal_infinity(inf):
     assert _found("return x * float('nan') * float('1e3')\n") == []
 
 
+SOURCE = textwrap.dedent("""\
+    class A:
+        def forward(self, x):
+            y = x.T
+            return y
+
+    def helper(x):
+        return x
+    """)
+
+
+def test_a_warning_printed_for_a_line_of_the_task_is_quoted_once():
+    printed = (
+        "/s/mod.py:3: UserWarning: The use of `x.T` on tensors (Triggered "
+        "internally at /x/TensorShape.cpp:4314.)\n  y = x.T\n"
+        "/s/mod.py:3: UserWarning: The use of `x.T` on ten\n"   # cut
+        "/s/other.py:3: UserWarning: elsewhere\n"
+        "/s/mod.py:7: UserWarning: the helper, not a method of A\n"
+        "print: /s/mod.py:3: UserWarning: not at a line's start\n")
+    [fact] = code_facts.warned(printed, "/grader/mod.py", SOURCE, "A",
+                               ("forward",))
+    assert fact.line == 3 and fact.text.startswith(code_facts.WARNED)
+    assert "at line 3 `y = x.T` (UserWarning): The use of \\`x.T\\`" \
+        in fact.text and "Triggered" not in fact.text
+    assert code_facts.warned(printed, "/grader/mod.py", SOURCE, "",
+                             ("helper",))[0].line == 7
+
+
 def _grade(items: list[bool]):
     outcomes = [SimpleNamespace(passed=p, lines=[]) for p in items]
     task = SimpleNamespace(cls="A", methods=("forward",))
     return outcomes, SimpleNamespace(tasks=[SimpleNamespace(
-        task=task, items=[SimpleNamespace(outcome=o) for o in outcomes])])
+        task=task, items=[SimpleNamespace(outcome=o) for o in outcomes])],
+        stdout="", filename="mod.py")
 
 
 def test_said_beside_the_first_failing_item_only():
@@ -117,6 +146,23 @@ def test_said_beside_the_first_failing_item_only():
     outcomes, grade = _grade([True, True])
     code_facts.explain(grade, source)
     assert [len(o.lines) for o in outcomes] == [0, 0]
+
+
+@pytest.mark.e2e
+def test_torchs_own_warning_reaches_the_failing_item():
+    line = "attn_scores = queries @ keys.transpose(1, 2)"
+    assert line in REFERENCE
+    source = REFERENCE.replace(
+        line, "attn_scores = torch.bmm(queries, keys.T)", 1)
+    # The real sandbox: the worker prints the warning as a student's
+    # process would (pytest's own capture would swallow it in-process).
+    grade = grade_source(source, FILENAME, load_config(), sandbox_runner(),
+                         public_only=True)
+    lines = [line for t in grade.tasks for i in t.items
+             for line in i.outcome.lines if line.startswith(
+                 code_facts.WARNED)]
+    assert len(lines) == 1 and "keys.T" in lines[0] and \
+        "dimension other than 2" in lines[0]
 
 
 @pytest.mark.e2e

@@ -295,6 +295,7 @@ def test_grade_refuses_other_values_before_the_sandbox_starts(tmp_path):
     assert json.loads((out / batch_state.MARKER).read_text())["values"] \
         == "f" * 64
 
+
 # --------------------------------------------------------------------------
 # --compare against damaged files
 

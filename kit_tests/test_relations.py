@@ -17,6 +17,9 @@ def test_a_scale_rooted_twice_is_named_as_such():
 
 def test_no_size_or_too_many_sizes_name_nothing():
     assert name_number(1.7, SIZES) is None
-    crowded = {"a": 16, "b": 4, "c": 2}     # 2 = sqrt(sqrt(16)) = sqrt(4)
-    assert name_number(2.0, crowded) is None
-    assert name_number(2.0, crowded, prefer="b") == "sqrt(b = 4)"
+    crowded = {"a": 4, "b": 9, "c": 16}
+    assert name_number(1 / 6, {"x": 6, "y": 36, "w": 6}) is None
+    # A plain root is said before a twice-rooted one: 2 = sqrt(4), not
+    # also sqrt(sqrt(16)).
+    assert name_number(2.0, crowded) == "sqrt(a = 4)"
+    assert name_number(2.0, {"c": 16}) == "sqrt(sqrt(c = 16))"

@@ -8,7 +8,10 @@ item of the task whose methods hold them:
 - an integer division of two numbers that is not what it reads as
   (``x ** (1 // 2)`` is ``x ** 0``);
 - a product with a literal infinity (``mask * float("-inf")``), NaN
-  wherever the other factor is 0.
+  wherever the other factor is 0;
+- a warning Python or PyTorch printed for one of the methods' lines while
+  the public cases ran (``x.T`` on a 3-d tensor, a softmax without
+  ``dim``), read from the printed output the student is shown anyway.
 
 Not guesses about the cause: each is true of the source whatever it
 computes, and is said only beside an item of the same task that failed (a
@@ -18,6 +21,7 @@ data (``pure_calls.toml``).
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +34,13 @@ from autograder.text import mdsafe
 MARK = "- Computed and dropped"
 DIVISION = "- Integer division"
 INFINITY = "- Times infinity"
-MARKS = (MARK, DIVISION, INFINITY)
+WARNED = "- Python warned"
+MARKS = (MARK, DIVISION, INFINITY, WARNED)
+# "file.py:61: UserWarning: message", as warnings.showwarning prints it
+WARNING = re.compile(r"^(?P<file>[^:\n]{1,255}):(?P<line>\d{1,7}): "
+                     r"(?P<category>[A-Za-z]{1,40}Warning): "
+                     r"(?P<message>[^\n]{1,600})$", re.MULTILINE)
+MAX_WARNING = 300   # characters of a warning quoted
 INFINITE_NAMES = ("math", "torch", "np", "numpy")   # <name>.inf
 DATA = Path(__file__).with_name("pure_calls.toml")
 MAX_SHOWN = 3       # lines named per task
@@ -152,7 +162,7 @@ _DYNAMIC = {"locals", "vars", "eval", "exec"}   # reads no walk can see
 
 
 def facts(source: str, cls_name: str, methods: tuple[str, ...]
-            ) -> list[Fact]:
+          ) -> list[Fact]:
     """Every fact of ``cls_name``'s ``methods`` (a module-level function
     when ``cls_name`` is ""), in line order."""
     try:
@@ -266,6 +276,45 @@ def _dead_store(node: ast.AST, reads: dict[str, list[tuple[int, int]]],
         not any(at > end for at in reads.get(name, ()))
 
 
+def warned(printed: str, filename: str, source: str, cls_name: str,
+           methods: tuple[str, ...]) -> list[Fact]:
+    """The warnings ``printed`` (the public calls' output) holds for a
+    line of ``cls_name``'s ``methods`` in ``filename``: one per line and
+    category, its longest message (the output may be cut mid-line)."""
+    spans = _spans(source, cls_name, methods)
+    lines = source.splitlines()
+    found: dict[tuple[int, str], tuple[str, Fact]] = {}
+    for match in WARNING.finditer(printed):
+        line = int(match["line"])
+        if Path(match["file"]).name != Path(filename).name or not any(
+                a <= line <= b for a, b in spans) or line > len(lines):
+            continue
+        message = match["message"].split(" (Triggered internally")[0]
+        if len(message) > MAX_WARNING:
+            message = message[:MAX_WARNING - 3] + "..."
+        key = (line, match["category"])
+        if len(found.get(key, ("",))[0]) >= len(message):
+            continue    # once a line; the whole message (output is cut)
+        code = mdsafe.code_span(lines[line - 1].strip()[:MAX_QUOTE])
+        found[key] = (message, Fact(line, (
+            f"{WARNED} at line {line} {code} ({match['category']}): "
+            f"{mdsafe.inline(message)}")))
+    return [fact for _, fact in found.values()]
+
+
+def _spans(source: str, cls_name: str, methods: tuple[str, ...]
+           ) -> list[tuple[int, int]]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
+                and n.name == cls_name), None)
+    body = cls.body if cls else (tree.body if not cls_name else [])
+    return [(n.lineno, n.end_lineno or n.lineno) for n in body
+            if isinstance(n, ast.FunctionDef) and n.name in methods]
+
+
 def explain(grade: Any, source: str) -> None:
     """Add the facts of each task's methods to the task's first failing
     item (feedback only, never points)."""
@@ -273,5 +322,8 @@ def explain(grade: Any, source: str) -> None:
         failing = [i for i in task.items if not i.outcome.passed]
         if not failing:
             continue
-        found = facts(source, task.task.cls, task.task.methods)
+        cls, methods = task.task.cls, task.task.methods
+        found = facts(source, cls, methods) + warned(
+            grade.stdout, grade.filename, source, cls, methods)
+        found.sort(key=lambda f: f.line)
         failing[0].outcome.lines += [d.text for d in found[:MAX_SHOWN]]

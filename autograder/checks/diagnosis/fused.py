@@ -131,10 +131,10 @@ def _causal_mask_fix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     regions = {"on the diagonal (each query's own)": col == row,
                "below the diagonal (before the query)": col < row,
                "above the diagonal (after the query)": col > row}
-    hides = [n for n, r in regions.items() if bool((r & right & ~takes)
-                                                      .any())]
-    shows = [n for n, r in regions.items() if bool((r & ~right & takes)
-                                                      .any())]
+    hides = [n for n, r in regions.items()
+             if bool((r & right & ~takes).any())]
+    shows = [n for n, r in regions.items()
+             if bool((r & ~right & takes).any())]
     if not hides and not shows:
         return []
     wrong = " and ".join(

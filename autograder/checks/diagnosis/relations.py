@@ -44,30 +44,33 @@ def _fmt(value: float) -> str:
 
 def name_number(value: float, sizes: dict[str, int], values: bool = True,
                 prefer: str = "") -> str | None:
-    """``value`` as a size, its square root (or that root's own root) or
-    their inverses
-    (``sqrt(d_in = 7)``; without ``values``: ``sqrt(d_in)``): the form of
-    ``prefer`` if it is one, else one or two forms, else None (three or
-    more sizes fit: no guess)."""
+    """``value`` as a size, its square root or their inverses
+    (``sqrt(d_in = 7)``; without ``values``: ``sqrt(d_in)``), else as a
+    square root's own root (a scale rooted twice): the form of ``prefer``
+    if it is one, else one or two forms, else None (three or more sizes
+    fit: no guess)."""
     found: dict[str, str] = {}
-    for name, n in sizes.items():
-        if n < 2:
-            continue
-        shown = f"{name} = {n}" if values else name
-        for number, words in ((n ** 0.5, f"sqrt({shown})"), (float(n), shown),
-                              (n ** -0.5, f"1/sqrt({shown})"),
-                              (1.0 / n, f"1/({shown})"),
-                              # a square root taken twice (of a scale
-                              # that already was one)
-                              (n ** 0.25, f"sqrt(sqrt({shown}))"),
-                              (n ** -0.25, f"1/sqrt(sqrt({shown}))")):
-            if abs(value - number) <= 1e-3 * abs(number):
-                found.setdefault(name, words)
+    for forms in (_ROOTS, _FOURTH_ROOTS):   # the plain forms first
+        for name, n in sizes.items():
+            if n < 2:
+                continue
+            shown = f"{name} = {n}" if values else name
+            for power, form in forms:
+                number = float(n) ** power
+                if abs(value - number) <= 1e-3 * abs(number):
+                    found.setdefault(name, form.format(shown))
+        if found:
+            break
     if prefer in found:
         return found[prefer]
     if not found or len(found) > 2:
         return None
     return " or ".join(found.values())
+
+
+_ROOTS = ((0.5, "sqrt({})"), (1.0, "{}"), (-0.5, "1/sqrt({})"),
+          (-1.0, "1/({})"))
+_FOURTH_ROOTS = ((0.25, "sqrt(sqrt({}))"), (-0.25, "1/sqrt(sqrt({}))"))
 
 
 def _pattern(t: torch.Tensor, weights: bool) -> torch.Tensor | None:

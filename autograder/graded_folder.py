@@ -329,9 +329,11 @@ def _write_exports(out: Path, term: Any, export: Any,
     if export is None or term is None:
         return
     from autograder.staff import lms_exports
+    policy = term[0].policy
     lines.append(lms_exports.write_all(
         out, export, term[1].max_score, term[1].bonus_policy,
-        homework.current().name, finals))
+        homework.current().name, finals,
+        policy.canvas_column if policy is not None else ""))
 
 
 def _remove_stale_exports(out: Path) -> None:

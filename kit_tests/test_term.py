@@ -247,6 +247,36 @@ def test_exports_parse_in_their_documented_formats(tmp_path):
                          "Feedback"]
     cy = next(r for r in moodle if r[0] == "Cy")
     assert cy[3] == "" and "no files" in cy[4]
+    assert "a new Canvas assignment" in line and "canvas_column" in line
+    # The course names its Canvas assignment: that column is filled.
+    line = lms_exports.write_all(out, export, 16, "capped", "hw", {},
+                                 "Homework 3 (87568490)")
+    assert rows("canvas_grades.csv")[0][5] == "Homework 3 (87568490)"
+    assert "Canvas column 'Homework 3 (87568490)'" in line
+
+
+@pytest.mark.parametrize("value, kept", [
+    ('"Homework 3 (87568490)"', "Homework 3 (87568490)"),
+    ('"  Quiz 1 (12)  "', "Quiz 1 (12)"), (None, "")])
+def test_the_policy_names_the_canvas_column(tmp_path, value, kept):
+    from autograder.term.policy import load_policy
+    text = POLICY + (f"\n[exports]\ncanvas_column = {value}\n"
+                     if value else "")
+    (tmp_path / "policy.toml").write_text(text)
+    assert load_policy(tmp_path / "policy.toml").canvas_column == kept
+
+
+@pytest.mark.parametrize("value", ['""" two\nlines"""', "3", '"  "',
+                                   '"' + "x" * 300 + '"'])
+def test_a_bad_canvas_column_names_its_line_and_the_fix(tmp_path, value):
+    from autograder.term.files import StaffFileError
+    from autograder.term.policy import load_policy
+    (tmp_path / "policy.toml").write_text(
+        POLICY + f"\n[exports]\ncanvas_column = {value}\n")
+    with pytest.raises(StaffFileError) as caught:
+        load_policy(tmp_path / "policy.toml")
+    assert "canvas_column" in str(caught.value) and \
+        "Homework 3 (87568490)" in str(caught.value)
 
 
 def _results(score: float) -> dict:

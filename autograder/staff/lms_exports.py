@@ -5,9 +5,13 @@ maximum and the bonus policy (``[grading] bonus``).
 - ``gradescope_scores.csv``: Name, SID, Email, Score, Submission ID, Max
   Points, Bonus Policy;
 - ``canvas_grades.csv``: Canvas's gradebook import: Student, ID, SIS User
-  ID, SIS Login ID, Section, one assignment column (its header names the
-  maximum and the bonus policy), and under the header the ``Points
-  Possible`` row; a student is matched by SIS User ID (the SID);
+  ID, SIS Login ID, Section, one assignment column, and under the header
+  the ``Points Possible`` row; a student is matched by SIS User ID (the
+  SID). Canvas fills an existing assignment whose column header (its name
+  and id, "Homework 3 (87568490)") the file repeats, and creates a new one
+  for any other header: the course's ``[exports] canvas_column`` names
+  the existing one, else the header is new (the maximum and the bonus
+  policy in its name);
 - ``moodle_grades.csv``: Moodle's CSV grade import: Full name, Email
   address, ID number, Grade, Feedback (map Email address to useremail).
 
@@ -78,8 +82,11 @@ def student_rows(out: Path, export: Any, maximum: float,
 
 
 def write_all(out: Path, export: Any, maximum: float, bonus_policy: str,
-              title: str, finals: dict[str, Any]) -> str:
-    """Write the three exports into ``out``; a line for the terminal."""
+              title: str, finals: dict[str, Any], canvas_column: str = ""
+              ) -> str:
+    """Write the three exports into ``out``; a line for the terminal.
+    ``canvas_column``: the Canvas assignment's own column header ("": a
+    new column, named from ``title``)."""
     rows = student_rows(out, export, maximum, finals)
     policy = POLICY_SHORT[bonus_policy]
     words = BONUS_WORDS[bonus_policy]
@@ -89,7 +96,7 @@ def write_all(out: Path, export: Any, maximum: float, bonus_policy: str,
         *([r.name, r.sid, r.email, r.score, r.submission_id, r.maximum,
            words] for r in rows)])
     top = max([r.maximum for r in rows] or [maximum])
-    column = f"{title} (out of {top:g}; bonus {policy})"
+    column = canvas_column or f"{title} (out of {top:g}; bonus {policy})"
     csvsafe.write_rows(out / CANVAS_CSV, [
         ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column],
         ["Points Possible", "", "", "", "", top],
@@ -99,9 +106,13 @@ def write_all(out: Path, export: Any, maximum: float, bonus_policy: str,
         *([r.name, r.email, r.sid, r.score, _feedback(r, words)]
           for r in rows)])
     blank = sum(r.score == "" for r in rows)
+    where = (f"Canvas column {canvas_column!r}" if canvas_column else
+             f"a new Canvas assignment {column!r} (set [exports] "
+             f"canvas_column in policy.toml to fill an existing one)")
     return (f"exports: {GRADESCOPE_CSV}, {CANVAS_CSV}, {MOODLE_CSV} in "
             f"{out} ({len(rows)} students, out of {top:g}, bonus {policy}"
-            + (f"; {blank} without a grade yet" if blank else "") + ")")
+            + (f"; {blank} without a grade yet" if blank else "")
+            + f"; {where})")
 
 
 def _feedback(row: Row, words: str) -> str:

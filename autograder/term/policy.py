@@ -1,5 +1,8 @@
 """The course's late policy (``course/policy.toml``): the due date, the
-grace, the penalty per day late and its cap, each student's own due date.
+grace, the penalty per day late and its cap, each student's own due date;
+and where the grades go (``[exports] canvas_column``: the header of the
+assignment's column in the course's Canvas gradebook, so that an import
+fills that assignment instead of creating a new one).
 
 A penalty is a percent of the points earned: ``percent_per_day`` for each
 day or part of a day after the due time (a submission within the grace is
@@ -19,7 +22,9 @@ from autograder.term.files import (StaffFileError, present, problem,
 POLICY_FILE = "policy.toml"
 SECTIONS = {"deadline": {"due", "grace_minutes"},
             "late": {"percent_per_day", "cap_percent"},
-            "extensions": None}     # any student key
+            "extensions": None,     # any student key
+            "exports": {"canvas_column"}}
+MAX_COLUMN = 255          # characters of a gradebook column header
 DAY = timedelta(days=1)
 
 
@@ -33,6 +38,7 @@ class Policy:
     percent_per_day: float = 0.0
     cap_percent: float = 100.0
     extensions: dict[str, tuple[datetime, int]] = field(default_factory=dict)
+    canvas_column: str = ""     # "" : the kit names the column
 
     def lateness(self, submitted: datetime, due: datetime | None = None
                  ) -> tuple[int, float]:
@@ -108,10 +114,22 @@ def load_policy(path: Path) -> Policy | None:
         own = _time(when, key, bad)
         if own is not None:
             extensions[key.strip()] = (own, _line_of(text, key) or 0)
+    column = _column(data.get("exports", {}).get("canvas_column", ""), bad)
     if problems:
         raise StaffFileError(problems)
     return Policy(due, timedelta(minutes=grace or 0), per_day or 0.0,
-                  100.0 if cap is None else cap, extensions)
+                  100.0 if cap is None else cap, extensions, column)
+
+
+def _column(value: object, bad) -> str:
+    if isinstance(value, str) and value.strip() and len(value) <= \
+            MAX_COLUMN and value.isprintable():
+        return value.strip()
+    if value != "":
+        bad("canvas_column", f"canvas_column = {value!r}",
+            "write the assignment's column header as the Canvas gradebook "
+            "export shows it, e.g. \"Homework 3 (87568490)\" (one line)")
+    return ""
 
 
 def _time(value: object, key: str, bad) -> datetime | None:

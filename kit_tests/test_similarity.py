@@ -283,6 +283,7 @@ def test_an_honest_class_is_not_flagged_and_a_copy_is():
                          skeleton)
     copy = pairs[_rank_of(pairs, "einsum", "copy") - 1]
     assert copy.flagged and copy.floor.startswith("identical code")
+    assert copy.floor.endswith("names and strings aside)")
     assert [p for p in pairs if p.flagged] == [copy]
 
 

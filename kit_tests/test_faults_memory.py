@@ -220,16 +220,21 @@ needs_cgroup = pytest.mark.skipif(isinstance(GROUP, str),
                                   reason=str(GROUP))
 
 
-def _grade_in_cgroup(limit_mb: int, tmp_path: Path
+def _grade_in_cgroup(limit_mb: int, tmp_path: Path,
+                     sources: dict[str, str] | None = None, jobs: int = 1
                      ) -> tuple[subprocess.CompletedProcess, Path]:
-    """``grade`` of the reference, run in a fresh child cgroup limited to
-    ``limit_mb`` (a wrapper writes its pid to cgroup.procs and execs)."""
+    """``grade`` of ``sources`` (name -> code; default the reference
+    alone), run in a fresh child cgroup limited to ``limit_mb`` (a
+    wrapper writes its pid to cgroup.procs and execs)."""
     parent, limit_file = GROUP
     group = parent / f"kit-faults-{uuid.uuid4().hex[:8]}"
     group.mkdir()
     out = tmp_path / f"out-{limit_mb}"
-    submission = tmp_path / "reference.py"
-    submission.write_text(REFERENCE.read_text())
+    paths = []
+    for name, code in (sources or {"reference": REFERENCE.read_text()}
+                       ).items():
+        paths.append(tmp_path / f"{name}.py")
+        paths[-1].write_text(code)
     try:
         (group / limit_file).write_text(str(limit_mb * MIB))
         if (group / "memory.swap.max").exists():
@@ -237,7 +242,7 @@ def _grade_in_cgroup(limit_mb: int, tmp_path: Path
         done = subprocess.run(
             ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"',
              str(group), sys.executable, "-m", "autograder", "grade",
-             str(submission), "--out", str(out), "--jobs", "1"],
+             *map(str, paths), "--out", str(out), "--jobs", str(jobs)],
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True, text=True, timeout=900)
     finally:
@@ -279,6 +284,37 @@ def test_a_roomy_cgroup_is_not_refused(tmp_path):
         row, = csv.DictReader(handle)
     rubric = load_rubric()
     assert float(row["score"]) == rubric.max_score + rubric.max_bonus
+
+
+def _bloated(reference: str) -> str:
+    """The reference whose every method returns its result and 15 more
+    tensors of 4 MiB: the most the wire lets a submission send back."""
+    code = reference.replace(
+        "import torch\n", "import torch\n_BIG = [torch.randn(1 << 20) "
+        "for _ in range(15)]\n", 1)
+    return re.sub(r"(\n        )return ([^\n#]+?)( *#[^\n]*)?\n",
+                  r"\1return (\2, *_BIG)\n", code)
+
+
+@pytest.mark.e2e
+@needs_cgroup
+def test_outputs_as_large_as_the_wire_allows_fit_gradescopes_memory(
+        tmp_path):
+    # Two such submissions graded side by side beside the reference, in
+    # Gradescope's 768 MB: the parent holds what they send and still
+    # grades everyone; the reference keeps full marks.
+    bloated = _bloated(REFERENCE.read_text())
+    assert bloated.count("*_BIG)") >= 5
+    done, out = _grade_in_cgroup(768, tmp_path, {
+        "bloated_a": bloated, "bloated_b": bloated,
+        "reference": REFERENCE.read_text()}, jobs=2)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with open(out / "grades.csv", newline="") as handle:
+        rows = {r["submission"]: r for r in csv.DictReader(handle)}
+    rubric = load_rubric()
+    assert float(rows["reference"]["score"]) == \
+        rubric.max_score + rubric.max_bonus
+    assert all(rows[n]["score"] != "" for n in ("bloated_a", "bloated_b"))
 
 
 HOG = """

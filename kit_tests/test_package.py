@@ -111,18 +111,24 @@ def _sources(dest: Path) -> Path:
 
 
 def _fresh_venv(folder: Path) -> Path:
-    """A venv of its own whose third-party packages are this interpreter's
-    (a .pth: no download, no install of torch); nothing of the kit."""
+    """A venv of its own whose third-party packages are this interpreter's,
+    each linked into its own site-packages, where the kit's wheel goes
+    too (as `pip install` in a course's venv puts torch beside the kit:
+    no download); nothing of the kit."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip",
                     str(folder)], check=True)
     python = folder / "bin" / "python"
-    site = subprocess.run(
+    site = Path(subprocess.run(
         [str(python), "-c", "import sysconfig; "
          "print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip()
-    parents = sorted({sysconfig.get_paths()["purelib"],
-                      sysconfig.get_paths()["platlib"]})
-    (Path(site) / "parent.pth").write_text("\n".join(parents) + "\n")
+        check=True, capture_output=True, text=True).stdout.strip())
+    for parent in sorted({sysconfig.get_paths()["purelib"],
+                          sysconfig.get_paths()["platlib"]}):
+        for entry in Path(parent).iterdir():
+            if entry.suffix != ".pth" and entry.name not in (
+                    "autograder", "kit", "kinds") and \
+                    not (site / entry.name).exists():
+                (site / entry.name).symlink_to(entry)
     return python
 
 

@@ -172,20 +172,39 @@ def python_paths() -> list[str]:
 
 
 def default_readable(exclude: list[str]) -> list[str]:
-    """System folders plus the Python installation, minus any folder that
-    contains a folder of ``exclude`` (binding it would expose the grader's
-    checkout). A venv inside the checkout stays: only it is bound."""
+    """System folders plus the Python installation, minus the folders of
+    ``exclude`` (the grader's checkout, or the kit's own packages): a
+    folder holding one is bound entry by entry without it (site-packages
+    without the installed kit). A venv inside the checkout stays: only it
+    is bound."""
     wanted = [*_SYSTEM_DIRS, *_SYSTEM_FILES, *python_paths()]
     excluded = [os.path.realpath(p) for p in exclude]
-    keep = []
+    keep: list[str] = []
     for path in wanted:
-        if not os.path.exists(path):
-            continue
-        real = os.path.realpath(path)
-        if any(_inside(e, real) for e in excluded):
-            continue
-        keep.append(path)
-    return keep
+        if os.path.exists(path):
+            keep += _without(path, excluded)
+    return sorted(set(keep))
+
+
+def _without(path: str, excluded: list[str], depth: int = 2) -> list[str]:
+    """``path``, or its entries (to ``depth`` levels) without the excluded
+    folders when it holds one. A path inside an excluded folder stays
+    (a venv inside the checkout: only it is bound)."""
+    real = os.path.realpath(path)
+    if not any(_inside(e, real) and e != real for e in excluded):
+        return [path]
+    if depth == 0 or not os.path.isdir(path):
+        return []
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError:
+        return []
+    found = []
+    for name in entries:
+        entry = os.path.join(path, name)
+        if os.path.realpath(entry) not in excluded:
+            found += _without(entry, excluded, depth - 1)
+    return found
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -54,6 +54,24 @@ def _resolve_user() -> tuple[int, int] | None:
     raise RuntimeError(f"no user {name!r} or 'nobody' to run workers as")
 
 
+KIT_PACKAGES = ("autograder", "kit", "kinds")   # the kit's own, installed
+
+
+def unreadable_home(home: Path = GRADER_HOME) -> list[str]:
+    """What of the grader the worker must never read: the checkout (it
+    holds the solution, the values and the outputs), or, for a grader
+    installed among the Python installation's packages (``pip install``:
+    ``home`` is site-packages, torch beside it), the kit's own packages
+    (their corpora quote the reference's lines); the rest of
+    site-packages stays readable. A course's homework folder is never
+    bound (only the system's and Python's folders are)."""
+    real = os.path.realpath(home)
+    if any(os.path.realpath(path) == real for path in jail.python_paths()):
+        return [str(home / name) for name in KIT_PACKAGES
+                if (home / name).exists()]
+    return [str(home)]
+
+
 class Sandbox:
     """The warm fork server and the defaults for running submissions.
 
@@ -90,7 +108,7 @@ class Sandbox:
             else range(*LIMITS.spare_uids))
         # The worker reads the Python installation, never the grader's
         # checkout (solution, values, other submissions' outputs).
-        self.readable = jail.default_readable(exclude=[str(GRADER_HOME)])
+        self.readable = jail.default_readable(exclude=unreadable_home())
         self.namespaces = not os.environ.get("AUTOGRADER_NO_NAMESPACES") \
             if namespaces is None else namespaces
         self.landlock = landlock

@@ -199,4 +199,5 @@ def _layout(got: torch.Tensor, expected: torch.Tensor,
     if found is None:
         return None
     return Verdict(False, layout_words(found, tuple(got.shape)) + ".",
-                   f"probabilities laid out as {found.words}")
+                   f"probabilities laid out as {found.words}",
+                   cause=f"probabilities laid out as {found.words}")

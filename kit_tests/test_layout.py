@@ -4,11 +4,12 @@ the fix; never for other wrong values, nor when several layouts fit."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import torch
 
 from autograder.checks import layout
-from autograder.checks.base import Context
+from autograder.checks.base import Context, aggregate
 from autograder.checks.entries import Check
 from autograder.checks.outputs import diagnose
 
@@ -26,24 +27,27 @@ def _undo(got: torch.Tensor, text: str) -> torch.Tensor:
 
 def test_heads_last_numbers_viewed_as_heads_first_are_named_with_the_fix():
     got = PROBS.transpose(1, 2).reshape(2, 3, 5, 7)   # the s24 student
-    text = layout.reading(got, PROBS, 1e-6)
+    found = layout.reading(got, PROBS, 1e-6)
+    text = found.text
     assert "laid out [2, 5, 3, 7]" in text and "order 0, 2, 1, 3" in text
+    assert found.key == "layout: the expected dims in the order 0, 2, 1, " \
+        "3, then reshaped"
     assert torch.equal(_undo(got, text).reshape(PROBS.shape), PROBS)
 
 
 def test_heads_folded_into_the_batch_are_split_to_find_the_layout():
     expected = PROBS.reshape(6, 5, 7)                 # [batch*heads, q, k]
     got = PROBS.transpose(1, 2).reshape(6, 5, 7)
-    text = layout.reading(got, expected, 1e-6)
+    text = layout.reading(got, expected, 1e-6).text
     assert "taken as [2, 3, 5, 7]" in text and "laid out [2, 5, 3, 7]" in text
     assert torch.equal(_undo(got, text).reshape(6, 5, 7), expected)
 
 
 def test_a_plain_transpose_and_a_plain_reshape():
     square = torch.rand(2, 3, 5, 5)
-    text = layout.reading(square.transpose(2, 3), square, 1e-6)
+    text = layout.reading(square.transpose(2, 3), square, 1e-6).text
     assert "in the order (0, 1, 3, 2): `.transpose(2, 3)`" in text
-    text = layout.reading(PROBS.reshape(6, 35), PROBS, 1e-6)
+    text = layout.reading(PROBS.reshape(6, 35), PROBS, 1e-6).text
     assert text.startswith("Your values are the expected ones, in order, "
                            "reshaped to [6, 35]: return them as [2, 3, 5, 7]")
 
@@ -66,6 +70,11 @@ def test_the_output_check_adds_the_layout_only_when_no_mistake_explains_it():
     verdict = diagnose(got, PROBS, {}, Context({}), check, "`probs`")
     assert "differs at" in verdict.message
     assert "`.transpose(1, 2)` before the reshape" in verdict.message
+    # The class report groups the item's failures by the proven layout.
+    outcome = aggregate(check, [SimpleNamespace(set="public")], [verdict],
+                        Context({}))
+    assert outcome.diagnosis == [verdict.cause] and "layout" in \
+        verdict.cause
     verdict = diagnose(got, PROBS, {"heads_last": got},
                        Context({"heads_last": "m"}), check, "`probs`")
     assert verdict.mistake == "heads_last" and "laid out" not in \

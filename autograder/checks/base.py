@@ -65,6 +65,9 @@ class Verdict:
     # behaviour absent (the item then says this, not its
     # ``no_evidence`` cause: see CaseCheck.unshown).
     unshown: str = ""
+    # A cause proven on this case's values, in a few words without
+    # values: the class report groups failures by it (Outcome.diagnosis).
+    cause: str = ""
 
 
 class CheckKind(Protocol):
@@ -206,6 +209,10 @@ def aggregate(check: Check, cases: list[Case], verdicts: list[Verdict],
     for mistake in outcome.mistakes:
         outcome.lines.append(f"- Common mistake `{mistake}`: "
                              f"{ctx.mistake_messages.get(mistake, '')}")
+    for verdict in verdicts:
+        if not verdict.ok and verdict.cause and \
+                verdict.cause not in outcome.diagnosis:
+            outcome.diagnosis.append(verdict.cause)
     return outcome
 
 

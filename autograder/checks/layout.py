@@ -10,6 +10,7 @@ decoded tensors, like every comparison (checks/compare.py).
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import torch
 
@@ -19,13 +20,22 @@ MAX_RANK = 5          # 120 orders at most: every one is tried
 MAX_ELEMENTS = 1 << 18   # the parent's time: larger outputs are not read
 
 
+@dataclass(frozen=True)
+class Reading:
+    """A proven layout: the sentence for the student (with the fix) and
+    its key for the class report (no sizes: alike on every case)."""
+
+    text: str
+    key: str
+
+
 def reading(got: torch.Tensor, expected: torch.Tensor, atol: float,
-            rtol: float = 0.0) -> str | None:
-    """A sentence naming the layout ``got`` holds the expected values in,
-    and the fix, or None when no single layout explains every position
-    (or several do: then nothing is claimed). A layout is an order of the
-    expected dims, one of them possibly split in two (heads folded into
-    the batch), then a reshape to ``got``'s shape."""
+            rtol: float = 0.0) -> Reading | None:
+    """The layout ``got`` holds the expected values in, and the fix, or
+    None when no single layout explains every position (or several do:
+    then nothing is claimed). A layout is an order of the expected dims,
+    one of them possibly split in two (heads folded into the batch),
+    then a reshape to ``got``'s shape."""
     if got.numel() != expected.numel() or got.numel() < 2 or \
             not 0 < expected.dim() < MAX_RANK or \
             expected.numel() > MAX_ELEMENTS:
@@ -51,7 +61,13 @@ def reading(got: torch.Tensor, expected: torch.Tensor, atol: float,
     if len(found) != 1:
         return None
     base, order, reshaped = next(iter(found.values()))
-    return _sentence(base, order, reshaped, got, expected)
+    split = "" if base == tuple(expected.shape) else ", one dim split"
+    key = ("layout: the expected values reshaped" if
+           list(order) == sorted(order) else
+           f"layout: the expected dims in the order "
+           f"{', '.join(map(str, order))}{split}"
+           + (", then reshaped" if reshaped else ""))
+    return Reading(_sentence(base, order, reshaped, got, expected), key)
 
 
 def _bases(shape: tuple[int, ...]) -> list[tuple[int, ...]]:

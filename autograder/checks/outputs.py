@@ -60,12 +60,14 @@ def diagnose(got: torch.Tensor, expected: torch.Tensor,
         message += (f" (within {ctx.mistake_atol:g} but not {check.atol:g}"
                     f": a numerical precision problem, e.g. float16 or a "
                     f"different formula?)")
-    elif mistake is None and result.kind in ("values", "shape"):
+    moved = None
+    if mistake is None and result.kind in ("values", "shape"):
         moved = layout.reading(got, expected, check.atol, check.rtol)
-        message += f". {moved}" if moved else ""
+        message += f". {moved.text}" if moved else ""
     # The hint is added by ``aggregate``, only if the mistake explains every
     # failing case of the item.
-    return Verdict(False, message, short, mistake, candidates)
+    return Verdict(False, message, short, mistake, candidates,
+                   cause=moved.key if moved else "")
 
 
 def mistake_tensors(case: Case, name: str) -> dict[str, torch.Tensor]:

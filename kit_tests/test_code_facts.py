@@ -92,6 +92,17 @@ def test_an_integer_division_of_literals_that_is_not_whole():
     assert _found("return x.view(-1, 8 // 2) / (x.shape[-1] // 2)\n") == []
 
 
+def test_a_root_written_without_parentheses():
+    [(_, text)] = _found("return x / x.shape[-1] ** 1 / 2\n")
+    assert text.startswith(code_facts.PRECEDENCE)
+    assert "`x.shape[-1] ** 1 / 2` is `(x.shape[-1] ** 1) / 2`" in text
+    assert "`** 0.5`" in text
+    [(_, text)] = _found("return x * x.shape[-1] ** -1 / 2\n")
+    assert "`** -0.5`" in text
+    assert _found("return x / x.shape[-1] ** 0.5 / 2\n") == []
+    assert _found("return x / (x.shape[-1] ** (1 / 2))\n") == []
+
+
 @pytest.mark.parametrize("inf", ['float("-inf")', "-torch.inf",
                                  "math.inf", "float(' +Infinity')"])
 def test_a_product_with_a_literal_infinity(inf):

@@ -284,8 +284,11 @@ def diagnose(grade: Any, config: Any, results: dict[str, ProbeResult],
     items' outcomes (``Outcome.diagnosis`` gets each finding's key)."""
     # Shape errors: read from the calls' own results, nothing runs again.
     crash.explain(grade, config, results, source, public_only)
-    # Results the code computes and drops: read from the code alone.
-    code_facts.explain(grade, source)
+    # Facts read from the code alone; their failure loses only them.
+    try:
+        code_facts.explain(grade, source)
+    except Exception:   # noqa: BLE001 - an extra: the walk still runs
+        pass
     failing = failing_cases(grade, config, results, public_only)
     if not failing:
         return []

@@ -6,7 +6,8 @@ item of the task whose methods hold them:
   submodule called for nothing), or a name assigned a computed tensor
   that no later line of the method reads;
 - an integer division of two numbers that is not what it reads as
-  (``x ** (1 // 2)`` is ``x ** 0``);
+  (``x ** (1 // 2)`` is ``x ** 0``), and a root written without
+  parentheses (``x ** 1 / 2`` is ``(x ** 1) / 2``);
 - a product with a literal infinity (``mask * float("-inf")``), NaN
   wherever the other factor is 0;
 - a warning Python or PyTorch printed for one of the methods' lines while
@@ -35,7 +36,8 @@ MARK = "- Computed and dropped"
 DIVISION = "- Integer division"
 INFINITY = "- Times infinity"
 WARNED = "- Python warned"
-MARKS = (MARK, DIVISION, INFINITY, WARNED)
+PRECEDENCE = "- Operator precedence"
+MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE)
 # "file.py:61: UserWarning: message", as warnings.showwarning prints it
 WARNING = re.compile(r"^(?P<file>[^:\n]{1,255}):(?P<line>\d{1,7}): "
                      r"(?P<category>[A-Za-z]{1,40}Warning): "
@@ -60,13 +62,19 @@ def _calls() -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in data.items() if isinstance(v, list)}
 
 
+def _text(node: ast.AST) -> str:
+    """The code of ``node`` as the parser reads it (one line, no
+    comments), cut to MAX_QUOTE characters."""
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, ValueError):   # nested past the printer's depth
+        text = "..."
+    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3] + "..."
+
+
 def _quote(node: ast.AST) -> str:
-    """The statement as one code span, as the parser reads it (one line,
-    no comments)."""
-    text = ast.unparse(node)
-    if len(text) > MAX_QUOTE:
-        text = text[:MAX_QUOTE - 3] + "..."
-    return mdsafe.code_span(text)
+    """``node``'s code as one code span."""
+    return mdsafe.code_span(_text(node))
 
 
 def _modules(cls: ast.ClassDef | None, calls: dict[str, frozenset[str]]
@@ -119,7 +127,7 @@ def _sentence(kind: str, call: ast.Call, quoted: str, line: int) -> str:
         return (f"{MARK}: line {line} {quoted} computes `{name}(...)` and "
                 f"drops it: the call returns a new tensor and changes none "
                 f"of its arguments. Assign the result and use it.")
-    receiver = mdsafe.code_span(ast.unparse(call.func.value)[:40])
+    receiver = _quote(call.func.value)
     twin = (f" (or use the in-place `{name}_`)"
             if hasattr(torch.Tensor, f"{name}_") else "")
     return (f"{MARK}: line {line} {quoted} computes `.{name}(...)` and drops "
@@ -181,6 +189,7 @@ def facts(source: str, cls_name: str, methods: tuple[str, ...]
             found += _in_function(function, modules, calls)
             found += _divisions(function)
             found += _infinite_products(function)
+            found += _roots(function)
     return sorted(found, key=lambda d: d.line)
 
 
@@ -225,11 +234,41 @@ def _divisions(function: ast.FunctionDef) -> Iterator[Fact]:
         a, b = _number(node.left), _number(node.right)
         if a is None or b is None or b == 0 or (a / b).is_integer():
             continue
-        quoted = mdsafe.code_span(ast.unparse(node))
+        quoted = _quote(node)
         yield Fact(node.lineno, (
             f"{DIVISION}: line {node.lineno} {quoted} is {a // b:g}, not "
             f"{a / b:g}: `//` rounds the quotient down. Write `{a:g} / "
             f"{b:g}` (or the number itself)."))
+
+
+def _roots(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``a ** 1 / 2`` (or ``** -1 / 2``), alone or after another operand
+    (``x / a ** 1 / 2`` is ``(x / a) / 2``): a power of 1 then a division,
+    where a root was surely meant."""
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.BinOp) and
+                isinstance(node.op, ast.Div)):
+            continue
+        power = node.left   # the operand just before "/ 2"
+        while isinstance(power, ast.BinOp) and \
+                isinstance(power.op, (ast.Div, ast.Mult)):
+            power = power.right
+        if not (isinstance(power, ast.BinOp) and
+                isinstance(power.op, ast.Pow)):
+            continue
+        exponent, divisor = _number(power.right), _number(node.right)
+        if exponent not in (1, -1) or divisor in (None, 0):
+            continue
+        meant, written = exponent / divisor, _text(power)
+        code = mdsafe.code_span
+        part = f"{written} / {divisor:g}"
+        whole = "" if _text(node) == part else f" {_quote(node)}:"
+        yield Fact(node.lineno, (
+            f"{PRECEDENCE}: line {node.lineno}{whole} {code(part)} is "
+            f"{code(f'({written}) / {divisor:g}')}: `**` binds tighter "
+            f"than `/`, so this divides by {divisor:g} instead of taking "
+            f"the power {meant:g}. Write `** {meant:g}` (or "
+            f"{code(f'** ({_text(power.right)} / {divisor:g})')})."))
 
 
 def _infinite(node: ast.AST) -> bool:
@@ -253,7 +292,7 @@ def _infinite_products(function: ast.FunctionDef) -> Iterator[Fact]:
     for node in ast.walk(function):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
                 and (_infinite(node.left) or _infinite(node.right)):
-            quoted = mdsafe.code_span(ast.unparse(node))
+            quoted = _quote(node)
             yield Fact(node.lineno, (
                 f"{INFINITY}: line {node.lineno} {quoted} multiplies by "
                 f"infinity: where the other factor is 0 the product is "

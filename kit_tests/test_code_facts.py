@@ -103,6 +103,13 @@ def test_a_root_written_without_parentheses():
     assert _found("return x / (x.shape[-1] ** (1 / 2))\n") == []
 
 
+def test_bitwise_not_before_the_conversion_to_bool():
+    [(_, text)] = _found("return x.masked_fill((~mask).bool(), 0.0)\n")
+    assert text.startswith(code_facts.INVERT)
+    assert "~1 is -2" in text and "`~mask.bool()`" in text
+    assert _found("return x.masked_fill(~mask.bool(), 0.0)\n") == []
+
+
 @pytest.mark.parametrize("inf", ['float("-inf")', "-torch.inf",
                                  "math.inf", "float(' +Infinity')"])
 def test_a_product_with_a_literal_infinity(inf):

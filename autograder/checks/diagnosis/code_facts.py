@@ -10,6 +10,8 @@ item of the task whose methods hold them:
   parentheses (``x ** 1 / 2`` is ``(x ** 1) / 2``);
 - a product with a literal infinity (``mask * float("-inf")``), NaN
   wherever the other factor is 0;
+- ``~`` before ``.bool()`` (``(~keep).bool()``): on integers ``~`` is
+  bitwise not, True everywhere once made bool;
 - a warning Python or PyTorch printed for one of the methods' lines while
   the public cases ran (``x.T`` on a 3-d tensor, a softmax without
   ``dim``), read from the printed output the student is shown anyway.
@@ -37,7 +39,8 @@ DIVISION = "- Integer division"
 INFINITY = "- Times infinity"
 WARNED = "- Python warned"
 PRECEDENCE = "- Operator precedence"
-MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE)
+INVERT = "- Bitwise not"
+MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE, INVERT)
 # "file.py:61: UserWarning: message", as warnings.showwarning prints it
 WARNING = re.compile(r"^(?P<file>[^:\n]{1,255}):(?P<line>\d{1,7}): "
                      r"(?P<category>[A-Za-z]{1,40}Warning): "
@@ -190,6 +193,7 @@ def facts(source: str, cls_name: str, methods: tuple[str, ...]
             found += _divisions(function)
             found += _infinite_products(function)
             found += _roots(function)
+            found += _inverted_then_bool(function)
     return sorted(found, key=lambda d: d.line)
 
 
@@ -269,6 +273,24 @@ def _roots(function: ast.FunctionDef) -> Iterator[Fact]:
             f"than `/`, so this divides by {divisor:g} instead of taking "
             f"the power {meant:g}. Write `** {meant:g}` (or "
             f"{code(f'** ({_text(power.right)} / {divisor:g})')})."))
+
+
+def _inverted_then_bool(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``(~x).bool()``: ``~`` taken before the conversion to bool."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and not node.args and \
+                isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "bool" and \
+                isinstance(node.func.value, ast.UnaryOp) and \
+                isinstance(node.func.value.op, ast.Invert):
+            inner = _text(node.func.value.operand)
+            yield Fact(node.lineno, (
+                f"{INVERT}: line {node.lineno} {_quote(node)} takes `~` "
+                f"before `.bool()`: where {mdsafe.code_span(inner)} holds "
+                f"integers, `~` is bitwise not (~1 is -2, ~0 is -1), and "
+                f"both are True once made bool, so every position is True."
+                f" Convert first: {mdsafe.code_span(f'~{inner}.bool()')}"
+                f"."))
 
 
 def _infinite(node: ast.AST) -> bool:

@@ -92,6 +92,8 @@ def test_grades_csv_names_every_submission(graded_zip):
     assert ada["path"] == str(base / "export.zip" / "submission_111")
     assert float(ada["score"]) > float(pair["score"]) > 0
     assert "submission_333" in stdout          # listed, without files
+    # The export's line and the upload files' line count the same people.
+    assert "2 submissions, 4 students" in stdout and "(4 students," in stdout
 
 
 def test_upload_csv_has_one_row_per_student(graded_zip):

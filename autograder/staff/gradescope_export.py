@@ -331,8 +331,12 @@ def annotate(out: Path, export: Export) -> str:
     # csvsafe neutralises a cell that a spreadsheet would run as a formula.
     csvsafe.write_rows(grades, [new_header, *annotated])
     keep(out, export)
-    note = (f"; listed without files: {', '.join(export.missing)}"
-            if export.missing else "")
+    # Every student the export lists, as the upload files count them:
+    # those without files too (a row without a grade).
+    absent = sum(len(export.submitters.get(f, [])) for f in export.missing)
+    students += absent
+    note = (f"; listed without files ({absent} students, no grade): "
+            f"{', '.join(export.missing)}" if export.missing else "")
     if export.skipped:
         note += (f"; {len(export.skipped)} entries of the zip left out "
                  f"(unsafe or unreadable names): " + ", ".join(

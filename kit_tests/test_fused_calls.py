@@ -82,6 +82,9 @@ def test_a_wrong_causal_mask_is_named_by_where_it_differs():
     # An additive float mask: -inf hides, whatever the spelling.
     additive = torch.zeros(S, S).masked_fill(~below, float("-inf"))
     assert "hides the keys on the diagonal" in _mask_words(additive, "float")
+    # -1e9 by hand hides as -inf does: nothing "shown" above the diagonal.
+    words = _mask_words(torch.zeros(S, S).masked_fill(~below, -1e9), "float")
+    assert "hides the keys on the diagonal" in words and "shows" not in words
 
 
 def test_scaled_twice_says_which_operand_is_prescaled():

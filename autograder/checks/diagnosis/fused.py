@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from autograder.checks.diagnosis.flow import Divergence, layouts, same
+from autograder.checks.diagnosis.flow import MASKED, Divergence, layouts, same
 from autograder.checks.diagnosis.relations import Relation, name_number
 from autograder.checks.diagnosis.steps import STEPS
 from autograder.sandbox.protocol import FusedCall
@@ -126,8 +126,10 @@ def _causal_mask_fix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     row = torch.arange(n_q)[:, None] + (n_k - n_q)   # queries end-aligned
     col = torch.arange(n_k)[None, :]
     right = col <= row                               # True: takes part
+    # A float mask hides where it is -inf or as low as a masked score
+    # (-1e9 written by hand hides as well as -inf).
     takes = (mask if mask.dtype == torch.bool else
-             torch.isfinite(mask) & (mask > -1e30)).reshape(-1, n_q, n_k)
+             ~torch.isnan(mask) & (mask > MASKED)).reshape(-1, n_q, n_k)
     regions = {"on the diagonal (each query's own)": col == row,
                "below the diagonal (before the query)": col < row,
                "above the diagonal (after the query)": col > row}

@@ -635,8 +635,9 @@ def test_an_ellipsis_is_the_leading_dimensions_of_a_line_of_two_ranks():
     observed = trace(source)
     assert check_shape_comments(source, observed, DIMS, METHODS,
                                 ranks={line: {(3,), (4,)}}) == []
+    # one rank everywhere: `...` is the first dimension, the rest named
     assert check_shape_comments(source, observed, DIMS, METHODS,
-                                ranks={line: {(3,)}}) != []
+                                ranks={line: {(3,)}}) == []
     # the control: the last dimensions still have to fit
     wrong = source.replace("# [..., seq, hidden]", "# [..., seq, seq]")
     [issue] = check_shape_comments(wrong, _with_a_4d_call(wrong, line),
@@ -664,16 +665,20 @@ def test_an_ellipsis_names_what_one_tasks_calls_share():
     assert check_shape_comments(named, observed, DIMS, METHODS) == []
 
 
-def test_an_ellipsis_on_a_line_of_one_rank_is_no_claim():
-    # A line that always binds [2, 5, 12] has every dimension to name:
-    # "[..., hidden]" there would dodge the rule.
+def test_an_ellipsis_on_a_line_of_one_rank_is_the_first_dimension():
+    # A line that always binds [2, 5, 12]: `...` may stand for the batch
+    # (a helper written for any batch) but "[..., hidden]" would dodge
+    # naming the sequence.
     source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
                                "return probs @ v  # [..., hidden]")
     line = line_of(source, "return probs @ v")
     [issue] = issues_of(source)
-    assert issue.kind == "wrong" and issue.message.startswith(
+    assert issue.kind == "wrong" and issue.message == (
         f"line {line}: comment claims [..., hidden] = [..., 12] but the "
-        "tensor is [2, 5, 12]: `...` stands only for leading dimensions")
+        "tensor is [2, 5, 12]: `...` may stand for the first dimension "
+        "only; name the last 2")
+    named = source.replace("# [..., hidden]", "# [..., seq, hidden]")
+    assert issues_of(named) == []
 
 
 @pytest.mark.parametrize("comment, token", [

@@ -382,9 +382,11 @@ def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
         others = "; ".join(_shapes_text(r) for r in runs[1:4])
         actual += f" (in other calls: {others})"
     if _rest(parsed) and rest is None:
-        actual += (": `...` stands only for leading dimensions whose "
-                   "number changes between calls (a helper called on 3-d "
-                   "and on 4-d tensors); write every dimension out")
+        actual += ": write every dimension out"
+    elif _rest(parsed) and _too_few(parsed, rest) and \
+            len(run_ranks(runs)) == 1:
+        actual += (f": `...` may stand for the first dimension only; name "
+                   f"the last {rest}")
     elif _rest(parsed) and _too_few(parsed, rest):
         actual += (f": `...` stands only for the leading dimensions that "
                    f"differ between its calls; the last {rest} are the "
@@ -518,19 +520,22 @@ class _Statements:
 
     def rest_named(self, node: ast.stmt) -> int | None:
         """How many trailing dimensions a ``...`` claim on the statement
-        must name: None (no claim: ``...`` hides dimensions) where it
-        bound tensors of one rank in every task's traced calls; where this
-        task's own calls bind several ranks, every trailing dimension they
-        share (a dummy call on ``x[0]`` makes no line's comment vaguer);
-        else, several ranks only across tasks (a helper shared by a 3-d
-        and a 4-d task, whose sizes differ), any."""
+        must name: where it bound tensors of one rank in every task's
+        traced calls, all but the first (``[..., seq, seq]`` for a
+        [bs, seq, seq] tensor: a generic helper's comment, no dodge);
+        where this task's own calls bind several ranks, every trailing
+        dimension they share (a dummy call on ``x[0]`` makes no line's
+        comment vaguer); several ranks only across tasks (a helper shared
+        by a 3-d and a 4-d task, whose sizes differ), any. None: nothing
+        bound, no claim."""
         runs = self.runs_of(node)
         own = run_ranks(runs)
         if len(own) > 1:
             return common_tail(runs)
         if len(own | self.ranks.get(node.lineno, set())) > 1:
             return 0
-        return None
+        ranks = next(iter(own), ())
+        return max(min(ranks) - 1, 1) if ranks else None
 
     def runs_of(self, node: ast.stmt) -> list[list[list[int]]]:
         """The shapes ``node`` bound, one list per execution."""

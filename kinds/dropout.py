@@ -131,6 +131,7 @@ class Finding(Enum):
     PROBS_NOT_DROPPED = auto()   # probs equal eval, att changes
     ATT_NOT_FROM_PROBS = auto()  # att is not their weighted sum
     ATT_DROPPED = auto()         # dropout on att itself
+    ATT_IS_PROBS = auto()        # att holds the probabilities' numbers
     ATT_EQUALS_EVAL = auto()
     # Dropout on the weights (3.1d, 3.3d): the two copies differ.
     NOT_ON_WEIGHTS = auto()
@@ -178,7 +179,7 @@ class Words:
     rescale_tip: str
     shape_why: str
     wrong_which: str      # the values neither 0 nor rescaled
-    wrong_tail: str       # up to the question "... dropout applied ..."
+    wrong_tail: str       # an example of the values, or ""
 
 
 PROBABILITIES = Words(
@@ -191,14 +192,14 @@ PROBABILITIES = Words(
     shape_why=(", and their head split does not give your own eval att, "
                "so dropout cannot be checked"),
     wrong_which="{bad} of {total} probabilities",
-    wrong_tail=", e.g.: expected 0 or {expected:.6g}, got {got:.6g}. Is")
+    wrong_tail=", e.g.: expected 0 or {expected:.6g}, got {got:.6g}")
 
 WEIGHTS = Words(
     unit="weight", units="weights", seen_has="the output has",
     seen_contains="the output contains", eval_is="the eval output is",
     same_as_eval="the output equals the eval output",
     apply_to="attention weights", rescale_tip="", shape_why="",
-    wrong_which="the attention weights", wrong_tail=": is")
+    wrong_which="the attention weights", wrong_tail="")
 
 # Finding -> (message, short message without values, for hidden cases).
 MESSAGES: dict[Finding, tuple[str, str]] = {
@@ -224,7 +225,7 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "a dropout rate that is not the module's"),
     Finding.WRONG_VALUES: (
         "in train mode {wrong_which} are neither 0 nor their eval value / "
-        "(1 - p){wrong_tail} dropout applied before the softmax?",
+        "(1 - p){wrong_tail}",
         "wrong train-mode {units}"),
     Finding.EVAL_FOLLOWS_RATE: (
         "in eval mode {seen_has} other values with dropout {p:g} than "
@@ -253,6 +254,12 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "{p:g}, every value of att is 0 or its eval value / (1 - p)). Use "
         "the dropped-out probabilities for the weighted sum of the values.",
         "probabilities not dropped out"),
+    Finding.ATT_IS_PROBS: (
+        "the returned att holds the same numbers as the returned "
+        "probabilities: att is the attention weights, not their weighted "
+        "sum of the values. Return the output (the weighted sum, heads "
+        "merged and mixed) as att.",
+        "att is the probabilities"),
     Finding.ATT_EQUALS_EVAL: (
         "att equals the eval output, so att was computed from the "
         "probabilities before dropout. Use the dropped-out probabilities "
@@ -265,6 +272,10 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "multiply by the values.",
         "dropout not on the weights"),
 }
+
+# Findings proven on the values whose att is not an output: a replay of
+# where its dropout went would name a place the code does not have.
+NO_REPLAY = {MESSAGES[Finding.ATT_IS_PROBS][1]}
 
 # EVAL_FOLLOWS_RATE's {eval_tip}: what the eval values prove, if anything
 EVAL_TIPS = {
@@ -527,7 +538,8 @@ def _replayed(verdict: Verdict, case: Case, got: torch.Tensor,
     reference's dropout mask replayed on the submission's own eval
     values (``own``: its eval output and weights) proves it
     (``dropout_replay``); as it was otherwise."""
-    if verdict.ok or own is None or case.seed is None:
+    if verdict.ok or own is None or case.seed is None or \
+            verdict.short in NO_REPLAY:
         return verdict
     b, s, _ = case.tensors["x"].shape
     weights = own[1]
@@ -659,6 +671,11 @@ def _train_finding(call: _TrainCall, p: float,
     if pattern.kind is not Pattern.OK:
         return say(FROM_PATTERN[pattern.kind], PROBABILITIES, p=p,
                    **pattern.facts())
+    if att.numel() == got.numel() and close(
+            att.reshape(-1), got.reshape(-1), params.same_atol,
+            equal_nan=True):
+        # Proven on the values: no word about where dropout went.
+        return say(Finding.ATT_IS_PROBS, PROBABILITIES)
     if call.value_path and not close(att, call.weighted(got),
                                      params.att_atol, equal_nan=True):
         return say(Finding.ATT_NOT_FROM_PROBS, PROBABILITIES,

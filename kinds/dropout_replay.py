@@ -164,6 +164,12 @@ def where_dropout(got: torch.Tensor, weights: torch.Tensor,
         # No dropout anywhere (or values no mask changes, e.g. zeros): any
         # site's replay gives them, which proves nothing.
         return ""
+    if values is not None and weights.dim() == 4 and _equal(got, after(
+            heads_merged(dropped(weights, seed, p) @ heads_split(
+                values.double(), weights.shape[1])))):
+        # Dropout where it belongs predicts these values too (a probe
+        # whose output is its weights): the replay proves no other site.
+        return ""
     sites = [] if values is None or weights.dim() != 4 else context_sites(
         weights, values, after, seed, p)
     sites.append(Site("the output", dropped(own_output, seed, p)))

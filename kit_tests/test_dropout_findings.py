@@ -118,6 +118,8 @@ def probs_situations() -> dict[D.Finding, Callable[[], Verdict]]:
             right, att=dropped(broken_eval), own_att=broken_eval),
         D.Finding.ATT_EQUALS_EVAL: lambda: judge_train(
             right, att=broken_eval, own_att=broken_eval),
+        # nanoGPT's names: the mixed output went to y, att kept the weights
+        D.Finding.ATT_IS_PROBS: lambda: judge_train(right, att=right.clone()),
     }
 
 
@@ -157,8 +159,8 @@ def probs_messages() -> dict[D.Finding, tuple[str, str]]:
         D.Finding.WRONG_VALUES: (
             f"in train mode 1 of {frozen.numel()} probabilities are "
             f"neither 0 nor their eval value / (1 - p), e.g.: expected 0 "
-            f"or {first * scale:.6g}, got {first * 1.5:.6g}. Is dropout "
-            f"applied before the softmax?", "wrong train-mode probabilities"),
+            f"or {first * scale:.6g}, got {first * 1.5:.6g}",
+            "wrong train-mode probabilities"),
         D.Finding.NONE_DROPPED: (
             f"in train mode (dropout {p:g}) no probability was dropped: "
             f"apply self.dropout to the attention probabilities",
@@ -191,6 +193,12 @@ def probs_messages() -> dict[D.Finding, tuple[str, str]]:
             "probabilities before dropout. Use the dropped-out "
             "probabilities for the weighted sum of the values.",
             "att does not follow from the probabilities"),
+        D.Finding.ATT_IS_PROBS: (
+            "the returned att holds the same numbers as the returned "
+            "probabilities: att is the attention weights, not their "
+            "weighted sum of the values. Return the output (the weighted "
+            "sum, heads merged and mixed) as att.",
+            "att is the probabilities"),
     }
 
 
@@ -317,9 +325,8 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
             f"argument (`nn.Dropout(dropout)`), once.",
             "a dropout rate that is not the module's"),
         D.Finding.WRONG_VALUES: (
-            f"in train mode the attention weights are neither 0 nor their "
-            f"eval value / (1 - p): is dropout applied before the softmax?",
-            "wrong train-mode weights"),
+            "in train mode the attention weights are neither 0 nor their "
+            "eval value / (1 - p)", "wrong train-mode weights"),
         D.Finding.NONE_DROPPED: (
             f"in train mode (dropout {p:g}) no weight was dropped: apply "
             f"self.dropout to the attention weights", "dropout not applied"),

@@ -100,3 +100,21 @@ def test_no_place_is_named_for_values_no_mask_changes():
     got = R.dropped(own, SEED, P)
     assert "gives your train-mode output exactly" in R.where_dropout(
         got, weights, own, values, lambda m: m, SEED, P)
+
+
+def test_no_site_is_named_where_dropout_on_the_weights_explains_it():
+    # Values the identity: the context vectors are the weights, so a
+    # replay on the context predicts what dropout on the weights gives;
+    # a right module is never told its dropout is elsewhere.
+    torch.manual_seed(0)
+    weights = torch.rand(1, 1, 4, 4, dtype=torch.float64).softmax(-1)
+    values = torch.eye(4, dtype=torch.float64).reshape(1, 4, 4)
+    right = R.heads_merged(R.dropped(
+        weights, 7, 0.5) @ R.heads_split(values, 1))
+    own = R.heads_merged(
+        weights @ R.heads_split(values, 1))
+    said = R.where_dropout(right, weights, own, values, lambda t: t, 7, 0.5)
+    assert said == ""
+    context = R.heads_merged(R.dropped(
+        weights @ R.heads_split(values, 1), 7, 0.5))
+    assert torch.equal(context, right)   # the coincidence it guards

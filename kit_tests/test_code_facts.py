@@ -143,8 +143,27 @@ def test_a_warning_printed_for_a_line_of_the_task_is_quoted_once():
     assert fact.line == 3 and fact.text.startswith(code_facts.WARNED)
     assert "at line 3 `y = x.T` (UserWarning): The use of \\`x.T\\`" \
         in fact.text and "Triggered" not in fact.text
-    assert code_facts.warned(printed, "/grader/mod.py", SOURCE, "",
-                             ("helper",))[0].line == 7
+    # a module-level task, as the rubric names it: the function, ("",)
+    assert code_facts.warned(printed, "/grader/mod.py", SOURCE, "helper",
+                             ("",))[0].line == 7
+
+
+def test_tasks_are_found_as_the_rubric_names_them_wherever_indented():
+    source = textwrap.dedent("""\
+        if True:
+            class A:
+                def forward(self, x):
+                    x.softmax(-1)
+                    return x
+
+        def build():
+            y = 1 // 2
+            return y
+        """)
+    assert [f.line for f in code_facts.facts(source, "A", ("forward",))] \
+        == [4]
+    assert [f.line for f in code_facts.facts(source, "build", ("",))] \
+        == [8]
 
 
 def _grade(items: list[bool]):

@@ -254,7 +254,7 @@ def _graded(source: str, tree: ast.AST,
     marked = find_regions(source, tree)
     lines = python_lines(source)
     extra = []
-    for owner, body in _task_functions(tree, methods):
+    for owner, body in task_functions(tree, methods):
         start, end = _body_start(body), _end_with_comments(lines, body)
         if start is None:
             continue
@@ -468,9 +468,11 @@ def _calls_in(scope: ast.AST, region: Region,
                  bisect.bisect_right(lines, region.end)]
 
 
-def _task_functions(tree: ast.AST, table: Mapping[str, tuple[str, ...]]
-                    ) -> list[tuple[str, ast.FunctionDef]]:
-    """(owner, function node) for every ``table`` entry present."""
+def task_functions(tree: ast.AST, table: Mapping[str, tuple[str, ...]]
+                   ) -> list[tuple[str, ast.FunctionDef]]:
+    """(owner, function node) for every ``table`` entry present (the
+    rubric's class -> methods; a module-level function's entry is its
+    name -> ("",)), wherever block statements indent it."""
     found = []
     for node in flatten(getattr(tree, "body", [])):
         methods = table.get(getattr(node, "name", ""), ())

@@ -24,6 +24,7 @@ data (``pure_calls.toml``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from typing import Any, Iterator
 
 import torch
 
+from autograder.submission import regions
 from autograder.text import mdsafe
 
 MARK = "- Computed and dropped"
@@ -60,6 +62,7 @@ class Fact:
     text: str
 
 
+@functools.lru_cache(maxsize=1)
 def _calls() -> dict[str, frozenset[str]]:
     data = tomllib.loads(DATA.read_text(encoding="utf-8"))
     return {k: frozenset(v) for k, v in data.items() if isinstance(v, list)}
@@ -172,28 +175,34 @@ def _in_loop(function: ast.AST) -> set[int]:
 _DYNAMIC = {"locals", "vars", "eval", "exec"}   # reads no walk can see
 
 
+def _task(source: str, cls_name: str, methods: tuple[str, ...]
+          ) -> tuple[ast.ClassDef | None, list[ast.FunctionDef]]:
+    """The task's class (None for a module-level function) and its
+    methods' nodes, as the rubric names them (``cls`` and ``methods``)
+    and wherever block statements indent them (regions' rule)."""
+    try:
+        tree = regions.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, []
+    cls = next((n for n in regions.flatten(tree.body)
+                if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
+    found = regions.task_functions(tree, {cls_name: methods})
+    return cls, [f for _, f in found if isinstance(f, ast.FunctionDef)]
+
+
 def facts(source: str, cls_name: str, methods: tuple[str, ...]
           ) -> list[Fact]:
-    """Every fact of ``cls_name``'s ``methods`` (a module-level function
-    when ``cls_name`` is ""), in line order."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+    """Every fact of ``cls_name``'s ``methods`` (the rubric's task: a
+    module-level function is its name with the method ""), in line
+    order."""
+    cls, functions = _task(source, cls_name, methods)
     calls = _calls()
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
-                and n.name == cls_name), None)
-    body = cls.body if cls else (tree.body if not cls_name else [])
     modules = _modules(cls, calls)
     found = []
-    for function in body:
-        if isinstance(function, ast.FunctionDef) and \
-                function.name in methods:
-            found += _in_function(function, modules, calls)
-            found += _divisions(function)
-            found += _infinite_products(function)
-            found += _roots(function)
-            found += _inverted_then_bool(function)
+    for function in functions:
+        found += _in_function(function, modules, calls)
+        for rule in RULES:
+            found += rule(function)
     return sorted(found, key=lambda d: d.line)
 
 
@@ -323,6 +332,10 @@ def _infinite_products(function: ast.FunctionDef) -> Iterator[Fact]:
                 f"`torch.where`."))
 
 
+# The facts read from one function's code, beside its dropped results.
+RULES = (_divisions, _infinite_products, _roots, _inverted_then_bool)
+
+
 def _dead_store(node: ast.AST, reads: dict[str, list[tuple[int, int]]],
                 looped: set[int]) -> bool:
     """A call's result bound to one name that nothing reads afterwards
@@ -365,15 +378,8 @@ def warned(printed: str, filename: str, source: str, cls_name: str,
 
 def _spans(source: str, cls_name: str, methods: tuple[str, ...]
            ) -> list[tuple[int, int]]:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
-                and n.name == cls_name), None)
-    body = cls.body if cls else (tree.body if not cls_name else [])
-    return [(n.lineno, n.end_lineno or n.lineno) for n in body
-            if isinstance(n, ast.FunctionDef) and n.name in methods]
+    return [(f.lineno, f.end_lineno or f.lineno)
+            for f in _task(source, cls_name, methods)[1]]
 
 
 def explain(grade: Any, source: str) -> None:

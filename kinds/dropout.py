@@ -22,7 +22,8 @@ from autograder import probes as P
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
 from autograder.checks.compare import close, fmt_shape
 from autograder.checks.outputs import returned_tensors
-from autograder.checks.values import eval_differs
+from autograder.checks.values import NEW, eval_differs
+from autograder.text import mdsafe
 from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.checks.entries import Check
 from autograder.checks.registry import register
@@ -45,6 +46,7 @@ class Pattern(Enum):
     UNSCALED = auto()       # dropped, but the kept ones not rescaled
     OTHER_RATE = auto()     # kept ones rescaled by 1 / (1 - q), q not p
     WRONG = auto()          # some neither 0 nor eval / (1 - p)
+    RENORMALISED = auto()   # each row's kept ones rescaled to sum to 1
     NONE_DROPPED = auto()
     ALL_DROPPED = auto()
 
@@ -116,6 +118,37 @@ def dropout_pattern(got: torch.Tensor, clean: torch.Tensor, p: float,
     return DropoutPattern(kind, got, bad, scaled, p)
 
 
+def classify(got: torch.Tensor, clean: torch.Tensor,
+             finite: torch.Tensor, p: float, rel: float,
+             zero_atol: float) -> DropoutPattern:
+    """``dropout_pattern`` on the positions ``finite`` marks; wrong values
+    whose rows (all finite) are rescaled to sum to 1 are RENORMALISED."""
+    pattern = dropout_pattern(got[finite], clean[finite], p, rel, zero_atol)
+    if pattern.kind is Pattern.WRONG and bool(finite.all()) and \
+            _renormalised(got, clean, got == 0, rel, zero_atol):
+        return replace(pattern, kind=Pattern.RENORMALISED)
+    return pattern
+
+
+def _renormalised(got: torch.Tensor, clean: torch.Tensor,
+                  zero: torch.Tensor, rel: float, zero_atol: float) -> bool:
+    """Some values dropped, and in each row (last dimension) the kept
+    ones are their eval values times one factor, the row summing to 1."""
+    if got.dim() < 1 or not bool(zero.any()) or \
+            not bool(torch.isfinite(got).all()):
+        return False
+    rows_sum = got.sum(-1)
+    if not bool(((rows_sum - 1).abs() <= 1e-4).all()):
+        return False
+    kept = ~zero & (clean.abs() > zero_atol)
+    ratio = torch.where(kept, got / clean.where(kept, torch.ones_like(
+        clean)), torch.zeros_like(got))
+    factor = ratio.amax(-1, keepdim=True)
+    fits = (got - factor * clean).abs() <= rel * (factor * clean).abs() + \
+        zero_atol
+    return bool((fits | zero).all()) and bool((factor > 1 + rel).any())
+
+
 class Finding(Enum):
     """What a dropout item says about a train-mode call that fails."""
 
@@ -125,6 +158,7 @@ class Finding(Enum):
     UNSCALED = auto()
     OTHER_RATE = auto()          # a dropout rate that is not the module's
     WRONG_VALUES = auto()
+    RENORMALISED = auto()
     NONE_DROPPED = auto()
     ALL_DROPPED = auto()
     # Dropout on the probabilities (2.3b): where att and them disagree.
@@ -136,11 +170,14 @@ class Finding(Enum):
     # Dropout on the weights (3.1d, 3.3d): the two copies differ.
     NOT_ON_WEIGHTS = auto()
     EVAL_FOLLOWS_RATE = auto()   # the eval output changes with p
+    # Train mode after an eval call differs from a new module's.
+    AFTER_EVAL = auto()
 
 
 FROM_PATTERN = {Pattern.UNSCALED: Finding.UNSCALED,
                 Pattern.OTHER_RATE: Finding.OTHER_RATE,
                 Pattern.WRONG: Finding.WRONG_VALUES,
+                Pattern.RENORMALISED: Finding.RENORMALISED,
                 Pattern.NONE_DROPPED: Finding.NONE_DROPPED,
                 Pattern.ALL_DROPPED: Finding.ALL_DROPPED}
 
@@ -227,6 +264,13 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "in train mode {wrong_which} are neither 0 nor their eval value / "
         "(1 - p){wrong_tail}",
         "wrong train-mode {units}"),
+    Finding.RENORMALISED: (
+        "in train mode (dropout {p:g}) the kept {units} of each row are "
+        "their eval values times one factor of that row, and every row "
+        "sums to 1: the rows are rescaled to sum to 1 after dropout. "
+        "Dropout keeps each at its eval value / (1 - p), and the rows then"
+        " need not sum to 1: use self.dropout's output as it is.",
+        "rows rescaled to sum to 1 after dropout"),
     Finding.EVAL_FOLLOWS_RATE: (
         "in eval mode {seen_has} other values with dropout {p:g} than "
         "with dropout 0: in eval mode dropout does nothing, whatever its "
@@ -271,11 +315,58 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "differently): apply self.dropout to the softmax weights, then "
         "multiply by the values.",
         "dropout not on the weights"),
+    Finding.AFTER_EVAL: (
+        "dropout is right in train mode on a new module, but none is "
+        "applied once the module has made a call in eval mode: then "
+        "{same_as_eval}{changed}. An eval call must leave the module as "
+        "`__init__` made it (`model.eval()` and `model.train()` already "
+        "switch dropout off and on).",
+        "no dropout in train mode after an eval call"),
 }
 
 # Findings proven on the values whose att is not an output: a replay of
 # where its dropout went would name a place the code does not have.
-NO_REPLAY = {MESSAGES[Finding.ATT_IS_PROBS][1]}
+NO_REPLAY = {MESSAGES[Finding.ATT_IS_PROBS][1],
+             MESSAGES[Finding.AFTER_EVAL][1]}
+AFTER_EVAL = ":after-eval"     # the id suffix of the train call made after
+
+
+def after_eval_probe(train: Probe) -> Probe:
+    """``train`` made on a module called once in eval mode before
+    (``Probe.warm_eval``), under the same seed: a correct module gives
+    the same result."""
+    return replace(train, id=train.id + AFTER_EVAL, warm_eval=True)
+
+
+def after_eval(verdict: Verdict, results: tuple[ProbeResult, ...],
+               probes: tuple[Probe, ...], words: "Words", p: float,
+               count: int | None = None) -> Verdict:
+    """A passing ``verdict`` on a new module's train call, failed when
+    the same call made after an eval call (``after_eval_probe``) applies
+    no dropout: it gives the module's own eval outputs, which the new
+    module's train call does not. ``results`` and ``probes``: the train
+    call, the one after an eval call, the eval call, each returning
+    ``count`` tensors (``returned_tensors``). As it was otherwise (a call
+    that raises or hangs is the eval items' to judge; a state change that
+    leaves dropout on is the state check's)."""
+    if not verdict.ok or not all(r.ok for r in results):
+        return verdict
+    found = [returned_tensors(r, q, count)[0]
+             for r, q in zip(results, probes)]
+    if any(f is None or len(f) != len(found[2]) for f in found):
+        return verdict
+
+    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+        return all(x.shape == y.shape and close(x, y, 1e-6, equal_nan=True)
+                   for x, y in zip(a, b))
+    train, later, own = found
+    if same(train, own) or not same(later, own):
+        return verdict
+    names = ", ".join(mdsafe.code_span(f"self.{n.removesuffix(NEW)}")
+                      for n in results[1].changed[:4])
+    changed = f" (the eval call changed {names})" if names else ""
+    return say(Finding.AFTER_EVAL, words, p=p, changed=changed)
+
 
 # EVAL_FOLLOWS_RATE's {eval_tip}: what the eval values prove, if anything
 EVAL_TIPS = {
@@ -480,11 +571,13 @@ class DropoutTrain(CaseCheck):
         scaled = P.case_probe(case, timeout=check.timeout,
                               kwargs={"return_attention": True},
                               suffix="*2", x=2 * case.tensors["x"])
-        return [P.case_probe(case, train=True, timeout=check.timeout,
-                             kwargs={"return_attention": True}),
+        train = P.case_probe(case, train=True, timeout=check.timeout,
+                             kwargs={"return_attention": True})
+        return [train,
                 P.case_probe(case, timeout=check.timeout,
                              kwargs={"return_attention": True},
-                             again=True), scaled]   # eval random? (judge)
+                             again=True), scaled,   # eval random? (judge)
+                after_eval_probe(train)]
 
     # No points without attention: the eval probabilities must change with
     # the input (on x and 2x), as softmax(q k^T) does; fixed weights
@@ -525,10 +618,14 @@ class DropoutTrain(CaseCheck):
             return _replayed(verdict, case, outputs[0], own,
                              params.value_layer, params.mix_layer)
         other, _ = returned_tensors(results[2], probes[2], 2)
-        return Verdict(True, evidence=other is not None and
-                       own_eval is not None and
-                       not close(own_eval[1], other[1],
-                                 params.evidence_atol, equal_nan=True))
+        return after_eval(Verdict(True, evidence=other is not None and
+                                  own_eval is not None and
+                                  not close(own_eval[1], other[1],
+                                            params.evidence_atol,
+                                            equal_nan=True)),
+                          (results[0], results[3], results[1]),
+                          (probes[0], probes[3], probes[1]),
+                          PROBABILITIES, float(case.init["dropout"]), 2)
 
 
 def _replayed(verdict: Verdict, case: Case, got: torch.Tensor,
@@ -655,11 +752,11 @@ def _train_finding(call: _TrainCall, p: float,
     finding = base.nan_finding(got)
     if finding is not None:
         return say(finding, PROBABILITIES)
-    pattern = dropout_pattern(got[finite], clean[finite], p,
-                              params.relative_tolerance, params.zero_atol)
+    pattern = classify(got, clean, finite, p, params.relative_tolerance,
+                       params.zero_atol)
     same_att = close(att, eval_att, params.same_atol, equal_nan=True)
     if pattern.kind in (Pattern.UNSCALED, Pattern.OTHER_RATE,
-                        Pattern.WRONG) and \
+                        Pattern.WRONG, Pattern.RENORMALISED) and \
             close(got, clean, params.same_atol, equal_nan=True):
         if same_att:
             return say(Finding.NOT_APPLIED, PROBABILITIES, p=p)
@@ -734,7 +831,8 @@ class DropoutOnWeights(CaseCheck):
         # mode the rate changes nothing (weights times 1 - p in both
         # modes, which train mode's own check cannot see, fail).
         plain = P.case_probe(case, timeout=check.timeout, suffix=":p=0")
-        return found + [replace(plain, init={**plain.init, "dropout": 0.0})]
+        return found + [after_eval_probe(found[0]),
+                        replace(plain, init={**plain.init, "dropout": 0.0})]
 
     @staticmethod
     def _evidence(results: list[ProbeResult], probes: list[Probe],
@@ -749,7 +847,7 @@ class DropoutOnWeights(CaseCheck):
         if None in found or not nonlinear([f[0] for f in found],
                                           params.nonlinear_threshold):
             return Verdict(True, evidence=False)
-        extra = projection_outputs(results[4:-1], probes[4:-1])
+        extra = projection_outputs(results[4:-2], probes[4:-2])
         gap = weights_unshown(
             found[0][0], extra, params.same_atol, params.projections,
             threshold=params.nonlinear_threshold,
@@ -774,7 +872,12 @@ class DropoutOnWeights(CaseCheck):
         """Halves equal, entries 0 or rescaled, some dropped, some kept;
         a failure with where its dropout went, when a replay proves it."""
         verdict = self._judge(check, case, results, probes)
-        if verdict.ok or not results[1].ok:
+        if verdict.ok:
+            return after_eval(verdict, (results[0], results[-2],
+                                        results[1]),
+                              (probes[0], probes[-2], probes[1]), WEIGHTS,
+                              float(case.init["dropout"]))
+        if not results[1].ok:
             return verdict
         own, _ = returned_tensors(results[1], probes[1], None)
         found, _ = returned_tensors(results[0], probes[0], None)
@@ -832,9 +935,8 @@ class DropoutOnWeights(CaseCheck):
             return say(Finding.NOT_APPLIED, WEIGHTS, p=p)
         if not close(first, second, params.halves_atol, equal_nan=True):
             return say(Finding.NOT_ON_WEIGHTS, WEIGHTS)
-        pattern = dropout_pattern(first[finite], clean[finite], p,
-                                  params.relative_tolerance,
-                                  params.zero_atol)
+        pattern = classify(first, clean, finite, p,
+                           params.relative_tolerance, params.zero_atol)
         if pattern.kind is not Pattern.OK:
             return say(FROM_PATTERN[pattern.kind], WEIGHTS, p=p,
                        **pattern.facts())

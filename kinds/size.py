@@ -4,6 +4,8 @@ expected heads, head size and parameter count, and shape-preserving.
 """
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +57,83 @@ def _describe(found: dict[str, Any] | None) -> str:
 def _same_failure(a: ProbeResult, b: ProbeResult) -> bool:
     return not a.ok and not b.ok and a.exception == b.exception and \
         a.line == b.line
+
+
+def _given(message: str, own_cls: str, keys: list[str]
+           ) -> dict[str, str] | None:
+    """The arguments the stand-in says it was built with (name -> repr,
+    names among ``keys`` only), from its message (``stand_in.py``), or
+    None. The message comes from the sandbox: read with bounds."""
+    head = f"{own_cls} was built with "
+    at = message.find(head)
+    if at < 0 or not keys:
+        return None
+    given = message[at + len(head):at + len(head) + 2000]
+    given = given.rsplit("; expected ", 1)[0]
+    parts = re.split(r"(?:^|, )(" + "|".join(map(re.escape, keys)) + ")=",
+                     given)
+    if len(parts) < 3 or parts[0]:
+        return None
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def _init_order(source: str, own_cls: str) -> list[str]:
+    """The parameters of ``own_cls.__init__`` after ``self``, in order."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == own_cls:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "__init__":
+                    return [a.arg for a in f.args.posonlyargs +
+                            f.args.args][1:]
+    return []
+
+
+def arguments_line(result: ProbeResult, own_cls: str, own_init: dict,
+                   source: str, factory: str) -> str:
+    """What the factory passed to the student's class where it differs
+    from the expected configuration, read from the stand-in's refusal;
+    values that are the expected ones in other places are said to be
+    swapped, with the order the class's ``__init__`` takes them in."""
+    if result.ok or result.exception != "TypeError":
+        return ""
+    given = _given(result.message, own_cls, list(own_init))
+    if not given:
+        return ""
+    code = mdsafe.code_span
+    want = {k: repr(own_init[k]) for k in given}
+    got = ", ".join(code(f"{k}={v}", 60) for k, v in given.items())
+    needs = ", ".join(code(f"{k}={v}") for k, v in want.items())
+    text = f"- {FAIL} {factory}() builds your {own_cls} with {got}; " \
+        f"it needs {needs}"
+    if len(given) > 1 and sorted(given.values()) == sorted(want.values()):
+        order = _init_order(source, own_cls)
+        shown = f" ({', '.join(order)})" if order else ""
+        text += (f": the values of {' and '.join(map(code, given))} are "
+                 f"swapped. Positional arguments bind in the order your "
+                 f"`__init__` takes them{shown}; pass these by name")
+    return text + "."
+
+
+def _attribute_lines(check: Check, case: Case, attrs: dict[str, Any]
+                     ) -> tuple[list[str], bool]:
+    """One line per expected attribute of the module (the rubric's, and
+    its parameter count), and whether any differs."""
+    want = {**check.params.attributes,
+            "__parameters__": int(case.tensors["num_parameters"])}
+    lines, wrong = [], False
+    for name, value in want.items():
+        got = attrs.get(name, {}).get("value")
+        label = "parameters" if name == "__parameters__" else f"`{name}`"
+        ok = got == value
+        wrong |= not ok
+        shown = "missing" if got is None else mdsafe.inline(got, 60)
+        lines.append(f"- {PASS if ok else FAIL} {label}: {shown}"
+                     f"{'' if ok else f', expected {value:,}'}")
+    return lines, wrong
 
 
 @register("item", "module_size", uses_cases=True, params=ModuleSizeParams)
@@ -131,6 +210,10 @@ class ModuleSize:
                                            check.params.stand_in_atol)
             found = results[inspect.id]
             own = results[own_inspect.id]
+            passed_args = arguments_line(results[config.id], own_cls,
+                                         own_init, ctx.source, task.cls)
+            if passed_args and passed_args not in lines:
+                lines.append(passed_args)
             if not found.ok:
                 # Raised in the own class's code: its fault only if it
                 # raises built as expected too; where that builds, the
@@ -139,24 +222,17 @@ class ModuleSize:
                         own.ok:
                     return Outcome(
                         0.0, False,
-                        [f"- {FAIL} {P.failure_text(found, inspect)}"],
+                        [f"- {FAIL} {P.failure_text(found, inspect)}",
+                         *lines],
                         not_implemented=P.is_not_implemented(found))
                 own_fault = True
                 lines.append(f"- {FAIL} {P.failure_text(found, inspect)} "
                              f"(raised in {own_cls}'s code)")
                 continue
             attrs = found.attributes
-            want = {**check.params.attributes,
-                    "__parameters__": int(case.tensors["num_parameters"])}
-            for name, value in want.items():
-                got = attrs.get(name, {}).get("value")
-                label = ("parameters" if name == "__parameters__" else
-                         f"`{name}`")
-                ok = got == value
-                own_fault |= not ok
-                shown = "missing" if got is None else mdsafe.inline(got, 60)
-                lines.append(f"- {PASS if ok else FAIL} {label}: {shown}"
-                             f"{'' if ok else f', expected {value:,}'}")
+            said, wrong = _attribute_lines(check, case, attrs)
+            lines += said
+            own_fault |= wrong
             if not own.ok:
                 own_fault = True
                 lines.append(f"- {FAIL} your {own_text} could not be built "

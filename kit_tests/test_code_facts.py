@@ -218,3 +218,93 @@ def test_a_dropped_mask_is_named_in_the_graded_feedback():
     assert len(lines) == 1 and "attn_scores.masked_fill(mask_bool" in \
         lines[0][1]
     assert grade.score < grade.max_score
+
+
+def test_a_list_of_one_call_repeated_is_one_object():
+    [(line, text)] = _found("return x\n", "self.q, self.k, self.v = "
+                            "[nn.Linear(4, 4)] * 3")
+    assert line == 8 and text.startswith(code_facts.SHARED)
+    assert "`[nn.Linear(4, 4)] * 3` repeats one object" in text
+    assert "`[nn.Linear(4, 4) for _ in range(3)]`" in text
+    # One call per element, or a list of several: nothing shared.
+    assert _found("return x\n", "self.q, self.k, self.v = "
+                  "[nn.Linear(4, 4) for _ in range(3)]") == []
+    assert _found("return x\n", "self.pair = [nn.Linear(4, 4), "
+                  "nn.Linear(4, 4)] * 1") == []
+
+
+HELPER = '''\
+def drop(w, p, training=False):
+    return F.dropout(w, p=p, training=training)
+
+
+'''
+
+
+def test_a_training_flag_left_at_its_default():
+    def found(call: str, helper: str = HELPER) -> list:
+        source = textwrap.dedent("""\
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+
+
+            """) + helper + textwrap.dedent(f"""\
+            class A(nn.Module):
+                def forward(self, x):
+                    return {call}
+            """)
+        return [d.text for d in code_facts.facts(source, "A", ("forward",))]
+    [text] = found("drop(x, 0.5)")
+    assert text.startswith(code_facts.TRAINING)
+    assert "leaves `training` at its default, False" in text
+    assert "`F.dropout(w, p=p, training=training)` (line 7), so that " \
+           "dropout is off" in text
+    [text] = found("F.dropout(x, 0.5)")
+    assert "at its default, True: dropout in eval mode too" in text
+    # Passed, by name or position, or a default of True: silent.
+    assert found("drop(x, 0.5, training=self.training)") == []
+    assert found("drop(x, 0.5, self.training)") == []
+    assert found("F.dropout(x, 0.5, training=self.training)") == []
+    assert found("drop(x, 0.5)", HELPER.replace("training=False",
+                                                "training=True")) == []
+    # A helper that never hands its flag on: nothing about it is known.
+    assert found("drop(x, 0.5)", HELPER.replace(
+        "training=training", "training=True")) == []
+
+
+def test_an_einsum_index_only_one_operand_has():
+    [(_, text)] = _found("""\
+        w = x.softmax(-1)
+        return torch.einsum("bhqk,bhqd->bhqd", w, x)
+        """)
+    assert text.startswith(code_facts.ALONE)
+    assert "sums its first operand over `k` on its own" in text
+    # Paired, or kept in the output, or a single operand's sum: silent.
+    assert _found('return torch.einsum("bhqk,bhkd->bhqd", x, x)\n') == []
+    assert _found('return torch.einsum("bqk,bkd->bqkd", x, x)\n') == []
+    assert _found('return torch.einsum("bqk->bq", x)\n') == []
+
+
+def test_a_fused_calls_dropout_without_the_mode():
+    [(_, text)] = _found("return F.scaled_dot_product_attention(x, x, x, "
+                         "dropout_p=0.1)\n")
+    assert text.startswith(code_facts.TRAINING)
+    assert "`dropout_p=0.1 if self.training else 0.0`" in text
+    assert "or leave it out where the module has no dropout" in text
+    [(_, text)] = _found("return F.scaled_dot_product_attention(x, x, x, "
+                         "dropout_p=self.drop.p)\n")
+    assert "dropout_p=self.drop.p)` drops out whatever" in text
+    # A rate chosen by the mode on another line, or a call under a test
+    # of the mode: silent.
+    assert _found("p = self.drop.p if self.training else 0.0\n"
+                  "return F.scaled_dot_product_attention(x, x, x, "
+                  "dropout_p=p)\n") == []
+    assert _found("if self.training:\n"
+                  "    return F.scaled_dot_product_attention(x, x, x, "
+                  "dropout_p=0.1)\n"
+                  "return x\n") == []
+    assert _found("return F.scaled_dot_product_attention(x, x, x, "
+                  "dropout_p=0.1 if self.training else 0.0)\n") == []
+    assert _found("return F.scaled_dot_product_attention(x, x, x, "
+                  "dropout_p=0.0)\n") == []

@@ -57,3 +57,28 @@ def test_a_size_is_named_only_when_it_follows_the_number_on_every_case():
     # A number no size follows across the cases.
     assert crash.common_name([(small, shaped(9)), (large, shaped(5))],
                              "wrong") == ""
+
+
+def _line_facts(code: str, form: str = "broadcast") -> list[str]:
+    from autograder.checks.diagnosis import crash_facts
+    source = f"import torch\n\n\ndef f(w, q, k):\n    {code}\n"
+    return crash_facts.facts(source, 5, form)
+
+
+def test_the_crashing_lines_own_operations_are_said():
+    [fact] = _line_facts("w = w / w.sum(dim=-1)")
+    assert fact.startswith("`w.sum(dim=-1)` drops the dimension it "
+                           "reduces (no `keepdim=True`)")
+    [fact] = _line_facts("s = q @ k.transpose(1, 2) / 8")
+    assert fact.startswith("`k.transpose(1, 2)` swaps dimensions 1 and 2, "
+                           "which are the last two only on a tensor of 3")
+    assert _line_facts("s = torch.matmul(q, k.transpose(2, 1))",
+                       "matmul")
+    # The dimension kept, the last two swapped, a reduction not in an
+    # arithmetic operation, or another error: nothing to say.
+    assert _line_facts("w = w / w.sum(dim=-1, keepdim=True)") == []
+    assert _line_facts("w = w / w.sum()") == []
+    assert _line_facts("s = q @ k.transpose(-2, -1)") == []
+    assert _line_facts("s = q @ k.transpose(-1, -2)") == []
+    assert _line_facts("t = torch.cat([w.sum(-1), q])") == []
+    assert _line_facts("w = w / w.sum(dim=-1)", "view") == []

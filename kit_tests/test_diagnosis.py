@@ -68,12 +68,38 @@ def test_an_in_place_change_is_recorded_for_values_only():
     import ast
     from autograder.sandbox.shape_recorder import instrument
     source = ("def f(t, m):\n    t.masked_fill_(m, 0.0)\n"
-              "    t.abs().clamp_(0, 1)\n    t.add(1)\n    return t\n")
+              "    t.abs().clamp_(0, 1)\n    t.add(1)\n"
+              "    t[0, 1:] = 0.0\n    self.t[m] += 1\n"
+              "    t.abs()[0] = 1\n    return t\n")
     values = ast.unparse(instrument(source, "rec", {}, inplace=True))
     shapes = ast.unparse(instrument(source, "rec", {}))
-    assert values.count("'rec.bound'(2, t)") == 1
-    assert "'rec.bound'(3" not in values and "'rec.bound'(4" not in values
-    assert "'rec.bound'" not in shapes
+    assert values.count("'rec.changed'(2, t)") == 1
+    assert "'rec.changed'(3" not in values and "(4" not in values
+    # A subscript written into: the tensor it writes into, whole.
+    assert "'rec.changed'(5, t)" in values
+    assert "'rec.changed'(6, self.t)" in values
+    assert "'rec.changed'(7" not in values     # a call's result: no name
+    assert "'rec.changed'" not in shapes and "'rec.bound'" not in shapes
+
+
+def test_a_loop_changing_one_tensor_is_recorded_as_it_leaves_it():
+    """Each pass of a loop writing into one tensor on one line replaces
+    that line's earlier record of it (the walk sees what the loop leaves,
+    where it last changed it); other records, and another tensor changed
+    on the same line, stay."""
+    recorder = value_recorder.ValueRecorder()
+    recorder.armed = True
+    scores, other = torch.zeros(2, 2), torch.zeros(3)
+    for i in range(2):
+        recorder.bound(4, torch.full((1,), float(i)))
+        scores[i] = 1.0
+        recorder.changed(5, scores)
+    recorder.changed(5, other)
+    recorder.changed(6, scores)
+    found = recorder.take()
+    assert [line for line, _ in found] == [4, 4, 5, 5, 6]
+    assert torch.equal(found[2][1], torch.ones(2, 2))
+    assert found[3][1].shape == (3,)
 
 
 def test_recorded_values_cross_the_wire_and_the_wire_bounds_them():
@@ -261,6 +287,31 @@ def test_a_step_equal_to_the_one_before_is_not_proven_by_a_match():
     found = walk(start + [(4, steps["scaled"]),
                           (5, steps["weights"] / 2)], steps, head)
     assert (found.line, found.last, found.step) == (5, "scaled", "weights")
+
+
+def test_a_line_reading_the_weights_that_gives_v_again_leaves_there():
+    """A tensor equal to v after the weights leaves the path at its line
+    when that line reads the weights (an einsum keeping the query's index
+    on v); a copy of v made there by a line that reads no weights, or
+    followed by the right context, is no departure (the controls)."""
+    case = CASES["mhsa_small"]
+    steps = case_steps(case.tensors)
+    head, _ = attach.head_size(case)
+    start = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"]),
+             (4, steps["scaled"]), (5, steps["weights"])]
+    found = walk(start + [(6, steps["v"])], steps, head,
+                 reads=lambda line, earlier: (line, earlier) == (6, 5))
+    assert (found.line, found.step, found.same_as, found.last) == \
+        (6, "context", "v", "weights")
+    assert walk(start + [(6, steps["v"])], steps, head,
+                reads=lambda line, earlier: False) is None
+    assert walk(start + [(6, steps["v"]), (7, steps["context"])], steps,
+                head, reads=lambda line, earlier: True) is None
+    source = ("def f(w, v):\n    w = w.softmax(-1)\n"
+              "    out = torch.einsum('bhqk,bhqd->bhqd', w, v)\n"
+              "    v2 = v.contiguous()\n")
+    assert attach.reads_bound(source, 3, 2)
+    assert not attach.reads_bound(source, 4, 2)
 
 
 def test_a_line_no_value_ties_to_one_step_is_where_not_what():

@@ -63,10 +63,13 @@ def weighted(probs: torch.Tensor) -> torch.Tensor:
 
 def judge_train(probs: torch.Tensor, att: torch.Tensor | None = None,
                 own_att: torch.Tensor | None = None,
-                own_probs: torch.Tensor | None = None) -> Verdict:
+                own_probs: torch.Tensor | None = None,
+                after_eval: tuple | None = None) -> Verdict:
     """2.3b's verdict on a train-mode call returning (att, probs), its
     eval call returning (own_att, own_probs) (default: the frozen
-    ones); att defaults to the one that follows from probs."""
+    ones); att defaults to the one that follows from probs; the train
+    call made after an eval call returns ``after_eval`` (default: what
+    the first train call returned)."""
     case = PROBS_CASE
     frozen_att, frozen = case.tensors["output"], case.tensors["attention"]
     att = weighted(probs) if att is None else att
@@ -74,9 +77,10 @@ def judge_train(probs: torch.Tensor, att: torch.Tensor | None = None,
            frozen if own_probs is None else own_probs)
     check_kind = kind(PROBS_CHECK).impl
     probes = check_kind.case_probes(PROBS_CHECK, case)
+    later = result(*(after_eval or (att, probs)))
     return check_kind.judge(PROBS_CHECK, case,
-                            [result(att, probs), result(*own), result(*own)],
-                            probes, CTX)
+                            [result(att, probs), result(*own), result(*own),
+                             later], probes, CTX)
 
 
 def dropped(values: torch.Tensor, rate: float = P_PROBS) -> torch.Tensor:
@@ -120,6 +124,12 @@ def probs_situations() -> dict[D.Finding, Callable[[], Verdict]]:
             right, att=broken_eval, own_att=broken_eval),
         # nanoGPT's names: the mixed output went to y, att kept the weights
         D.Finding.ATT_IS_PROBS: lambda: judge_train(right, att=right.clone()),
+        # The dropped rows made to sum to 1 again.
+        D.Finding.RENORMALISED: lambda: judge_train(
+            right / right.sum(-1, keepdim=True)),
+        # Right on a new module; after an eval call, the eval values.
+        D.Finding.AFTER_EVAL: lambda: judge_train(
+            right, after_eval=(frozen_att, frozen)),
     }
 
 
@@ -199,6 +209,20 @@ def probs_messages() -> dict[D.Finding, tuple[str, str]]:
             "weighted sum of the values. Return the output (the weighted "
             "sum, heads merged and mixed) as att.",
             "att is the probabilities"),
+        D.Finding.RENORMALISED: (
+            f"in train mode (dropout {p:g}) the kept probabilities of each "
+            f"row are their eval values times one factor of that row, and "
+            f"every row sums to 1: the rows are rescaled to sum to 1 after "
+            f"dropout. Dropout keeps each at its eval value / (1 - p), and "
+            f"the rows then need not sum to 1: use self.dropout's output "
+            f"as it is.", "rows rescaled to sum to 1 after dropout"),
+        D.Finding.AFTER_EVAL: (
+            "dropout is right in train mode on a new module, but none is "
+            "applied once the module has made a call in eval mode: then "
+            "the probabilities and att equal the eval ones. An eval call "
+            "must leave the module as `__init__` made it (`model.eval()` "
+            "and `model.train()` already switch dropout off and on).",
+            "no dropout in train mode after an eval call"),
     }
 
 
@@ -247,16 +271,20 @@ def side_by_side(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
 
 def judge_weights(first: torch.Tensor, second: torch.Tensor | None = None,
                   own: torch.Tensor | None = None,
-                  rate_free: torch.Tensor | None = None) -> Verdict:
+                  rate_free: torch.Tensor | None = None,
+                  after_eval: torch.Tensor | None = None) -> Verdict:
     """``rate_free``: the eval output of the module built with dropout 0
-    (the last probe; default: ``own``)."""
+    (the last probe; default: ``own``); ``after_eval``: the train call's
+    output after an eval call (the probe before it; default: the first
+    train call's)."""
     case = WEIGHTS_CASE
     frozen = case.tensors["attention"]
     train = side_by_side(first, first if second is None else second)
     own = side_by_side(frozen, frozen) if own is None else own
     check_kind = kind(WEIGHTS_CHECK).impl
     probes = check_kind.case_probes(WEIGHTS_CHECK, case)
-    results = [result(train)] + [result(own)] * (len(probes) - 2) + [
+    results = [result(train)] + [result(own)] * (len(probes) - 3) + [
+        result(train if after_eval is None else after_eval),
         result(own if rate_free is None else rate_free)]
     return check_kind.judge(WEIGHTS_CHECK, case, results, probes, CTX)
 
@@ -289,6 +317,8 @@ def weights_situations() -> dict[D.Finding, Callable[[], Verdict]]:
             right * (1 - P_WEIGHTS),
             own=side_by_side(frozen, frozen) * (1 - P_WEIGHTS),
             rate_free=side_by_side(frozen, frozen)),
+        D.Finding.AFTER_EVAL: lambda: judge_weights(
+            right, after_eval=side_by_side(frozen, frozen)),
     }
 
 
@@ -340,6 +370,13 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
             f"weights are the rate-free ones times 1 - p, and self.dropout "
             f"already scales the kept weights by 1/(1 - p) in train mode.",
             "the eval output depends on the dropout rate"),
+        D.Finding.AFTER_EVAL: (
+            "dropout is right in train mode on a new module, but none is "
+            "applied once the module has made a call in eval mode: then "
+            "the output equals the eval output. An eval call must leave "
+            "the module as `__init__` made it (`model.eval()` and "
+            "`model.train()` already switch dropout off and on).",
+            "no dropout in train mode after an eval call"),
     }
 
 

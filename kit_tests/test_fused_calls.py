@@ -162,3 +162,25 @@ def test_fused_calls_cross_the_wire_and_the_wire_bounds_them():
         wire.result_from_header(
             {**header, "fused": [entry] * (LIMITS.fused_calls + 1)},
             tensors, "p")
+
+
+def test_heads_not_split_is_named_by_the_split_replayed():
+    q, k, v = _qkv()
+    merged = [t.transpose(1, 2).reshape(B, S, H * D) for t in (q, k, v)]
+    got = F.scaled_dot_product_attention(*merged, is_causal=True)
+    steps = _steps()
+    want = steps["context"].transpose(1, 2).reshape(B, S, H * D)
+    divergence = Divergence(7, "merged", got, want)
+    call = FusedCall(7, None, True, 0.0, "", merged)
+    found = fused.explain([call], divergence, {**steps, "merged": want}, D,
+                          "head_dim", {"head_dim": D})
+    assert found.key == "fused: heads not split"
+    assert f"gets q as [{B}, {S}, {H * D}], the heads not split" in \
+        found.text and f"into {H} heads of {D}" in found.text
+    # Split but wrong otherwise (v doubled): the split is no fix.
+    doubled = merged[:2] + [merged[2] * 2]
+    got = F.scaled_dot_product_attention(*doubled, is_causal=True)
+    call = FusedCall(7, None, True, 0.0, "", doubled)
+    assert fused.explain([call], Divergence(7, "merged", got, want),
+                         {**steps, "merged": want}, D, "head_dim",
+                         {"head_dim": D}) is None

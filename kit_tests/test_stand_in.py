@@ -76,7 +76,7 @@ def test_stand_in_heads_check_how_they_are_built_and_called():
         " dropout, qkv_bias)\n")], "test")
     result = run_probe(_module(built, "built"), _stand_in_probe(),
                        "built.py")
-    assert not result.ok and "built with d_out=12, expected 3" in \
+    assert not result.ok and "built with d_out=12; expected d_out=3" in \
         result.message, result.message
     called = variants.apply_edits(reference, [(
         "return torch.cat([head(x) for head in self.heads], dim=-1)",

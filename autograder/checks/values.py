@@ -309,12 +309,13 @@ def _not_deterministic(verdict: Verdict, first: torch.Tensor,
                        f"two eval-mode calls of {call}, one after the "
                        f"other on the same input in the same order, give "
                        f"different outputs. In eval mode nothing may be "
-                       f"random. If your dropout is on in eval mode: build "
-                       f"it in `__init__` (`self.dropout = "
-                       f"nn.Dropout(dropout)`) and use it in forward, or "
-                       f"pass `training=self.training` to `F.dropout`: "
-                       f"`model.eval()` then turns it off. (First call: "
-                       f"{verdict.message})",
+                       f"random: dropout must follow the module's mode "
+                       f"(an `nn.Dropout` built in `__init__`, "
+                       f"`F.dropout(..., training=self.training)`, "
+                       f"`dropout_p=p if self.training else 0.0` in "
+                       f"`F.scaled_dot_product_attention`), and a module "
+                       f"built without a dropout rate drops nothing. "
+                       f"(First call: {verdict.message})",
                        "eval-mode output not repeatable")
     if batch_dependent(result, probe, first, ctx.mistake_atol):
         # A fact, not a cause: the same call in the same order repeats

@@ -188,6 +188,8 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
             result.attributes = describe_attributes(instance)
         if probe.call:
             phase = "call"
+            if probe.warm_eval:
+                result.changed = warm_up(instance, probe)
             instance.train(probe.train)
             if probe.seed is not None:
                 _seed(probe.seed)
@@ -262,6 +264,20 @@ def _rebuilt(cls: Callable[..., Any], probe: Probe,
     load_state(fresh, {path: value for path, value in before.items()
                        if is_a(value, torch.Tensor)})
     return fresh.eval()
+
+
+def warm_up(instance: nn.Module, probe: Probe) -> list[str]:
+    """``Probe.warm_eval``'s eval-mode call, whatever it returns or
+    raises; what it changed in the module's state."""
+    before = state_snapshot(instance)
+    try:
+        instance.eval()
+        with torch.no_grad():
+            instance(*[_copy(a) for a in probe.args],
+                     **{k: _copy(v) for k, v in probe.kwargs.items()})
+    except Exception:   # noqa: BLE001 - the eval items judge that call
+        pass
+    return changed_state(before, state_snapshot(instance))
 
 
 def repeat_call(instance: nn.Module, probe: Probe) -> list[torch.Tensor]:

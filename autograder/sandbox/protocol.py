@@ -124,6 +124,13 @@ class Probe:
     # a mask sized by the first call and open beyond it shows there even
     # when a rebuilt module shares its state (kept on another module).
     again_prefix: bool = False
+    # Before the call, one eval-mode call on the same input, its result
+    # and any exception dropped, then the probe's own mode and seed: a
+    # train-mode result must not depend on an eval call made before it
+    # (``model.eval()`` and ``model.train()`` switch dropout, they change
+    # nothing else). The result's ``changed`` holds what that call
+    # changed in the module's state.
+    warm_eval: bool = False
     # Run on a copy of the submission that records the values of the
     # tensors its statements bind, in execution order
     # (``sandbox/value_recorder.py``): the diagnosis of a failing case.

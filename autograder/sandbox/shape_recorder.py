@@ -165,6 +165,20 @@ _target_values = regions.target_values
 _bound_targets = regions.bound_targets
 
 
+def _written(target: ast.expr) -> ast.expr | None:
+    """A load of the tensor a subscript target writes into (``t`` of
+    ``t[i] = ...``, ``self.t`` of ``self.t[i] += ...``), else None."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    base = target.value
+    while isinstance(base, ast.Subscript):     # t[i][j] = ...
+        base = base.value
+    if isinstance(base, ast.Name) or isinstance(base, ast.Attribute) and \
+            isinstance(base.value, ast.Name) and base.value.id == "self":
+        return ast.parse(ast.unparse(base), mode="eval").body
+    return None
+
+
 class _Instrumenter(ast.NodeTransformer):
     """Adds a recorder call after each recorded statement, wraps the value
     of each recorded ``return`` and records each function's entry."""
@@ -189,12 +203,20 @@ class _Instrumenter(ast.NodeTransformer):
         self.generic_visit(node)     # the lambdas it holds
         if id(node) not in self.statements:
             return node
-        values = [v for t in _bound_targets(node) for v in _target_values(t)]
-        if not values:
+        targets = _bound_targets(node)
+        values = [v for t in targets for v in _target_values(t)]
+        records = [ast.Expr(self._call("bound", node.lineno, values))] \
+            if values else []
+        # ``scores[..., i, i + 1:] = -inf`` changes ``scores`` in place:
+        # with ``inplace``, the whole tensor is recorded after it.
+        written = [_written(t) for t in targets] if self.inplace else []
+        records += [ast.Expr(self._call("changed", node.lineno, [w]))
+                    for w in written if w is not None]
+        if not records:
             return node
-        record = ast.Expr(self._call("bound", node.lineno, values))
-        ast.copy_location(record, node)
-        return [node, record]
+        for record in records:
+            ast.copy_location(record, node)
+        return [node, *records]
 
     visit_Assign = visit_AnnAssign = visit_AugAssign = _bind
 
@@ -218,7 +240,7 @@ class _Instrumenter(ast.NodeTransformer):
         if not isinstance(chain, ast.Name):
             return node      # a call's result: no name to read it by again
         value = ast.parse(ast.unparse(target), mode="eval").body
-        record = ast.Expr(self._call("bound", node.lineno, [value]))
+        record = ast.Expr(self._call("changed", node.lineno, [value]))
         ast.copy_location(record, node)
         return [node, ast.fix_missing_locations(record)]
 

@@ -37,10 +37,15 @@ def stand_in_class(probe: Probe, real: Any) -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__()
             got = _bind(signature, list(want), args, kwargs)
-            for key, value in want.items():
-                if key in got and got[key] != value:
-                    raise TypeError(f"{name} was built with {key}="
-                                    f"{got[key]!r}, expected {value!r}")
+            # Every argument that differs, in one message: the parent
+            # reads which (kinds/size.py), so a swap shows as one.
+            wrong = [(key, got[key], value) for key, value in want.items()
+                     if key in got and got[key] != value]
+            if wrong:
+                raise TypeError(
+                    f"{name} was built with " + ", ".join(
+                        f"{k}={g!r}" for k, g, _ in wrong) + "; expected " +
+                    ", ".join(f"{k}={v!r}" for k, _, v in wrong))
             self.index = made[0]
             made[0] += 1
 

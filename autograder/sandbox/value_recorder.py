@@ -27,6 +27,11 @@ from autograder.sandbox.safe_type import is_a
 from autograder.sandbox.shape_recorder import load_traced
 
 
+# An earlier state of a tensor changed in place again on the same line:
+# dropped when the values are taken.
+_DROPPED = torch.empty(0)
+
+
 class ValueRecorder:
     """Collects ``(line, tensor)`` in execution order: a float32 copy of
     each float tensor a traced statement binds or returns, while armed (an
@@ -37,6 +42,9 @@ class ValueRecorder:
         self.armed = False
         self.refused = False   # a call the link's guard refused
         self._total = 0
+        # (line, id) of a tensor changed in place -> where it was recorded
+        self._changed: dict[tuple[int, int], int] = {}
+        self._dropped = 0
 
     def forged(self) -> None:
         """A call the link's guard refused (``shape_recorder.link``):
@@ -45,17 +53,35 @@ class ValueRecorder:
 
     def reset(self, canary: Any = None) -> None:
         """Forget what was recorded (the worker's probe API)."""
-        self.values, self._total = [], 0
+        self.values, self._total, self._changed = [], 0, {}
+        self._dropped = 0
 
     def take(self) -> list[tuple[int, torch.Tensor]]:
         """What was recorded, and forget it."""
         found, self.values, self._total = self.values, [], 0
-        return found
+        self._changed, self._dropped = {}, 0
+        return [(line, t) for line, t in found if t is not _DROPPED]
 
     def bound(self, line: int, *values: Any) -> None:
         """Record the tensors among the values a statement just bound."""
         for value in values:
             self._keep(line, value)
+
+    def changed(self, line: int, value: Any) -> None:
+        """Record a tensor a statement changed in place; a loop changing
+        the same tensor on the same line keeps only its last state, where
+        it was last changed (the walk compares what the loop leaves, not
+        each pass)."""
+        key = (line, id(value))
+        earlier = self._changed.pop(key, None)
+        if earlier is not None:
+            self._total -= self.values[earlier][1].numel()
+            self.values[earlier] = (line, _DROPPED)
+            self._dropped += 1
+        count = len(self.values)
+        self._keep(line, value)
+        if len(self.values) > count:
+            self._changed[key] = count
 
     def returned(self, line: int, value: Any) -> Any:
         """Record the tensor(s) of a return value and pass it through."""
@@ -68,7 +94,9 @@ class ValueRecorder:
         """A function of the submission was called: nothing to record."""
 
     def _keep(self, line: int, value: Any) -> None:
-        if not self.armed or len(self.values) >= LIMITS.values or \
+        live = len(self.values) - self._dropped
+        if not self.armed or live >= LIMITS.values or \
+                len(self.values) >= 8 * LIMITS.values or \
                 type(value) is not torch.Tensor:   # no subclasses
             return
         try:

@@ -165,6 +165,30 @@ def _names(source: str, line: int) -> list[str]:
     return []
 
 
+def _statement(source: str, line: int) -> ast.stmt | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and
+                 not isinstance(n, (ast.FunctionDef, ast.ClassDef,
+                                    ast.For, ast.While, ast.If, ast.With))
+                 and n.lineno == line), None)
+
+
+def reads_bound(source: str, line: int, earlier: int) -> bool:
+    """Whether the statement starting on ``line`` reads a name (or
+    ``self.<name>``) that the assignment on ``earlier`` binds."""
+    bound = set(_names(source, earlier))
+    node = _statement(source, line)
+    if node is None or not bound:
+        return False
+    value = getattr(node, "value", node)
+    return any(ast.unparse(n) in bound for n in ast.walk(value)
+               if isinstance(n, (ast.Name, ast.Attribute)) and
+               isinstance(getattr(n, "ctx", None), ast.Load))
+
+
 def roles(records: list[tuple[int, torch.Tensor]], line: int | None,
           steps: dict[str, torch.Tensor], head: int, source: str) -> str:
     """What each tensor bound by ``line`` is, by value, when it binds
@@ -221,9 +245,18 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         return relations.explain(step, got, expected, steps, case, head,
                                  head_name, sizes, swapped)
 
-    divergence = walk(result.values, steps, head, explain)
+    divergence = walk(result.values, steps, head, explain,
+                      lambda line, earlier: reads_bound(source, line,
+                                                        earlier))
     if divergence is None:
         return None
+    if divergence.same_as is not None:
+        divergence.relation = relations.Relation(
+            f"unchanged: {divergence.same_as}",
+            f"It reads {STEPS[divergence.last].words} of line "
+            f"{divergence.last_line}, yet its values are "
+            f"{STEPS[divergence.same_as].words} themselves, unchanged at "
+            f"every position.")
     if result.fused and fused.repoint(result.fused, divergence, steps):
         divergence.relation = None    # read against a step it is not
     relation = divergence.relation

@@ -42,7 +42,11 @@ INFINITY = "- Times infinity"
 WARNED = "- Python warned"
 PRECEDENCE = "- Operator precedence"
 INVERT = "- Bitwise not"
-MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE, INVERT)
+SHARED = "- One object repeated"
+TRAINING = "- Training flag"
+ALONE = "- Summed alone"
+MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE, INVERT, SHARED,
+         TRAINING, ALONE)
 # "file.py:61: UserWarning: message", as warnings.showwarning prints it
 WARNING = re.compile(r"^(?P<file>[^:\n]{1,255}):(?P<line>\d{1,7}): "
                      r"(?P<category>[A-Za-z]{1,40}Warning): "
@@ -198,9 +202,11 @@ def facts(source: str, cls_name: str, methods: tuple[str, ...]
     cls, functions = _task(source, cls_name, methods)
     calls = _calls()
     modules = _modules(cls, calls)
-    found = []
+    found = list(_shared(cls))
+    helpers = _helpers(source)
     for function in functions:
         found += _in_function(function, modules, calls)
+        found += _training_flags(function, helpers)
         for rule in RULES:
             found += rule(function)
     return sorted(found, key=lambda d: d.line)
@@ -332,8 +338,190 @@ def _infinite_products(function: ast.FunctionDef) -> Iterator[Fact]:
                 f"`torch.where`."))
 
 
+def _repeated(node: ast.AST) -> tuple[ast.Call, ast.AST] | None:
+    """The call and the count of ``[f(...)] * n`` or ``n * [f(...)]`` (a
+    list of one call's result, repeated), else None."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+        return None
+    for listed, count in ((node.left, node.right), (node.right, node.left)):
+        if isinstance(listed, ast.List) and len(listed.elts) == 1 and \
+                isinstance(listed.elts[0], ast.Call) and \
+                not isinstance(count, (ast.List, ast.Tuple)):
+            return listed.elts[0], count
+    return None
+
+
+def _shared(cls: ast.ClassDef | None) -> Iterator[Fact]:
+    """``[nn.Linear(...)] * 3`` anywhere in the class (``__init__``
+    builds what every task of it uses): one object, n times."""
+    for node in ast.walk(cls) if cls else ():
+        found = _repeated(node)
+        if found is None:
+            continue
+        call, count = found
+        made = _quote(call.func)
+        fix = f"[{_text(call)} for _ in range({_text(count)})]"
+        yield Fact(node.lineno, (
+            f"{SHARED}: line {node.lineno} {_quote(node)} repeats one "
+            f"object: {made} runs once, and every element of the list is "
+            f"that same object, whatever names it is bound to (a layer "
+            f"repeated so is one layer, with one set of weights). Make "
+            f"each with its own call: {mdsafe.code_span(fix)}."))
+
+
+def _flag_default(function: ast.FunctionDef) -> bool | None:
+    """The default of ``function``'s ``training`` parameter (a literal
+    True or False), or None (no such parameter, or no literal default)."""
+    args = function.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):],
+                     args.defaults)) + [
+        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d]
+    for arg, default in pairs:
+        if arg.arg == "training" and isinstance(default, ast.Constant) \
+                and isinstance(default.value, bool):
+            return default.value
+    return None
+
+
+def _passes_flag(function: ast.FunctionDef) -> ast.Call | None:
+    """The call ``function`` hands its ``training`` to (``training=
+    training``, or as a positional argument), else None."""
+    return next((n for n in ast.walk(function) if isinstance(n, ast.Call)
+                 and any(isinstance(a, ast.Name) and a.id == "training"
+                         for a in [*n.args,
+                                   *(k.value for k in n.keywords)])), None)
+
+
+def _index(function: ast.FunctionDef, name: str) -> int | None:
+    positional = [a.arg for a in function.args.posonlyargs +
+                  function.args.args]
+    return positional.index(name) if name in positional else None
+
+
+def _fixed_rate(rate: ast.AST) -> bool:
+    """A dropout rate that cannot depend on the mode: a number above 0,
+    or an attribute of ``self`` (``self.dropout.p``); a local name may
+    have been chosen by the mode on an earlier line."""
+    number = _number(rate)
+    if number is not None:
+        return number > 0
+    while isinstance(rate, ast.Attribute):
+        rate = rate.value
+    return isinstance(rate, ast.Name) and rate.id == "self"
+
+
+def _mode_gated(function: ast.FunctionDef) -> set[int]:
+    """ids of the nodes under an ``if`` whose test reads ``training``."""
+    gated: set[int] = set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.If, ast.IfExp)) and any(
+                isinstance(n, (ast.Name, ast.Attribute)) and
+                getattr(n, "id", getattr(n, "attr", "")) == "training"
+                for n in ast.walk(node.test)):
+            gated |= {id(n) for n in ast.walk(node)}
+    return gated
+
+
+def _training_flags(function: ast.FunctionDef,
+                    helpers: dict[str, ast.FunctionDef]) -> Iterator[Fact]:
+    """A call that leaves ``training`` at a default of False (a helper of
+    the file's that passes it on to its dropout), ``F.dropout`` without it
+    (default True: dropout in eval mode too), or a fused attention call
+    with a fixed ``dropout_p`` outside any test of the mode."""
+    gated = _mode_gated(function)
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call) or any(
+                k.arg in ("training", None) for k in node.keywords) or \
+                any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in helpers:
+            helper = helpers[func.id]
+            at = _index(helper, "training")
+            given = _passes_flag(helper)
+            if _flag_default(helper) is not False or given is None or \
+                    at is not None and len(node.args) > at:
+                continue
+            off = (", so that dropout is off, in train mode too" if
+                   isinstance(given.func, ast.Attribute) and
+                   given.func.attr == "dropout" else "")
+            yield Fact(node.lineno, (
+                f"{TRAINING}: line {node.lineno} {_quote(node)} leaves "
+                f"`training` at its default, False, and `{func.id}` passes"
+                f" it to {_quote(given)} (line {given.lineno}){off}. Pass "
+                f"`training=self.training`."))
+        elif isinstance(func, ast.Attribute) and \
+                func.attr == "scaled_dot_product_attention":
+            rate = next((k.value for k in node.keywords
+                         if k.arg == "dropout_p"), None)
+            if rate is None or id(node) in gated or not _fixed_rate(rate):
+                continue
+            tied = f"dropout_p={_text(rate)} if self.training else 0.0"
+            yield Fact(node.lineno, (
+                f"{TRAINING}: line {node.lineno} `{func.attr}(..., "
+                f"dropout_p={_text(rate)})` drops out whatever the module's"
+                f" mode (the call has no training flag): in eval mode too. "
+                f"Tie it to the mode ({mdsafe.code_span(tied)}), or leave "
+                f"it out where the module has no dropout."))
+        elif isinstance(func, ast.Attribute) and func.attr == "dropout" \
+                and (isinstance(func.value, ast.Name) and
+                     func.value.id in ("F", "functional") or
+                     isinstance(func.value, ast.Attribute) and
+                     func.value.attr == "functional") and len(node.args) < 3:
+            yield Fact(node.lineno, (
+                f"{TRAINING}: line {node.lineno} {_quote(node)} leaves "
+                f"`training` at its default, True: dropout in eval mode "
+                f"too. Pass `training=self.training` (or use "
+                f"`nn.Dropout`, which follows the module's mode)."))
+
+
+def _helpers(source: str) -> dict[str, ast.FunctionDef]:
+    """The file's module-level functions, by name."""
+    try:
+        tree = regions.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    return {n.name: n for n in regions.flatten(tree.body)
+            if isinstance(n, ast.FunctionDef)}
+
+
+def _lone_sums(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``einsum("bhqk,bhqd->bhqd", w, v)``: an index summed over that only
+    one operand has, so that operand is summed on its own, never paired
+    with another."""
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and
+                isinstance(node.func, ast.Attribute) and
+                node.func.attr == "einsum" and node.args and
+                isinstance(node.args[0], ast.Constant) and
+                isinstance(node.args[0].value, str)):
+            continue
+        spec = node.args[0].value.replace(" ", "")
+        if "->" not in spec or "." in spec or len(spec) > 60:
+            continue
+        inputs, output = spec.split("->", 1)
+        operands = inputs.split(",")
+        if len(operands) < 2:
+            continue
+        for letter in sorted(set(inputs) - set(output) - {","}):
+            holders = [i for i, o in enumerate(operands) if letter in o]
+            if len(holders) != 1:
+                continue
+            which = ("first", "second", "third")[holders[0]] \
+                if holders[0] < 3 else f"operand {holders[0] + 1}"
+            yield Fact(node.lineno, (
+                f"{ALONE}: line {node.lineno} {_quote(node)} sums its "
+                f"{which} operand over `{letter}` on its own: `{letter}` "
+                f"is in no other operand and not in the output, so only "
+                f"that operand's sums over `{letter}` enter the product. "
+                f"An index summed over pairs two operands when both have "
+                f"it."))
+
+
 # The facts read from one function's code, beside its dropped results.
-RULES = (_divisions, _infinite_products, _roots, _inverted_then_bool)
+RULES = (_divisions, _infinite_products, _roots, _inverted_then_bool,
+         _lone_sums)
 
 
 def _dead_store(node: ast.AST, reads: dict[str, list[tuple[int, int]]],
@@ -385,6 +573,7 @@ def _spans(source: str, cls_name: str, methods: tuple[str, ...]
 def explain(grade: Any, source: str) -> None:
     """Add the facts of each task's methods to the task's first failing
     item (feedback only, never points)."""
+    said: set[str] = set()    # a class's facts, once for all its tasks
     for task in grade.tasks:
         failing = [i for i in task.items if not i.outcome.passed]
         if not failing:
@@ -392,5 +581,7 @@ def explain(grade: Any, source: str) -> None:
         cls, methods = task.task.cls, task.task.methods
         found = facts(source, cls, methods) + warned(
             grade.stdout, grade.filename, source, cls, methods)
-        found.sort(key=lambda f: f.line)
-        failing[0].outcome.lines += [d.text for d in found[:MAX_SHOWN]]
+        found = sorted((f for f in found if f.text not in said),
+                       key=lambda f: f.line)[:MAX_SHOWN]
+        said.update(f.text for f in found)
+        failing[0].outcome.lines += [d.text for d in found]

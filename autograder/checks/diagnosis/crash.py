@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from autograder.checks.diagnosis import crash_facts
 from autograder.checks.diagnosis.sizes import named_sizes, quote
 from autograder.checks.diagnosis.steps import PREFIX
 from autograder.checks.entries import select_cases
@@ -158,6 +159,8 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
     if said:
         joined = "; ".join(said)
         text += f" {joined[0].upper()}{joined[1:]}."
+    for fact in crash_facts.facts(source, line, error.form)[:2]:
+        text += f" On that line, {fact}."
     return text
 
 

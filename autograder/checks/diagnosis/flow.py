@@ -41,6 +41,10 @@ class Divergence:
     # ``step`` is only the earliest of them, what the values are
     # compared with, not what the line is said to give.
     unnamed: bool = False
+    # The line reads the last step matched, yet its values are those of
+    # this earlier step, unchanged (``einsum("bhqk,bhqd->bhqd", w, v)``
+    # gives v: the weights of each row sum to 1).
+    same_as: str | None = None
 
 
 # Steps a correct solution may hold with the heads not yet split
@@ -168,16 +172,89 @@ def _downstream(name: str, other: str) -> bool:
 Explain = Callable[[str, torch.Tensor, torch.Tensor, bool], Any]
 
 
+# (line, earlier line): whether the statement on the first reads a name
+# the statement on the second bound
+Reads = Callable[[int, int], bool]
+
+
+def _regressed(records: list[tuple[int, torch.Tensor]], i: int,
+               hits: list[set[str]], last: str, last_line: int,
+               steps: dict[str, torch.Tensor], reads: Reads | None
+               ) -> Divergence | None:
+    """Record ``i``, whose values are only an earlier step's, taken as
+    where the values leave the path when its line reads the last step
+    matched (a copy of q made after the weights reads no weights) and
+    it is shaped like the step ahead, which no later record rejoins."""
+    line, tensor = records[i]
+    if reads is None or not reads(line, last_line):
+        return None
+    earlier = max(hits[i], key=lambda n: STEPS[n].rank)
+    seen = set().union(*hits[:i])
+    for name in steps:
+        if name in seen or STEPS[name].rank <= STEPS[last].rank:
+            continue
+        views = [view for view, swapped in oriented_layouts(
+                 tensor, tuple(steps[name].shape), name)
+                 if not (swapped and name in ORIENTED)]
+        if not views:
+            continue
+        if any(name in h or any(_downstream(name, n) for n in h)
+               for h in hits[i + 1:]):
+            return None
+        return Divergence(line, name, views[0], steps[name], last,
+                          last_line, same_as=earlier)
+    return None
+
+
+def _meant(options: list[tuple[str, torch.Tensor, bool]],
+           steps: dict[str, torch.Tensor], explain: Explain | None
+           ) -> tuple[str, torch.Tensor, Any, bool]:
+    """Which of ``options`` (step, view, swapped) a wrong tensor was meant
+    to be: the step ``explain`` finds a relation for, nearest first; else
+    the earliest of those it agrees with most, unnamed when several tie.
+    (step, view, relation, unnamed)."""
+
+    def nearness(option: tuple[str, torch.Tensor, bool]) -> tuple:
+        # A tensor masks where a step does, or neither masks: scores
+        # scaled on a line before the mask are the scaled scores, not
+        # the masked ones with every masked position "different".
+        view, step = option[1], steps[option[0]]
+        return (bool((view <= MASKED).any()) == bool(
+                    (step <= MASKED).any()),
+                round(agreement(view, step), 2),
+                -relative_error(view, step))
+
+    explained = [(o, found) for o in options if explain is not None
+                 for found in [explain(o[0], o[1], steps[o[0]], o[2])]
+                 if found is not None]
+    if explained:
+        (name, view, _), relation = max(explained,
+                                        key=lambda e: nearness(e[0]))
+        return name, view, relation, False
+    # Agreement alike (within its rounding) is no proof of which step the
+    # line gives: the earliest of the steps tied is where the values
+    # leave (a later one is computed from it), compared with, not named
+    # (a closer relative error is no relation proven on the values).
+    top = max(nearness(o)[:2] for o in options)
+    tied = [o for o in options if nearness(o)[:2] == top]
+    name, view, _ = min(tied, key=lambda o: (
+        STEPS[o[0]].rank, tuple(-x for x in nearness(o))))
+    return name, view, None, len({o[0] for o in tied}) > 1
+
+
 def walk(records: list[tuple[int, torch.Tensor]],
          steps: dict[str, torch.Tensor], head: int,
-         explain: Explain | None = None) -> Divergence | None:
+         explain: Explain | None = None,
+         reads: Reads | None = None) -> Divergence | None:
     """The first place the recorded values leave the path of ``steps``
     (name -> frozen tensor, ``head`` the size each head's scores are
     scaled by), or None: the path is followed, or nothing is shaped like
     the step ahead, or a value was not kept (say nothing rather than
     guess). Which step a wrong tensor was meant to be: the first step
     ahead that ``explain`` (step, got, expected) finds a relation for,
-    else the one it agrees with most, else the nearest."""
+    else the one it agrees with most, else the nearest. A tensor equal
+    to an earlier step from a line that ``reads`` the last step matched
+    leaves the path there too (``_regressed``)."""
     records, stacked = heads_stacked(records, steps)
     names = list(steps)
     hits = [_proven({n for n in names if t.numel() and
@@ -192,6 +269,10 @@ def walk(records: list[tuple[int, torch.Tensor]],
             best = max(hits[i], key=lambda n: STEPS[n].rank)
             if last is None or STEPS[best].rank >= STEPS[last].rank:
                 last, last_line = best, line
+            elif last_line is not None and i not in stacked and (
+                    back := _regressed(records, i, hits, last, last_line,
+                                       steps, reads)) is not None:
+                return back
             continue
         floor = STEPS[last].rank if last else 0
         seen = set().union(*hits[:i]) if i else set()
@@ -209,34 +290,7 @@ def walk(records: list[tuple[int, torch.Tensor]],
         if not options:
             continue
 
-        def nearness(option: tuple[str, torch.Tensor, bool]) -> tuple:
-            # A tensor masks where a step does, or neither masks: scores
-            # scaled on a line before the mask are the scaled scores, not
-            # the masked ones with every masked position "different".
-            view, step = option[1], steps[option[0]]
-            return (bool((view <= MASKED).any()) == bool(
-                        (step <= MASKED).any()),
-                    round(agreement(view, step), 2),
-                    -relative_error(view, step))
-
-        explained = [(o, found) for o in options if explain is not None
-                     for found in [explain(o[0], o[1], steps[o[0]], o[2])]
-                     if found is not None]
-        unnamed = False
-        if explained:
-            (name, view, _), relation = max(explained,
-                                            key=lambda e: nearness(e[0]))
-        else:
-            # Agreement alike (within its rounding) is no proof of which
-            # step the line gives: the earliest of the steps tied is
-            # where the values leave (a later one is computed from it),
-            # compared with, not named (a closer relative error is no
-            # relation proven on the values).
-            top = max(nearness(o)[:2] for o in options)
-            tied = [o for o in options if nearness(o)[:2] == top]
-            (name, view, _), relation = min(tied, key=lambda o: (
-                STEPS[o[0]].rank, tuple(-x for x in nearness(o)))), None
-            unnamed = len({o[0] for o in tied}) > 1
+        name, view, relation, unnamed = _meant(options, steps, explain)
         if any(name in h or any(_downstream(name, n) for n in h)
                for h in hits[i + 1:]):
             continue     # a helper the reference has no name for

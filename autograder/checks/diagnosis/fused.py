@@ -50,19 +50,50 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
+def _split_fix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None, causal: bool,
+               scale: float | None, heads: int
+               ) -> list[tuple[str, str, Callable[[], torch.Tensor | None]]]:
+    """The fix "split the heads" for a call given [b, s, heads * d]
+    tensors where the reference has ``heads`` heads: each split into
+    [b, heads, s, d], the call replayed, its result merged back."""
+    if heads < 2 or q.dim() != 3 or k.dim() != 3 or v.dim() != 3 or \
+            any(t.shape[-1] % heads for t in (q, k, v)):
+        return []
+    b, s, width = q.shape
+
+    def split(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(t.shape[0], t.shape[1], heads, -1).transpose(1, 2)
+
+    def replay() -> torch.Tensor | None:
+        out = _replay(split(q), split(k), split(v), mask, causal, scale)
+        return None if out is None else \
+            out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
+    size = width // heads
+    return [("fused: heads not split",
+             f"Your {CALL} gets q as [{b}, {s}, {width}], the heads not "
+             f"split, so it computes one head of size {width}. Split q, k "
+             f"and v into {heads} heads of {size} first "
+             f"(`.view(b, s, {heads}, {size}).transpose(1, 2)`) and merge "
+             f"the result back: then it gives the expected values.",
+             replay)]
+
+
 def _fixes(call: FusedCall, head: int, head_name: str,
-           sizes: dict[str, int]
+           sizes: dict[str, int], heads: int = 1
            ) -> list[tuple[str, str, Callable[[], torch.Tensor | None]]]:
     """(key, words, replay with the fix) for each fix that changes the
-    call."""
+    call (``heads``: the reference's number of heads)."""
     q, k, v = call.tensors[:3]
     mask = _mask(call)
     causal, scale = call.is_causal, call.scale
-    found = [("fused: q and k swapped",
-              f"Your {CALL} gets the keys where the queries belong and the "
-              f"queries where the keys belong: called with them back in "
-              f"order, (q, k, v), it gives the expected values.",
-              lambda: _replay(k, q, v, mask, causal, scale))]
+    found = _split_fix(q, k, v, mask, causal, scale, heads)
+    found.append((
+        "fused: q and k swapped",
+        f"Your {CALL} gets the keys where the queries belong and the "
+        f"queries where the keys belong: called with them back in order, "
+        f"(q, k, v), it gives the expected values.",
+        lambda: _replay(k, q, v, mask, causal, scale)))
     if call.mask == "bool":
         found.append((
             "fused: bool mask inverted",
@@ -208,7 +239,10 @@ def explain(calls: list[FusedCall], divergence: Divergence,
                   None)
         if at is None:
             continue        # not the call that gave these values
-        for key, words, replay in _fixes(call, head, head_name, sizes):
+        heads = steps["q"].shape[1] if "q" in steps and \
+            steps["q"].dim() == 4 else 1
+        for key, words, replay in _fixes(call, head, head_name, sizes,
+                                         heads):
             fixed = replay()
             if fixed is None:
                 continue

@@ -168,10 +168,42 @@ def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
         if cut is not None:
             return Relation(*cut)
         return Relation(f"mask region: {_region(have)}",
-                        f"Your mask {_region(have)}; the causal mask hides "
-                        f"key j for query i where j > i (j >= i + 1): "
-                        f"`triu(diagonal=1)` of a matrix of ones.")
+                        f"Your mask {_region(have)}{_rows(want, have)}; "
+                        f"the causal mask hides key j for query i where "
+                        f"j > i (j >= i + 1): `triu(diagonal=1)` of a "
+                        f"matrix of ones.")
     return None
+
+
+MAX_ROWS = 3     # queries whose mask row is named one by one
+
+
+def _keys(found: torch.Tensor) -> str:
+    keys = [int(j) for j in found.nonzero().flatten()]
+    return (f"key {keys[0]}" if len(keys) == 1 else
+            f"keys {keys[0]} to {keys[-1]}"
+            if keys == list(range(keys[0], keys[-1] + 1)) else
+            "keys " + ", ".join(map(str, keys)))
+
+
+def _rows(want: torch.Tensor, have: torch.Tensor) -> str:
+    """Where a mask that follows no diagonal rule differs from the
+    expected one, when only a few queries' rows do: what each of them
+    shows or hides wrongly, the other rows being right."""
+    rows = [i for i in range(want.shape[0])
+            if not torch.equal(want[i], have[i])]
+    if not rows or len(rows) > MAX_ROWS:
+        return ""
+    said = []
+    for i in rows:
+        shown, hidden = want[i] & ~have[i], have[i] & ~want[i]
+        parts = ([f"shows {_keys(shown)}, which come after it"] if shown.any()
+                 else []) + ([f"hides {_keys(hidden)}"] if hidden.any()
+                             else [])
+        said.append(f"query {i} " + " and ".join(parts))
+    rest = " (every other query's row is right)" if len(rows) < \
+        want.shape[0] else ""
+    return ": " + "; ".join(said) + rest
 
 
 def mask_fill(step: str, got: torch.Tensor, expected: torch.Tensor

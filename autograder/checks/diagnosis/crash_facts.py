@@ -1,0 +1,139 @@
+"""What the expression on a line that raised a shape error does to its
+operands' dimensions, read from the code: said after the crash's sizes,
+and only facts of Python and PyTorch that hold whatever the values are.
+
+- A reduction over a dimension (``w.sum(dim=-1)``) without
+  ``keepdim=True``, used as an operand of ``+ - * /``: its result has one
+  dimension fewer, and broadcasting lines dimensions up from the right.
+- ``t.transpose(a, b)`` under a matrix product (``@``, ``matmul``) whose
+  dimensions are not written as the last two: the product multiplies
+  the last two dimensions and broadcasts the others.
+
+The crash's own message says which sizes clash; these say which
+operation on the line decides them, so the student sees the fix without
+a guess about intent.
+"""
+from __future__ import annotations
+
+import ast
+
+from autograder.text import mdsafe
+
+REDUCTIONS = ("sum", "mean", "amax", "amin", "logsumexp", "norm", "std",
+              "var", "prod", "nansum", "nanmean")
+ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+PRODUCTS = ("matmul", "bmm")
+MAX_QUOTE = 80
+
+
+def _code(node: ast.AST) -> str:
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, ValueError):
+        text = "..."
+    if len(text) > MAX_QUOTE:
+        text = text[:MAX_QUOTE - 3] + "..."
+    return mdsafe.code_span(text)
+
+
+def _statement(source: str, line: int) -> ast.stmt | None:
+    """The simple statement starting on ``line``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and
+                 not hasattr(n, "body") and n.lineno == line), None)
+
+
+def _reduction(node: ast.AST) -> bool:
+    """``t.sum(dim)`` or ``torch.sum(t, dim)`` with a dimension given and
+    no ``keepdim`` (or ``keepdim=False``)."""
+    if not (isinstance(node, ast.Call) and
+            isinstance(node.func, ast.Attribute) and
+            node.func.attr in REDUCTIONS):
+        return False
+    keep = next((k.value for k in node.keywords if k.arg == "keepdim"), None)
+    if keep is not None and not (isinstance(keep, ast.Constant) and
+                                 keep.value is False):
+        return False
+    function = isinstance(node.func.value, ast.Name) and \
+        node.func.value.id == "torch"
+    given = len(node.args) > (1 if function else 0) or any(
+        k.arg == "dim" for k in node.keywords)
+    return given and not any(isinstance(a, ast.Starred) for a in node.args)
+
+
+def _dropped_dims(tree: ast.AST) -> list[str]:
+    said = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and
+                isinstance(node.op, ARITHMETIC)):
+            continue
+        for operand in (node.left, node.right):
+            if _reduction(operand):
+                said.append(
+                    f"{_code(operand)} drops the dimension it reduces (no "
+                    f"`keepdim=True`): its result has one dimension fewer, "
+                    f"and broadcasting lines dimensions up from the right,"
+                    f" so it does not sit beside what it was computed "
+                    f"from; with `keepdim=True` that dimension stays, of "
+                    f"size 1")
+    return said
+
+
+def _transposed(tree: ast.AST) -> list[str]:
+    said = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.Call) and \
+                isinstance(node.func, ast.Attribute) and \
+                node.func.attr in PRODUCTS:
+            operands = list(node.args)
+        else:
+            continue
+        for operand in operands:
+            dims = _transpose_dims(operand)
+            if dims is None or dims in ((-2, -1), (-1, -2)):
+                continue
+            a, b = dims
+            said.append(
+                f"{_code(operand)} swaps dimensions {a} and {b}, which are "
+                f"the last two only on a tensor of {max(a, b) + 1} "
+                f"dimensions; a matrix product multiplies the last two "
+                f"and broadcasts the others. `transpose(-2, -1)` swaps the"
+                f" last two whatever the number of dimensions")
+    return said
+
+
+def _transpose_dims(node: ast.AST) -> tuple[int, int] | None:
+    if not (isinstance(node, ast.Call) and
+            isinstance(node.func, ast.Attribute) and
+            node.func.attr in ("transpose", "swapaxes", "swapdims") and
+            len(node.args) == 2 and not node.keywords):
+        return None
+    values = []
+    for arg in node.args:
+        if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub) \
+                and isinstance(arg.operand, ast.Constant):
+            arg = ast.Constant(-arg.operand.value)
+        if not (isinstance(arg, ast.Constant) and type(arg.value) is int):
+            return None
+        values.append(arg.value)
+    a, b = values
+    if a < 0 or b < 0:
+        return (a, b) if {a, b} == {-2, -1} else None
+    return a, b
+
+
+def facts(source: str, line: int, form: str) -> list[str]:
+    """The sentences for the statement on ``line``, which raised a shape
+    error of ``form`` (``crash.ShapeError.form``)."""
+    node = _statement(source, line)
+    if node is None:
+        return []
+    said = _dropped_dims(node) if form == "broadcast" else []
+    if form in ("broadcast", "matmul"):
+        said += _transposed(node)
+    return said

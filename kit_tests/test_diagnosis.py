@@ -307,11 +307,22 @@ def test_a_line_reading_the_weights_that_gives_v_again_leaves_there():
                 reads=lambda line, earlier: False) is None
     assert walk(start + [(6, steps["v"]), (7, steps["context"])], steps,
                 head, reads=lambda line, earlier: True) is None
+    # One token: the weights are 1 and the context is v, as expected.
+    single = CASES["ca_single_token"]
+    steps = case_steps(single.tensors)
+    head, _ = attach.head_size(single)
+    start = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"]),
+             (4, steps["scaled_masked"]), (5, steps["weights"])]
+    assert walk(start + [(6, steps["output"])], steps, head,
+                reads=lambda line, earlier: True) is None
     source = ("def f(w, v):\n    w = w.softmax(-1)\n"
               "    out = torch.einsum('bhqk,bhqd->bhqd', w, v)\n"
               "    v2 = v.contiguous()\n")
     assert attach.reads_bound(source, 3, 2)
     assert not attach.reads_bound(source, 4, 2)
+    # The name bound again between the two: not what the earlier line gave.
+    rebound = source.replace("    out = ", "    w = torch.eye(3)\n    out = ")
+    assert not attach.reads_bound(rebound, 4, 2)
 
 
 def test_a_line_no_value_ties_to_one_step_is_where_not_what():

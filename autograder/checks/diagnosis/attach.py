@@ -165,26 +165,31 @@ def _names(source: str, line: int) -> list[str]:
     return []
 
 
-def _statement(source: str, line: int) -> ast.stmt | None:
+def reads_bound(source: str, line: int, earlier: int) -> bool:
+    """Whether the statement starting on ``line`` reads a name (or
+    ``self.<name>``) that the assignment on ``earlier`` binds, and no
+    statement between the two binds again."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return None
-    return next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and
-                 not isinstance(n, (ast.FunctionDef, ast.ClassDef,
-                                    ast.For, ast.While, ast.If, ast.With))
-                 and n.lineno == line), None)
-
-
-def reads_bound(source: str, line: int, earlier: int) -> bool:
-    """Whether the statement starting on ``line`` reads a name (or
-    ``self.<name>``) that the assignment on ``earlier`` binds."""
-    bound = set(_names(source, earlier))
-    node = _statement(source, line)
+        return False
+    binds: dict[int, set[str]] = {}
+    node = None
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign):
+            binds.setdefault(n.lineno, set()).update(
+                ast.unparse(e) for t in n.targets
+                for e in (t.elts if isinstance(t, ast.Tuple) else [t]))
+        if isinstance(n, ast.stmt) and n.lineno == line and not hasattr(
+                n, "body"):
+            node = n
+    bound = binds.get(earlier, set())
     if node is None or not bound:
         return False
+    rebound = set().union(*(binds.get(at, set())
+                            for at in range(earlier + 1, line)))
     value = getattr(node, "value", node)
-    return any(ast.unparse(n) in bound for n in ast.walk(value)
+    return any(ast.unparse(n) in bound - rebound for n in ast.walk(value)
                if isinstance(n, (ast.Name, ast.Attribute)) and
                isinstance(getattr(n, "ctx", None), ast.Load))
 

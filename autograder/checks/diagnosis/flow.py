@@ -198,8 +198,11 @@ def _regressed(records: list[tuple[int, torch.Tensor]], i: int,
                  if not (swapped and name in ORIENTED)]
         if not views:
             continue
-        if any(name in h or any(_downstream(name, n) for n in h)
-               for h in hits[i + 1:]):
+        # The step ahead holds these numbers too (one token: its weights
+        # are 1 and the context is v): no departure.
+        if any(same(view, steps[name]) for view in views) or any(
+                name in h or any(_downstream(name, n) for n in h)
+                for h in hits[i + 1:]):
             return None
         return Divergence(line, name, views[0], steps[name], last,
                           last_line, same_as=earlier)

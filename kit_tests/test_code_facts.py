@@ -308,3 +308,54 @@ def test_a_fused_calls_dropout_without_the_mode():
                   "dropout_p=0.1 if self.training else 0.0)\n") == []
     assert _found("return F.scaled_dot_product_attention(x, x, x, "
                   "dropout_p=0.0)\n") == []
+
+
+def test_a_root_rounded_down():
+    [(_, text)] = _found("return x / math.isqrt(x.size(-1))\n")
+    assert text.startswith(code_facts.ROUNDED)
+    assert "`math.isqrt(x.size(-1))` is the square root rounded down" in text
+    [(_, text)] = _found("return x / int(x.size(-1) ** 0.5)\n")
+    assert "`int(x.size(-1) ** 0.5)` is the square root rounded" in text
+    # The root kept, or int() of something else: silent.
+    assert _found("return x / math.sqrt(x.size(-1))\n") == []
+    assert _found("return x[:int(x.size(-1) / 2)]\n") == []
+
+
+def test_a_container_made_in_the_class_body_and_grown():
+    def found(body: str, extra: str = "") -> list:
+        source = textwrap.dedent("""\
+            import torch
+            from torch import nn
+
+
+            class A(nn.Module):
+                outs = []
+            """) + textwrap.indent(textwrap.dedent(extra), "    ") + \
+            textwrap.indent(textwrap.dedent(f"""\
+
+                def forward(self, x):
+                    {body}
+                    return torch.cat(self.outs, -1)
+                """), "    ")
+        return [d.text for d in code_facts.facts(source, "A", ("forward",))]
+    [text] = found("self.outs.append(x)")
+    assert text.startswith(code_facts.CLASS_STATE)
+    assert "line 6 `outs = []` is in the class body" in text
+    assert "`self.outs = []` in `__init__`" in text
+    # Made again per instance or per call, or only read: silent.
+    assert found("self.outs.append(x)", """\
+
+        def __init__(self):
+            super().__init__()
+            self.outs = []
+        """) == []
+    assert found("self.outs = [x]") == []
+    assert found("y = len(self.outs)") == []
+
+
+def test_an_added_input_multiplied_by_zero():
+    [(_, text)] = _found("return torch.baddbmm(mask, x, x, beta=0)\n")
+    assert text.startswith(code_facts.IGNORED)
+    assert "so `mask` is multiplied by 0 and ignored" in text
+    assert _found("return torch.baddbmm(mask, x, x, beta=1)\n") == []
+    assert _found("return torch.baddbmm(mask, x, x, alpha=0.5)\n") == []

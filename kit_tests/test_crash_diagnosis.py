@@ -74,6 +74,9 @@ def test_the_crashing_lines_own_operations_are_said():
                            "which are the last two only on a tensor of 3")
     assert _line_facts("s = torch.matmul(q, k.transpose(2, 1))",
                        "matmul")
+    [fact] = _line_facts("s = q @ k.transpose(1, 3)")
+    assert "swaps dimensions 1 and 3, which are not next to each other, " \
+        "so never the last two" in fact
     # The dimension kept, the last two swapped, a reduction not in an
     # arithmetic operation, or another error: nothing to say.
     assert _line_facts("w = w / w.sum(dim=-1, keepdim=True)") == []
@@ -82,3 +85,33 @@ def test_the_crashing_lines_own_operations_are_said():
     assert _line_facts("s = q @ k.transpose(-1, -2)") == []
     assert _line_facts("t = torch.cat([w.sum(-1), q])") == []
     assert _line_facts("w = w / w.sum(dim=-1)", "view") == []
+
+
+def test_an_expansion_is_read_and_the_folded_batch_named():
+    message = ("RuntimeError: The expanded size of the tensor (8) must "
+               "match the existing size (2) at non-singleton dimension 0.  "
+               "Target sizes: [8, 5, 5].  Tensor sizes: [2, 5, 5]")
+    error = crash.parse(message)
+    assert (error.form, error.wrong, error.wanted) == ("expand", 2, 8)
+    assert "a tensor of shape [2, 5, 5] is expanded (or broadcast) to " \
+        "[8, 5, 5]: its 2 at dimension 0 is neither 1 nor 8" == error.text
+    small = CASES["mha_small"]     # batch 2, 4 heads
+    assert crash.names(small)["batch_size * num_heads"] == 8
+
+
+def test_a_call_stopped_by_the_students_own_raise_says_its_length():
+    import torch
+    from autograder.sandbox.protocol import Probe
+    book = CASES["ca_book"]
+    probe = Probe("p", book.cls, dict(book.init), args=[torch.zeros(2, 6, 3)])
+    error = crash.own_raise(probe)
+    assert (error.form, error.wrong) == ("raise", 6)
+    source = "def f(x):\n    raise ValueError('too long')\n"
+    text = crash.sentence(book, 2, error, "", "", source, 1)
+    assert text == ("- Where your code stops (public case `ca_book`): line 2"
+                    " `raise ValueError('too long')`, your own `raise`, "
+                    "stopped the call: its input has 6 positions along "
+                    "dimension 1.")
+    # The case's own length is never the name said for it.
+    assert crash.common_name([(book, error)], "wrong") == ""
+    assert crash.own_raise(Probe("p", book.cls, {}, args=[])) is None

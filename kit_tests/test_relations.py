@@ -23,3 +23,22 @@ def test_no_size_or_too_many_sizes_name_nothing():
     # also sqrt(sqrt(16)).
     assert name_number(2.0, crowded) == "sqrt(a = 4)"
     assert name_number(2.0, {"c": 16}) == "sqrt(sqrt(c = 16))"
+
+
+def test_a_bias_taken_from_another_projection_is_named():
+    import torch
+    from autograder.checks.diagnosis.relations import bias
+    torch.manual_seed(0)
+    weights = {f"{n}.bias": torch.randn(4) for n in "qkv"}
+    layers = {"q": "q", "k": "k", "v": "v"}
+    expected = torch.randn(2, 3, 4)
+    swapped = expected - weights["q.bias"] + weights["k.bias"]
+    found = bias("q", swapped, expected, weights, layers)
+    assert found.key == "bias of another layer: self.q"
+    assert "carries the bias of `self.k` where `self.q`'s belongs" in \
+        found.text
+    # Any other shift is only a shift; the own bias left out is that.
+    other = bias("q", expected + 0.5, expected, weights, layers)
+    assert other.key == "constant shift"
+    assert bias("q", expected - weights["q.bias"], expected, weights,
+                layers).key == "bias missing: self.q"

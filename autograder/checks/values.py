@@ -16,7 +16,8 @@ import torch
 from autograder.text import mdsafe
 from autograder import probes as P
 from autograder.checks.compare import close, compare
-from autograder.sandbox.protocol import MEMORY, Probe, ProbeResult
+from autograder.sandbox.protocol import (FRESH_RAISES, MEMORY, Probe,
+                                         ProbeResult)
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
 from autograder.checks.base import FAIL, PASS, CaseCheck, Context, Verdict
@@ -236,9 +237,9 @@ def batch_dependent(result: ProbeResult, probe: Probe, first: torch.Tensor,
 
 def _state_words(changed: list[str]) -> str:
     if not changed:
+        # A fact, no guess at where else state may be kept.
         return ("None of its buffers, parameters or attributes changed "
-                "between the calls: does forward keep state elsewhere (a "
-                "global, a class attribute)?")
+                "between the calls.")
     names = ", ".join(
         mdsafe.code_span(f"self.{name.removesuffix(NEW)}") +
         (" (created by the first call)" if name.endswith(NEW) else "")
@@ -284,6 +285,11 @@ def second_call(case: Case, result: ProbeResult, probe: Probe,
             # (Probe.again_longer): a mask or cache sized by the first call.
             how, problem = "on a longer input", mdsafe.inline(
                 longer.message)
+            if longer.message.endswith(FRESH_RAISES):
+                # No state: a new module raises there too.
+                return Verdict(False, f"{call} in eval mode on a longer "
+                               f"input: {problem}.",
+                               "raises on a longer input")
         else:
             problem = found.message
     return Verdict(False, f"the second call differs: {before} {how} "

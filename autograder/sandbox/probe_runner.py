@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 
 from autograder.sandbox import fastbuild
-from autograder.sandbox.protocol import (CRASH, ERROR, OK, Probe, ProbeResult,
+from autograder.sandbox.protocol import (CRASH, ERROR, FRESH_RAISES, OK,
+                                         Probe, ProbeResult,
                                          canary_shape)
 from autograder.sandbox.safe_type import is_a, type_name
 from autograder.sandbox.shape_recorder import ShapeRecorder, tensor_shape
@@ -366,7 +367,9 @@ def longer_call(instance: nn.Module, probe: Probe, args: list,
     except SystemExit as exc:
         return f"{what}: {exit_message(exc, 'the third call')}"
     except BaseException as exc:   # noqa: B902 - student code may raise anything
-        return f"{what} raised {describe_exception(exc, filename)[1]}"
+        said = f"{what} raised {describe_exception(exc, filename)[1]}"
+        return said + (FRESH_RAISES if _raises_fresh(rebuild, longer, kwargs)
+                       else "")
     first = longer[0] if longer and is_a(longer[0], torch.Tensor) else None
     if first is None or first.dim() < 3 or not outputs or \
             outputs[0].dim() < 2:
@@ -384,6 +387,20 @@ def longer_call(instance: nn.Module, probe: Probe, args: list,
 
 
 LONGER_ATOL = 1e-5   # the same computation twice: float noise at most
+
+
+def _raises_fresh(rebuild: Callable[[], nn.Module] | None, longer: list,
+                  kwargs: dict[str, Any]) -> bool:
+    """Whether a new module's first call on ``longer`` raises as well."""
+    if rebuild is None:
+        return False
+    try:
+        module = rebuild()
+        with torch.no_grad():
+            module(*[_copy(a) for a in longer], **kwargs)
+    except BaseException:   # noqa: B902 - student code may raise anything
+        return True
+    return False
 
 
 def _first_call_outputs(rebuild: Callable[[], nn.Module] | None,

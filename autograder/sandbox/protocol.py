@@ -16,6 +16,10 @@ from autograder.sandbox.limits import LIMITS
 
 # Statuses a probe can end in. Only "ok" carries outputs.
 OK = "ok"
+# Appended to a longer call's problem when a new module's first call on
+# that input raises too: the length, not an earlier call, makes it raise.
+FRESH_RAISES = (" (a new module's first call on that input raises too: "
+                "the input's length makes it raise, not an earlier call)")
 ERROR = "error"              # the student code raised (message says so)
 TIMEOUT = "timeout"          # wall-clock limit hit; worker killed
 MEMORY = "memory"            # memory limit hit

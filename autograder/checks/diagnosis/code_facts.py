@@ -45,8 +45,12 @@ INVERT = "- Bitwise not"
 SHARED = "- One object repeated"
 TRAINING = "- Training flag"
 ALONE = "- Summed alone"
+ROUNDED = "- Root rounded down"
+CLASS_STATE = "- One object for every call"
+IGNORED = "- Input ignored"
 MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE, INVERT, SHARED,
-         TRAINING, ALONE)
+         TRAINING, ALONE, ROUNDED, CLASS_STATE, IGNORED)
+ADD_PRODUCTS = ("baddbmm", "addmm", "addbmm", "addmv", "addr")
 # "file.py:61: UserWarning: message", as warnings.showwarning prints it
 WARNING = re.compile(r"^(?P<file>[^:\n]{1,255}):(?P<line>\d{1,7}): "
                      r"(?P<category>[A-Za-z]{1,40}Warning): "
@@ -202,7 +206,7 @@ def facts(source: str, cls_name: str, methods: tuple[str, ...]
     cls, functions = _task(source, cls_name, methods)
     calls = _calls()
     modules = _modules(cls, calls)
-    found = list(_shared(cls))
+    found = list(_shared(cls)) + list(_class_state(cls))
     helpers = _helpers(source)
     for function in functions:
         found += _in_function(function, modules, calls)
@@ -519,9 +523,105 @@ def _lone_sums(function: ast.FunctionDef) -> Iterator[Fact]:
                 f"it."))
 
 
+def _is_root(node: ast.AST) -> bool:
+    """``math.sqrt(...)``, ``torch.sqrt(...)``, ``x ** 0.5``."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.attr if isinstance(func, ast.Attribute) else
+                getattr(func, "id", "")) == "sqrt"
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) \
+        and _number(node.right) == 0.5
+
+
+def _rounded_roots(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``math.isqrt(d)`` or ``int(sqrt(d))``: a root rounded down."""
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            getattr(func, "id", "")
+        if name == "isqrt" or name == "int" and len(node.args) == 1 and \
+                _is_root(node.args[0]):
+            yield Fact(node.lineno, (
+                f"{ROUNDED}: line {node.lineno} {_quote(node)} is the "
+                f"square root rounded down to a whole number (the root of "
+                f"2 gives 1, of 3 gives 1, of 8 gives 2). Keep the root as "
+                f"it is: `math.sqrt(...)` or `** 0.5`."))
+
+
+_GROWS = ("append", "extend", "insert", "update", "add", "setdefault",
+          "__setitem__")
+
+
+def _class_state(cls: ast.ClassDef | None) -> Iterator[Fact]:
+    """A list, dict or set made in the class body (one object for every
+    instance and call) that a method grows through ``self`` or the
+    class, with no ``self.<name> =`` of its own in any method."""
+    if cls is None:
+        return
+    shared = {}
+    for node in cls.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(
+                node.value, (ast.List, ast.Dict, ast.Set)) or \
+                isinstance(node, ast.Assign) and isinstance(
+                    node.value, ast.Call) and getattr(
+                    node.value.func, "id", "") in ("list", "dict", "set"):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target]
+            shared.update({t.id: node for t in targets
+                           if isinstance(t, ast.Name)})
+    owners = {"self", cls.name}
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and \
+                        isinstance(t.value, ast.Name) and \
+                        t.value.id == "self":
+                    shared.pop(t.attr, None)
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and \
+                isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _GROWS and \
+                isinstance(node.func.value, ast.Attribute) and \
+                isinstance(node.func.value.value, ast.Name) and \
+                node.func.value.value.id in owners and \
+                node.func.value.attr in shared:
+            name = node.func.value.attr
+            made = shared.pop(name)
+            fresh = mdsafe.code_span(f"self.{name} = {_text(made.value)}")
+            yield Fact(node.lineno, (
+                f"{CLASS_STATE}: line {made.lineno} {_quote(made)} is in "
+                f"the class body: one object, shared by every instance "
+                f"and every call, and line {node.lineno} {_quote(node)} "
+                f"adds to it, so what one call (or instance) adds is still "
+                f"there for the next. Make a new one where it is used (in "
+                f"forward, or {fresh} in `__init__` if it must last)."))
+
+
+def _beta_zero(function: ast.FunctionDef) -> Iterator[Fact]:
+    """``torch.baddbmm(m, a, b, beta=0)``: the input multiplied by 0."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and \
+                isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ADD_PRODUCTS and any(
+                    k.arg == "beta" and _number(k.value) == 0
+                    for k in node.keywords):
+            added = _quote(node.args[0]) if node.args and isinstance(
+                node.func.value, ast.Name) and node.func.value.id == \
+                "torch" else "the tensor it adds to"
+            yield Fact(node.lineno, (
+                f"{IGNORED}: line {node.lineno} {_quote(node)} passes "
+                f"`beta=0`: `{node.func.attr}` returns beta * input + "
+                f"alpha * (the product), so {added} is multiplied by 0 "
+                f"and ignored. Leave beta at its default, 1."))
+
+
 # The facts read from one function's code, beside its dropped results.
 RULES = (_divisions, _infinite_products, _roots, _inverted_then_bool,
-         _lone_sums)
+         _lone_sums, _rounded_roots, _beta_zero)
 
 
 def _dead_store(node: ast.AST, reads: dict[str, list[tuple[int, int]]],

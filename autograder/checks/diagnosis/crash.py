@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 import math
 import re
+
+import torch
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +32,13 @@ from autograder.checks.diagnosis.sizes import named_sizes, quote
 from autograder.checks.diagnosis.steps import PREFIX
 from autograder.checks.entries import select_cases
 from autograder.checks.kinds import kind
-from autograder.sandbox.protocol import ERROR, ProbeResult
+from autograder.sandbox.protocol import ERROR, Probe, ProbeResult
 from autograder.values import Case
 
 MARK = "- Where your code stops"
+# Case.sizes' name of the case's own input length: the length of a call
+# the student's `raise` stopped is the call's, not named as this one.
+LENGTH = "seq_len"
 _N = r"(\d{1,12})"
 VIEW = re.compile(r"shape '\[((?:-?\d{1,12}, )*-?\d{1,12})\]' is invalid "
                   r"for input of size " + _N)
@@ -42,6 +47,12 @@ MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \(" + _N +
 BROADCAST = re.compile(r"The size of tensor a \(" + _N + r"\) must match "
                        r"the size of tensor b \(" + _N + r"\) at "
                        r"non-singleton dimension " + _N)
+_SHAPE = r"\[((?:\d{1,12}, ){0,15}\d{1,12})\]"
+EXPAND = re.compile(r"The expanded size of the tensor \(" + _N + r"\) must "
+                    r"match the existing size \(" + _N + r"\) at "
+                    r"non-singleton dimension " + _N + r"\.\s{1,4}Target "
+                    r"sizes: " + _SHAPE + r"\.\s{1,4}Tensor sizes: " +
+                    _SHAPE)
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,14 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f"[{a}, {b}] matrix, the leading dimensions "
                           f"flattened), the right operand is a "
                           f"[{c}, {d}] matrix that takes {c}", b, c)
+    found = EXPAND.search(message)
+    if found:
+        want, have, dim = (int(n) for n in found.groups()[:3])
+        return ShapeError("expand",
+                          f"a tensor of shape [{found.group(5)}] is expanded"
+                          f" (or broadcast) to [{found.group(4)}]: its {have}"
+                          f" at dimension {dim} is neither 1 nor {want}",
+                          have, want)
     found = BROADCAST.search(message)
     if found:
         a, b, dim = (int(n) for n in found.groups())
@@ -123,7 +142,23 @@ def names(case: Case) -> dict[str, int]:
     found = dict(case.sizes)
     if case.scale is not None:
         found.update(named_sizes(case))
+    batch, heads = "batch_size", case.argument("heads")   # Case.sizes' name
+    if batch in found and heads in found:
+        # heads folded into the batch
+        found.setdefault(f"{batch} * {heads}", found[batch] * found[heads])
     return found
+
+
+def own_raise(probe: Probe) -> ShapeError | None:
+    """A call stopped by the student's own ``raise``: the length of the
+    input it was given (dimension 1 of its first argument, the one number
+    such a check reads), or None."""
+    x = probe.args[0] if probe.args else None
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        return None
+    length = int(x.shape[1])
+    return ShapeError("raise", f"its input has {length} positions along "
+                      f"dimension 1", length, None)
 
 
 def common_name(crashes: list[tuple[Case, "ShapeError"]],
@@ -136,8 +171,9 @@ def common_name(crashes: list[tuple[Case, "ShapeError"]],
     if None in numbers or len(set(numbers)) < 2:
         return ""
     common: set[str] | None = None
-    for (case, _), number in zip(crashes, numbers):
-        fit = {k for k, v in names(case).items() if v == number}
+    for (case, error), number in zip(crashes, numbers):
+        fit = {k for k, v in names(case).items()
+               if v == number and (k != LENGTH or error.form != "raise")}
         common = fit if common is None else common & fit
     return next(iter(common)) if common and len(common) == 1 else ""
 
@@ -147,9 +183,16 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
     """The student-facing line for one crash (markdown)."""
     which = (f"{'hidden' if case.set == 'hidden' else 'public'} case "
              f"`{case.name}`")
+    every = f"on each of the {count} failing cases"
+    if error.form == "raise":
+        text = (f"{MARK} ({which}): line {line} {quote(source, line)}, your"
+                f" own `raise`, stopped the call: {error.text}.")
+        if wrong_name:
+            text += (f" {every[0].upper()}{every[1:]} it stopped, that "
+                     f"length equals `{wrong_name}`.")
+        return text
     text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised "
             f"a shape error: {error.text}.")
-    every = f"on each of the {count} failing cases"
     said = []
     if wrong_name:
         said.append(f"your {error.wrong} equals `{wrong_name}` {every}")
@@ -164,12 +207,13 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
     return text
 
 
-def _crash(results: list[ProbeResult]) -> ProbeResult | None:
-    for result in results:
+def _crash(runs: list[tuple[Probe, ProbeResult]]
+           ) -> tuple[Probe | None, ProbeResult | None]:
+    for probe, result in runs:
         if result.status == ERROR and result.phase == "call" and \
                 result.line is not None:
-            return result
-    return None
+            return probe, result
+    return None, None
 
 
 def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
@@ -189,13 +233,15 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
             for case in select_cases(check.cases, config.cases):
                 if public_only and case.set == "hidden":
                     continue
-                found = _crash([results[p.id] for p in
-                                impl.case_probes(check, case)
-                                if p.id in results])
+                probe, found = _crash([(p, results[p.id]) for p in
+                                       impl.case_probes(check, case)
+                                       if p.id in results])
                 # A message the student's own `raise` wrote is no
-                # PyTorch shape error, whatever it says.
-                error = parse(found.message, view_layouts(case)) \
-                    if found and found.line not in raises else None
+                # PyTorch shape error, whatever it says: the length of the
+                # input it stopped is what may be said of it.
+                error = (parse(found.message, view_layouts(case))
+                         if found.line not in raises else
+                         own_raise(probe)) if found else None
                 if error is not None:
                     by_line.setdefault(found.line, []).append((case, error))
             for line, crashes in by_line.items():

@@ -97,13 +97,20 @@ def _transposed(tree: ast.AST) -> list[str]:
             dims = _transpose_dims(operand)
             if dims is None or dims in ((-2, -1), (-1, -2)):
                 continue
-            a, b = dims
-            said.append(
-                f"{_code(operand)} swaps dimensions {a} and {b}, which are "
-                f"the last two only on a tensor of {max(a, b) + 1} "
-                f"dimensions; a matrix product multiplies the last two "
-                f"and broadcasts the others. `transpose(-2, -1)` swaps the"
-                f" last two whatever the number of dimensions")
+            a, b = sorted(dims)
+            text = (f"{_code(operand)} swaps dimensions {a} and {b}, which "
+                    f"are ")
+            if b == a + 1:
+                text += (f"the last two only on a tensor of {b + 1} "
+                         f"dimensions; a matrix product multiplies the last"
+                         f" two and broadcasts the others (`transpose(-2, "
+                         f"-1)` swaps the last two, whatever the number of "
+                         f"dimensions)")
+            else:
+                text += ("not next to each other, so never the last two; a "
+                         "matrix product multiplies the last two and "
+                         "broadcasts the others, which must then match")
+            said.append(text)
     return said
 
 

@@ -21,6 +21,7 @@ import torch
 from autograder.checks.diagnosis.steps import ORIENTED, STEPS
 
 MASKED = -1e4      # a score at or below this is a masked position
+MEANT = 0.5        # agreement that shows which step a wrong line gives
 
 
 @dataclass
@@ -242,7 +243,11 @@ def _meant(options: list[tuple[str, torch.Tensor, bool]],
     tied = [o for o in options if nearness(o)[:2] == top]
     name, view, _ = min(tied, key=lambda o: (
         STEPS[o[0]].rank, tuple(-x for x in nearness(o))))
-    return name, view, None, len({o[0] for o in tied}) > 1
+    # One step alone shaped like the tensor proves nothing either (a
+    # helper the reference has no name for, such as scores shifted by
+    # their maximum): named only when most of its positions agree.
+    return name, view, None, len({o[0] for o in tied}) > 1 or \
+        top[1] < MEANT
 
 
 def walk(records: list[tuple[int, torch.Tensor]],

@@ -406,6 +406,14 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
                             f"Your {step} is the expected one plus the "
                             f"bias of `{layer}` once more: the bias is "
                             f"added twice.")
+        other = _other_bias(mean, b, weights, layers, tol)
+        if other:
+            return Relation(
+                f"bias of another layer: {layer}",
+                f"Your {step} carries the bias of `self.{other}` where "
+                f"`{layer}`'s belongs: it is the expected one minus "
+                f"`{layer}.bias` plus `self.{other}.bias` at every "
+                f"position. Give each projection its own bias.")
     positions = 1
     for d in dims:
         positions *= diff.shape[d]
@@ -414,6 +422,20 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
     return Relation("constant shift",
                     "Your values differ from the expected ones by the same "
                     "vector at every position.")
+
+
+def _other_bias(shift: torch.Tensor, own: torch.Tensor,
+                weights: dict[str, torch.Tensor], layers: dict[str, str],
+                tol: float) -> str:
+    """The one other layer of ``layers`` whose bias, in place of
+    ``own``, gives ``shift`` (a bias taken from the wrong projection),
+    else ""."""
+    fits = [attribute for attribute in sorted(set(layers.values()))
+            if (b := weights.get(f"{attribute}.bias")) is not None and
+            b.numel() == own.numel() and not torch.equal(b.reshape(
+                own.shape), own) and bool(
+                ((shift - (b.reshape(own.shape) - own)).abs() <= tol).all())]
+    return fits[0] if len(fits) == 1 else ""
 
 
 # The step a layer's input is, for each step a layer computes.

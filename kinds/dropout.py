@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum, auto
 from string import Formatter
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -316,12 +316,11 @@ MESSAGES: dict[Finding, tuple[str, str]] = {
         "multiply by the values.",
         "dropout not on the weights"),
     Finding.AFTER_EVAL: (
-        "dropout is right in train mode on a new module, but none is "
-        "applied once the module has made a call in eval mode: then "
-        "{same_as_eval}{changed}. An eval call must leave the module as "
-        "`__init__` made it (`model.eval()` and `model.train()` already "
-        "switch dropout off and on).",
-        "no dropout in train mode after an eval call"),
+        "dropout is right in train mode on a new module, but not once the "
+        "module has made a call in eval mode{changed}: then {why} An eval "
+        "call must leave the module as `__init__` made it (`model.eval()` "
+        "and `model.train()` already switch dropout off and on).",
+        "dropout wrong in train mode after an eval call"),
 }
 
 # Findings proven on the values whose att is not an output: a replay of
@@ -338,34 +337,23 @@ def after_eval_probe(train: Probe) -> Probe:
     return replace(train, id=train.id + AFTER_EVAL, warm_eval=True)
 
 
-def after_eval(verdict: Verdict, results: tuple[ProbeResult, ...],
-               probes: tuple[Probe, ...], words: "Words", p: float,
-               count: int | None = None) -> Verdict:
+def after_eval(verdict: Verdict, again: Callable[[], Verdict],
+               warm: ProbeResult, words: "Words") -> Verdict:
     """A passing ``verdict`` on a new module's train call, failed when
-    the same call made after an eval call (``after_eval_probe``) applies
-    no dropout: it gives the module's own eval outputs, which the new
-    module's train call does not. ``results`` and ``probes``: the train
-    call, the one after an eval call, the eval call, each returning
-    ``count`` tensors (``returned_tensors``). As it was otherwise (a call
-    that raises or hangs is the eval items' to judge; a state change that
-    leaves dropout on is the state check's)."""
-    if not verdict.ok or not all(r.ok for r in results):
+    ``again`` (the same judgement of the train call made after an eval
+    call, ``after_eval_probe``) fails: the eval call left the module so
+    that its dropout is no longer right. As it was otherwise, and when
+    that call raised or hung (the eval items judge that)."""
+    if not verdict.ok or not warm.ok:
         return verdict
-    found = [returned_tensors(r, q, count)[0]
-             for r, q in zip(results, probes)]
-    if any(f is None or len(f) != len(found[2]) for f in found):
-        return verdict
-
-    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-        return all(x.shape == y.shape and close(x, y, 1e-6, equal_nan=True)
-                   for x, y in zip(a, b))
-    train, later, own = found
-    if same(train, own) or not same(later, own):
+    later = again()
+    if later.ok:
         return verdict
     names = ", ".join(mdsafe.code_span(f"self.{n.removesuffix(NEW)}")
-                      for n in results[1].changed[:4])
+                      for n in warm.changed[:4])
     changed = f" (the eval call changed {names})" if names else ""
-    return say(Finding.AFTER_EVAL, words, p=p, changed=changed)
+    return say(Finding.AFTER_EVAL, words, changed=changed,
+               why=later.message)
 
 
 # EVAL_FOLLOWS_RATE's {eval_tip}: what the eval values prove, if anything
@@ -588,6 +576,17 @@ class DropoutTrain(CaseCheck):
 
     def judge(self, check: Check, case: Case, results: list[ProbeResult],
               probes: list[Probe], ctx: Context) -> Verdict:
+        """``_judge_call`` on the train call of a new module, then on the
+        one made after an eval call (``after_eval``)."""
+        verdict = self._judge_call(check, case, results, probes, ctx)
+        later = [results[3], *results[1:3]]
+        return after_eval(verdict, lambda: self._judge_call(
+            check, case, later, [probes[3], *probes[1:3]], ctx),
+            results[3], PROBABILITIES)
+
+    def _judge_call(self, check: Check, case: Case,
+                    results: list[ProbeResult], probes: list[Probe],
+                    ctx: Context) -> Verdict:
         """Apply the three conditions; explain the first that fails.
 
         Judged against the submission's own eval call, so that a wrong
@@ -618,14 +617,10 @@ class DropoutTrain(CaseCheck):
             return _replayed(verdict, case, outputs[0], own,
                              params.value_layer, params.mix_layer)
         other, _ = returned_tensors(results[2], probes[2], 2)
-        return after_eval(Verdict(True, evidence=other is not None and
-                                  own_eval is not None and
-                                  not close(own_eval[1], other[1],
-                                            params.evidence_atol,
-                                            equal_nan=True)),
-                          (results[0], results[3], results[1]),
-                          (probes[0], probes[3], probes[1]),
-                          PROBABILITIES, float(case.init["dropout"]), 2)
+        return Verdict(True, evidence=other is not None and
+                       own_eval is not None and
+                       not close(own_eval[1], other[1],
+                                 params.evidence_atol, equal_nan=True))
 
 
 def _replayed(verdict: Verdict, case: Case, got: torch.Tensor,
@@ -873,10 +868,10 @@ class DropoutOnWeights(CaseCheck):
         a failure with where its dropout went, when a replay proves it."""
         verdict = self._judge(check, case, results, probes)
         if verdict.ok:
-            return after_eval(verdict, (results[0], results[-2],
-                                        results[1]),
-                              (probes[0], probes[-2], probes[1]), WEIGHTS,
-                              float(case.init["dropout"]))
+            later = [results[-2], *results[1:]]
+            return after_eval(verdict, lambda: self._judge(
+                check, case, later, [probes[-2], *probes[1:]]),
+                results[-2], WEIGHTS)
         if not results[1].ok:
             return verdict
         own, _ = returned_tensors(results[1], probes[1], None)

@@ -341,7 +341,7 @@ def test_a_container_made_in_the_class_body_and_grown():
     [text] = found("self.outs.append(x)")
     assert text.startswith(code_facts.CLASS_STATE)
     assert "line 6 `outs = []` is in the class body" in text
-    assert "`self.outs = []` in `__init__`" in text
+    assert text.endswith("Make a new one in the call that fills it.")
     # Made again per instance or per call, or only read: silent.
     assert found("self.outs.append(x)", """\
 
@@ -359,3 +359,26 @@ def test_an_added_input_multiplied_by_zero():
     assert "so `mask` is multiplied by 0 and ignored" in text
     assert _found("return torch.baddbmm(mask, x, x, beta=1)\n") == []
     assert _found("return torch.baddbmm(mask, x, x, alpha=0.5)\n") == []
+    # A placeholder made to be ignored (the scaled-bmm idiom): silent.
+    assert _found("return torch.baddbmm(x.new_empty(2, 3, 3), x, x, "
+                  "beta=0, alpha=0.5)\n") == []
+    assert _found("e = torch.zeros(2, 3, 3)\n"
+                  "return torch.baddbmm(e, x, x, beta=0)\n") == []
+
+
+def test_a_helper_is_read_once_however_often_it_is_called(monkeypatch):
+    calls = []
+    real = code_facts._passes_flag
+    monkeypatch.setattr(code_facts, "_passes_flag",
+                        lambda f: calls.append(f.name) or real(f))
+    source = textwrap.dedent("""\
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        """) + HELPER + textwrap.dedent("""\
+        class A(nn.Module):
+            def forward(self, x):
+        """) + "        x = drop(x, 0.5)\n" * 200 + "        return x\n"
+    found = code_facts.facts(source, "A", ("forward",))
+    assert len(found) == 200 and calls == ["drop"]

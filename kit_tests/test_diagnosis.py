@@ -325,6 +325,30 @@ def test_a_line_reading_the_weights_that_gives_v_again_leaves_there():
     assert not attach.reads_bound(rebound, 4, 2)
 
 
+def test_a_softmax_numerator_is_a_helper_only_when_divided_later():
+    """exp(scores - max) is the weights times one factor per row: a helper
+    when a later line gives the weights (or another such tensor), the
+    place the values leave when nothing does; weights scaled by one
+    factor (times 1 - p) are never taken for it."""
+    case = CASES["sa_small"]
+    steps = case_steps(case.tensors)
+    head, _ = attach.head_size(case)
+    start = [(1, steps["q"]), (2, steps["k"]), (3, steps["v"]),
+             (4, steps["scaled"])]
+    weights = steps["weights"]
+    rows = torch.arange(1.0, weights.shape[1] + 1).view(1, -1, 1)
+    e = weights * rows
+    assert walk(start + [(5, e), (6, weights), (7, steps["output"])],
+                steps, head) is None
+    found = walk(start + [(5, e), (6, e / e.sum())], steps, head)
+    assert (found.line, found.step) == (6, "weights")
+    # The same numbers again (dropout in eval mode) divide nothing.
+    found = walk(start + [(5, e), (6, e.clone())], steps, head)
+    assert (found.line, found.step) == (5, "weights")
+    found = walk(start + [(5, weights * 0.5)], steps, head)
+    assert (found.line, found.step) == (5, "weights")
+
+
 def test_a_line_no_value_ties_to_one_step_is_where_not_what():
     """A tensor that agrees with the heads merged and the output alike
     (nowhere) is compared with the earliest of them and not said to be
@@ -547,3 +571,21 @@ def test_zeros_are_not_values_rounded_to_a_lower_precision():
     rounded = expected.to(torch.float16).float()
     found = precision("q", rounded, expected)
     assert found is not None and "rounded to float16" in found.text
+
+
+def test_reads_bound_parses_a_source_once(monkeypatch):
+    """A walk asks reads_bound once per record that gives an earlier
+    step again: the source is parsed once for all of them, however many
+    (a padded file asked 38 times per case was a parse each)."""
+    import ast as ast_module
+    parses = []
+    real = ast_module.parse
+    monkeypatch.setattr(ast_module, "parse",
+                        lambda *a, **k: parses.append(1) or real(*a, **k))
+    source = "def f(w, v):\n    w = w.softmax(-1)\n    o = w @ v\n" + \
+        "x = 0\n" * 50 + "# parsed once\n"
+    attach._bindings.cache_clear()
+    for _ in range(20):
+        assert attach.reads_bound(source, 3, 2)
+        assert not attach.reads_bound(source, 4, 2)
+    assert len(parses) == 1

@@ -217,12 +217,14 @@ def probs_messages() -> dict[D.Finding, tuple[str, str]]:
             f"the rows then need not sum to 1: use self.dropout's output "
             f"as it is.", "rows rescaled to sum to 1 after dropout"),
         D.Finding.AFTER_EVAL: (
-            "dropout is right in train mode on a new module, but none is "
-            "applied once the module has made a call in eval mode: then "
-            "the probabilities and att equal the eval ones. An eval call "
-            "must leave the module as `__init__` made it (`model.eval()` "
-            "and `model.train()` already switch dropout off and on).",
-            "no dropout in train mode after an eval call"),
+            f"dropout is right in train mode on a new module, but not once "
+            f"the module has made a call in eval mode: then no dropout in "
+            f"train mode: with dropout {p:g} the probabilities and att "
+            f"equal the eval ones. Apply self.dropout to the softmax "
+            f"probabilities. An eval call must leave the module as "
+            f"`__init__` made it (`model.eval()` and `model.train()` "
+            f"already switch dropout off and on).",
+            "dropout wrong in train mode after an eval call"),
     }
 
 
@@ -371,12 +373,14 @@ def weights_messages() -> dict[D.Finding, tuple[str, str]]:
             f"already scales the kept weights by 1/(1 - p) in train mode.",
             "the eval output depends on the dropout rate"),
         D.Finding.AFTER_EVAL: (
-            "dropout is right in train mode on a new module, but none is "
-            "applied once the module has made a call in eval mode: then "
-            "the output equals the eval output. An eval call must leave "
-            "the module as `__init__` made it (`model.eval()` and "
-            "`model.train()` already switch dropout off and on).",
-            "no dropout in train mode after an eval call"),
+            f"dropout is right in train mode on a new module, but not once "
+            f"the module has made a call in eval mode: then no dropout in "
+            f"train mode: with dropout {p:g} the output equals the eval "
+            f"output. Apply self.dropout to the attention weights. An eval "
+            f"call must leave the module as `__init__` made it "
+            f"(`model.eval()` and `model.train()` already switch dropout "
+            f"off and on).", "dropout wrong in train mode after an eval "
+            "call"),
     }
 
 
@@ -386,6 +390,23 @@ def test_each_weights_finding_says_its_message(finding):
     verdict = weights_situations()[finding]()
     assert not verdict.ok
     assert (verdict.message, verdict.short) == weights_messages()[finding]
+
+
+def test_a_nudged_copy_of_the_eval_values_is_no_dropout_after_eval():
+    """After an eval call, train values that are the eval ones nudged
+    (times 1 + 4e-6, past an equality test's tolerance) are judged as a
+    new module's train call is: no dropout, not "different from eval"."""
+    frozen = PROBS_CASE.tensors["attention"]
+    frozen_att = PROBS_CASE.tensors["output"]
+    right = dropped(frozen)
+    verdict = judge_train(right, after_eval=(frozen_att * (1 + 4e-6),
+                                             frozen * (1 + 4e-6)))
+    assert not verdict.ok and verdict.short == \
+        "dropout wrong in train mode after an eval call"
+    weights = WEIGHTS_CASE.tensors["attention"]
+    nudged = side_by_side(weights, weights) * (1 + 4e-6)
+    verdict = judge_weights(dropped(weights, P_WEIGHTS), after_eval=nudged)
+    assert not verdict.ok
 
 
 def test_every_finding_is_pinned():

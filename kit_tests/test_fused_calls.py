@@ -184,3 +184,12 @@ def test_heads_not_split_is_named_by_the_split_replayed():
     assert fused.explain([call], Divergence(7, "merged", got, want),
                          {**steps, "merged": want}, D, "head_dim",
                          {"head_dim": D}) is None
+
+
+def test_a_replay_whose_scores_would_be_huge_is_not_made():
+    """The recorded arguments are capped, their scores matrix is not: a
+    call of 65,536 queries against as many keys is never replayed here
+    (17 GB in the parent), only refused."""
+    big = torch.ones(1 << 16, 1)
+    assert fused._replay(big, big, big, None, False, None) is None
+    assert fused.MAX_SCORES >= B * H * S * S      # the cases still replay

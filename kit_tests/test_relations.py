@@ -42,3 +42,26 @@ def test_a_bias_taken_from_another_projection_is_named():
     assert other.key == "constant shift"
     assert bias("q", expected - weights["q.bias"], expected, weights,
                 layers).key == "bias missing: self.q"
+
+
+def test_a_shift_over_another_dimension_and_rows_not_normalised():
+    import torch
+    from autograder.checks.diagnosis.relations import row_scaled, shifted
+    torch.manual_seed(1)
+    scaled = torch.randn(2, 4, 4)
+    steps = {"scaled": scaled, "weights": scaled.softmax(-1)}
+    found = shifted("weights", scaled - scaled.amax(dim=1, keepdim=True),
+                    steps)
+    assert found.key == "shift over dimension 1" and found.step == "scaled"
+    assert "minus their maximum over dimension 1" in found.text
+    # The last dimension's own maximum is no bug (the softmax keeps it):
+    # not this relation.
+    assert shifted("weights", scaled - scaled.amax(dim=-1, keepdim=True),
+                   steps) is None
+    weights = steps["weights"]
+    e = weights * torch.arange(1.0, 5.0).view(1, 4, 1)
+    found = row_scaled("weights", e / e.sum(), weights)
+    assert found.key == "weights: rows not normalised"
+    assert "each row must be divided by its own sum" in found.text
+    assert row_scaled("weights", weights, weights) is None
+    assert row_scaled("scaled", e / e.sum(), weights) is None

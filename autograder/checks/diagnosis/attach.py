@@ -15,6 +15,8 @@ apart.
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -165,33 +167,47 @@ def _names(source: str, line: int) -> list[str]:
     return []
 
 
-def reads_bound(source: str, line: int, earlier: int) -> bool:
-    """Whether the statement starting on ``line`` reads a name (or
-    ``self.<name>``) that the assignment on ``earlier`` binds, and no
-    statement between the two binds again."""
+@functools.lru_cache(maxsize=4)
+def _bindings(source: str) -> tuple[dict[int, frozenset[str]], tuple[int, ...],
+                                    dict[int, frozenset[str]]]:
+    """Of ``source``, read once: the names each assignment's line binds,
+    those lines in order, and the names each simple statement's value
+    reads (``self.<name>`` as such), by its first line."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
-        return False
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}, (), {}
     binds: dict[int, set[str]] = {}
-    node = None
+    reads: dict[int, frozenset[str]] = {}
     for n in ast.walk(tree):
         if isinstance(n, ast.Assign):
             binds.setdefault(n.lineno, set()).update(
                 ast.unparse(e) for t in n.targets
                 for e in (t.elts if isinstance(t, ast.Tuple) else [t]))
-        if isinstance(n, ast.stmt) and n.lineno == line and not hasattr(
-                n, "body"):
-            node = n
-    bound = binds.get(earlier, set())
-    if node is None or not bound:
+        if isinstance(n, ast.stmt) and not hasattr(n, "body") and \
+                n.lineno not in reads:
+            value = getattr(n, "value", n)
+            reads[n.lineno] = frozenset(
+                ast.unparse(r) for r in ast.walk(value)
+                if isinstance(r, (ast.Name, ast.Attribute)) and
+                isinstance(getattr(r, "ctx", None), ast.Load))
+    frozen = {line: frozenset(names) for line, names in binds.items()}
+    return frozen, tuple(sorted(frozen)), reads
+
+
+def reads_bound(source: str, line: int, earlier: int) -> bool:
+    """Whether the statement starting on ``line`` reads a name (or
+    ``self.<name>``) that the assignment on ``earlier`` binds, and no
+    statement between the two binds again."""
+    binds, lines, reads = _bindings(source)
+    bound = binds.get(earlier, frozenset())
+    if line not in reads or not bound:
         return False
-    rebound = set().union(*(binds.get(at, set())
-                            for at in range(earlier + 1, line)))
-    value = getattr(node, "value", node)
-    return any(ast.unparse(n) in bound - rebound for n in ast.walk(value)
-               if isinstance(n, (ast.Name, ast.Attribute)) and
-               isinstance(getattr(n, "ctx", None), ast.Load))
+    between = lines[bisect.bisect_right(lines, earlier):
+                    bisect.bisect_left(lines, line)]
+    rebound = set().union(*(binds[at] for at in between)) if between \
+        else set()
+    return bool(reads[line] & (bound - rebound))
 
 
 def roles(records: list[tuple[int, torch.Tensor]], line: int | None,

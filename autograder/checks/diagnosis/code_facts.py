@@ -428,7 +428,9 @@ def _mode_gated(function: ast.FunctionDef) -> set[int]:
 
 
 def _training_flags(function: ast.FunctionDef,
-                    helpers: dict[str, ast.FunctionDef]) -> Iterator[Fact]:
+                    helpers: dict[str, tuple[ast.FunctionDef, int | None,
+                                             ast.Call]]
+                    ) -> Iterator[Fact]:
     """A call that leaves ``training`` at a default of False (a helper of
     the file's that passes it on to its dropout), ``F.dropout`` without it
     (default True: dropout in eval mode too), or a fused attention call
@@ -441,11 +443,8 @@ def _training_flags(function: ast.FunctionDef,
             continue
         func = node.func
         if isinstance(func, ast.Name) and func.id in helpers:
-            helper = helpers[func.id]
-            at = _index(helper, "training")
-            given = _passes_flag(helper)
-            if _flag_default(helper) is not False or given is None or \
-                    at is not None and len(node.args) > at:
+            helper, at, given = helpers[func.id]
+            if at is not None and len(node.args) > at:
                 continue
             off = (", so that dropout is off, in train mode too" if
                    isinstance(given.func, ast.Attribute) and
@@ -480,14 +479,23 @@ def _training_flags(function: ast.FunctionDef,
                 f"`nn.Dropout`, which follows the module's mode)."))
 
 
-def _helpers(source: str) -> dict[str, ast.FunctionDef]:
-    """The file's module-level functions, by name."""
+def _helpers(source: str) -> dict[str, tuple[ast.FunctionDef, int | None,
+                                             ast.Call]]:
+    """The file's module-level functions whose ``training`` defaults to
+    False and is handed to a call, by name: each with where ``training``
+    sits among its positional parameters and that call (read once per
+    helper, however often it is called)."""
     try:
         tree = regions.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
-    return {n.name: n for n in regions.flatten(tree.body)
-            if isinstance(n, ast.FunctionDef)}
+    found = {}
+    for n in regions.flatten(tree.body):
+        if isinstance(n, ast.FunctionDef) and _flag_default(n) is False:
+            given = _passes_flag(n)
+            if given is not None:
+                found[n.name] = (n, _index(n, "training"), given)
+    return found
 
 
 def _lone_sums(function: ast.FunctionDef) -> Iterator[Fact]:
@@ -589,26 +597,46 @@ def _class_state(cls: ast.ClassDef | None) -> Iterator[Fact]:
                 isinstance(node.func.value.value, ast.Name) and \
                 node.func.value.value.id in owners and \
                 node.func.value.attr in shared:
-            name = node.func.value.attr
-            made = shared.pop(name)
-            fresh = mdsafe.code_span(f"self.{name} = {_text(made.value)}")
+            made = shared.pop(node.func.value.attr)
             yield Fact(node.lineno, (
                 f"{CLASS_STATE}: line {made.lineno} {_quote(made)} is in "
                 f"the class body: one object, shared by every instance "
                 f"and every call, and line {node.lineno} {_quote(node)} "
                 f"adds to it, so what one call (or instance) adds is still "
-                f"there for the next. Make a new one where it is used (in "
-                f"forward, or {fresh} in `__init__` if it must last)."))
+                f"there for the next. Make a new one in the call that "
+                f"fills it."))
+
+
+_PLACEHOLDERS = ("empty", "zeros", "new_empty", "new_zeros", "empty_like",
+                 "zeros_like")
+
+
+def _placeholder(node: ast.AST, assigned: dict[str, ast.AST]) -> bool:
+    """An input made to be ignored (``q.new_empty(...)``, ``torch.zeros``),
+    written in place or bound to a name (``assigned``: name -> value)."""
+    if isinstance(node, ast.Name):
+        node = assigned.get(node.id)
+    return isinstance(node, ast.Call) and (
+        getattr(node.func, "attr", getattr(node.func, "id", "")) in
+        _PLACEHOLDERS)
 
 
 def _beta_zero(function: ast.FunctionDef) -> Iterator[Fact]:
-    """``torch.baddbmm(m, a, b, beta=0)``: the input multiplied by 0."""
+    """``torch.baddbmm(m, a, b, beta=0)``: the input multiplied by 0 (a
+    placeholder made to be ignored aside)."""
+    assigned: dict[str, ast.AST] = {}
+    for a in ast.walk(function):
+        if isinstance(a, ast.Assign):
+            for t in a.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, a.value)
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and \
                 isinstance(node.func, ast.Attribute) and \
                 node.func.attr in ADD_PRODUCTS and any(
                     k.arg == "beta" and _number(k.value) == 0
-                    for k in node.keywords):
+                    for k in node.keywords) and not (
+                    node.args and _placeholder(node.args[0], assigned)):
             added = _quote(node.args[0]) if node.args and isinstance(
                 node.func.value, ast.Name) and node.func.value.id == \
                 "torch" else "the tensor it adds to"

@@ -250,6 +250,31 @@ def _meant(options: list[tuple[str, torch.Tensor, bool]],
         top[1] < MEANT
 
 
+def _numerator(t: torch.Tensor, steps: dict[str, torch.Tensor]) -> bool:
+    """Whether ``t`` is the weights times a positive factor per row (a
+    hand-written softmax's ``exp`` before its division): on the path, a
+    tensor the reference has no name for."""
+    weights = steps.get("weights")
+    if weights is None or t.numel() != weights.numel() or t.dim() < 2:
+        return False
+    for view in layouts(t, tuple(weights.shape), "weights"):
+        if not bool(torch.isfinite(view).all()) or \
+                bool(torch.equal(view, weights)):
+            continue
+        keep = weights > 0
+        if not bool((view[~keep] == 0).all()) or not bool(keep.any()):
+            continue
+        factor = (view / weights.where(keep, torch.ones_like(weights))
+                  ).where(keep, torch.zeros_like(view)).amax(-1, keepdim=True)
+        # One factor for every row is the weights scaled (times 1 - p, a
+        # bug to name); the sums of exp differ from row to row.
+        if bool((factor > 0).all()) and same(view, weights * factor) and \
+                float(factor.max() - factor.min()) > 1e-4 * float(
+                    factor.abs().max()):
+            return True
+    return False
+
+
 def walk(records: list[tuple[int, torch.Tensor]],
          steps: dict[str, torch.Tensor], head: int,
          explain: Explain | None = None,
@@ -273,6 +298,13 @@ def walk(records: list[tuple[int, torch.Tensor]],
     for i, (line, tensor) in enumerate(records):
         if tensor.numel() == 0:
             return None     # a value the recorder could not keep: unknown
+        if not hits[i] and _numerator(tensor, steps) and any(
+                hits[j] or _numerator(t, steps) and not (
+                    t.shape == tensor.shape and torch.equal(t, tensor))
+                for j, (_, t) in enumerate(records[i + 1:], i + 1)):
+            # A hand-written softmax's exp, divided later on (a copy of
+            # the same numbers, dropout in eval mode, divides nothing).
+            continue
         if hits[i]:
             best = max(hits[i], key=lambda n: STEPS[n].rank)
             if last is None or STEPS[best].rank >= STEPS[last].rank:

@@ -28,9 +28,19 @@ from autograder.sandbox.protocol import FusedCall
 CALL = "`F.scaled_dot_product_attention`"
 
 
+# Scores a replay may build (queries x keys x the leading dimensions):
+# the recorded arguments are capped, the matrix of their scores is not
+# (65,536 queries against 65,536 keys is 17 GB), and it is built here, in
+# the parent.
+MAX_SCORES = 1 << 22
+
+
 def _replay(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             mask: torch.Tensor | None, causal: bool, scale: float | None
             ) -> torch.Tensor | None:
+    if q.dim() < 2 or k.dim() < 2 or q.numel() // max(q.shape[-1], 1) * \
+            k.shape[-2] > MAX_SCORES:
+        return None
     try:
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=0.0, is_causal=causal,

@@ -713,6 +713,61 @@ def head_values(step: str, got: torch.Tensor,
                     f"keys.")
 
 
+SHIFTABLE = ("scores", "scaled", "masked", "scaled_masked")
+
+
+def shifted(step: str, got: torch.Tensor, steps: dict[str, torch.Tensor]
+            ) -> Relation | None:
+    """Scores minus their maximum over another dimension than the last
+    (a hand-written softmax's shift taken per column): ``got`` equals a
+    scores step minus its ``amax`` over dimension ``d`` at every position.
+    A softmax over the last dimension is unchanged only by a shift that is
+    constant along that dimension."""
+    if step not in ORIENTED:
+        return None
+    for name in SHIFTABLE:
+        scores = steps.get(name)
+        if scores is None or scores.shape != got.shape or \
+                not bool(torch.isfinite(scores).all()):
+            continue
+        for d in range(scores.dim() - 1):
+            if scores.shape[d] > 1 and same(
+                    got, scores - scores.amax(dim=d, keepdim=True)):
+                return Relation(
+                    f"shift over dimension {d}",
+                    f"These values are {STEPS[name].words} minus their "
+                    f"maximum over dimension {d} (`amax(dim={d}, "
+                    f"keepdim=True)`): a softmax over the last dimension "
+                    f"is unchanged only by subtracting a value that is the "
+                    f"same along that dimension, each row's own maximum "
+                    f"(`amax(dim=-1, keepdim=True)`).", name)
+    return None
+
+
+def row_scaled(step: str, got: torch.Tensor, expected: torch.Tensor
+               ) -> Relation | None:
+    """Weights proportional, row by row, to the expected ones, with rows
+    that do not sum to 1: divided by something else than each row's
+    sum."""
+    if step != "weights" or got.shape != expected.shape or \
+            not bool(torch.isfinite(got).all()):
+        return None
+    keep = expected > 0
+    if not bool(keep.any()) or not bool((got[~keep] == 0).all()):
+        return None
+    factor = (got / expected.where(keep, torch.ones_like(expected))
+              ).where(keep, torch.zeros_like(got)).amax(-1, keepdim=True)
+    sums = got.sum(-1)
+    if not bool((factor > 0).all()) or not same(got, expected * factor) or \
+            bool(((sums - 1).abs() <= 1e-4).all()):
+        return None
+    return Relation("weights: rows not normalised",
+                    f"Your weights are the expected ones times one factor "
+                    f"per row, and their rows sum to {_fmt(float(sums.min()))}"
+                    f" to {_fmt(float(sums.max()))}, not 1: each row must be "
+                    f"divided by its own sum (`sum(dim=-1, keepdim=True)`).")
+
+
 def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
             steps: dict[str, torch.Tensor], case: Case, head: int,
             head_name: str, sizes: dict[str, int],
@@ -724,7 +779,9 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
     before = steps.get("scaled_masked", steps.get("scaled"))
     raw = steps.get("masked", steps.get("scores"))
     oriented = not (swapped and step in ORIENTED)
-    tests = (lambda: precision(step, got, expected),
+    tests = (lambda: shifted(step, got, steps) if oriented else None,
+             lambda: row_scaled(step, got, expected) if oriented else None,
+             lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
              lambda: head_values(step, got, steps),
              lambda: head_slices(step, got, steps),

@@ -337,14 +337,29 @@ def after_eval_probe(train: Probe) -> Probe:
     return replace(train, id=train.id + AFTER_EVAL, warm_eval=True)
 
 
+def _drifted(warm: ProbeResult, own: ProbeResult) -> bool:
+    """Whether the warm-up changed the module's eval output: its eval
+    call made again (``warm.repeat``) is far from a new module's
+    (``own``'s first output), as the eval items' second call sees it."""
+    if not warm.repeat or not own.ok or not own.outputs:
+        return False
+    again, first = warm.repeat[0], own.outputs[0]
+    return again.shape != first.shape or not close(
+        again.double(), first.double(), 1e-4, 1e-4, equal_nan=True)
+
+
 def after_eval(verdict: Verdict, again: Callable[[], Verdict],
-               warm: ProbeResult, words: "Words") -> Verdict:
+               warm: ProbeResult, own: ProbeResult,
+               words: "Words") -> Verdict:
     """A passing ``verdict`` on a new module's train call, failed when
     ``again`` (the same judgement of the train call made after an eval
     call, ``after_eval_probe``) fails: the eval call left the module so
     that its dropout is no longer right. As it was otherwise, and when
     that call raised or hung (the eval items judge that)."""
-    if not verdict.ok or not warm.ok:
+    # An eval call that changes the module's eval output too (a mask
+    # scaled in place) is charged by the eval items' second call: not
+    # here again.
+    if not verdict.ok or not warm.ok or _drifted(warm, own):
         return verdict
     later = again()
     if later.ok:
@@ -582,7 +597,7 @@ class DropoutTrain(CaseCheck):
         later = [results[3], *results[1:3]]
         return after_eval(verdict, lambda: self._judge_call(
             check, case, later, [probes[3], *probes[1:3]], ctx),
-            results[3], PROBABILITIES)
+            results[3], results[1], PROBABILITIES)
 
     def _judge_call(self, check: Check, case: Case,
                     results: list[ProbeResult], probes: list[Probe],
@@ -871,7 +886,7 @@ class DropoutOnWeights(CaseCheck):
             later = [results[-2], *results[1:]]
             return after_eval(verdict, lambda: self._judge(
                 check, case, later, [probes[-2], *probes[1:]]),
-                results[-2], WEIGHTS)
+                results[-2], results[1], WEIGHTS)
         if not results[1].ok:
             return verdict
         own, _ = returned_tensors(results[1], probes[1], None)

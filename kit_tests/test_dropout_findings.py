@@ -409,6 +409,28 @@ def test_a_nudged_copy_of_the_eval_values_is_no_dropout_after_eval():
     assert not verdict.ok
 
 
+def test_an_eval_call_that_changes_the_eval_output_is_not_charged_here():
+    """A warm-up that changed the module's eval output too (a mask scaled
+    in place: its repeated eval call is far from a new module's) is the
+    eval items' second call to charge: the dropout item stays with the new
+    module's train call."""
+    weights = WEIGHTS_CASE.tensors["attention"]
+    right = dropped(weights, P_WEIGHTS)
+    check_kind = kind(WEIGHTS_CHECK).impl
+    probes = check_kind.case_probes(WEIGHTS_CHECK, WEIGHTS_CASE)
+    own = side_by_side(weights, weights)
+    train = side_by_side(right, right)
+    warm = result(own)
+    warm.repeat = [own * 3]
+    results = [result(train)] + [result(own)] * (len(probes) - 3) + [
+        warm, result(own)]
+    assert check_kind.judge(WEIGHTS_CHECK, WEIGHTS_CASE, results, probes,
+                            CTX).ok
+    warm.repeat = [own.clone()]        # the control: no drift, charged
+    assert not check_kind.judge(WEIGHTS_CHECK, WEIGHTS_CASE, results,
+                                probes, CTX).ok
+
+
 def test_every_finding_is_pinned():
     pinned = set(probs_situations()) | set(weights_situations())
     assert set(D.Finding) - pinned == set(), (

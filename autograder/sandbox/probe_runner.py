@@ -190,7 +190,7 @@ def _run_probe(module: types.ModuleType, probe: Probe, filename: str,
         if probe.call:
             phase = "call"
             if probe.warm_eval:
-                result.changed = warm_up(instance, probe)
+                result.changed, result.repeat = warm_up(instance, probe)
             instance.train(probe.train)
             if probe.seed is not None:
                 _seed(probe.seed)
@@ -267,18 +267,28 @@ def _rebuilt(cls: Callable[..., Any], probe: Probe,
     return fresh.eval()
 
 
-def warm_up(instance: nn.Module, probe: Probe) -> list[str]:
+def warm_up(instance: nn.Module, probe: Probe
+            ) -> tuple[list[str], list[torch.Tensor]]:
     """``Probe.warm_eval``'s eval-mode call, whatever it returns or
-    raises; what it changed in the module's state."""
+    raises, then the same call again: what the first changed in the
+    module's state, and the second's first output (compared in the parent
+    with a new module's eval output: an eval output the first call
+    changed is the eval items' to charge)."""
     before = state_snapshot(instance)
+    again: list[torch.Tensor] = []
     try:
         instance.eval()
         with torch.no_grad():
             instance(*[_copy(a) for a in probe.args],
                      **{k: _copy(v) for k, v in probe.kwargs.items()})
+        changed = changed_state(before, state_snapshot(instance))
+        with torch.no_grad():
+            value = instance(*[_copy(a) for a in probe.args],
+                             **{k: _copy(v) for k, v in probe.kwargs.items()})
+        again = collect_outputs(value)[1][:1]
     except Exception:   # noqa: BLE001 - the eval items judge that call
-        pass
-    return changed_state(before, state_snapshot(instance))
+        changed = changed_state(before, state_snapshot(instance))
+    return changed, again
 
 
 def repeat_call(instance: nn.Module, probe: Probe) -> list[torch.Tensor]:

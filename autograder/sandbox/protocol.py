@@ -133,7 +133,8 @@ class Probe:
     # train-mode result must not depend on an eval call made before it
     # (``model.eval()`` and ``model.train()`` switch dropout, they change
     # nothing else). The result's ``changed`` holds what that call
-    # changed in the module's state.
+    # changed in the module's state, its ``repeat`` the first output of
+    # the same eval call made once more after it.
     warm_eval: bool = False
     # Run on a copy of the submission that records the values of the
     # tensors its statements bind, in execution order

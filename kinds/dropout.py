@@ -20,7 +20,7 @@ import torch
 
 from autograder import probes as P
 from autograder.checks.base import ATTRIBUTE_NAME, CaseCheck, Context, Verdict
-from autograder.checks.compare import close, fmt_shape
+from autograder.checks.compare import close, fmt_shape, row_factors
 from autograder.checks.outputs import returned_tensors
 from autograder.checks.values import NEW, eval_differs
 from autograder.text import mdsafe
@@ -141,9 +141,10 @@ def _renormalised(got: torch.Tensor, clean: torch.Tensor,
     if not bool(((rows_sum - 1).abs() <= 1e-4).all()):
         return False
     kept = ~zero & (clean.abs() > zero_atol)
-    ratio = torch.where(kept, got / clean.where(kept, torch.ones_like(
-        clean)), torch.zeros_like(got))
-    factor = ratio.amax(-1, keepdim=True)
+    factor = row_factors(got.where(kept, torch.zeros_like(got)), clean,
+                         kept)
+    if factor is None:
+        return False
     fits = (got - factor * clean).abs() <= rel * (factor * clean).abs() + \
         zero_atol
     return bool((fits | zero).all()) and bool((factor > 1 + rel).any())

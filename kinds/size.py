@@ -16,7 +16,7 @@ from autograder.checks.outputs import returned_tensors
 from autograder.checks.compare import close, fmt_shape
 from autograder.sandbox.protocol import (Probe, ProbeResult, StandIn,
                                          stand_in_output)
-from autograder.submission.regions import owner_of_line
+from autograder.submission.regions import nodes, owner_of_line
 from autograder.checks.entries import Check, Outcome, Task
 from autograder.checks.registry import register
 from autograder.values import Case
@@ -79,11 +79,7 @@ def _given(message: str, own_cls: str, keys: list[str]
 
 def _init_order(source: str, own_cls: str) -> list[str]:
     """The parameters of ``own_cls.__init__`` after ``self``, in order."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    for node in ast.walk(tree):
+    for node in nodes(source):
         if isinstance(node, ast.ClassDef) and node.name == own_cls:
             for f in node.body:
                 if isinstance(f, ast.FunctionDef) and f.name == "__init__":

@@ -94,6 +94,17 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, atol: float,
     return Comparison("values", message, float(diff.flatten()[worst]))
 
 
+def row_factors(got: torch.Tensor, base: torch.Tensor,
+                keep: torch.Tensor) -> torch.Tensor | None:
+    """The factor of each row (last dimension) that ``got`` is of ``base``
+    where ``keep`` holds (the largest ratio there; 0 in a row with none),
+    or None where ``got`` is not zero everywhere else."""
+    if not bool(keep.any()) or not bool((got[~keep] == 0).all()):
+        return None
+    ratio = got / base.where(keep, torch.ones_like(base))
+    return ratio.where(keep, torch.zeros_like(got)).amax(-1, keepdim=True)
+
+
 def matching_mistakes(got: torch.Tensor, candidates: dict[str, torch.Tensor],
                       order: list[str], atol: float) -> tuple[str, ...]:
     """Every mistake id (in catalogue ``order``) whose frozen tensor ``got``

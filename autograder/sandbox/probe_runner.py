@@ -267,6 +267,14 @@ def _rebuilt(cls: Callable[..., Any], probe: Probe,
     return fresh.eval()
 
 
+def _call_copy(instance: nn.Module, probe: Probe) -> Any:
+    """``instance`` called on copies of the probe's arguments (a call
+    that changes its input in place leaves the probe's own as they
+    were)."""
+    return instance(*[_copy(a) for a in probe.args],
+                    **{k: _copy(v) for k, v in probe.kwargs.items()})
+
+
 def warm_up(instance: nn.Module, probe: Probe
             ) -> tuple[list[str], list[torch.Tensor]]:
     """``Probe.warm_eval``'s eval-mode call, whatever it returns or
@@ -279,12 +287,10 @@ def warm_up(instance: nn.Module, probe: Probe
     try:
         instance.eval()
         with torch.no_grad():
-            instance(*[_copy(a) for a in probe.args],
-                     **{k: _copy(v) for k, v in probe.kwargs.items()})
+            _call_copy(instance, probe)
         changed = changed_state(before, state_snapshot(instance))
         with torch.no_grad():
-            value = instance(*[_copy(a) for a in probe.args],
-                             **{k: _copy(v) for k, v in probe.kwargs.items()})
+            value = _call_copy(instance, probe)
         again = collect_outputs(value)[1][:1]
     except Exception:   # noqa: BLE001 - the eval items judge that call
         changed = changed_state(before, state_snapshot(instance))
@@ -299,8 +305,7 @@ def repeat_call(instance: nn.Module, probe: Probe) -> list[torch.Tensor]:
     there; code that mixes batch elements does not."""
     try:
         with torch.no_grad():
-            value = instance(*[_copy(a) for a in probe.args],
-                             **{k: _copy(v) for k, v in probe.kwargs.items()})
+            value = _call_copy(instance, probe)
         _, outputs = collect_outputs(value)
     except BaseException:   # noqa: B902 - student code may raise anything
         return []

@@ -15,7 +15,7 @@ import ast
 import bisect
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 START_MARKER = "# YOUR CODE STARTS HERE"
@@ -175,6 +175,16 @@ def parse(source: str) -> ast.Module:
     one submission read the same tree (five tasks, six classes). Callers
     must not modify it. Raises SyntaxError (not cached) as ast.parse."""
     return ast.parse(source)
+
+
+def nodes(source: str) -> Iterator[ast.AST]:
+    """Every node of ``source``'s cached tree (``parse``), or none where
+    it does not parse (a diagnosis reads what it can, never raises)."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return iter(())
+    return ast.walk(tree)
 
 
 def find_regions(source: str, tree: ast.AST | None = None) -> list[Region]:

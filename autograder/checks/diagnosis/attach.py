@@ -27,10 +27,11 @@ from autograder.checks.diagnosis import code_facts, crash, fused, relations
 from autograder.checks.diagnosis.flow import Divergence, matches, walk
 from autograder.checks.diagnosis.sizes import head_size, named_sizes, quote
 from autograder.checks.diagnosis.steps import STEPS, case_steps
-from autograder.text import mdsafe
 from autograder.checks.entries import select_cases
 from autograder.checks.kinds import kind
 from autograder.sandbox.protocol import Probe, ProbeResult
+from autograder.submission import regions
+from autograder.text import mdsafe
 from autograder.values import Case
 
 MARK = "- Where your values leave the reference"
@@ -152,11 +153,7 @@ def sentence(finding: Finding) -> str:
 def _names(source: str, line: int) -> list[str]:
     """The names a statement starting on ``line`` binds, in the order the
     recorder records their values (``a, b = ...``: a then b)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    for node in ast.walk(tree):
+    for node in regions.nodes(source):
         if isinstance(node, ast.Assign) and node.lineno == line:
             found = []
             for target in node.targets:
@@ -174,7 +171,7 @@ def _bindings(source: str) -> tuple[dict[int, frozenset[str]], tuple[int, ...],
     those lines in order, and the names each simple statement's value
     reads (``self.<name>`` as such), by its first line."""
     try:
-        tree = ast.parse(source)
+        tree = regions.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}, (), {}
     binds: dict[int, set[str]] = {}

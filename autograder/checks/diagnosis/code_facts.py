@@ -86,8 +86,8 @@ def _text(node: ast.AST) -> str:
     return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3] + "..."
 
 
-def _quote(node: ast.AST) -> str:
-    """``node``'s code as one code span."""
+def quote(node: ast.AST) -> str:
+    """``node``'s code as one code span (cut to MAX_QUOTE characters)."""
     return mdsafe.code_span(_text(node))
 
 
@@ -141,7 +141,7 @@ def _sentence(kind: str, call: ast.Call, quoted: str, line: int) -> str:
         return (f"{MARK}: line {line} {quoted} computes `{name}(...)` and "
                 f"drops it: the call returns a new tensor and changes none "
                 f"of its arguments. Assign the result and use it.")
-    receiver = _quote(call.func.value)
+    receiver = quote(call.func.value)
     twin = (f" (or use the in-place `{name}_`)"
             if hasattr(torch.Tensor, f"{name}_") else "")
     return (f"{MARK}: line {line} {quoted} computes `.{name}(...)` and drops "
@@ -228,12 +228,12 @@ def _in_function(function: ast.FunctionDef, modules: set[str],
             kind = _pure(node.value, modules, calls)
             if kind:
                 yield Fact(node.lineno, _sentence(
-                    kind, node.value, _quote(node), node.lineno))
+                    kind, node.value, quote(node), node.lineno))
         elif _dead_store(node, reads, looped) and \
                 _pure(node.value, modules, calls):
             name = mdsafe.code_span(node.targets[0].id)
             yield Fact(node.lineno, (
-                f"{MARK}: line {node.lineno} {_quote(node)} assigns "
+                f"{MARK}: line {node.lineno} {quote(node)} assigns "
                 f"{name}, which no later line of `{function.name}` reads: "
                 f"what it holds never reaches the result."))
 
@@ -257,7 +257,7 @@ def _divisions(function: ast.FunctionDef) -> Iterator[Fact]:
         a, b = _number(node.left), _number(node.right)
         if a is None or b is None or b == 0 or (a / b).is_integer():
             continue
-        quoted = _quote(node)
+        quoted = quote(node)
         yield Fact(node.lineno, (
             f"{DIVISION}: line {node.lineno} {quoted} is {a // b:g}, not "
             f"{a / b:g}: `//` rounds the quotient down. Write `{a:g} / "
@@ -285,7 +285,7 @@ def _roots(function: ast.FunctionDef) -> Iterator[Fact]:
         meant, written = exponent / divisor, _text(power)
         code = mdsafe.code_span
         part = f"{written} / {divisor:g}"
-        whole = "" if _text(node) == part else f" {_quote(node)}:"
+        whole = "" if _text(node) == part else f" {quote(node)}:"
         yield Fact(node.lineno, (
             f"{PRECEDENCE}: line {node.lineno}{whole} {code(part)} is "
             f"{code(f'({written}) / {divisor:g}')}: `**` binds tighter "
@@ -304,7 +304,7 @@ def _inverted_then_bool(function: ast.FunctionDef) -> Iterator[Fact]:
                 isinstance(node.func.value.op, ast.Invert):
             inner = _text(node.func.value.operand)
             yield Fact(node.lineno, (
-                f"{INVERT}: line {node.lineno} {_quote(node)} takes `~` "
+                f"{INVERT}: line {node.lineno} {quote(node)} takes `~` "
                 f"before `.bool()`: where {mdsafe.code_span(inner)} holds "
                 f"integers, `~` is bitwise not (~1 is -2, ~0 is -1), and "
                 f"both are True once made bool, so every position is True."
@@ -333,7 +333,7 @@ def _infinite_products(function: ast.FunctionDef) -> Iterator[Fact]:
     for node in ast.walk(function):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
                 and (_infinite(node.left) or _infinite(node.right)):
-            quoted = _quote(node)
+            quoted = quote(node)
             yield Fact(node.lineno, (
                 f"{INFINITY}: line {node.lineno} {quoted} multiplies by "
                 f"infinity: where the other factor is 0 the product is "
@@ -363,10 +363,10 @@ def _shared(cls: ast.ClassDef | None) -> Iterator[Fact]:
         if found is None:
             continue
         call, count = found
-        made = _quote(call.func)
+        made = quote(call.func)
         fix = f"[{_text(call)} for _ in range({_text(count)})]"
         yield Fact(node.lineno, (
-            f"{SHARED}: line {node.lineno} {_quote(node)} repeats one "
+            f"{SHARED}: line {node.lineno} {quote(node)} repeats one "
             f"object: {made} runs once, and every element of the list is "
             f"that same object, whatever names it is bound to (a layer "
             f"repeated so is one layer, with one set of weights). Make "
@@ -450,9 +450,9 @@ def _training_flags(function: ast.FunctionDef,
                    isinstance(given.func, ast.Attribute) and
                    given.func.attr == "dropout" else "")
             yield Fact(node.lineno, (
-                f"{TRAINING}: line {node.lineno} {_quote(node)} leaves "
+                f"{TRAINING}: line {node.lineno} {quote(node)} leaves "
                 f"`training` at its default, False, and `{func.id}` passes"
-                f" it to {_quote(given)} (line {given.lineno}){off}. Pass "
+                f" it to {quote(given)} (line {given.lineno}){off}. Pass "
                 f"`training=self.training`."))
         elif isinstance(func, ast.Attribute) and \
                 func.attr == "scaled_dot_product_attention":
@@ -473,7 +473,7 @@ def _training_flags(function: ast.FunctionDef,
                      isinstance(func.value, ast.Attribute) and
                      func.value.attr == "functional") and len(node.args) < 3:
             yield Fact(node.lineno, (
-                f"{TRAINING}: line {node.lineno} {_quote(node)} leaves "
+                f"{TRAINING}: line {node.lineno} {quote(node)} leaves "
                 f"`training` at its default, True: dropout in eval mode "
                 f"too. Pass `training=self.training` (or use "
                 f"`nn.Dropout`, which follows the module's mode)."))
@@ -523,7 +523,7 @@ def _lone_sums(function: ast.FunctionDef) -> Iterator[Fact]:
             which = ("first", "second", "third")[holders[0]] \
                 if holders[0] < 3 else f"operand {holders[0] + 1}"
             yield Fact(node.lineno, (
-                f"{ALONE}: line {node.lineno} {_quote(node)} sums its "
+                f"{ALONE}: line {node.lineno} {quote(node)} sums its "
                 f"{which} operand over `{letter}` on its own: `{letter}` "
                 f"is in no other operand and not in the output, so only "
                 f"that operand's sums over `{letter}` enter the product. "
@@ -552,7 +552,7 @@ def _rounded_roots(function: ast.FunctionDef) -> Iterator[Fact]:
         if name == "isqrt" or name == "int" and len(node.args) == 1 and \
                 _is_root(node.args[0]):
             yield Fact(node.lineno, (
-                f"{ROUNDED}: line {node.lineno} {_quote(node)} is the "
+                f"{ROUNDED}: line {node.lineno} {quote(node)} is the "
                 f"square root rounded down to a whole number (the root of "
                 f"2 gives 1, of 3 gives 1, of 8 gives 2). Keep the root as "
                 f"it is: `math.sqrt(...)` or `** 0.5`."))
@@ -599,9 +599,9 @@ def _class_state(cls: ast.ClassDef | None) -> Iterator[Fact]:
                 node.func.value.attr in shared:
             made = shared.pop(node.func.value.attr)
             yield Fact(node.lineno, (
-                f"{CLASS_STATE}: line {made.lineno} {_quote(made)} is in "
+                f"{CLASS_STATE}: line {made.lineno} {quote(made)} is in "
                 f"the class body: one object, shared by every instance "
-                f"and every call, and line {node.lineno} {_quote(node)} "
+                f"and every call, and line {node.lineno} {quote(node)} "
                 f"adds to it, so what one call (or instance) adds is still "
                 f"there for the next. Make a new one in the call that "
                 f"fills it."))
@@ -637,11 +637,11 @@ def _beta_zero(function: ast.FunctionDef) -> Iterator[Fact]:
                     k.arg == "beta" and _number(k.value) == 0
                     for k in node.keywords) and not (
                     node.args and _placeholder(node.args[0], assigned)):
-            added = _quote(node.args[0]) if node.args and isinstance(
+            added = quote(node.args[0]) if node.args and isinstance(
                 node.func.value, ast.Name) and node.func.value.id == \
                 "torch" else "the tensor it adds to"
             yield Fact(node.lineno, (
-                f"{IGNORED}: line {node.lineno} {_quote(node)} passes "
+                f"{IGNORED}: line {node.lineno} {quote(node)} passes "
                 f"`beta=0`: `{node.func.attr}` returns beta * input + "
                 f"alpha * (the product), so {added} is multiplied by 0 "
                 f"and ignored. Leave beta at its default, 1."))

@@ -33,6 +33,7 @@ from autograder.checks.diagnosis.steps import PREFIX
 from autograder.checks.entries import select_cases
 from autograder.checks.kinds import kind
 from autograder.sandbox.protocol import ERROR, Probe, ProbeResult
+from autograder.submission import regions
 from autograder.values import Case
 
 MARK = "- Where your code stops"
@@ -267,9 +268,5 @@ def explain(grade: Any, config: Any, results: dict[str, ProbeResult],
 
 def _raise_lines(source: str) -> set[int]:
     """Every line a ``raise`` statement of the submission spans."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {n for node in ast.walk(tree) if isinstance(node, ast.Raise)
+    return {n for node in regions.nodes(source) if isinstance(node, ast.Raise)
             for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)}

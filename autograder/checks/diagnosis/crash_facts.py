@@ -17,33 +17,20 @@ from __future__ import annotations
 
 import ast
 
-from autograder.text import mdsafe
+from autograder.checks.diagnosis.code_facts import quote
+from autograder.submission import regions
 
 REDUCTIONS = ("sum", "mean", "amax", "amin", "logsumexp", "norm", "std",
               "var", "prod", "nansum", "nanmean")
 ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 PRODUCTS = ("matmul", "bmm")
-MAX_QUOTE = 80
-
-
-def _code(node: ast.AST) -> str:
-    try:
-        text = ast.unparse(node)
-    except (RecursionError, ValueError):
-        text = "..."
-    if len(text) > MAX_QUOTE:
-        text = text[:MAX_QUOTE - 3] + "..."
-    return mdsafe.code_span(text)
 
 
 def _statement(source: str, line: int) -> ast.stmt | None:
     """The simple statement starting on ``line``."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    return next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and
-                 not hasattr(n, "body") and n.lineno == line), None)
+    return next((n for n in regions.nodes(source)
+                 if isinstance(n, ast.stmt) and not hasattr(n, "body")
+                 and n.lineno == line), None)
 
 
 def _reduction(node: ast.AST) -> bool:
@@ -73,7 +60,7 @@ def _dropped_dims(tree: ast.AST) -> list[str]:
         for operand in (node.left, node.right):
             if _reduction(operand):
                 said.append(
-                    f"{_code(operand)} drops the dimension it reduces (no "
+                    f"{quote(operand)} drops the dimension it reduces (no "
                     f"`keepdim=True`): its result has one dimension fewer, "
                     f"and broadcasting lines dimensions up from the right,"
                     f" so it does not sit beside what it was computed "
@@ -98,7 +85,7 @@ def _transposed(tree: ast.AST) -> list[str]:
             if dims is None or dims in ((-2, -1), (-1, -2)):
                 continue
             a, b = sorted(dims)
-            text = (f"{_code(operand)} swaps dimensions {a} and {b}, which "
+            text = (f"{quote(operand)} swaps dimensions {a} and {b}, which "
                     f"are ")
             if b == a + 1:
                 text += (f"the last two only on a tensor of {b + 1} "

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from autograder.checks.compare import row_factors
 from autograder.checks.diagnosis.steps import ORIENTED, STEPS
 
 MASKED = -1e4      # a score at or below this is a masked position
@@ -261,14 +262,11 @@ def _numerator(t: torch.Tensor, steps: dict[str, torch.Tensor]) -> bool:
         if not bool(torch.isfinite(view).all()) or \
                 bool(torch.equal(view, weights)):
             continue
-        keep = weights > 0
-        if not bool((view[~keep] == 0).all()) or not bool(keep.any()):
-            continue
-        factor = (view / weights.where(keep, torch.ones_like(weights))
-                  ).where(keep, torch.zeros_like(view)).amax(-1, keepdim=True)
+        factor = row_factors(view, weights, weights > 0)
         # One factor for every row is the weights scaled (times 1 - p, a
         # bug to name); the sums of exp differ from row to row.
-        if bool((factor > 0).all()) and same(view, weights * factor) and \
+        if factor is not None and bool((factor > 0).all()) and \
+                same(view, weights * factor) and \
                 float(factor.max() - factor.min()) > 1e-4 * float(
                     factor.abs().max()):
             return True

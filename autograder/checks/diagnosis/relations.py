@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from autograder.checks.compare import row_factors
 from autograder.checks.diagnosis.flow import MASKED, same, tolerance
 from autograder.checks.diagnosis.steps import ORIENTED, STEPS
 from autograder.values import Case
@@ -752,13 +753,10 @@ def row_scaled(step: str, got: torch.Tensor, expected: torch.Tensor
     if step != "weights" or got.shape != expected.shape or \
             not bool(torch.isfinite(got).all()):
         return None
-    keep = expected > 0
-    if not bool(keep.any()) or not bool((got[~keep] == 0).all()):
-        return None
-    factor = (got / expected.where(keep, torch.ones_like(expected))
-              ).where(keep, torch.zeros_like(got)).amax(-1, keepdim=True)
+    factor = row_factors(got, expected, expected > 0)
     sums = got.sum(-1)
-    if not bool((factor > 0).all()) or not same(got, expected * factor) or \
+    if factor is None or not bool((factor > 0).all()) or \
+            not same(got, expected * factor) or \
             bool(((sums - 1).abs() <= 1e-4).all()):
         return None
     return Relation("weights: rows not normalised",

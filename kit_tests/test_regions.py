@@ -3,7 +3,7 @@ whose markers are missing."""
 from __future__ import annotations
 
 from autograder import homework
-from autograder.submission.regions import (find_regions, graded_regions,
+from autograder.submission.regions import (find_regions, graded_regions, nodes,
                                            owner_of_line, student_statements)
 from kit_tests.reference_source import FULL_REFERENCE
 from kit_tests.rubrics import live_task_methods
@@ -131,3 +131,9 @@ class B:
     helpers = {(r.cls, r.function) for r in found if r.helper}
     assert helpers == {("A", "helper"), ("A", "_outer"), ("A", "_inner")}
     assert all(not r.marked for r in found if r.helper)
+
+
+def test_nodes_of_a_source_that_does_not_parse_are_none():
+    assert any(getattr(n, "id", None) == "x" for n in nodes("x = 1\n"))
+    assert list(nodes("def broken(:\n")) == []
+    assert list(nodes("x = (" * 300 + ")" * 300)) == []

@@ -3,7 +3,10 @@
 inverses, one named only when few sizes fit."""
 from __future__ import annotations
 
-from autograder.checks.diagnosis.relations import name_number
+import torch
+
+from autograder.checks.compare import row_factors
+from autograder.checks.diagnosis.relations import name_number, row_scaled
 
 SIZES = {"head_size": 3, "hidden": 12, "seq": 5}
 
@@ -65,3 +68,18 @@ def test_a_shift_over_another_dimension_and_rows_not_normalised():
     assert "each row must be divided by its own sum" in found.text
     assert row_scaled("weights", weights, weights) is None
     assert row_scaled("scaled", e / e.sum(), weights) is None
+
+
+def test_rows_scaled_each_by_their_own_factor_are_named_and_others_not():
+    weights = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    factor = torch.tensor([[2.0], [3.0]])
+    assert torch.equal(row_factors(weights * factor, weights, weights > 0),
+                       factor)
+    # A value where the expected one is zero: no factor explains it.
+    leaked = weights * factor + torch.tensor([[0, 0, 0.1], [0, 0, 0]])
+    assert row_factors(leaked, weights, weights > 0) is None
+    found = row_scaled("weights", weights * factor, weights)
+    assert found is not None and "rows sum to 2 to 3, not 1" in found.text
+    # Normalised rows (the same weights), or another step: silent.
+    assert row_scaled("weights", weights, weights) is None
+    assert row_scaled("scores", weights * factor, weights) is None

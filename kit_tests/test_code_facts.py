@@ -273,6 +273,25 @@ def test_a_training_flag_left_at_its_default():
         "training=training", "training=True")) == []
 
 
+def test_dropout_that_runs_only_in_eval_mode():
+    [(line, text)] = _found("if not self.training:\n"
+                            "    x = self.drop(x)\nreturn x\n")
+    assert line == 12 and text.startswith(code_facts.TRAINING)
+    assert "`self.drop(x)` runs only in eval mode (the test `not " \
+        "self.training` on line 11)" in text
+    [(line, _)] = _found("if self.training:\n    pass\nelse:\n"
+                         "    x = self.drop(x)\nreturn x\n")
+    assert line == 14
+    assert len(_found("if self.training is False:\n"
+                      "    x = self.drop(x)\nreturn x\n")) == 1
+    # In train mode, or unconditional, or not a dropout layer: silent.
+    assert _found("if self.training:\n    x = self.drop(x)\nreturn x\n") \
+        == []
+    assert _found("return self.drop(x)\n") == []
+    assert _found("if not self.training:\n    x = self.drop(x)\n"
+                  "return x\n", "self.drop = nn.Identity()") == []
+
+
 def test_an_einsum_index_only_one_operand_has():
     [(_, text)] = _found("""\
         w = x.softmax(-1)

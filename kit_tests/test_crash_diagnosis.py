@@ -111,7 +111,23 @@ def test_a_call_stopped_by_the_students_own_raise_says_its_length():
     assert text == ("- Where your code stops (public case `ca_book`): line 2"
                     " `raise ValueError('too long')`, your own `raise`, "
                     "stopped the call: its input has 6 positions along "
-                    "dimension 1.")
+                    "dimension 1. On this case that length equals "
+                    "`context_length` = 6.")
+    # Under an inclusive test, the test is named with its line.
+    guarded = ("def f(x):\n    if x.size(1) >= LIMIT:\n"
+               "        raise ValueError('too long')\n")
+    text = crash.sentence(book, 3, error, "", "", guarded, 1)
+    assert text.endswith("equals `context_length` = 6; the test "
+                         "`x.size(1) >= LIMIT` on line 2 refuses a value "
+                         "equal to its bound as well (`>` refuses only past "
+                         "it).")
+    # A strict test, or a length no size equals: no word on the test.
+    strict = guarded.replace(">=", ">")
+    assert "refuses" not in crash.sentence(book, 3, error, "", "", strict, 1)
+    odd = crash.own_raise(Probe("p", book.cls, dict(book.init),
+                                args=[torch.zeros(2, 7, 3)]))
+    assert crash.sentence(book, 3, odd, "", "", guarded, 1).endswith(
+        "its input has 7 positions along dimension 1.")
     # The case's own length is never the name said for it.
     assert crash.common_name([(book, error)], "wrong") == ""
     assert crash.own_raise(Probe("p", book.cls, {}, args=[])) is None

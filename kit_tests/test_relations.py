@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from autograder.checks.compare import row_factors
-from autograder.checks.diagnosis.relations import name_number, row_scaled
+from autograder.checks.diagnosis.relations import (name_number, reshaped,
+                                                    row_scaled)
 
 SIZES = {"head_size": 3, "hidden": 12, "seq": 5}
 
@@ -83,3 +84,17 @@ def test_rows_scaled_each_by_their_own_factor_are_named_and_others_not():
     # Normalised rows (the same weights), or another step: silent.
     assert row_scaled("weights", weights, weights) is None
     assert row_scaled("scores", weights * factor, weights) is None
+
+
+def test_a_transpose_written_as_a_reshape_is_named_from_the_records():
+    k = torch.arange(2 * 5 * 3, dtype=torch.float32).reshape(2, 5, 3)
+    steps = {"k": k}
+    found = reshaped([(4, k), (5, k.reshape(2, 3, 5))], 5, steps, 3)
+    assert found is not None
+    relation, step, fixed = found
+    assert step == "k" and torch.equal(fixed, k.mT)
+    assert "the keys k of line 4 reshaped to [2, 3, 5]" in relation.text
+    # The transpose itself, or a record that gives no step: no claim.
+    assert reshaped([(4, k), (5, k.mT)], 5, steps, 3) is None
+    assert reshaped([(4, k + 1), (5, (k + 1).reshape(2, 3, 5))], 5, steps,
+                    3) is None

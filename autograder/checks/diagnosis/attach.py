@@ -140,7 +140,8 @@ def sentence(finding: Finding) -> str:
         # Which step the line gives is not proven: where, not what.
         text = (f"{MARK} ({which}): {before}; line {d.line} "
                 f"{finding.code} is where they leave it (compared with "
-                f"{STEPS[d.step].words}: {_where(d.got, d.expected)}).")
+                f"{d.compared or STEPS[d.step].words}: "
+                f"{_where(d.got, d.expected)}).")
     else:
         text = (f"{MARK} ({which}): {before}; line {d.line} "
                 f"{finding.code} gives {STEPS[d.step].words}, which "
@@ -278,11 +279,21 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
     if result.fused and fused.repoint(result.fused, divergence, steps):
         divergence.relation = None    # read against a step it is not
     relation = divergence.relation
-    if relation is None and result.fused:
+    reshape = None if relation is not None or not divergence.unnamed else \
+        relations.reshaped(result.values, divergence.line, steps, head)
+    if reshape is not None:
+        # A transpose written as a reshape: compared with the record
+        # transposed (the fix, on the student's own values); the line is
+        # still said to be where they leave, not what step it gives.
+        relation, divergence.step, divergence.expected = reshape
+        divergence.compared = f"{STEPS[divergence.step].words} transposed"
+        divergence.got = [t for n, t in result.values
+                          if n == divergence.line][-1]
+    elif relation is None and result.fused:
         # Inside a fused attention call: its recorded arguments replayed.
         relation = fused.explain(result.fused, divergence, steps, head,
                                  head_name, sizes)
-    if relation is not None:
+    if relation is not None and reshape is None:
         # A fix replayed on the call's own values gives that step: proven.
         divergence.unnamed = False
     if relation is not None and relation.step in steps:

@@ -208,9 +208,11 @@ def facts(source: str, cls_name: str, methods: tuple[str, ...]
     modules = _modules(cls, calls)
     found = list(_shared(cls)) + list(_class_state(cls))
     helpers = _helpers(source)
+    dropouts = _dropouts(cls)
     for function in functions:
         found += _in_function(function, modules, calls)
         found += _training_flags(function, helpers)
+        found += _eval_only_dropout(function, dropouts)
         for rule in RULES:
             found += rule(function)
     return sorted(found, key=lambda d: d.line)
@@ -477,6 +479,69 @@ def _training_flags(function: ast.FunctionDef,
                 f"`training` at its default, True: dropout in eval mode "
                 f"too. Pass `training=self.training` (or use "
                 f"`nn.Dropout`, which follows the module's mode)."))
+
+
+def _dropouts(cls: ast.ClassDef | None) -> set[str]:
+    """``self.<name>`` attributes the class sets to an ``nn.Dropout``."""
+    found: set[str] = set()
+    for node in ast.walk(cls) if cls else ():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.value, ast.Call):
+            target, func = node.targets[0], node.value.func
+            if isinstance(target, ast.Attribute) and \
+                    isinstance(target.value, ast.Name) and \
+                    target.value.id == "self" and "Dropout" == (
+                        func.attr if isinstance(func, ast.Attribute)
+                        else getattr(func, "id", "")):
+                found.add(target.attr)
+    return found
+
+
+def _eval_branch(node: ast.If) -> list[ast.stmt]:
+    """The statements of ``node`` that run only in eval mode: the body
+    under ``not self.training`` (or ``self.training == False`` /
+    ``is False``), the ``else`` under ``self.training``."""
+    test = node.test
+
+    def training(n: ast.AST) -> bool:
+        return isinstance(n, ast.Attribute) and n.attr == "training" and \
+            isinstance(n.value, ast.Name) and n.value.id == "self"
+    if training(test):
+        return node.orelse
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+            training(test.operand):
+        return node.body
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            training(test.left) and isinstance(
+                test.ops[0], (ast.Eq, ast.Is)) and \
+            isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value is False:
+        return node.body
+    return []
+
+
+def _eval_only_dropout(function: ast.FunctionDef, dropouts: set[str]
+                       ) -> Iterator[Fact]:
+    """A call of the module's own ``nn.Dropout`` that runs only in eval
+    mode, where the layer passes its input through unchanged."""
+    for node in ast.walk(function):
+        if not isinstance(node, ast.If):
+            continue
+        for stmt in _eval_branch(node):
+            for call in ast.walk(stmt):
+                func = getattr(call, "func", None)
+                if isinstance(call, ast.Call) and \
+                        isinstance(func, ast.Attribute) and \
+                        func.attr in dropouts and \
+                        isinstance(func.value, ast.Name) and \
+                        func.value.id == "self":
+                    yield Fact(call.lineno, (
+                        f"{TRAINING}: line {call.lineno} {quote(call)} runs "
+                        f"only in eval mode (the test {quote(node.test)} on"
+                        f" line {node.lineno}), where `nn.Dropout` passes "
+                        f"its input through unchanged: dropout never acts. "
+                        f"The layer follows the module's mode by itself: "
+                        f"call it without the test."))
 
 
 def _helpers(source: str) -> dict[str, tuple[ast.FunctionDef, int | None,

@@ -183,6 +183,13 @@ def common_name(crashes: list[tuple[Case, "ShapeError"]],
     return next(iter(common)) if common and len(common) == 1 else ""
 
 
+def _one_size(case: Case, number: int | None) -> str:
+    """The one size of ``case`` (not the input's length itself) that
+    ``number`` equals, or "" (none, or several)."""
+    fit = [k for k, v in names(case).items() if v == number and k != LENGTH]
+    return fit[0] if len(fit) == 1 else ""
+
+
 def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
              wanted_name: str, source: str, count: int) -> str:
     """The student-facing line for one crash (markdown)."""
@@ -192,10 +199,15 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
     if error.form == "raise":
         text = (f"{MARK} ({which}): line {line} {quote(source, line)}, your"
                 f" own `raise`, stopped the call: {error.text}.")
+        equal = wrong_name or _one_size(case, error.wrong)
         if wrong_name:
             text += (f" {every[0].upper()}{every[1:]} it stopped, that "
-                     f"length equals `{wrong_name}`.")
-        return text
+                     f"length equals `{wrong_name}`")
+        elif equal:
+            text += (f" On this case that length equals `{equal}` = "
+                     f"{error.wrong}")
+        guard = crash_facts.inclusive_guard(source, line) if equal else None
+        return text + (f"; {guard}." if guard else "." if equal else "")
     text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised "
             f"a shape error: {error.text}.")
     said = []

@@ -9,6 +9,10 @@ and only facts of Python and PyTorch that hold whatever the values are.
   dimensions are not written as the last two: the product multiplies
   the last two dimensions and broadcasts the others.
 
+- A student's own ``raise`` under ``if a >= b`` (or ``b <= a``), said
+  where the length it stopped equals a size of the case's constructor:
+  the test refuses a length equal to its bound too.
+
 The crash's own message says which sizes clash; these say which
 operation on the line decides them, so the student sees the fix without
 a guess about intent.
@@ -131,3 +135,22 @@ def facts(source: str, line: int, form: str) -> list[str]:
     if form in ("broadcast", "matmul"):
         said += _transposed(node)
     return said
+
+
+def inclusive_guard(source: str, line: int) -> str | None:
+    """The ``if`` test right above the ``raise`` on ``line`` when it is
+    one inclusive comparison (``a >= b``, ``b <= a``): the sentence that
+    it refuses a value equal to its bound, or None."""
+    for node in regions.nodes(source):
+        if not isinstance(node, ast.If) or not any(
+                isinstance(s, ast.Raise) and s.lineno == line
+                for s in node.body):
+            continue
+        test = node.test
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                isinstance(test.ops[0], (ast.GtE, ast.LtE)):
+            strict = ">" if isinstance(test.ops[0], ast.GtE) else "<"
+            return (f"the test {quote(test)} on line {node.lineno} refuses "
+                    f"a value equal to its bound as well (`{strict}` "
+                    f"refuses only past it)")
+    return None

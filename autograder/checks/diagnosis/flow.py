@@ -47,6 +47,9 @@ class Divergence:
     # this earlier step, unchanged (``einsum("bhqk,bhqd->bhqd", w, v)``
     # gives v: the weights of each row sum to 1).
     same_as: str | None = None
+    # What the values are compared with, when not ``step`` itself (the
+    # step's record transposed, for a transpose written as a reshape).
+    compared: str | None = None
 
 
 # Steps a correct solution may hold with the heads not yet split

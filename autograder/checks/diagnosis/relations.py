@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from autograder.checks.compare import row_factors
-from autograder.checks.diagnosis.flow import MASKED, same, tolerance
+from autograder.checks.diagnosis.flow import MASKED, matches, same, tolerance
 from autograder.checks.diagnosis.steps import ORIENTED, STEPS
 from autograder.values import Case
 
@@ -764,6 +764,38 @@ def row_scaled(step: str, got: torch.Tensor, expected: torch.Tensor
                     f"per row, and their rows sum to {_fmt(float(sums.min()))}"
                     f" to {_fmt(float(sums.max()))}, not 1: each row must be "
                     f"divided by its own sum (`sum(dim=-1, keepdim=True)`).")
+
+
+def reshaped(records: list[tuple[int, torch.Tensor]], line: int,
+             steps: dict[str, torch.Tensor], head: int
+             ) -> tuple[Relation, str, torch.Tensor] | None:
+    """Line ``line``'s values as an earlier record that gives a step,
+    reshaped to that record's shape with its last two dimensions swapped
+    (``k.reshape(b, h, d, s)`` for ``k.transpose(-2, -1)``): re-read in
+    memory order, where the transpose gives other numbers. The relation,
+    the step and the record transposed (what the line should hold)."""
+    at = [t for n, t in records if n == line]
+    if not at or at[-1].dim() < 2:
+        return None
+    got = at[-1]
+    for n, t in records:
+        if n >= line or t.dim() < 2 or t.shape[-1] == t.shape[-2] or \
+                tuple(got.shape) != tuple(t.mT.shape):
+            continue
+        name = next((s for s in steps if s != "x" and
+                     matches(t, s, steps[s], head)), None)
+        if name is None or not same(got, t.reshape(got.shape)) or \
+                same(got, t.mT):
+            continue
+        shape = ", ".join(map(str, got.shape))
+        return Relation(
+            f"reshaped: {name}",
+            f"These values are {STEPS[name].words} of line {n} reshaped to "
+            f"[{shape}]: `reshape` and `view` keep the numbers in memory "
+            f"order, so each new row mixes positions and features. "
+            f"Swapping the last two dimensions takes `.transpose(-2, -1)` "
+            f"(or `.mT`)."), name, t.mT
+    return None
 
 
 def explain(step: str, got: torch.Tensor, expected: torch.Tensor,

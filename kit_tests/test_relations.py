@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from autograder.checks.compare import row_factors
-from autograder.checks.diagnosis.relations import (name_number, reshaped,
-                                                    row_scaled)
+from autograder.checks.diagnosis.relations import (
+    name_number, reshaped, row_scaled)
 
 SIZES = {"head_size": 3, "hidden": 12, "seq": 5}
 

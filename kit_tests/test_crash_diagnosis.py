@@ -31,10 +31,32 @@ def test_a_matmul_and_a_broadcast_are_read():
     assert (error.form, error.wrong, error.wanted) == ("matmul", 9, 12)
     error = crash.parse("The size of tensor a (4) must match the size of "
                         "tensor b (5) at non-singleton dimension 3")
-    assert error.form == "broadcast" and error.wrong is None
+    assert (error.form, error.wrong, error.wanted) == ("broadcast", 4, 5)
     assert crash.parse("expected a non-empty list of Tensors") is None
     assert crash.parse("shape '[" + "9" * 40 + "]' is invalid for input "
                        "of size 3") is None
+
+
+def test_a_broadcasts_two_sizes_are_named_side_by_side_never_as_wrong():
+    small, large = CASES["mha_small"], CASES["mha_large"]
+    sizes = [crash.names(c) for c in (small, large)]
+    found = [(c, crash.ShapeError("broadcast", "", n["head_dim"],
+                                  n["seq_len"]))
+             for c, n in zip((small, large), sizes)]
+    wrong = crash.common_name(found, "wrong")
+    wanted = crash.common_name(found, "wanted")
+    assert (wrong, wanted) == ("head_dim", "seq_len")
+    text = crash.sentence(small, 2, found[0][1], wrong, wanted,
+                          "def f(x):\n    return x + x\n", 2)
+    assert text.endswith(
+        f"On each of the 2 failing cases, the {sizes[0]['head_dim']} "
+        f"equals `head_dim` and the {sizes[0]['seq_len']} equals "
+        f"`seq_len`.")
+    assert "your" not in text.split("raised")[1]
+    # One of the two unnamed: the other alone is said.
+    assert crash.sentence(small, 2, found[0][1], wrong, "",
+                          "def f(x):\n    return x\n", 2).endswith(
+        f"the {sizes[0]['head_dim']} equals `head_dim`.")
 
 
 def test_a_size_is_named_only_when_it_follows_the_number_on_every_case():
@@ -85,6 +107,27 @@ def test_the_crashing_lines_own_operations_are_said():
     assert _line_facts("s = q @ k.transpose(-1, -2)") == []
     assert _line_facts("t = torch.cat([w.sum(-1), q])") == []
     assert _line_facts("w = w / w.sum(dim=-1)", "view") == []
+
+
+def test_a_failed_unpacking_of_a_split_says_what_split_takes():
+    error = crash.parse("ValueError: too many values to unpack (expected 3)")
+    assert (error.form, error.wrong, error.wanted) == ("unpack", None, 3)
+    assert error.text == "the unpacking takes 3 values and was given more"
+    assert crash.parse("not enough values to unpack (expected 3, got 2)"
+                       ).text.endswith("was given 2")
+    [fact] = _line_facts("q, k, v = y.split(C, dim=2)", "unpack")
+    assert fact.startswith("`y.split(C, dim=2)` cuts pieces of `C` "
+                           "positions each: `split`'s first number is the "
+                           "size of each piece")
+    assert _line_facts("q, k, v = torch.split(y, n, 2)", "unpack")
+    source = "def f(y):\n    q, k, v = y.split(C, dim=2)\n"
+    text = crash.sentence(CASES["sa_course"], 2, error, "", "", source, 1)
+    assert "`q, k, v = y.split(C, dim=2)` raised: the unpacking takes 3 " \
+        "values" in text and "shape error" not in text
+    # Sizes listed, or no split: nothing to say.
+    assert _line_facts("q, k, v = y.split([4, 4, 4], dim=2)", "unpack") \
+        == []
+    assert _line_facts("q, k, v = y.chunk(2, dim=2)", "unpack") == []
 
 
 def test_an_expansion_is_read_and_the_folded_batch_named():

@@ -48,6 +48,8 @@ MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \(" + _N +
 BROADCAST = re.compile(r"The size of tensor a \(" + _N + r"\) must match "
                        r"the size of tensor b \(" + _N + r"\) at "
                        r"non-singleton dimension " + _N)
+UNPACK = re.compile(r"(too many|not enough) values to unpack \(expected "
+                    + _N + r"(?:, got " + _N + r")?\)")
 _SHAPE = r"\[((?:\d{1,12}, ){0,15}\d{1,12})\]"
 EXPAND = re.compile(r"The expanded size of the tensor \(" + _N + r"\) must "
                     r"match the existing size \(" + _N + r"\) at "
@@ -65,6 +67,8 @@ class ShapeError:
     text: str                 # the operands' sizes, in words
     wrong: int | None         # the student's number that does not fit
     wanted: int | None        # the number that would fit there
+    # (a broadcast's two sizes, in the message's order: which of them is
+    # wrong, PyTorch does not say)
 
 
 def parse(message: str, layouts: list[tuple[int, ...]] = ()
@@ -94,12 +98,20 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f" (or broadcast) to [{found.group(4)}]: its {have}"
                           f" at dimension {dim} is neither 1 nor {want}",
                           have, want)
+    found = UNPACK.search(message)
+    if found:
+        wanted = int(found.group(2))
+        got = int(found.group(3)) if found.group(3) else None
+        given = f"{got}" if got is not None else (
+            "more" if found.group(1) == "too many" else "fewer")
+        return ShapeError("unpack", f"the unpacking takes {wanted} values "
+                          f"and was given {given}", got, wanted)
     found = BROADCAST.search(message)
     if found:
         a, b, dim = (int(n) for n in found.groups())
         return ShapeError("broadcast",
                           f"its two tensors have {a} and {b} at dimension "
-                          f"{dim}, which neither broadcasts", None, None)
+                          f"{dim}, which neither broadcasts", a, b)
     return None
 
 
@@ -208,14 +220,24 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
                      f"{error.wrong}")
         guard = crash_facts.inclusive_guard(source, line) if equal else None
         return text + (f"; {guard}." if guard else "." if equal else "")
-    text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised "
-            f"a shape error: {error.text}.")
+    kind = "" if error.form == "unpack" else " a shape error"
+    text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised"
+            f"{kind}: {error.text}.")
     said = []
-    if wrong_name:
-        said.append(f"your {error.wrong} equals `{wrong_name}` {every}")
-    if wanted_name:
-        said.append(f"the {error.wanted} that fits there is "
-                    f"`{wanted_name}`")
+    if error.form == "broadcast":
+        # Which of the two sizes is wrong, no message says: each named
+        # that follows one size on every case, neither called wrong.
+        both = [f"the {n} equals `{name}`" for n, name in
+                ((error.wrong, wrong_name), (error.wanted, wanted_name))
+                if name]
+        if both:
+            said.append(f"{every}, {' and '.join(both)}")
+    else:
+        if wrong_name:
+            said.append(f"your {error.wrong} equals `{wrong_name}` {every}")
+        if wanted_name:
+            said.append(f"the {error.wanted} that fits there is "
+                        f"`{wanted_name}`")
     if said:
         joined = "; ".join(said)
         text += f" {joined[0].upper()}{joined[1:]}."

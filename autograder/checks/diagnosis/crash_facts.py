@@ -9,6 +9,8 @@ and only facts of Python and PyTorch that hold whatever the values are.
   dimensions are not written as the last two: the product multiplies
   the last two dimensions and broadcasts the others.
 
+- ``t.split(n)`` with one size, on a line whose unpacking failed: ``n``
+  is each piece's size, not the number of pieces.
 - A student's own ``raise`` under ``if a >= b`` (or ``b <= a``), said
   where the length it stopped equals a size of the case's constructor:
   the test refuses a length equal to its bound too.
@@ -105,6 +107,30 @@ def _transposed(tree: ast.AST) -> list[str]:
     return said
 
 
+def _split_sizes(tree: ast.AST) -> list[str]:
+    """``t.split(n, ...)`` / ``torch.split(t, n, ...)`` with one size
+    ``n`` (not a list of sizes), on a line whose unpacking failed."""
+    said = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and
+                isinstance(node.func, ast.Attribute) and
+                node.func.attr == "split"):
+            continue
+        function = isinstance(node.func.value, ast.Name) and \
+            node.func.value.id == "torch"
+        sizes = node.args[1:2] if function else node.args[:1]
+        size = sizes[0] if sizes else next(
+            (k.value for k in node.keywords if k.arg == "split_size_or_"
+             "sections"), None)
+        if size is None or isinstance(size, (ast.List, ast.Tuple,
+                                             ast.Starred)):
+            continue
+        said.append(f"{quote(node)} cuts pieces of {quote(size)} positions "
+                    f"each: `split`'s first number is the size of each "
+                    f"piece, not how many pieces (that is `chunk`'s)")
+    return said
+
+
 def _transpose_dims(node: ast.AST) -> tuple[int, int] | None:
     if not (isinstance(node, ast.Call) and
             isinstance(node.func, ast.Attribute) and
@@ -131,6 +157,8 @@ def facts(source: str, line: int, form: str) -> list[str]:
     node = _statement(source, line)
     if node is None:
         return []
+    if form == "unpack":
+        return _split_sizes(node)
     said = _dropped_dims(node) if form == "broadcast" else []
     if form in ("broadcast", "matmul"):
         said += _transposed(node)

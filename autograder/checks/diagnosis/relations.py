@@ -506,6 +506,13 @@ def _rearrangements(step: str, expected: torch.Tensor,
         found.append((context.permute(0, 2, 3, 1).reshape(b, s, h * d),
                       "the heads are merged head-minor (feature i of every "
                       "head side by side): transpose(1, 2), then reshape"))
+        if b == h:
+            found.append((context.permute(1, 2, 0, 3).reshape(h, s, b * d),
+                          "the batch and the heads are exchanged, each "
+                          "block of features holding one batch element "
+                          "where one head belongs: `t[i]` picks batch "
+                          "element i of a [b, heads, ...] tensor, head i "
+                          "is `t[:, i]`"))
     return found
 
 

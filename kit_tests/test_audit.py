@@ -102,6 +102,23 @@ ATTACKS = {
     "finalize_defaults": "import textwrap, weakref\nclass O: pass\n"
                          "KEEP = O()\nweakref.finalize(KEEP, setattr, "
                          "textwrap.indent, '__de' + 'faults__', (None,))",
+    # A library method that calls a C function the submission set as a
+    # slot of its class (ChainMap's subscript) does not make it the
+    # library's own use; nor does code a dataclass field name pastes into
+    # the generated source (redteam8 chainexec, dcinject).
+    "slot_getframe": "import collections, sys\n"
+                     "class M(dict):\n    __getitem__ = sys._getframe\n"
+                     "collections.ChainMap(M())[0]",
+    "slot_exec": "import collections\n"
+                 "class E(dict):\n    __getitem__ = exec\n"
+                 "collections.ChainMap(E())['x = 1']",
+    "dataclass_field_code": "import dataclasses\n"
+                            "N = 'a,)if 0 else 0\\n x = 1\\n def __eq__"
+                            "(s,o):\\n  return (s'\n"
+                            "dataclasses.dataclass(init=False, repr=False)"
+                            "(type('R', (), {'__annotations__': {N: int}}))",
+    "dataclass_helper": "import dataclasses\n"
+                        "dataclasses._create_fn('f', [], ['return 1'])",
     "patched": "import sys\nm = getattr(sys, 'mod' + 'ules')\n"
                "m['autograder.sandbox.shape_recorder'].ShapeRecorder.take = "
                "lambda self: {}",
@@ -111,6 +128,19 @@ CONTROLS = {
     "dataclass": "import dataclasses\n@dataclasses.dataclass\n"
                  "class P:\n    x: int = 1\nP()",
     "namedtuple": "import collections\ncollections.namedtuple('T', 'a b')",
+    "dataclass_kinds": "import dataclasses, typing\n"
+                       "@dataclasses.dataclass(frozen=True, order=True)\n"
+                       "class P:\n    x: int = 1\n"
+                       "    y: tuple = dataclasses.field(default=())\n"
+                       "    z: 'typing.Optional[int]' = None\n"
+                       "P() < P(2)\nhash(P())\n"
+                       "dataclasses.make_dataclass('Q', ['a', ('b', int)])"
+                       "(1, 2)\ndataclasses.replace(P(), x=3)\n"
+                       "@dataclasses.dataclass\nclass L:\n"
+                       "    y: list = dataclasses.field(default_factory=list)"
+                       "\nL()",
+    "chainmap": "import collections\n"
+                "collections.ChainMap({'a': 1}, {'b': 2})['b']",
     "import": "import json.tool",
     "torch": "import torch\ntorch.nn.functional.softmax(torch.ones(2), -1)",
     "print_exc": "import io, traceback\ntry:\n    1 / 0\nexcept Exception:\n"

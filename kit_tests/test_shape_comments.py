@@ -665,6 +665,25 @@ def test_an_ellipsis_names_what_one_tasks_calls_share():
     assert check_shape_comments(named, observed, DIMS, METHODS) == []
 
 
+def test_a_comment_must_describe_each_rank_of_the_tasks_own_calls():
+    """A throwaway call on ``x[0]`` binds the line at 2-d: a comment that
+    fits only that call (no batch dimension) describes no real one."""
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # [seq, hidden]")
+    line = line_of(source, "return probs @ v")
+    observed = dict(trace(source))
+    observed[line] = observed[line] + [[[5, 12]]]
+    [issue] = check_shape_comments(source, observed, DIMS, METHODS)
+    assert issue.kind == "wrong" and issue.line == line
+    # Without the throwaway call, the same comment is wrong as well; with
+    # a comment for both ranks, nothing is.
+    assert [i.line for i in issues_of(source)] == [line]
+    both = source.replace("# [seq, hidden]", "# [..., seq, hidden]")
+    observed = dict(trace(both))
+    observed[line] = observed[line] + [[[5, 12]]]
+    assert check_shape_comments(both, observed, DIMS, METHODS) == []
+
+
 def test_an_ellipsis_on_a_line_of_one_rank_is_the_first_dimension():
     # A line that always binds [2, 5, 12]: `...` may stand for the batch
     # (a helper written for any batch) but "[..., hidden]" would dodge

@@ -11,8 +11,9 @@ caller; where it may stand and how it is matched is this module's job,
 documented in ``docs/shape-comments.md``.
 
 Leniency is deliberate: a comment passes if it matches in ANY of its
-places, for any traced execution. Only a comment that cannot match loses
-points.
+places, for any traced execution of each rank the line bound in the
+task's own calls (a throwaway call on ``x[0]`` makes no real execution's
+comment optional). Only a comment that cannot match loses points.
 """
 from __future__ import annotations
 
@@ -75,11 +76,11 @@ def _assign(claims: list[Claim], shapes: list[list[int]],
 
 def _matches(parsed: Parsed, runs: list[list[list[int]]],
              dims: dict[str, int], rest: int | None = None) -> bool:
-    """Whether the claims describe some execution, or every execution
-    when the sizes that vary between them (a tensor grown by ``torch.cat``
-    in a loop) are left unchecked. ``rest``: how many trailing dimensions
-    a claim starting with ``...`` must name (None: ``...`` is no claim
-    there, ``rest_named``)."""
+    """Whether the claims describe, for each rank the line bound, some
+    execution of that rank, or every one when the sizes that vary between
+    them (a tensor grown by ``torch.cat`` in a loop) are left unchecked.
+    ``rest``: how many trailing dimensions a claim starting with ``...``
+    must name (None: ``...`` is no claim there, ``rest_named``)."""
     if parsed.unreadable is not None:
         # Shapes that vary between executions may need a loop variable
         # (``[bs, seq, i * head_size]``): not the student's fault.
@@ -87,6 +88,19 @@ def _matches(parsed: Parsed, runs: list[list[list[int]]],
             parsed.unreadable.isidentifier()
     if _rest(parsed) and (rest is None or _too_few(parsed, rest)):
         return False    # "[..., seq]" on a line of one rank: a dodge
+    # Each rank the line bound in the task's own calls must be described:
+    # a throwaway call on ``x[0]`` gives a run with no batch dimension,
+    # and a claim that fits only that run describes no real one.
+    by_rank: dict[tuple[int, ...], list[list[list[int]]]] = {}
+    for run in runs:
+        by_rank.setdefault(tuple(len(s) for s in run), []).append(run)
+    return all(_fits(parsed, group, dims) for group in by_rank.values())
+
+
+def _fits(parsed: Parsed, runs: list[list[list[int]]],
+          dims: dict[str, int]) -> bool:
+    """Whether the claims describe one of ``runs`` (executions of one
+    rank), or every one with the sizes that vary between them free."""
     if any(_assign(parsed.claims, shapes, dims) for shapes in runs):
         return True
     free = _varying(runs)

@@ -218,12 +218,19 @@ def _libraries_own_rule(grader: str) -> tuple[
         if is_installed(raiser.f_code.co_filename) and \
                 any(p in IMPORTLIB for p in between):
             return True     # an installed module's code, run as imported
+        if not all(is_installed(p) or p.startswith(frozen)
+                   for p in between):
+            # Code from a string between the library and the raiser (a
+            # dataclass field name that closes the generated code and
+            # adds its own) is nobody's library.
+            return False
         entry = between[-1]
         if entry in (own_code if code else own_frames):
-            return True
+            return generates(raiser, event, args)
         return entry in internal_use and len(between) > 1 and \
             between[-2] == entry
 
+    generates = _generation_rule(own_code)
     signatures, syntax = inspect.__file__, ast.__file__
 
     def unattended_own(event: str, args: tuple, raiser: Any) -> bool:
@@ -234,7 +241,7 @@ def _libraries_own_rule(grader: str) -> tuple[
                 return True     # an installed module imported
         path = raiser.f_code.co_filename
         if path in (own_code if code else own_frames):
-            return True
+            return generates(raiser, event, args)
         if path == signatures and _called_from(raiser, path, "signature"):
             return True     # a signature read: hands out no frame, no code
         if code and path == syntax and raiser.f_code.co_name == "parse":
@@ -254,6 +261,53 @@ def _libraries_own_rule(grader: str) -> tuple[
             compiled.startswith((grader, frozen)) or is_installed(compiled))
 
     return libraries_own, unattended_own, foreign_code
+
+
+def _generation_rule(own_code: frozenset[str]
+                     ) -> Callable[[Any, str, tuple], bool]:
+    """``generates(raiser, event, args)``: whether an event raised inside
+    a module of ``OWN_FRAMES`` or ``OWN_CODE`` is that module's own use:
+    raised by a function of its own whose code names what raised it
+    (``_getframe``, the attribute read, ``exec``), not by a C function
+    the submission set as a slot of its class that a library method's
+    subscript calls (``__getitem__ = sys._getframe``); and for code made
+    for a dataclass, one whose field names are plain identifiers (a name
+    is pasted into the generated source unchecked). What it reads is
+    taken now."""
+    builtins_called = frozenset({"exec", "eval", "compile"})
+    class_dict = type.__dict__["__dict__"].__get__
+    str_type, dict_type = str, dict
+    is_identifier, keywords = str.isidentifier, frozenset(
+        __import__("keyword").kwlist)
+
+    def plain_fields(cls: Any) -> bool:
+        try:
+            annotations = class_dict(cls).get("__annotations__", {})
+        except TypeError:     # not a class
+            return False
+        if type(annotations) is not dict_type:
+            return False
+        return all(type(k) is str_type and is_identifier(k) and
+                   k not in keywords for k in dict_type.keys(annotations))
+
+    def generates(raiser: Any, event: str, args: tuple) -> bool:
+        names = raiser.f_code.co_names
+        if event not in ("exec", "compile"):
+            what = args[1] if event.startswith("object.") and \
+                len(args) > 1 else event.rsplit(".", 1)[-1]
+            return type(what) is str_type and what in names
+        if raiser.f_code.co_filename not in own_code or \
+                not builtins_called & frozenset(names):
+            return False
+        frame, path = raiser, raiser.f_code.co_filename
+        while frame is not None and frame.f_code.co_filename == path:
+            if frame.f_code.co_name == "_process_class":
+                return plain_fields(frame.f_locals.get("cls"))
+            frame = frame.f_back
+        # Not inside a dataclass's making: namedtuple (its names are
+        # checked as identifiers), or a private helper called directly.
+        return raiser.f_code.co_name == "namedtuple"
+    return generates
 
 
 def _file_rules(grader: str) -> tuple[Callable[[str], bool],

@@ -168,6 +168,8 @@ BUILT = {
     "__dict__": "_d = torch.__dict__\n",
     "exec through print's module": '_e = getattr(getattr(print, "__se" + '
                                    '"lf__"), "ex" + "ec")\n',
+    "exec through a module's builtins": "import dataclasses\n"
+                                        "_e = dataclasses.builtins.exec\n",
 }
 # The controls: the same calls with names that reach nothing.
 NOT_BUILT = {
@@ -192,6 +194,8 @@ NOT_BUILT = {
     "vars": "_v = dir(torch)\n",
     "__dict__": "_d = torch.__name__\n",
     "exec through print's module": '_e = getattr(print, "__na" + "me__")\n',
+    "exec through a module's builtins": "import dataclasses\n"
+                                        "_e = dataclasses.field\n",
 }
 
 

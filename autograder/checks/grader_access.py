@@ -54,6 +54,7 @@ ATTRIBUTES = frozenset({
     "__bases__", "__base__", "co_consts", "_getframe", "settrace",
     "setprofile", "__self__",     # print.__self__ is the builtins module
     "__dict__", "__getattribute__",   # any attribute by name
+    "builtins",     # a module's own import of it (``dataclasses.builtins``)
 })
 # Calls that take an attribute's name: the name is judged however it is
 # built (``"__glob" + "als__"``, a variable, an f-string).

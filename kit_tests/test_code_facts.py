@@ -303,6 +303,11 @@ def test_an_einsum_index_only_one_operand_has():
     assert _found('return torch.einsum("bhqk,bhkd->bhqd", x, x)\n') == []
     assert _found('return torch.einsum("bqk,bkd->bqkd", x, x)\n') == []
     assert _found('return torch.einsum("bqk->bq", x)\n') == []
+    # einops' spelling: operands first, axes named between spaces.
+    found = _found('return einsum(x, x, "b i d, b j e -> b i j")\n')
+    assert [t.split(" on its own")[0][-16:] for _, t in found] == [
+        "operand over `d`", "operand over `e`"]
+    assert _found('return einsum(x, x, "b i d, b j d -> b i j")\n') == []
 
 
 def test_a_fused_calls_dropout_without_the_mode():

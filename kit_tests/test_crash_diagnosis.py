@@ -130,6 +130,34 @@ def test_a_failed_unpacking_of_a_split_says_what_split_takes():
     assert _line_facts("q, k, v = y.chunk(2, dim=2)", "unpack") == []
 
 
+def test_a_product_of_two_dtypes_names_the_call_that_made_float64():
+    for message in ("expected m1 and m2 to have the same dtype, but got: "
+                    "double != float",
+                    "expected scalar type Double but found Float",
+                    "mat1 and mat2 must have the same dtype, but got Double "
+                    "and Float"):
+        error = crash.parse(message)
+        assert error.form == "dtype" and error.text == \
+            "its operands are double and float, and a product takes one dtype"
+    source = ("def f(s, v):\n    p = s.softmax(-1, dtype=torch.float64)\n"
+              "    return p @ v\n")
+    text = crash.sentence(CASES["sa_course"], 3, error, "", "", source, 1)
+    assert "`return p @ v` raised: its operands are double and float" in text
+    assert text.endswith("Line 2 `s.softmax(-1, dtype=torch.float64)` makes "
+                         "float64 (double) values, which meet float32 ones "
+                         "here: cast them back (`.to(x.dtype)`) or leave the "
+                         "float64 out.")
+    # .double() and .to(torch.double) too; nothing that makes float64: no
+    # word on a cause.
+    for made in ("s.double()", "s.to(torch.double)"):
+        assert "makes float64" in crash.sentence(
+            CASES["sa_course"], 3, error, "", "",
+            source.replace("s.softmax(-1, dtype=torch.float64)", made), 1)
+    plain = source.replace(", dtype=torch.float64", "")
+    assert crash.sentence(CASES["sa_course"], 3, error, "", "", plain,
+                          1).endswith("a product takes one dtype.")
+
+
 def test_an_expansion_is_read_and_the_folded_batch_named():
     message = ("RuntimeError: The expanded size of the tensor (8) must "
                "match the existing size (2) at non-singleton dimension 0.  "

@@ -24,7 +24,8 @@ import torch
 
 from autograder.checks.compare import close
 from autograder.checks.diagnosis import code_facts, crash, fused, relations
-from autograder.checks.diagnosis.flow import Divergence, matches, walk
+from autograder.checks.diagnosis.flow import (Divergence, heads_stacked,
+                                              matches, walk)
 from autograder.checks.diagnosis.sizes import head_size, named_sizes, quote
 from autograder.checks.diagnosis.steps import STEPS, case_steps
 from autograder.checks.entries import select_cases
@@ -305,10 +306,12 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         extra = duplicates(result.values, relation, steps, head)
         if extra:
             relation = replace(relation, text=relation.text + extra)
+    # (a loop's pieces stacked, as the walk reads them)
+    records, _ = heads_stacked(result.values, steps)
     missing = tuple(
         n for n in relations.ROLES if n in steps and d_rank(divergence) >
         STEPS[n].rank and not any(t.numel() and matches(t, n, steps[n], head)
-                                  for _, t in result.values))
+                                  for _, t in records))
     return Finding(case, divergence, relation,
                    quote(source, divergence.line),
                    roles(result.values, divergence.last_line, steps, head,

@@ -563,25 +563,40 @@ def _helpers(source: str) -> dict[str, tuple[ast.FunctionDef, int | None,
     return found
 
 
+def _einsum_spec(node: ast.AST) -> list[list[str]] | None:
+    """The axes of each operand of an einsum call, then the output's:
+    ``torch.einsum("bij,bjk->bik", ...)`` (one letter an axis) or einops'
+    ``einsum(a, b, "b i j, b j k -> b i k")`` (names between spaces)."""
+    if not (isinstance(node, ast.Call) and node.args and (
+            isinstance(node.func, ast.Attribute) and
+            node.func.attr == "einsum" or isinstance(node.func, ast.Name)
+            and node.func.id == "einsum")):
+        return None
+    first, last = node.args[0], node.args[-1]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        spec, named = first.value, False
+    elif isinstance(last, ast.Constant) and isinstance(last.value, str):
+        spec, named = last.value, True
+    else:
+        return None
+    if "->" not in spec or "." in spec or len(spec) > 120:
+        return None
+    inputs, output = spec.split("->", 1)
+    parts = [*inputs.split(","), output]
+    return [p.split() if named else list(p.replace(" ", "")) for p in parts]
+
+
 def _lone_sums(function: ast.FunctionDef) -> Iterator[Fact]:
     """``einsum("bhqk,bhqd->bhqd", w, v)``: an index summed over that only
     one operand has, so that operand is summed on its own, never paired
     with another."""
     for node in ast.walk(function):
-        if not (isinstance(node, ast.Call) and
-                isinstance(node.func, ast.Attribute) and
-                node.func.attr == "einsum" and node.args and
-                isinstance(node.args[0], ast.Constant) and
-                isinstance(node.args[0].value, str)):
+        axes = _einsum_spec(node)
+        if axes is None or len(axes) < 3:
             continue
-        spec = node.args[0].value.replace(" ", "")
-        if "->" not in spec or "." in spec or len(spec) > 60:
-            continue
-        inputs, output = spec.split("->", 1)
-        operands = inputs.split(",")
-        if len(operands) < 2:
-            continue
-        for letter in sorted(set(inputs) - set(output) - {","}):
+        operands, output = axes[:-1], set(axes[-1])
+        summed = {a for o in operands for a in o} - output
+        for letter in sorted(summed):
             holders = [i for i, o in enumerate(operands) if letter in o]
             if len(holders) != 1:
                 continue

@@ -50,6 +50,12 @@ BROADCAST = re.compile(r"The size of tensor a \(" + _N + r"\) must match "
                        r"non-singleton dimension " + _N)
 UNPACK = re.compile(r"(too many|not enough) values to unpack \(expected "
                     + _N + r"(?:, got " + _N + r")?\)")
+DTYPES = [re.compile(p) for p in (
+    r"expected m1 and m2 to have the same dtype, but got: (\w{1,20}) != "
+    r"(\w{1,20})",
+    r"expected scalar type (\w{1,20}) but found (\w{1,20})",
+    r"mat1 and mat2 must have the same dtype, but got (\w{1,20}) and "
+    r"(\w{1,20})")]
 _SHAPE = r"\[((?:\d{1,12}, ){0,15}\d{1,12})\]"
 EXPAND = re.compile(r"The expanded size of the tensor \(" + _N + r"\) must "
                     r"match the existing size \(" + _N + r"\) at "
@@ -98,6 +104,12 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f" (or broadcast) to [{found.group(4)}]: its {have}"
                           f" at dimension {dim} is neither 1 nor {want}",
                           have, want)
+    for pattern in DTYPES:
+        found = pattern.search(message)
+        if found:
+            a, b = (t.lower() for t in found.groups())
+            return ShapeError("dtype", f"its operands are {a} and {b}, and "
+                              f"a product takes one dtype", None, None)
     found = UNPACK.search(message)
     if found:
         wanted = int(found.group(2))
@@ -220,7 +232,8 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
                      f"{error.wrong}")
         guard = crash_facts.inclusive_guard(source, line) if equal else None
         return text + (f"; {guard}." if guard else "." if equal else "")
-    kind = "" if error.form == "unpack" else " a shape error"
+    kind = " a shape error" if error.form not in ("unpack", "dtype") \
+        else ""
     text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised"
             f"{kind}: {error.text}.")
     said = []
@@ -242,7 +255,9 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
         joined = "; ".join(said)
         text += f" {joined[0].upper()}{joined[1:]}."
     for fact in crash_facts.facts(source, line, error.form)[:2]:
-        text += f" On that line, {fact}."
+        # (a dtype's fact names the line that made the other dtype)
+        text += f" {fact[0].upper()}{fact[1:]}." if error.form == "dtype" \
+            else f" On that line, {fact}."
     return text
 
 

@@ -9,6 +9,8 @@ and only facts of Python and PyTorch that hold whatever the values are.
   dimensions are not written as the last two: the product multiplies
   the last two dimensions and broadcasts the others.
 
+- A product of float64 and float32 operands: the call of the function
+  that makes the float64 ones (``dtype=torch.float64``, ``.double()``).
 - ``t.split(n)`` with one size, on a line whose unpacking failed: ``n``
   is each piece's size, not the number of pieces.
 - A student's own ``raise`` under ``if a >= b`` (or ``b <= a``), said
@@ -107,6 +109,38 @@ def _transposed(tree: ast.AST) -> list[str]:
     return said
 
 
+def _double(node: ast.AST) -> bool:
+    """``torch.float64`` / ``torch.double`` (or the bare names)."""
+    text = node.attr if isinstance(node, ast.Attribute) else \
+        getattr(node, "id", "")
+    return text in ("float64", "double")
+
+
+def _doubles(source: str, line: int) -> list[str]:
+    """The calls of the function holding ``line`` that make float64
+    values (``dtype=torch.float64``, ``.double()``, ``.to(torch.double)``),
+    on a line whose product met float64 and float32 operands."""
+    functions = [n for n in regions.nodes(source)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not functions:
+        return []
+    said = []
+    for node in ast.walk(max(functions, key=lambda f: f.lineno)):
+        if not isinstance(node, ast.Call):
+            continue
+        method = node.func.attr if isinstance(node.func, ast.Attribute) \
+            else ""
+        if any(k.arg == "dtype" and _double(k.value) for k in node.keywords) \
+                or method == "double" or method in ("to", "type") and any(
+                    _double(a) for a in node.args):
+            said.append(f"line {node.lineno} {quote(node)} makes float64 "
+                        f"(double) values, which meet float32 ones here: "
+                        f"cast them back (`.to(x.dtype)`) or leave the "
+                        f"float64 out")
+    return said[:1]
+
+
 def _split_sizes(tree: ast.AST) -> list[str]:
     """``t.split(n, ...)`` / ``torch.split(t, n, ...)`` with one size
     ``n`` (not a list of sizes), on a line whose unpacking failed."""
@@ -154,6 +188,8 @@ def _transpose_dims(node: ast.AST) -> tuple[int, int] | None:
 def facts(source: str, line: int, form: str) -> list[str]:
     """The sentences for the statement on ``line``, which raised a shape
     error of ``form`` (``crash.ShapeError.form``)."""
+    if form == "dtype":
+        return _doubles(source, line)
     node = _statement(source, line)
     if node is None:
         return []

@@ -245,6 +245,10 @@ def _meant(options: list[tuple[str, torch.Tensor, bool]],
     # (a closer relative error is no relation proven on the values).
     top = max(nearness(o)[:2] for o in options)
     tied = [o for o in options if nearness(o)[:2] == top]
+    # Rows of probabilities are compared with the weights, not with the
+    # scores an earlier step holds (what it is compared with, not named).
+    tied = [o for o in tied if o[0] == "weights"] if any(
+        o[0] == "weights" and _probabilities(o[1]) for o in tied) else tied
     name, view, _ = min(tied, key=lambda o: (
         STEPS[o[0]].rank, tuple(-x for x in nearness(o))))
     # One step alone shaped like the tensor proves nothing either (a
@@ -252,6 +256,13 @@ def _meant(options: list[tuple[str, torch.Tensor, bool]],
     # their maximum): named only when most of its positions agree.
     return name, view, None, len({o[0] for o in tied}) > 1 or \
         top[1] < MEANT
+
+
+def _probabilities(t: torch.Tensor) -> bool:
+    """Whether every row (last dimension) of ``t`` is finite, not
+    negative and sums to 1."""
+    return t.numel() > 0 and bool(torch.isfinite(t).all()) and \
+        bool((t >= 0).all()) and bool(((t.sum(-1) - 1).abs() <= 1e-4).all())
 
 
 def _numerator(t: torch.Tensor, steps: dict[str, torch.Tensor]) -> bool:
@@ -348,26 +359,35 @@ def heads_stacked(records: list[tuple[int, torch.Tensor]],
     d]`` step: a loop over the heads), the pieces of those runs stacked
     as that step (``[b, heads, s, d]``), so that the loop's tensors are
     compared with the heads of the step: a wrong slice is found on its
-    own line, not at the merge after it. Also the indices of the stacked
-    records."""
-    shapes = {tuple(t.shape) for t in steps.values() if t.dim() == 4}
-    counts = {shape[1] for shape in shapes}
-    if len(counts) != 1 or (heads := counts.pop()) < 2:
-        return records, set()
-    pieces = {(b, s, d) for b, _, s, d in shapes}
+    own line, not at the merge after it. Likewise after every ``b``-th
+    run of a line that binds one batch element's piece (``[s, d]`` of a
+    ``[b, s, d]`` step: a loop over the batch), stacked on dimension 0.
+    Also the indices of the stacked records."""
+    pieces: dict[tuple[int, ...], tuple[int, int]] = {}
+    for t in steps.values():
+        shape = tuple(t.shape)
+        if len(shape) >= 3 and shape[0] > 1:
+            pieces.setdefault(shape[1:], (shape[0], 0))
+    heads = {shape[1] for shape in (tuple(t.shape) for t in steps.values())
+             if len(shape) == 4}
+    if len(heads) == 1 and (count := heads.pop()) > 1:
+        # A head's piece wins over a batch element's of the same shape.
+        pieces.update({(b, s, d): (count, 1) for b, _, s, d in (
+            tuple(t.shape) for t in steps.values() if t.dim() == 4)})
     runs: dict[int, list[torch.Tensor]] = {}
     found, stacked = [], set()
     for line, tensor in records:
         found.append((line, tensor))
-        if tuple(tensor.shape) not in pieces:
+        piece = pieces.get(tuple(tensor.shape))
+        if piece is None:
             continue
         run = runs.setdefault(line, [])
         if run and run[0].shape != tensor.shape:
             run.clear()
         run.append(tensor)
-        if len(run) == heads:
+        if len(run) == piece[0]:
             stacked.add(len(found))
-            found.append((line, torch.stack(run, dim=1)))
+            found.append((line, torch.stack(run, dim=piece[1])))
             run.clear()
     return found, stacked
 

@@ -7,6 +7,7 @@ a fact it checked on every position; none holds: no relation is named.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -351,9 +352,10 @@ def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
     norm = float((e * e).sum())
     if norm == 0 or not torch.isfinite(g).all():
         return None
-    c = float((g * e).sum()) / norm
-    # All zeros is no factor (and no divisor): say only where.
-    if c == 0 or abs(c - 1) < 1e-4 or not bool(
+    c = float((g.double() * e.double()).sum()) / norm
+    # All zeros is no factor (and no divisor): say only where; nor is a
+    # product past float range (a fill of finfo.max).
+    if not math.isfinite(c) or c == 0 or abs(c - 1) < 1e-4 or not bool(
             ((g - c * e).abs() <= tolerance(expected) * max(1, abs(c))).all()):
         return None
     if step in SCALED or step in RAW:

@@ -684,6 +684,21 @@ def test_a_comment_must_describe_each_rank_of_the_tasks_own_calls():
     assert check_shape_comments(both, observed, DIMS, METHODS) == []
 
 
+def test_a_wrong_comment_stays_wrong_beside_a_line_that_never_ran():
+    """A traced call that stopped after a line: the next line bound
+    nothing, so no comment fits it, and the wrong comment is reported as
+    wrong (not as the neighbour's, leaving the line "missing" one)."""
+    source = REFERENCE.replace(
+        ")  # [bs, seq, seq]\n        return probs @ v",
+        ")\n        # [bs, seq, hidden]\n        return probs @ v")
+    line = line_of(source, "probs = torch.softmax(")
+    observed = dict(trace(source))
+    observed.pop(line_of(source, "return probs @ v"))
+    found = [i for i in check_shape_comments(source, observed, DIMS, METHODS)
+             if i.line == line]
+    assert [i.kind for i in found] == ["wrong"]
+
+
 def test_an_ellipsis_on_a_line_of_one_rank_is_the_first_dimension():
     # A line that always binds [2, 5, 12]: `...` may stand for the batch
     # (a helper written for any batch) but "[..., hidden]" would dodge

@@ -91,6 +91,8 @@ def _matches(parsed: Parsed, runs: list[list[list[int]]],
     # Each rank the line bound in the task's own calls must be described:
     # a throwaway call on ``x[0]`` gives a run with no batch dimension,
     # and a claim that fits only that run describes no real one.
+    if not runs:
+        return False    # nothing bound: no claim fits
     by_rank: dict[tuple[int, ...], list[list[list[int]]]] = {}
     for run in runs:
         by_rank.setdefault(tuple(len(s) for s in run), []).append(run)

@@ -175,8 +175,11 @@ def short_failure(result: ProbeResult) -> str:
 
 
 def is_not_implemented(result: ProbeResult) -> bool:
-    """Whether the probe hit the skeleton's NotImplementedError."""
-    return result.exception == "NotImplementedError" or \
+    """Whether the probe hit the skeleton's NotImplementedError (the
+    student's own raise: its message as written; one a library raised
+    reads ``NotImplementedError: ...``, ``describe_exception``)."""
+    return result.exception == "NotImplementedError" and \
+        not result.message.startswith("NotImplementedError: ") or \
         "not implemented yet" in result.message
 
 

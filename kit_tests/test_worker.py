@@ -145,6 +145,23 @@ def test_skeleton_keeps_not_implemented_message_verbatim():
     assert results[0].exception == "NotImplementedError"
 
 
+def test_a_libraries_not_implemented_error_is_no_task_left_undone():
+    """A ModuleList called raises torch's NotImplementedError: it reads
+    as any error (type, message, the student's line), and the task is not
+    said to be unwritten."""
+    from autograder.probes import is_not_implemented
+    source = replace_line(REFERENCE, "        return att\n",
+                          "        return nn.ModuleList([])(att)\n")
+    [result] = run(source, mh_probe())
+    assert result.exception == "NotImplementedError"
+    assert result.message.startswith("NotImplementedError: Module "
+                                     "[ModuleList] is missing")
+    assert "in forward: return nn.ModuleList([])(att)" in result.message
+    assert not is_not_implemented(result)
+    [own] = run(skeleton(), sa_probe())
+    assert is_not_implemented(own)
+
+
 def test_exception_names_type_and_student_line():
     bad = "        att = probs @ v  # [bs, heads, seq, head_size]"
     source = replace_line(REFERENCE, bad,

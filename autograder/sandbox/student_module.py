@@ -112,10 +112,13 @@ def describe_exception(exc: BaseException, filename: str
         text = str(exc)
     except BaseException:   # noqa: B902 - a hostile __str__
         text = "<unprintable message>"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if f.filename == filename]
+    every = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in every if f.filename == filename]
     line = frames[-1].lineno if frames else None
-    if is_a(exc, NotImplementedError) and text:
+    # The student's own raise (the skeleton's "not implemented yet"), not
+    # one a library raised (a ModuleList called: it has no forward).
+    if is_a(exc, NotImplementedError) and text and every and \
+            every[-1].filename == filename:
         return ERROR, _cap(text), name, line
     status = MEMORY if _is_memory_error(exc, text) else ERROR
     message = f"{name}: {text}" if text else name

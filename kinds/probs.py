@@ -148,7 +148,8 @@ class AttentionProbs(CaseCheck):
         got, expected = outputs[1], case.tensors["attention"]
         mistakes = mistake_tensors(case, "attention")
         what = "`probs`"
-        verdict = _layout(got, expected, mistakes, case, check, ctx)
+        verdict = _layout(got, expected, mistakes, case, check, ctx) or \
+            _reduced(got, expected, case, check)
         if verdict is not None:
             return verdict
         if tuple(got.shape) != tuple(expected.shape) and \
@@ -174,6 +175,41 @@ class AttentionProbs(CaseCheck):
                            f"{verdict.message}", "wrong shape and values",
                            verdict.mistake, verdict.candidates)
         return diagnose(got, expected, mistakes, ctx, check, what)
+
+
+# How the heads of [b, heads, s, t] may be reduced to [b, s, t], each
+# with its words.
+REDUCTIONS = (
+    (lambda t: t.mean(1), "averaged over the heads"),
+    (lambda t: t.sum(1), "summed over the heads"),
+    (lambda t: t.amax(1), "their maximum over the heads"),
+    (lambda t: t[:, 0], "the first head's alone"),
+    (lambda t: t[:, -1], "the last head's alone"),
+)
+
+
+def _reduced(got: torch.Tensor, expected: torch.Tensor, case: Case,
+             check: Check) -> Verdict | None:
+    """Probabilities of one [b, s, t] tensor where every head's belongs,
+    named when a reduction of the expected heads gives them exactly."""
+    x = case.tensors.get("x")
+    if x is None or x.dim() == 0 or expected.dim() != 3 or \
+            not x.shape[0] or expected.shape[0] % x.shape[0]:
+        return None
+    b, heads = x.shape[0], expected.shape[0] // x.shape[0]
+    full = expected.reshape(b, heads, *expected.shape[1:])
+    if heads < 2 or tuple(got.shape) != (b, *full.shape[2:]):
+        return None
+    for reduce, words in REDUCTIONS:
+        if close(got, reduce(full), check.atol, check.rtol):
+            return Verdict(False, (
+                f"`probs` has shape {fmt_shape(got.shape)}, expected "
+                f"{fmt_shape(expected.shape)} = [batch_size * "
+                f"{case.argument('heads')}, seq_len, seq_len]: your "
+                f"probabilities are the expected ones {words}. Return "
+                f"every head's, each batch element's heads next to each "
+                f"other."), "heads reduced to one")
+    return None
 
 
 def _layout(got: torch.Tensor, expected: torch.Tensor,

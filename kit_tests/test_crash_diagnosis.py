@@ -158,6 +158,22 @@ def test_a_product_of_two_dtypes_names_the_call_that_made_float64():
                           1).endswith("a product takes one dtype.")
 
 
+def test_a_boolean_mask_on_the_wrong_dimensions_says_where_it_lies():
+    error = crash.parse("IndexError: The shape of the mask [5, 5] at index 0"
+                        " does not match the shape of the indexed tensor "
+                        "[3, 3, 5, 5] at index 1")
+    assert error.form == "mask index"
+    assert error.text == (
+        "a boolean mask of shape [5, 5] is laid on the indexed [3, 3, 5, 5]"
+        " tensor's dimensions from 1 on, whose sizes differ; its sizes are "
+        "those of the last 2, which `t[..., mask]` indexes")
+    # Sizes the last dimensions do not have: where it lies, no fix.
+    other = crash.parse("The shape of the mask [4, 4] at index 0 does not "
+                        "match the shape of the indexed tensor [3, 5, 5] at "
+                        "index 0")
+    assert other.text.endswith("from 0 on, whose sizes differ")
+
+
 def test_an_expansion_is_read_and_the_folded_batch_named():
     message = ("RuntimeError: The expanded size of the tensor (8) must "
                "match the existing size (2) at non-singleton dimension 0.  "

@@ -41,6 +41,7 @@ MARK = "- Where your code stops"
 # the student's `raise` stopped is the call's, not named as this one.
 LENGTH = "seq_len"
 _N = r"(\d{1,12})"
+_SHAPE_TEXT = r"\[((?:\d{1,12}, ){0,15}\d{1,12})\]"
 VIEW = re.compile(r"shape '\[((?:-?\d{1,12}, )*-?\d{1,12})\]' is invalid "
                   r"for input of size " + _N)
 MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \(" + _N +
@@ -50,6 +51,9 @@ BROADCAST = re.compile(r"The size of tensor a \(" + _N + r"\) must match "
                        r"non-singleton dimension " + _N)
 UNPACK = re.compile(r"(too many|not enough) values to unpack \(expected "
                     + _N + r"(?:, got " + _N + r")?\)")
+MASK_INDEX = re.compile(r"The shape of the mask " + _SHAPE_TEXT + r" at index "
+                        + _N + r" does not match the shape of the indexed "
+                        r"tensor " + _SHAPE_TEXT + r" at index " + _N)
 DTYPES = [re.compile(p) for p in (
     r"expected m1 and m2 to have the same dtype, but got: (\w{1,20}) != "
     r"(\w{1,20})",
@@ -104,6 +108,9 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f" (or broadcast) to [{found.group(4)}]: its {have}"
                           f" at dimension {dim} is neither 1 nor {want}",
                           have, want)
+    found = MASK_INDEX.search(message)
+    if found:
+        return _mask_index(found)
     for pattern in DTYPES:
         found = pattern.search(message)
         if found:
@@ -125,6 +132,21 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f"its two tensors have {a} and {b} at dimension "
                           f"{dim}, which neither broadcasts", a, b)
     return None
+
+
+def _mask_index(found: re.Match) -> ShapeError:
+    """A boolean mask laid on other dimensions than its sizes': where it
+    starts, and whether ``[..., mask]`` (the last dimensions) fits."""
+    mask = [int(n) for n in found.group(1).split(", ")]
+    tensor = [int(n) for n in found.group(3).split(", ")]
+    start = int(found.group(4)) - int(found.group(2))
+    text = (f"a boolean mask of shape [{found.group(1)}] is laid on the "
+            f"indexed [{found.group(3)}] tensor's dimensions from "
+            f"{start} on, whose sizes differ")
+    if len(mask) <= len(tensor) and tensor[len(tensor) - len(mask):] == mask:
+        text += (f"; its sizes are those of the last {len(mask)}, which "
+                 f"`t[..., mask]` indexes")
+    return ShapeError("mask index", text, None, None)
 
 
 def _view(shape: list[int], size: int,
@@ -232,8 +254,8 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
                      f"{error.wrong}")
         guard = crash_facts.inclusive_guard(source, line) if equal else None
         return text + (f"; {guard}." if guard else "." if equal else "")
-    kind = " a shape error" if error.form not in ("unpack", "dtype") \
-        else ""
+    plain = ("unpack", "dtype", "mask index")    # no shape error as such
+    kind = "" if error.form in plain else " a shape error"
     text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised"
             f"{kind}: {error.text}.")
     said = []

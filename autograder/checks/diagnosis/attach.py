@@ -327,7 +327,19 @@ def agree(findings: list[Finding], cases: int | None = None) -> None:
     (the factor on its case, no name). A size that fits one case by
     chance (hidden / 2 = seq_len) is no cause."""
     keys = {f.relation.key if f.relation else None for f in findings}
-    if len(keys) < 2 and (cases is None or cases <= len(findings)):
+    every = cases is None or cases <= len(findings)
+    if len(keys) < 2 and every:
+        return
+    # Several sizes fit some case's number: the one size every case shows.
+    common: set[str] | None = None
+    for finding in findings:
+        names = {n for n, _ in finding.relation.options} \
+            if finding.relation else set()
+        common = names if common is None else common & names
+    if every and common and len(common) == 1:
+        name = common.pop()
+        for finding in findings:
+            finding.relation = dict(finding.relation.options)[name]
         return
     for finding in findings:
         plain = finding.relation.plain if finding.relation else None

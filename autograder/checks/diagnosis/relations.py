@@ -8,7 +8,7 @@ a fact it checked on every position; none holds: no relation is named.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
@@ -38,6 +38,10 @@ class Relation:
     # ``divided by 3 = seq_len``): said instead when another failing case
     # of the item does not show the same size (``attach.agree``).
     plain: "Relation | None" = None
+    # Where several sizes fit the case's number (6 = context_length and
+    # seq_len), the fact naming each alone: the one every failing case
+    # shows is said (``attach.agree``).
+    options: tuple[tuple[str, "Relation"], ...] = ()
 
 
 def _fmt(value: float) -> str:
@@ -368,13 +372,28 @@ def factor(step: str, got: torch.Tensor, expected: torch.Tensor,
             f"Your scaled scores are the scores {said}; expected divided "
             f"by sqrt({head_name} = {head}) = {_fmt(head ** 0.5)}."),
             RAW.get(step))
-    named = name_number(c, sizes)
-    text = f"Your values are the expected ones times {_fmt(c)}"
-    plain = Relation("factor constant", text + ".")
+    return _sized("factor", c, sizes, lambda by: (
+        f"Your values are the expected ones times {by}."))
+
+
+def _sized(key: str, number: float, sizes: dict[str, int],
+           text: Callable[[str], str]) -> Relation:
+    """The relation whose ``text`` says ``number`` (``by``: the number,
+    then the sizes it equals, if any): keyed by those sizes' names, its
+    plain form without them, and one form per size that fits alone
+    (``attach.agree`` keeps the size every failing case shows)."""
+    said = _fmt(number)
+    plain = Relation(f"{key} constant", text(said))
+    options = tuple(
+        (name, Relation(f"{key} {name_number(number, {name: n}, False)}",
+                        text(f"{said} = {one}"), plain=plain))
+        for name, n in sizes.items()
+        for one in [name_number(number, {name: n})] if one is not None)
+    named = name_number(number, sizes)
     if named is None:
-        return plain
-    return Relation(f"factor {name_number(c, sizes, False)}",
-                    f"{text} = {named}.", plain=plain)
+        return replace(plain, options=options)
+    return Relation(f"{key} {name_number(number, sizes, False)}",
+                    text(f"{said} = {named}"), plain=plain, options=options)
 
 
 def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -417,6 +436,23 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
                 f"`{layer}`'s belongs: it is the expected one minus "
                 f"`{layer}.bias` plus `self.{other}.bias` at every "
                 f"position. Give each projection its own bias.")
+    elif b is None:
+        # No layer of its own (the weighted sum): one of the layers' bias
+        # once more or once less (rows of weights summing to 1 carry v's
+        # bias through unchanged).
+        for name, other in _biases(weights, layers, mean):
+            if bool(((mean - other).abs() <= tol).all()):
+                return Relation(
+                    f"bias added twice: self.{name}",
+                    f"Your {step} is the expected one plus the bias of "
+                    f"`self.{name}` at every position: that bias is added "
+                    f"once more than the layer itself adds it.")
+            if bool(((mean + other).abs() <= tol).all()):
+                return Relation(
+                    f"bias missing: self.{name}",
+                    f"Your {step} is the expected one minus the bias of "
+                    f"`self.{name}` at every position: that bias is left "
+                    f"out. Call the layer: `self.{name}(x)`.")
     positions = 1
     for d in dims:
         positions *= diff.shape[d]
@@ -425,6 +461,50 @@ def bias(step: str, got: torch.Tensor, expected: torch.Tensor,
     return Relation("constant shift",
                     "Your values differ from the expected ones by the same "
                     "vector at every position.")
+
+
+def _biases(weights: dict[str, torch.Tensor], layers: dict[str, str],
+            like: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """Each layer's bias (of the case's step layers) shaped as ``like``."""
+    found = []
+    for name in sorted(set(layers.values())):
+        b = weights.get(f"{name}.bias")
+        if b is not None and b.numel() == like.numel():
+            found.append((name, b.reshape(like.shape)))
+    return found
+
+
+def input_scaled(step: str, got: torch.Tensor, expected: torch.Tensor,
+                 weights: dict[str, torch.Tensor], layers: dict[str, str],
+                 sizes: dict[str, int]) -> Relation | None:
+    """``got`` is the layer computing ``step`` on its input times a
+    constant, its bias added unscaled (``self.q(x / scale)``)."""
+    attribute = layers.get(step)
+    b = weights.get(f"{attribute}.bias") if attribute else None
+    if b is None or not (torch.isfinite(got).all() and
+                         torch.isfinite(expected).all()):
+        return None
+    # [b, heads, s, d]: the bias split by heads; else on the last dim
+    shape = (1, expected.shape[1], 1, expected.shape[3]) \
+        if expected.dim() == 4 else \
+        (1,) * (expected.dim() - 1) + (expected.shape[-1],)
+    if b.numel() != math.prod(shape):
+        return None
+    bias_ = b.reshape(shape)
+    g, e = (got - bias_).double(), (expected - bias_).double()
+    norm = float((e * e).sum())
+    if norm == 0 or float(bias_.abs().max()) <= tolerance(expected):
+        return None
+    c = float((g * e).sum()) / norm
+    if not math.isfinite(c) or c == 0 or abs(c - 1) < 1e-4 or not bool(
+            ((g - c * e).abs() <= tolerance(expected) * max(1, abs(c))).all()):
+        return None
+    layer = f"self.{attribute}"
+    return _sized(f"input scaled: {layer}", 1 / c, sizes, lambda by: (
+        f"Your {step} is `{layer}`'s output with its input divided by "
+        f"{by}, its bias added as it is: a factor on the layer's input "
+        f"scales the weights' part only. Scale after the layer (the "
+        f"scores), not its input."))
 
 
 def _other_bias(shift: torch.Tensor, own: torch.Tensor,
@@ -834,6 +914,8 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
              lambda: transposed_weight(step, got, expected, steps,
                                        case.weights, case.layers),
              lambda: bias(step, got, expected, case.weights, case.layers),
+             lambda: input_scaled(step, got, expected, case.weights,
+                                  case.layers, sizes),
              lambda: permutation(step, got, expected, steps))
     for test in tests:
         found = test()

@@ -73,6 +73,9 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                     f"concatenate them in the order of the wrapper's "
                     f"heads, head 0 first")
     shape = tuple(out.shape)
+    overlapping = _overlapping(out, heads, atol)
+    if overlapping:
+        return overlapping
     total = torch.stack(heads).sum(dim=0)
     for combined, how in ((total, "added together"),
                           (total / count, "averaged")):
@@ -99,6 +102,29 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                     f"{fmt_shape(shape)}, which mixes positions and heads")
             return (f"{what}: concatenate them along the last dimension "
                     f"instead, `torch.cat(..., dim=-1)`")
+    return None
+
+
+def _overlapping(out: torch.Tensor, heads: list[torch.Tensor],
+                 atol: float) -> str | None:
+    """Heads written into a zero tensor of the right width at a stride
+    below their width (``out[..., i:i + d]`` for ``i * d``): the slices
+    overlap, each head overwriting the start of the one before."""
+    width = heads[0].shape[-1]
+    if any(h.shape != heads[0].shape for h in heads) or \
+            out.shape[:-1] != heads[0].shape[:-1] or \
+            out.shape[-1] != width * len(heads):
+        return None
+    for stride in range(1, width):
+        rebuilt = torch.zeros_like(out)
+        for i, head in enumerate(heads):
+            rebuilt[..., i * stride:i * stride + width] = head
+        if close(out, rebuilt, atol, equal_nan=True):
+            return (f"written from column i * {stride} (head i's slice "
+                    f"starts {stride} after the one before, so the slices "
+                    f"overlap and each head overwrites the start of the "
+                    f"one before): head i belongs at columns i * {width} "
+                    f"to (i + 1) * {width}")
     return None
 
 

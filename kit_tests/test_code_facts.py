@@ -292,6 +292,20 @@ def test_dropout_that_runs_only_in_eval_mode():
                   "return x\n", "self.drop = nn.Identity()") == []
 
 
+def test_a_loop_over_modules_walks_the_container_itself():
+    [(line, text)] = _found("return torch.cat([m(x) for m in "
+                            "self.drop.modules()], -1)\n")
+    assert line == 11 and text.startswith(code_facts.WALKED)
+    assert "`self.drop.modules()` yields `self.drop` itself first" in text
+    assert "`for m in self.drop`" in text
+    assert len(_found("for _, m in self.drop.named_modules():\n"
+                      "    x = m(x)\nreturn x\n")) == 1
+    # The container itself, or its direct children: silent.
+    assert _found("return torch.cat([m(x) for m in self.drop], -1)\n") == []
+    assert _found("return torch.cat([m(x) for m in "
+                  "self.drop.children()], -1)\n") == []
+
+
 def test_an_einsum_index_only_one_operand_has():
     [(_, text)] = _found("""\
         w = x.softmax(-1)

@@ -404,6 +404,11 @@ def test_the_wrappers_own_heads_rearranged_are_named_only_when_rebuilt():
         heads[0] + heads[1] + heads[2], heads, 1e-6)
     assert "averaged" in heads_arrangement(
         torch.stack(heads).mean(0), heads, 1e-6)
+    overlapped = torch.zeros(2, 5, 9)
+    for i, head in enumerate(heads):
+        overlapped[..., i:i + 3] = head
+    assert "written from column i * 1" in heads_arrangement(
+        overlapped, heads, 1e-6)
     assert heads_arrangement(heads[0] + heads[1], heads, 1e-6) is None
     assert heads_arrangement(joined + 0.1, heads, 1e-6) is None
     assert heads_arrangement(torch.cat(heads[::-1], -1) * 2, heads,

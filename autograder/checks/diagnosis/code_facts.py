@@ -48,8 +48,9 @@ ALONE = "- Summed alone"
 ROUNDED = "- Root rounded down"
 CLASS_STATE = "- One object for every call"
 IGNORED = "- Input ignored"
+WALKED = "- Every module walked"
 MARKS = (MARK, DIVISION, INFINITY, WARNED, PRECEDENCE, INVERT, SHARED,
-         TRAINING, ALONE, ROUNDED, CLASS_STATE, IGNORED)
+         TRAINING, ALONE, ROUNDED, CLASS_STATE, IGNORED, WALKED)
 ADD_PRODUCTS = ("baddbmm", "addmm", "addbmm", "addmv", "addr")
 # "file.py:61: UserWarning: message", as warnings.showwarning prints it
 WARNING = re.compile(r"^(?P<file>[^:\n]{1,255}):(?P<line>\d{1,7}): "
@@ -727,9 +728,29 @@ def _beta_zero(function: ast.FunctionDef) -> Iterator[Fact]:
                 f"and ignored. Leave beta at its default, 1."))
 
 
+def _module_walks(function: ast.FunctionDef) -> Iterator[Fact]:
+    """A loop over ``m.modules()`` (or ``named_modules()``), which yields
+    ``m`` itself first, then every module inside it at every depth."""
+    for node in ast.walk(function):
+        loops = [node.iter] if isinstance(node, (ast.For, ast.AsyncFor)) \
+            else [g.iter for g in node.generators] if isinstance(
+                node, (ast.ListComp, ast.SetComp, ast.GeneratorExp,
+                       ast.DictComp)) else []
+        for it in loops:
+            if isinstance(it, ast.Call) and not it.args and \
+                    isinstance(it.func, ast.Attribute) and \
+                    it.func.attr in ("modules", "named_modules"):
+                owner = quote(it.func.value)
+                yield Fact(it.lineno, (
+                    f"{WALKED}: line {it.lineno} {quote(it)} yields "
+                    f"{owner} itself first, then every module inside it at"
+                    f" every depth. To go through the modules it holds, "
+                    f"iterate it: `for m in {_text(it.func.value)}`."))
+
+
 # The facts read from one function's code, beside its dropped results.
 RULES = (_divisions, _infinite_products, _roots, _inverted_then_bool,
-         _lone_sums, _rounded_roots, _beta_zero)
+         _lone_sums, _rounded_roots, _beta_zero, _module_walks)
 
 
 def _dead_store(node: ast.AST, reads: dict[str, list[tuple[int, int]]],

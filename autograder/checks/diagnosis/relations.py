@@ -767,6 +767,26 @@ def head_slices(step: str, got: torch.Tensor,
                     f"slice of the columns, one head's width each.")
 
 
+def query_sum(step: str, got: torch.Tensor,
+              steps: dict[str, torch.Tensor]) -> Relation | None:
+    """The weighted sum taken over the queries: each key's value times
+    the sum of its column of weights (``(w[..., None] * v[..., None, :,
+    :]).sum(-3)``), rebuilt from the reference's weights and values."""
+    weights, v = steps.get("weights"), steps.get("v")
+    if step not in ("context", "output") or weights is None or \
+            v is None or step == "output" and "context" in steps or \
+            tuple(got.shape) != tuple(v.shape) or \
+            weights.shape[:-2] != v.shape[:-2]:
+        return None
+    if not same(got, weights.sum(-2).unsqueeze(-1) * v):
+        return None
+    return Relation("weighted sum over the queries",
+                    "Your values are each value times the sum of its "
+                    "column of weights: the weighted sum runs over the "
+                    "queries, not the keys. Each query's row of weights "
+                    "weighs the values: `weights @ v`.")
+
+
 def head_values(step: str, got: torch.Tensor,
                 steps: dict[str, torch.Tensor]) -> Relation | None:
     """Heads that weigh another head's values (``v[..., :head_dim]`` in
@@ -903,6 +923,7 @@ def explain(step: str, got: torch.Tensor, expected: torch.Tensor,
              lambda: precision(step, got, expected),
              lambda: operands(step, got, steps, head) if oriented else None,
              lambda: head_values(step, got, steps),
+             lambda: query_sum(step, got, steps),
              lambda: head_slices(step, got, steps),
              lambda: mask_fill(step, got, expected),
              lambda: mask_region(step, got, expected, steps.get("scaled"),

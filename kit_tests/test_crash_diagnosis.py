@@ -174,6 +174,31 @@ def test_a_boolean_mask_on_the_wrong_dimensions_says_where_it_lies():
     assert other.text.endswith("from 0 on, whose sizes differ")
 
 
+def test_a_contraction_and_a_stack_are_read_with_their_lines_cuts():
+    error = crash.parse("RuntimeError: contracted dimensions need to match,"
+                        " but first has size 7 in dim -1 and second has "
+                        "size 9 in dim 0")
+    assert (error.form, error.wrong, error.wanted) == ("contract", 7, 9)
+    assert error.text == ("it pairs dimension -1 of its first operand (7) "
+                          "with dimension 0 of its second (9)")
+    [fact] = _line_facts("q = torch.tensordot(x, m.weight, dims=([-1], "
+                         "[0]))", "contract")
+    assert fact.startswith("`m.weight` is contracted over its dimension 0;"
+                           " a linear layer's weight is stored "
+                           "[out_features, in_features]")
+    assert _line_facts("q = torch.tensordot(x, m.weight, dims=([-1], "
+                       "[1]))", "contract") == []
+    error = crash.parse("stack expects each tensor to be equal size, but "
+                        "got [2, 2, 12] at entry 0 and [2, 1, 12] at entry 2")
+    assert error.text == ("the tensors it stacks differ at dimension 1 (2 "
+                          "at entry 0, 1 at entry 2)")
+    [fact] = _line_facts("q = torch.stack(y.chunk(4, dim=1), dim=1)",
+                         "stack")
+    assert fact.startswith("`y.chunk(4, dim=1)` cuts pieces of unequal "
+                           "sizes")
+    assert _line_facts("q = torch.stack([y, y], dim=1)", "stack") == []
+
+
 def test_an_expansion_is_read_and_the_folded_batch_named():
     message = ("RuntimeError: The expanded size of the tensor (8) must "
                "match the existing size (2) at non-singleton dimension 0.  "

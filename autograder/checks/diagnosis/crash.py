@@ -54,6 +54,12 @@ UNPACK = re.compile(r"(too many|not enough) values to unpack \(expected "
 MASK_INDEX = re.compile(r"The shape of the mask " + _SHAPE_TEXT + r" at index "
                         + _N + r" does not match the shape of the indexed "
                         r"tensor " + _SHAPE_TEXT + r" at index " + _N)
+CONTRACT = re.compile(r"contracted dimensions need to match, but first has "
+                      r"size " + _N + r" in dim (-?\d{1,3}) and second has "
+                      r"size " + _N + r" in dim (-?\d{1,3})")
+STACK = re.compile(r"stack expects each tensor to be equal size, but got " +
+                   _SHAPE_TEXT + r" at entry " + _N + r" and " + _SHAPE_TEXT +
+                   r" at entry " + _N)
 DTYPES = [re.compile(p) for p in (
     r"expected m1 and m2 to have the same dtype, but got: (\w{1,20}) != "
     r"(\w{1,20})",
@@ -108,6 +114,15 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f" (or broadcast) to [{found.group(4)}]: its {have}"
                           f" at dimension {dim} is neither 1 nor {want}",
                           have, want)
+    found = CONTRACT.search(message)
+    if found:
+        a, da, b, db = found.groups()
+        return ShapeError("contract", f"it pairs dimension {da} of its first"
+                          f" operand ({a}) with dimension {db} of its second "
+                          f"({b})", int(a), int(b))
+    found = STACK.search(message)
+    if found:
+        return _stacked(found)
     found = MASK_INDEX.search(message)
     if found:
         return _mask_index(found)
@@ -132,6 +147,19 @@ def parse(message: str, layouts: list[tuple[int, ...]] = ()
                           f"its two tensors have {a} and {b} at dimension "
                           f"{dim}, which neither broadcasts", a, b)
     return None
+
+
+def _stacked(found: re.Match) -> ShapeError | None:
+    """Tensors stacked that differ in one dimension: which, and sizes."""
+    a = [int(n) for n in found.group(1).split(", ")]
+    b = [int(n) for n in found.group(3).split(", ")]
+    differ = [i for i, (m, n) in enumerate(zip(a, b)) if m != n]
+    if len(a) != len(b) or len(differ) != 1:
+        return None
+    d = differ[0]
+    return ShapeError("stack", f"the tensors it stacks differ at dimension "
+                      f"{d} ({a[d]} at entry {found.group(2)}, {b[d]} at "
+                      f"entry {found.group(4)})", None, None)
 
 
 def _mask_index(found: re.Match) -> ShapeError:
@@ -254,12 +282,13 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
                      f"{error.wrong}")
         guard = crash_facts.inclusive_guard(source, line) if equal else None
         return text + (f"; {guard}." if guard else "." if equal else "")
-    plain = ("unpack", "dtype", "mask index")    # no shape error as such
+    plain = ("unpack", "dtype", "mask index", "contract", "stack")
+    # (no shape error as PyTorch words it)
     kind = "" if error.form in plain else " a shape error"
     text = (f"{MARK} ({which}): line {line} {quote(source, line)} raised"
             f"{kind}: {error.text}.")
     said = []
-    if error.form == "broadcast":
+    if error.form in ("broadcast", "contract"):
         # Which of the two sizes is wrong, no message says: each named
         # that follows one size on every case, neither called wrong.
         both = [f"the {n} equals `{name}`" for n, name in

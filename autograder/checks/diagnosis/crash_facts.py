@@ -9,6 +9,9 @@ and only facts of Python and PyTorch that hold whatever the values are.
   dimensions are not written as the last two: the product multiplies
   the last two dimensions and broadcasts the others.
 
+- ``tensordot`` contracting a ``.weight`` over its dimension 0: a linear
+  layer's weight is [out_features, in_features].
+- A stack of pieces of different sizes after ``chunk`` / ``split``.
 - A product of float64 and float32 operands: the call of the function
   that makes the float64 ones (``dtype=torch.float64``, ``.double()``).
 - ``t.split(n)`` with one size, on a line whose unpacking failed: ``n``
@@ -35,10 +38,12 @@ PRODUCTS = ("matmul", "bmm")
 
 
 def _statement(source: str, line: int) -> ast.stmt | None:
-    """The simple statement starting on ``line``."""
-    return next((n for n in regions.nodes(source)
-                 if isinstance(n, ast.stmt) and not hasattr(n, "body")
-                 and n.lineno == line), None)
+    """The simple statement holding ``line``."""
+    spanning = [n for n in regions.nodes(source)
+                if isinstance(n, ast.stmt) and not hasattr(n, "body")
+                and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    # (a traceback names the line inside a statement written on several)
+    return max(spanning, key=lambda n: n.lineno, default=None)
 
 
 def _reduction(node: ast.AST) -> bool:
@@ -141,6 +146,50 @@ def _doubles(source: str, line: int) -> list[str]:
     return said[:1]
 
 
+def _weight_rows(tree: ast.AST) -> list[str]:
+    """``tensordot(x, m.weight, dims=([...], [0]))``: a weight contracted
+    over its dimension 0, which a linear layer keeps for its outputs."""
+    said = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and
+                isinstance(node.func, ast.Attribute) and
+                node.func.attr == "tensordot" and len(node.args) >= 2):
+            continue
+        dims = next((k.value for k in node.keywords if k.arg == "dims"),
+                    node.args[2] if len(node.args) > 2 else None)
+        if not (isinstance(dims, (ast.List, ast.Tuple)) and
+                len(dims.elts) == 2):
+            continue
+        for operand, axes in zip(node.args[:2], dims.elts):
+            if isinstance(operand, ast.Attribute) and \
+                    operand.attr == "weight" and \
+                    isinstance(axes, (ast.List, ast.Tuple)) and \
+                    len(axes.elts) == 1 and \
+                    isinstance(axes.elts[0], ast.Constant) and \
+                    axes.elts[0].value == 0:
+                said.append(f"{quote(operand)} is contracted over its "
+                            f"dimension 0; a linear layer's weight is "
+                            f"stored [out_features, in_features], and its "
+                            f"dimension 1 meets the input's features "
+                            f"(`x @ {ast.unparse(operand)}.T`)")
+    return said
+
+
+def _cut_dims(tree: ast.AST) -> list[str]:
+    """``t.chunk(n, dim=d)`` / ``t.split(n, dim=d)`` on a line whose stack
+    met pieces of different sizes."""
+    said = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and \
+                isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("chunk", "split", "tensor_split"):
+            said.append(f"{quote(node)} cuts pieces of unequal sizes "
+                        f"wherever the dimension it cuts is not a multiple "
+                        f"of their number, as the sizes above show: the "
+                        f"dimension it cuts may not be the one meant")
+    return said[:1]
+
+
 def _split_sizes(tree: ast.AST) -> list[str]:
     """``t.split(n, ...)`` / ``torch.split(t, n, ...)`` with one size
     ``n`` (not a list of sizes), on a line whose unpacking failed."""
@@ -195,6 +244,10 @@ def facts(source: str, line: int, form: str) -> list[str]:
         return []
     if form == "unpack":
         return _split_sizes(node)
+    if form == "contract":
+        return _weight_rows(node)
+    if form == "stack":
+        return _cut_dims(node)
     said = _dropped_dims(node) if form == "broadcast" else []
     if form in ("broadcast", "matmul"):
         said += _transposed(node)

@@ -1,12 +1,17 @@
 """Attention weights exposed and judged as a softmax of query-key scores.
 
-A call on one-hot tokens (token i is ``alpha`` times the i-th unit
-vector) whose value layer maps token i to the i-th unit vector (the
-weights set through the probe's state, its bias 0; a named output layer
-set to the identity) returns the attention weights themselves: the output
-at position i, feature ``h * head + c`` is head h's weight of key
+A call on n tokens whose value layer maps token i to the i-th unit vector
+(the weights set through the probe's state, its bias 0; a named output
+layer set to the identity) returns the attention weights themselves: the
+output at position i, feature ``h * head + c`` is head h's weight of key
 ``k * head + c``, in the k-th of ``ceil(tokens / head)`` calls (call k's
-value layer maps token ``k * head + c`` to unit vector c). The scores are
+value layer maps token ``k * head + c`` to unit vector c). Token i is
+``alpha (e_i + u + z_i)``: a dense vector ``u`` common to every token
+(its last feature 1, which the value layer uses to take ``u`` away
+again) and noise ``z_i`` on the features no token's unit vector uses, all
+multiples of 1/8, so that the value layer's output is exact in float32
+and the input looks like no one-hot one (code that switches its weights
+on a one-hot input shows the weights it really computes). The scores are
 computed here from the probe's own query and key weights, so the check
 needs no frozen value, and any correct style (einsum, sdpa, loops, bmm)
 shows the same weights.
@@ -40,7 +45,7 @@ from autograder.values import Case
 # student applies): the weights then differ by factors of e^SPREAD.
 SPREAD = 3.0
 MAX_TOKENS = 12
-# The padded calls (the one-hot tokens first, then zero tokens up to the
+# The padded calls (the exposing tokens first, then padding tokens up to the
 # context length) for contexts up to this length: a mask cut from the
 # buffer's wrong corner is right at the full length only.
 MAX_PADDED = 64
@@ -88,12 +93,14 @@ def scores(state: dict[str, torch.Tensor], roles: list[str], x: torch.Tensor,
 
 
 def _tokens(case: Case) -> int:
-    """How many one-hot tokens the exposing calls hold (0: no input
+    """How many tokens the exposing calls hold (0: no input
     size)."""
     features, context = case.size("input"), case.size("context")
     if not isinstance(features, int):
         return 0
-    return min(features, context if isinstance(context, int) else features,
+    # (one feature kept free: the common part's, taken away again)
+    return min(features - 1,
+               context if isinstance(context, int) else features,
                MAX_TOKENS)
 
 
@@ -125,11 +132,37 @@ def _same_in_every_head(case: Case, roles: list[str]
     return weights
 
 
+def _tokens_input(case: Case, n: int, pad: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The unscaled input [n + pad, features] (module docstring: token i
+    ``e_i + u + z_i``, a padding token ``u + z``) and ``u``, drawn per
+    case: multiples of 1/8, none 0, ``u``'s last feature 1."""
+    features = case.size("input")
+    digest = hashlib.sha256(f"exposing:{case.name}".encode()).digest()
+    generator = torch.Generator().manual_seed(
+        int.from_bytes(digest[:7], "big"))
+
+    def eighths(*shape: int) -> torch.Tensor:
+        size = torch.randint(1, 8, shape, generator=generator)
+        sign = torch.randint(0, 2, shape, generator=generator) * 2 - 1
+        return (size * sign).double() / 8
+
+    u = eighths(features)
+    u[-1] = 1.0
+    x = torch.eye(n + pad, features, dtype=torch.float64)
+    x[n:] = 0.0
+    x += u
+    x[:, n:-1] += eighths(n + pad, features - n - 1)
+    return x, u
+
+
 def _setup(case: Case, weights: dict[str, torch.Tensor], roles: list[str],
-           value_layer: str) -> tuple[torch.Tensor, int, int] | None:
-    """The one-hot input [n, features] (scaled so that the scores of
-    ``weights`` spread by SPREAD), the number of heads and each head's
-    value size; None if the case cannot be probed so."""
+           value_layer: str, pad: int = 0
+           ) -> tuple[torch.Tensor, int, int, float, torch.Tensor] | None:
+    """The input [n + pad, features] (``_tokens_input`` scaled by alpha so
+    that the scores of ``weights`` spread by SPREAD), the number of heads,
+    each head's value size, alpha and ``u``; None if the case cannot be
+    probed so."""
     value = _layer(weights, value_layer)
     n = _tokens(case)
     if not n or value is None or len(roles) < 2:
@@ -137,17 +170,17 @@ def _setup(case: Case, weights: dict[str, torch.Tensor], roles: list[str],
     heads = _heads(case)
     if n < 2 or value[0].shape[0] % heads:
         return None
-    eye = torch.eye(n, case.size("input"), dtype=torch.float64)
+    base, u = _tokens_input(case, n, pad)
     for power in range(-4, 13):
         alpha = 2.0 ** power
-        found = scores(weights, roles, alpha * eye, heads)
+        found = scores(weights, roles, alpha * base[:n], heads)
         if found is None:
             return None
         head = _layer(weights, roles[0])[0].shape[0] // heads
         spread = (found.amax(-1) - found.amin(-1)).max() / math.sqrt(head)
         if float(spread) >= SPREAD:
             break
-    return alpha * eye, heads, value[0].shape[0] // heads
+    return alpha * base, heads, value[0].shape[0] // heads, alpha, u
 
 
 def exposing_states(case: Case, roles: list[str], value_layer: str,
@@ -157,7 +190,7 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
     (``ceil(n / head)`` calls) whose outputs are the attention weights
     (module docstring); None if the case cannot be probed so (a layer
     other than these in the way, too few tokens). ``padded``: the same
-    calls with zero tokens after the n one-hot ones, up to the case's
+    calls with padding tokens (``u + z``) after the n ones, up to the case's
     context length (None where that adds none); a causal module's first
     n outputs are the same weights, whatever its mask was cut to."""
     layers = {path.rsplit(".", 1)[0] for path, value in case.weights.items()
@@ -169,12 +202,11 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
         return None
     fixed = _same_in_every_head(case, roles) if _heads(case) > 1 \
         else dict(case.weights)
-    setup = fixed and _setup(case, fixed, roles, value_layer)
+    setup = fixed and _setup(case, fixed, roles, value_layer, pad)
     if not setup:
         return None
-    x, heads, head = setup
-    n = x.shape[0]
-    alpha = float(x[0, 0])
+    x, heads, head, alpha, u = setup
+    n = _tokens(case)
     weight, bias = case.weights[f"{value_layer}.weight"], \
         case.weights.get(f"{value_layer}.bias")
     if bias is not None:
@@ -194,15 +226,15 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
             for c in range(head):
                 token = call * head + c
                 if token < n:
+                    # e_token's feature, less the common part's share
                     value[h * head + c, token] = 1.0 / alpha
+                    value[h * head + c, -1] = -float(u[token]) / alpha
         states.append({**fixed, f"{value_layer}.weight": value})
-    if pad:
-        x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
     return x.to(weight.dtype).unsqueeze(0), states
 
 
 def _padding(case: Case, n: int) -> int:
-    """How many zero tokens take n one-hot tokens to the case's context
+    """How many padding tokens take n tokens to the case's context
     length (0: none, or a context too long to pad to)."""
     context = case.size("context")
     if not isinstance(context, int) or not n < context <= MAX_PADDED:
@@ -263,7 +295,7 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
         return None
     x, states = found
     length = x.shape[1]
-    n = _tokens(case)   # the one-hot tokens, first in a padded call
+    n = _tokens(case)   # the exposing tokens, first in a padded call
     x = x[:, :n]
     heads = _heads(case)
     head = states[0][f"{value_layer}.weight"].shape[0] // heads

@@ -432,3 +432,36 @@ def test_the_exposing_calls_show_the_weights_of_every_public_case():
         assert shown.softmax_of_scores(calls), case.name
         judged += 1
     assert judged >= 4
+
+
+def test_the_exposing_input_is_no_one_hot_input():
+    """Code that switches to a softmax when its input is one-hot (the
+    probes' input was ``alpha * I``) must show the weights it computes on
+    any input: the exposing tokens have no zero and differ from each
+    other in more than one feature, and the values they give are exact."""
+    shown = _OWN["attention_weights"]
+    from autograder.values import load_cases
+    roles = ["W_query", "W_key"]
+    seen = 0
+    for case in load_cases():
+        if case.set != "public" or case.task != "causal_attention":
+            continue
+        found = shown.exposing_states(case, roles, "W_value")
+        if found is None:
+            continue
+        x, states = found
+        n = shown._tokens(case)
+        assert int(torch.count_nonzero(x)) == x.numel(), case.name
+        if x.shape[-1] - n > 2:
+            diff = (x[0, 0] != x[0, 1]).sum()
+            assert int(diff) > 2, case.name
+        for k, state in enumerate(states):
+            values = x[0] @ state["W_value.weight"].T
+            head = values.shape[-1]
+            expected = torch.zeros_like(values)
+            for c in range(head):
+                if k * head + c < n:
+                    expected[k * head + c, c] = 1.0
+            assert torch.equal(values[:n], expected[:n]), case.name
+        seen += 1
+    assert seen >= 2

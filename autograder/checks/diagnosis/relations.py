@@ -491,12 +491,14 @@ def input_scaled(step: str, got: torch.Tensor, expected: torch.Tensor,
     if b.numel() != math.prod(shape):
         return None
     bias_ = b.reshape(shape)
+    if got.numel() < 2 * b.numel():
+        return None     # one position: two vectors of one element fit
     g, e = (got - bias_).double(), (expected - bias_).double()
     norm = float((e * e).sum())
     if norm == 0 or float(bias_.abs().max()) <= tolerance(expected):
         return None
     c = float((g * e).sum()) / norm
-    if not math.isfinite(c) or c == 0 or abs(c - 1) < 1e-4 or not bool(
+    if not math.isfinite(c) or c <= 0 or abs(c - 1) < 1e-4 or not bool(
             ((g - c * e).abs() <= tolerance(expected) * max(1, abs(c))).all()):
         return None
     layer = f"self.{attribute}"
@@ -590,11 +592,11 @@ def _rearrangements(step: str, expected: torch.Tensor,
                       "head side by side): transpose(1, 2), then reshape"))
         if b == h:
             found.append((context.permute(1, 2, 0, 3).reshape(h, s, b * d),
-                          "the batch and the heads are exchanged, each "
-                          "block of features holding one batch element "
-                          "where one head belongs: `t[i]` picks batch "
-                          "element i of a [b, heads, ...] tensor, head i "
-                          "is `t[:, i]`"))
+                          "the batch and the heads are exchanged, block i "
+                          "of features holding batch element i where head "
+                          "i belongs (a [batch, heads, ...] tensor read as "
+                          "[heads, batch, ...], or indexed `t[i]`, batch "
+                          "element i, where `t[:, i]` is head i)"))
     return found
 
 

@@ -27,7 +27,12 @@ modules:
   library's or site-packages' files, compiled and run by importlib);
   the modules of ``OWN_USE``, which read frames or compile code they
   generate themselves (``namedtuple``, ``dataclass``, ``Enum``,
-  ``TypeVar``, ``warnings``); and the modules of ``INTERNAL_USE`` when
+  ``TypeVar``, ``warnings``), when their own function names what
+  raised the event (``_getframe``, the attribute, ``exec``: not a C
+  function set as a slot of the submission's class that a library
+  method's subscript calls), no code from a string lies between them and
+  the raiser, and a dataclass's field names are identifiers (pasted into
+  its generated source unchecked); and the modules of ``INTERNAL_USE`` when
   their own code called the raiser (``traceback.print_exc`` reading a
   traceback, a ``logging`` call finding its caller), not the
   submission's (``traceback.walk_stack``, ``logging.currentframe``).

@@ -6,12 +6,13 @@ layer set to the identity) returns the attention weights themselves: the
 output at position i, feature ``h * head + c`` is head h's weight of key
 ``k * head + c``, in the k-th of ``ceil(tokens / head)`` calls (call k's
 value layer maps token ``k * head + c`` to unit vector c). Token i is
-``alpha (e_i + u + z_i)``: a dense vector ``u`` common to every token
-(its last feature 1, which the value layer uses to take ``u`` away
-again) and noise ``z_i`` on the features no token's unit vector uses, all
-multiples of 1/8, so that the value layer's output is exact in float32
-and the input looks like no one-hot one (code that switches its weights
-on a one-hot input shows the weights it really computes). The scores are
+``alpha (e_i + u + z_i)``: a dense vector ``u`` common to every token,
+whose first n features sum to 0 (so the value layer's row ``e_t - u_t``
+on them takes it away again), and noise ``z_i`` on the features no
+token's unit vector uses, all multiples of 1/8: the value layer's output
+is exact in float32 and the input looks like no one-hot one (code that
+switches its weights on a one-hot input shows the weights it really
+computes). The scores are
 computed here from the probe's own query and key weights, so the check
 needs no frozen value, and any correct style (einsum, sdpa, loops, bmm)
 shows the same weights.
@@ -98,9 +99,7 @@ def _tokens(case: Case) -> int:
     features, context = case.size("input"), case.size("context")
     if not isinstance(features, int):
         return 0
-    # (one feature kept free: the common part's, taken away again)
-    return min(features - 1,
-               context if isinstance(context, int) else features,
+    return min(features, context if isinstance(context, int) else features,
                MAX_TOKENS)
 
 
@@ -135,8 +134,9 @@ def _same_in_every_head(case: Case, roles: list[str]
 def _tokens_input(case: Case, n: int, pad: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """The unscaled input [n + pad, features] (module docstring: token i
-    ``e_i + u + z_i``, a padding token ``u + z``) and ``u``, drawn per
-    case: multiples of 1/8, none 0, ``u``'s last feature 1."""
+    ``e_i + u + z_i``, a padding token ``u + z``: its value is no matter,
+    a causal module's first n queries never see it) and ``u``, drawn per
+    case: multiples of 1/8, none 0, ``u``'s first n summing to 0."""
     features = case.size("input")
     digest = hashlib.sha256(f"exposing:{case.name}".encode()).digest()
     generator = torch.Generator().manual_seed(
@@ -147,12 +147,16 @@ def _tokens_input(case: Case, n: int, pad: int
         sign = torch.randint(0, 2, shape, generator=generator) * 2 - 1
         return (size * sign).double() / 8
 
-    u = eighths(features)
-    u[-1] = 1.0
+    while True:     # (a few draws: the last must be a nonzero eighth)
+        u = eighths(features)
+        last = -float(u[:n - 1].sum())
+        if last != 0 and abs(last) < 1:
+            u[n - 1] = last
+            break
     x = torch.eye(n + pad, features, dtype=torch.float64)
     x[n:] = 0.0
     x += u
-    x[:, n:-1] += eighths(n + pad, features - n - 1)
+    x[:, n:] = eighths(n + pad, features - n)    # (no zero there either)
     return x, u
 
 
@@ -226,9 +230,10 @@ def exposing_states(case: Case, roles: list[str], value_layer: str,
             for c in range(head):
                 token = call * head + c
                 if token < n:
-                    # e_token's feature, less the common part's share
-                    value[h * head + c, token] = 1.0 / alpha
-                    value[h * head + c, -1] = -float(u[token]) / alpha
+                    # e_token, less u's share on the first n features
+                    # (they sum to 1 on every token)
+                    value[h * head + c, :n] = -float(u[token]) / alpha
+                    value[h * head + c, token] += 1.0 / alpha
         states.append({**fixed, f"{value_layer}.weight": value})
     return x.to(weight.dtype).unsqueeze(0), states
 

@@ -617,11 +617,13 @@ def test_wrong_tuple_message():
         "tensors are [2, 5, 12], [2, 5, 12], [2, 5, 12]")
 
 
-def _with_a_4d_call(source: str, line: int) -> dict:
-    """The trace of ``source`` with ``line`` also run on a 4-d tensor, as
-    a helper shared by a 3-d and a 4-d task is."""
+def _with_a_4d_call(source: str, line: int,
+                    shape: tuple[int, ...] = (2, 3, 5, 12)) -> dict:
+    """The trace of ``source`` with ``line`` also run on a tensor of
+    ``shape``: a 4-d one, as a helper shared by a 3-d and a 4-d task is
+    (or a 2-d one, a throwaway call on ``x[0]``)."""
     observed = dict(trace(source))      # trace() is cached: a copy
-    observed[line] = observed[line] + [[[2, 3, 5, 12]]]
+    observed[line] = observed[line] + [[list(shape)]]
     return observed
 
 
@@ -654,15 +656,13 @@ def test_an_ellipsis_names_what_one_tasks_calls_share():
     source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
                                "return probs @ v  # [..., hidden]")
     line = line_of(source, "return probs @ v")
-    observed = dict(trace(source))
-    observed[line] = observed[line] + [[[5, 12]]]
-    [issue] = check_shape_comments(source, observed, DIMS, METHODS)
+    [issue] = check_shape_comments(
+        source, _with_a_4d_call(source, line, (5, 12)), DIMS, METHODS)
     assert issue.kind == "wrong" and "the last 2 are the same in every " \
         "call: name them" in issue.message, issue.message
     named = source.replace("# [..., hidden]", "# [..., seq, hidden]")
-    observed = dict(trace(named))
-    observed[line] = observed[line] + [[[5, 12]]]
-    assert check_shape_comments(named, observed, DIMS, METHODS) == []
+    assert check_shape_comments(named, _with_a_4d_call(named, line, (5, 12)),
+                                DIMS, METHODS) == []
 
 
 def test_a_comment_must_describe_each_rank_of_the_tasks_own_calls():
@@ -671,17 +671,15 @@ def test_a_comment_must_describe_each_rank_of_the_tasks_own_calls():
     source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
                                "return probs @ v  # [seq, hidden]")
     line = line_of(source, "return probs @ v")
-    observed = dict(trace(source))
-    observed[line] = observed[line] + [[[5, 12]]]
-    [issue] = check_shape_comments(source, observed, DIMS, METHODS)
+    [issue] = check_shape_comments(
+        source, _with_a_4d_call(source, line, (5, 12)), DIMS, METHODS)
     assert issue.kind == "wrong" and issue.line == line
     # Without the throwaway call, the same comment is wrong as well; with
     # a comment for both ranks, nothing is.
     assert [i.line for i in issues_of(source)] == [line]
     both = source.replace("# [seq, hidden]", "# [..., seq, hidden]")
-    observed = dict(trace(both))
-    observed[line] = observed[line] + [[[5, 12]]]
-    assert check_shape_comments(both, observed, DIMS, METHODS) == []
+    assert check_shape_comments(both, _with_a_4d_call(both, line, (5, 12)),
+                                DIMS, METHODS) == []
 
 
 def test_a_wrong_comment_stays_wrong_beside_a_line_that_never_ran():

@@ -146,14 +146,21 @@ def _doubles(source: str, line: int) -> list[str]:
     return said[:1]
 
 
+def _method_calls(tree: ast.AST, names: tuple[str, ...]
+                  ) -> list[ast.Call]:
+    """The calls ``<anything>.<name>(...)`` in ``tree``, ``name`` one of
+    ``names``."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in names]
+
+
 def _weight_rows(tree: ast.AST) -> list[str]:
     """``tensordot(x, m.weight, dims=([...], [0]))``: a weight contracted
     over its dimension 0, which a linear layer keeps for its outputs."""
     said = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and
-                isinstance(node.func, ast.Attribute) and
-                node.func.attr == "tensordot" and len(node.args) >= 2):
+    for node in _method_calls(tree, ("tensordot",)):
+        if len(node.args) < 2:
             continue
         dims = next((k.value for k in node.keywords if k.arg == "dims"),
                     node.args[2] if len(node.args) > 2 else None)
@@ -178,27 +185,18 @@ def _weight_rows(tree: ast.AST) -> list[str]:
 def _cut_dims(tree: ast.AST) -> list[str]:
     """``t.chunk(n, dim=d)`` / ``t.split(n, dim=d)`` on a line whose stack
     met pieces of different sizes."""
-    said = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and \
-                isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("chunk", "split", "tensor_split"):
-            said.append(f"{quote(node)} cuts pieces of unequal sizes "
-                        f"wherever the dimension it cuts is not a multiple "
-                        f"of their number, as the sizes above show: the "
-                        f"dimension it cuts may not be the one meant")
-    return said[:1]
+    return [f"{quote(node)} cuts pieces of unequal sizes wherever the "
+            f"dimension it cuts is not a multiple of their number, as the "
+            f"sizes above show: the dimension it cuts may not be the one "
+            f"meant" for node in _method_calls(
+                tree, ("chunk", "split", "tensor_split"))][:1]
 
 
 def _split_sizes(tree: ast.AST) -> list[str]:
     """``t.split(n, ...)`` / ``torch.split(t, n, ...)`` with one size
     ``n`` (not a list of sizes), on a line whose unpacking failed."""
     said = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and
-                isinstance(node.func, ast.Attribute) and
-                node.func.attr == "split"):
-            continue
+    for node in _method_calls(tree, ("split",)):
         function = isinstance(node.func.value, ast.Name) and \
             node.func.value.id == "torch"
         sizes = node.args[1:2] if function else node.args[:1]

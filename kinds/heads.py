@@ -50,6 +50,13 @@ class ConcatenatedHeadsParams:
                              f"{self.heads_attribute!r})")
 
 
+# The overlapping-slices rebuild runs in the parent: at most this many
+# strides, on outputs of at most this many numbers (a case's are far
+# smaller; heads made wide on purpose would make the parent slow).
+MAX_STRIDES = 256
+MAX_REBUILT = 1 << 16
+
+
 def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
                       atol: float) -> str | None:
     """How ``out`` arranges the student's own heads' outputs when not side
@@ -58,7 +65,7 @@ def heads_arrangement(out: torch.Tensor, heads: list[torch.Tensor],
     last dimension and flattened), or stacked on another dimension and
     reshaped (which mixes positions); None when no arrangement rebuilds it."""
     count = len(heads)
-    if count < 2 or count > 6:
+    if count < 2 or count > 6 or out.numel() > MAX_REBUILT:
         return None
     for order in itertools.permutations(range(count)):
         if list(order) == list(range(count)):
@@ -111,7 +118,9 @@ def _overlapping(out: torch.Tensor, heads: list[torch.Tensor],
     below their width (``out[..., i:i + d]`` for ``i * d``): the slices
     overlap, each head overwriting the start of the one before."""
     width = heads[0].shape[-1]
-    if any(h.shape != heads[0].shape for h in heads) or \
+    # (one rebuild per stride, in the parent: bounded in both)
+    if width > MAX_STRIDES or out.numel() > MAX_REBUILT or \
+            any(h.shape != heads[0].shape for h in heads) or \
             out.shape[:-1] != heads[0].shape[:-1] or \
             out.shape[-1] != width * len(heads):
         return None
@@ -122,9 +131,9 @@ def _overlapping(out: torch.Tensor, heads: list[torch.Tensor],
         if close(out, rebuilt, atol, equal_nan=True):
             return (f"written from column i * {stride} (head i's slice "
                     f"starts {stride} after the one before, so the slices "
-                    f"overlap and each head overwrites the start of the "
-                    f"one before): head i belongs at columns i * {width} "
-                    f"to (i + 1) * {width}")
+                    f"overlap and each head overwrites the end of the one "
+                    f"before): head i belongs at columns i * {width} to "
+                    f"(i + 1) * {width}")
     return None
 
 

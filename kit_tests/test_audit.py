@@ -117,6 +117,19 @@ ATTACKS = {
                             "(s,o):\\n  return (s'\n"
                             "dataclasses.dataclass(init=False, repr=False)"
                             "(type('R', (), {'__annotations__': {N: int}}))",
+    # A field name set on a base class after it was made (redteam9
+    # dcbase); code compiled under an installed module's file name and
+    # run through a library's wrapper (sdexec).
+    "dataclass_base_field": "import dataclasses\n"
+                            "@dataclasses.dataclass\nclass B:\n    a: int\n"
+                            "dataclasses.fields(B)[0].name = 'a,)if 0 else "
+                            "0\\n x = 1\\n def __eq__(s,o):\\n  return (s'\n"
+                            "dataclasses.dataclass(init=False, repr=False)"
+                            "(type('R', (B,), {}))",
+    "installed_file_name": "import functools, os\n"
+                           "c = functools.singledispatch(compile)('x = 1', "
+                           "os.__file__, 'exec')\n"
+                           "functools.singledispatch(exec)(c, {})",
     "dataclass_helper": "import dataclasses\n"
                         "dataclasses._create_fn('f', [], ['return 1'])",
     "patched": "import sys\nm = getattr(sys, 'mod' + 'ules')\n"

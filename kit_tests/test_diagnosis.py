@@ -409,6 +409,13 @@ def test_the_wrappers_own_heads_rearranged_are_named_only_when_rebuilt():
         overlapped[..., i:i + 3] = head
     assert "written from column i * 1" in heads_arrangement(
         overlapped, heads, 1e-6)
+    # Heads made wider than any case's: no rebuild per stride in the
+    # parent (its work stays bounded), so nothing is named.
+    wide = [torch.randn(1, 2, 300, generator=g) for _ in range(2)]
+    overlapped = torch.zeros(1, 2, 600)
+    for i, head in enumerate(wide):
+        overlapped[..., i:i + 300] = head
+    assert heads_arrangement(overlapped, wide, 1e-6) is None
     assert heads_arrangement(heads[0] + heads[1], heads, 1e-6) is None
     assert heads_arrangement(joined + 0.1, heads, 1e-6) is None
     assert heads_arrangement(torch.cat(heads[::-1], -1) * 2, heads,

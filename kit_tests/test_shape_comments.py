@@ -682,6 +682,18 @@ def test_a_comment_must_describe_each_rank_of_the_tasks_own_calls():
                                 DIMS, METHODS) == []
 
 
+def test_a_throwaway_call_on_a_transposed_input_makes_no_claim_fit():
+    """A call on ``x.transpose(0, 1)`` binds the line at the same rank
+    with two places swapped: a comment fitting only that call is wrong;
+    a loop's one growing place stays free (test_growing_tensor_...)."""
+    source = REFERENCE.replace("return probs @ v  # [bs, seq, hidden]",
+                               "return probs @ v  # [seq, bs, hidden]")
+    line = line_of(source, "return probs @ v")
+    [issue] = check_shape_comments(
+        source, _with_a_4d_call(source, line, (5, 2, 12)), DIMS, METHODS)
+    assert issue.kind == "wrong" and issue.line == line
+
+
 def test_a_wrong_comment_stays_wrong_beside_a_line_that_never_ran():
     """A traced call that stopped after a line: the next line bound
     nothing, so no comment fits it, and the wrong comment is reported as

@@ -101,11 +101,16 @@ def _matches(parsed: Parsed, runs: list[list[list[int]]],
 
 def _fits(parsed: Parsed, runs: list[list[list[int]]],
           dims: dict[str, int]) -> bool:
-    """Whether the claims describe one of ``runs`` (executions of one
-    rank), or every one with the sizes that vary between them free."""
+    """Whether the claims describe ``runs`` (executions of one rank): one
+    of them, or, where one place of a tensor varies between them (a
+    tensor grown in a loop), every one with that place free. Where two or
+    more places vary (a throwaway call on a transposed input), every run:
+    no claim fits that the real call's tensor does not."""
+    free = _varying(runs)
+    if free is not None and any(len(places) > 1 for places in free):
+        return all(_assign(parsed.claims, shapes, dims) for shapes in runs)
     if any(_assign(parsed.claims, shapes, dims) for shapes in runs):
         return True
-    free = _varying(runs)
     return free is not None and _assign(parsed.claims, runs[0], dims, free)
 
 

@@ -218,7 +218,10 @@ def _libraries_own_rule(grader: str) -> tuple[
         code = event in ("exec", "compile")
         if code:
             compiled = compiled_file(event, args)
-            if compiled.startswith("<frozen ") or is_installed(compiled):
+            # (the file a code object names is any string its compile was
+            # given: installed only if importlib is loading it)
+            if (compiled.startswith(frozen) or is_installed(compiled)) and \
+                    any(p in IMPORTLIB for p in between):
                 return True     # an installed module imported
         if is_installed(raiser.f_code.co_filename) and \
                 any(p in IMPORTLIB for p in between):
@@ -242,7 +245,8 @@ def _libraries_own_rule(grader: str) -> tuple[
         code = event in ("exec", "compile")
         if code:
             compiled = compiled_file(event, args)
-            if compiled.startswith(frozen) or is_installed(compiled):
+            if (compiled.startswith(frozen) or is_installed(compiled)) and \
+                    _importing(raiser):
                 return True     # an installed module imported
         path = raiser.f_code.co_filename
         if path in (own_code if code else own_frames):
@@ -281,19 +285,41 @@ def _generation_rule(own_code: frozenset[str]
     taken now."""
     builtins_called = frozenset({"exec", "eval", "compile"})
     class_dict = type.__dict__["__dict__"].__get__
+    class_mro = type.__dict__["__mro__"].__get__
+    field_name = __import__("dataclasses").Field.__dict__["name"].__get__
     str_type, dict_type = str, dict
     is_identifier, keywords = str.isidentifier, frozenset(
         __import__("keyword").kwlist)
 
+    def plain(name: Any) -> bool:
+        return type(name) is str_type and is_identifier(name) and \
+            name not in keywords
+
     def plain_fields(cls: Any) -> bool:
+        # Every name pasted: the class's annotations and, for each class
+        # it inherits from, its fields' keys and the names they hold (a
+        # Field's name can be set after its class is made).
         try:
-            annotations = class_dict(cls).get("__annotations__", {})
+            classes = class_mro(cls)
         except TypeError:     # not a class
             return False
-        if type(annotations) is not dict_type:
-            return False
-        return all(type(k) is str_type and is_identifier(k) and
-                   k not in keywords for k in dict_type.keys(annotations))
+        for each in classes:
+            own = class_dict(each)
+            annotations = own.get("__annotations__", {})
+            fields = own.get("__dataclass_fields__", {})
+            if type(annotations) is not dict_type or \
+                    type(fields) is not dict_type or \
+                    not all(plain(k) for k in dict_type.keys(annotations)):
+                return False
+            for key, field in dict_type.items(fields):
+                try:
+                    name = field_name(field)
+                except TypeError:     # not a Field
+                    return False
+                if not plain(key) or type(name) is not str_type or \
+                        name != key:
+                    return False
+        return True
 
     def generates(raiser: Any, event: str, args: tuple) -> bool:
         names = raiser.f_code.co_names
@@ -366,6 +392,16 @@ def _installed_import(event: str, raiser: Any,
         frame = frame.f_back
         importing = frame is not None and importlib_frame(frame)
     return importing
+
+
+def _importing(frame: Any) -> bool:
+    """Whether importlib's own frames are on the stack out from
+    ``frame`` (a module being loaded)."""
+    while frame is not None:
+        if frame.f_code.co_filename in IMPORTLIB:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _called_from(frame: Any, path: str, name: str) -> bool:

@@ -160,8 +160,13 @@ def _socket_address() -> str:
     address = multiprocessing.connection.arbitrary_address("AF_UNIX")
     if len(os.fsencode(address)) <= MAX_SOCKET_PATH:
         return address
+    import atexit
+    import shutil
     import tempfile
     folder = tempfile.mkdtemp(prefix="ag-", dir="/tmp")   # mode 700
+    # multiprocessing removes its own folder at exit; this one is ours
+    # (a fork server, forked, leaves by os._exit and runs none of it)
+    atexit.register(shutil.rmtree, folder, True)
     return os.path.join(folder, os.path.basename(address)[-40:])
 
 

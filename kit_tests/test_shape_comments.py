@@ -692,6 +692,11 @@ def test_a_throwaway_call_on_a_transposed_input_makes_no_claim_fit():
     [issue] = check_shape_comments(
         source, _with_a_4d_call(source, line, (5, 2, 12)), DIMS, METHODS)
     assert issue.kind == "wrong" and issue.line == line
+    # Nor does a loop variable the notation cannot read.
+    loose = source.replace("# [seq, bs, hidden]", "# [i, j, hidden]")
+    [issue] = check_shape_comments(
+        loose, _with_a_4d_call(loose, line, (5, 2, 12)), DIMS, METHODS)
+    assert issue.line == line and issue.kind in ("wrong", "unreadable")
 
 
 def test_a_wrong_comment_stays_wrong_beside_a_line_that_never_ran():

@@ -83,9 +83,11 @@ def _matches(parsed: Parsed, runs: list[list[list[int]]],
     must name (None: ``...`` is no claim there, ``rest_named``)."""
     if parsed.unreadable is not None:
         # Shapes that vary between executions may need a loop variable
-        # (``[bs, seq, i * head_size]``): not the student's fault.
-        return _varying(runs) is not None and \
-            parsed.unreadable.isidentifier()
+        # (``[bs, seq, i * head_size]``): not the student's fault; a loop
+        # grows one place, a throwaway call on a transposed input two.
+        free = _varying(runs)
+        return free is not None and parsed.unreadable.isidentifier() and \
+            all(len(places) <= 1 for places in free)
     if _rest(parsed) and (rest is None or _too_few(parsed, rest)):
         return False    # "[..., seq]" on a line of one rank: a dodge
     # Each rank the line bound in the task's own calls must be described:

@@ -515,11 +515,9 @@ def _other_bias(shift: torch.Tensor, own: torch.Tensor,
     """The one other layer of ``layers`` whose bias, in place of
     ``own``, gives ``shift`` (a bias taken from the wrong projection),
     else ""."""
-    fits = [attribute for attribute in sorted(set(layers.values()))
-            if (b := weights.get(f"{attribute}.bias")) is not None and
-            b.numel() == own.numel() and not torch.equal(b.reshape(
-                own.shape), own) and bool(
-                ((shift - (b.reshape(own.shape) - own)).abs() <= tol).all())]
+    fits = [attribute for attribute, b in _biases(weights, layers, own)
+            if not torch.equal(b, own) and
+            bool(((shift - (b - own)).abs() <= tol).all())]
     return fits[0] if len(fits) == 1 else ""
 
 

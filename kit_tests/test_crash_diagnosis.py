@@ -243,3 +243,47 @@ def test_a_call_stopped_by_the_students_own_raise_says_its_length():
     # The case's own length is never the name said for it.
     assert crash.common_name([(book, error)], "wrong") == ""
     assert crash.own_raise(Probe("p", book.cls, {}, args=[])) is None
+
+
+VIEW_SOURCE = '''import torch
+
+
+class A:
+    def __init__(self, d_in, d_out, num_heads):
+        self.num_heads = num_heads
+        self.head_dim = d_in // num_heads
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        size = self.head_dim
+        split = (b, t, self.num_heads, size)
+        q = x.view(split).transpose(1, 2)
+        k = x.view(b, t, self.num_heads, self.head_dim)
+        v = x.view(b, t, self.num_heads, 3).view(b, t, -1, 3)
+        return q
+'''
+
+
+def test_a_views_wrong_dimension_is_traced_to_what_sets_it():
+    from autograder.checks.diagnosis import crash_facts
+    [fact] = crash_facts.facts(VIEW_SOURCE, 13, "view", (3, 4))
+    assert fact == ("dimension 3 of `x.view(split)` is `size` (line 12 "
+                    "`split = (b, t, self.num_heads, size)`), set on line "
+                    "11: `size = self.head_dim`, set on line 7: "
+                    "`self.head_dim = d_in // num_heads`")
+    [fact] = crash_facts.facts(VIEW_SOURCE, 14, "view", (3, 4))
+    assert fact.endswith("is `self.head_dim`, set on line 7: "
+                         "`self.head_dim = d_in // num_heads`")
+    # A name bound by unpacking is not followed (which binding ran is
+    # not read); two views of the rank on one line: which raised is a
+    # guess; no dimension known: nothing.
+    assert crash_facts.facts(VIEW_SOURCE, 14, "view", (1, 4)) == [
+        "dimension 1 of `x.view(b, t, self.num_heads, self.head_dim)` is "
+        "`t`"]
+    assert crash_facts.facts(VIEW_SOURCE, 15, "view", (3, 4)) == []
+    assert crash_facts.facts(VIEW_SOURCE, 13, "view") == []
+    # An attribute set twice in the class: not followed.
+    twice = VIEW_SOURCE.replace("        self.num_heads = num_heads\n",
+                                "        self.head_dim = 1\n")
+    [fact] = crash_facts.facts(twice, 14, "view", (3, 4))
+    assert fact.endswith("is `self.head_dim`")

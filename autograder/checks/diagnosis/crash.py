@@ -83,6 +83,8 @@ class ShapeError:
     text: str                 # the operands' sizes, in words
     wrong: int | None         # the student's number that does not fit
     wanted: int | None        # the number that would fit there
+    # (a view: which dimension of how many the wrong number is at)
+    place: tuple[int, int] | None = None
     # (a broadcast's two sizes, in the message's order: which of them is
     # wrong, PyTorch does not say)
 
@@ -195,7 +197,7 @@ def _view(shape: list[int], size: int,
         fit = shape[:i] + [want] + shape[i + 1:]
         return ShapeError("view", text + f"; [{', '.join(map(str, fit))}] "
                           f"fits, {want} in place of your {n} at dimension "
-                          f"{i}", n, want)
+                          f"{i}", n, want, (i, len(shape)))
     return ShapeError("view", text, None, None)
 
 
@@ -305,7 +307,8 @@ def sentence(case: Case, line: int, error: ShapeError, wrong_name: str,
     if said:
         joined = "; ".join(said)
         text += f" {joined[0].upper()}{joined[1:]}."
-    for fact in crash_facts.facts(source, line, error.form)[:2]:
+    for fact in crash_facts.facts(source, line, error.form,
+                                  error.place)[:2]:
         # (a dtype's fact names the line that made the other dtype)
         text += f" {fact[0].upper()}{fact[1:]}." if error.form == "dtype" \
             else f" On that line, {fact}."

@@ -16,6 +16,10 @@ and only facts of Python and PyTorch that hold whatever the values are.
   that makes the float64 ones (``dtype=torch.float64``, ``.double()``).
 - ``t.split(n)`` with one size, on a line whose unpacking failed: ``n``
   is each piece's size, not the number of pieces.
+- A view whose one wrong dimension the crash's sizes show: the
+  expression written there and, where it is a name or an attribute of
+  ``self``, the one assignment that sets it (``self.head_dim = d_in //
+  num_heads`` on the constructor's line), followed through plain names.
 - A student's own ``raise`` under ``if a >= b`` (or ``b <= a``), said
   where the length it stopped equals a size of the case's constructor:
   the test refuses a length equal to its bound too.
@@ -232,9 +236,94 @@ def _transpose_dims(node: ast.AST) -> tuple[int, int] | None:
     return a, b
 
 
-def facts(source: str, line: int, form: str) -> list[str]:
+def _enclosing(source: str, line: int, kind: type) -> ast.AST | None:
+    """The innermost ``kind`` node (a function, a class) spanning ``line``."""
+    spanning = [n for n in regions.nodes(source) if isinstance(n, kind)
+                and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(spanning, key=lambda n: n.lineno, default=None)
+
+
+def _set_by(source: str, line: int, expr: ast.expr) -> ast.Assign | None:
+    """The assignment that gives ``expr`` (a name, in its function; an
+    attribute ``self.<attr>``, in its class) when it is the only place
+    the code binds it at all (no other assignment, unpacking, loop or
+    augmented assignment: which one ran would be a guess), else None."""
+    if isinstance(expr, ast.Name):
+        scope = _enclosing(source, line, ast.FunctionDef)
+    elif isinstance(expr, ast.Attribute) and \
+            isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        scope = _enclosing(source, line, ast.ClassDef)
+    else:
+        return None
+    if scope is None:
+        return None
+    target = ast.unparse(expr)
+    stores = [n for n in ast.walk(scope)
+              if isinstance(n, (ast.Name, ast.Attribute)) and
+              isinstance(n.ctx, ast.Store) and ast.unparse(n) == target]
+    assigns = [n for n in ast.walk(scope) if isinstance(n, ast.Assign)
+               and len(n.targets) == 1 and n.targets[0] in stores]
+    if len(stores) != 1 or len(assigns) != 1:
+        return None
+    return assigns[0]
+
+
+def _view_dims(source: str, line: int, call: ast.Call
+               ) -> tuple[list[ast.expr], ast.Assign | None] | None:
+    """The sizes a ``view``/``reshape`` call asks for, one expression
+    each, and the assignment of the tuple they were read from (a name
+    given alone: ``view(split)``, ``view(*split)``)."""
+    args = call.args[1:] if isinstance(call.func.value, ast.Name) and \
+        call.func.value.id == "torch" else call.args
+    if len(args) == 1:
+        only = args[0].value if isinstance(args[0], ast.Starred) \
+            else args[0]
+        if isinstance(only, (ast.Tuple, ast.List)):
+            args = only.elts
+        elif isinstance(only, ast.Name):
+            tuple_set = _set_by(source, line, only)
+            if tuple_set is None or not isinstance(
+                    tuple_set.value, (ast.Tuple, ast.List)):
+                return None
+            return list(tuple_set.value.elts), tuple_set
+    if any(isinstance(a, ast.Starred) for a in args):
+        return None
+    return list(args), None
+
+
+def _view_origin(source: str, line: int, tree: ast.AST,
+                 place: tuple[int, int]) -> list[str]:
+    """Where a view's wrong dimension ``place`` (index, rank) comes from:
+    the expression at that index of the one view of that rank on the
+    line, and the assignments that set it."""
+    dim, rank = place
+    views = [(call, found) for call in _method_calls(tree, ("view",
+                                                            "reshape"))
+             if (found := _view_dims(source, line, call)) is not None
+             and len(found[0]) == rank]
+    if len(views) != 1:
+        return []     # no view, or several: which one raised is a guess
+    call, (dims, tuple_set) = views[0]
+    expr = dims[dim]
+    text = f"dimension {dim} of {quote(call)} is {quote(expr)}"
+    if tuple_set is not None:
+        text += f" (line {tuple_set.lineno} {quote(tuple_set)})"
+    seen = {id(tuple_set)}
+    for _ in range(3):     # followed through plain names, a few hops
+        assign = _set_by(source, line, expr)
+        if assign is None or id(assign) in seen:
+            break
+        seen.add(id(assign))
+        text += f", set on line {assign.lineno}: {quote(assign)}"
+        expr = assign.value
+    return [text]
+
+
+def facts(source: str, line: int, form: str,
+          place: tuple[int, int] | None = None) -> list[str]:
     """The sentences for the statement on ``line``, which raised a shape
-    error of ``form`` (``crash.ShapeError.form``)."""
+    error of ``form`` (``crash.ShapeError.form``; ``place``: a view's
+    wrong dimension and rank, when the sizes show it)."""
     if form == "dtype":
         return _doubles(source, line)
     node = _statement(source, line)
@@ -246,6 +335,8 @@ def facts(source: str, line: int, form: str) -> list[str]:
         return _weight_rows(node)
     if form == "stack":
         return _cut_dims(node)
+    if form == "view":
+        return _view_origin(source, line, node, place) if place else []
     said = _dropped_dims(node) if form == "broadcast" else []
     if form in ("broadcast", "matmul"):
         said += _transposed(node)

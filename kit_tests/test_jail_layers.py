@@ -234,7 +234,28 @@ class Filler(nn.Module):
 '''
     import torch
     probe = Probe("fill", "Filler", {}, args=[torch.zeros(1)], timeout=30)
+    # The same bytes in folders nested past PATH_MAX, written through
+    # folder descriptors: counted all the same.
+    deep = source.replace(FILL, DEEP_FILL)
     with Sandbox(namespaces=False) as box:
-        [result] = box.run(source, "filler.py", [probe])
-    assert result.status == MEMORY, result.message
-    assert "files grew past 64 MiB" in result.message
+        results = box.run(source, "filler.py", [probe])
+        results += box.run(deep, "deep.py", [probe])
+    for result in results:
+        assert result.status == MEMORY, result.message
+        assert "files grew past 64 MiB" in result.message
+
+
+FILL = """        for i in range(40):
+            with open(f"fill-{i}", "wb") as f:
+                f.write(b"x" * (8 << 20))
+"""
+DEEP_FILL = """        import os
+        fd = os.open(".", os.O_RDONLY)
+        for i in range(20):
+            os.mkdir("d" * 250, dir_fd=fd)
+            fd = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
+        for i in range(40):
+            f = os.open(f"fill-{i}", os.O_WRONLY | os.O_CREAT, dir_fd=fd)
+            os.write(f, b"x" * (8 << 20))
+            os.close(f)
+"""

@@ -608,29 +608,55 @@ def _released(proc: int, pid: int) -> bool:
                                  fields[20] == b"0")
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Folders opened and not yet read at once: more than an honest scratch
+# holds (each an open descriptor of the keeper's).
+_MAX_PENDING = 512
+
+
 def _usage(folder: str) -> tuple[int, int]:
     """Bytes allocated and entries under ``folder`` (not following links),
-    counting stops past the limits. A folder the keeper may not read (the
-    inmate, same uid as an unprivileged keeper, may chmod its own) counts
-    as over the limit: hiding files is no way around the bound."""
+    counting stops past the limits. Read through folder descriptors, so a
+    path of any length is counted (nested names past PATH_MAX too). A
+    folder the keeper may not read (the inmate, same uid as an
+    unprivileged keeper, may chmod its own) or cannot count counts as over
+    the limit: hiding files is no way around the bound; only an entry
+    removed meanwhile is skipped."""
+    over = jail.SCRATCH_BYTES + 1
     used = entries = 0
-    stack = [folder]
-    while stack and used <= jail.SCRATCH_BYTES and entries <= _MAX_ENTRIES:
-        try:
-            with os.scandir(stack.pop()) as found:
-                for entry in found:
-                    entries += 1
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    used += info.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-        except PermissionError:
-            return jail.SCRATCH_BYTES + 1, entries
-        except OSError:   # removed meanwhile
-            continue
+    try:
+        stack = [os.open(folder, _DIR_FLAGS)]
+    except FileNotFoundError:
+        return 0, 0
+    except OSError:
+        return over, 0
+    try:
+        while stack and used <= jail.SCRATCH_BYTES and \
+                entries <= _MAX_ENTRIES:
+            if len(stack) > _MAX_PENDING:
+                return over, entries
+            fd = stack.pop()
+            try:
+                with os.scandir(fd) as found:
+                    for entry in found:
+                        entries += 1
+                        try:
+                            info = entry.stat(follow_symlinks=False)
+                            if stat.S_ISDIR(info.st_mode):
+                                stack.append(os.open(entry.name, _DIR_FLAGS,
+                                                     dir_fd=fd))
+                        except FileNotFoundError:   # removed meanwhile
+                            continue
+                        used += info.st_blocks * 512
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return over, entries
+    finally:
+        for fd in stack:
+            os.close(fd)
     return used, entries
 
 

@@ -157,3 +157,27 @@ def test_ignored_codes_add_to_pycodestyles_default_list():
                                               "att = self.mix(att*1)  #")
     assert _pycodestyle_outcome(source, "MultiHeadSelfAttention",
                                 ignore=["E501"]).points == 0
+
+
+def test_a_base_class_of_the_file_is_its_subclass_s_code():
+    # The constructor moved into a base (red team round 10): its
+    # violations are the task class's, and the base's own base's too.
+    source = REFERENCE.replace(
+        "class SelfAttention(nn.Module):",
+        "class _Root(nn.Module):\n    x=1\n\n\n"
+        "class _Base(_Root):\n    y=2\n\n\n"
+        "class SelfAttention(_Base):")
+    found = style_issues(source, "SelfAttention", METHODS)
+    assert [(i.line, i.code) for i in found] == [
+        (line_of(source, "x=1"), "E225"), (line_of(source, "y=2"), "E225")]
+    assert style_issues(source, "MultiHeadSelfAttention", METHODS) == []
+    # A base the file does not define (nn.Module) adds nothing.
+    assert style_issues(REFERENCE, "SelfAttention", METHODS) == []
+    # A task class as the base: its lines stay its own task's only.
+    derived = REFERENCE.replace(
+        "class MultiHeadSelfAttention(nn.Module):",
+        "class MultiHeadSelfAttention(SelfAttention):").replace(
+        "q, k, v = self.q(x), self.k(x), self.v(x)",
+        "q,k, v = self.q(x), self.k(x), self.v(x)")
+    assert style_issues(derived, "MultiHeadSelfAttention", METHODS) == []
+    assert len(style_issues(derived, "SelfAttention", METHODS)) == 1

@@ -155,7 +155,12 @@ def style_issues(source: str, cls: str,
     # it (regions.graded_regions' helpers): a helper moved out of the
     # class must not escape the style check.
     table = tuple(sorted(methods.items()))
-    spans = by_name.get(cls, ()) + tuple(
+    # Its base classes defined in the file are its code too: a
+    # constructor moved into a base must not escape the check (a base
+    # that is another task's class is that task's, charged once).
+    spans = tuple(span for name in _bases(source, cls)
+                  if name not in methods for span in by_name.get(name, ()))
+    spans += by_name.get(cls, ()) + tuple(
         span for owner, name in _helpers(source, table) if owner == cls
         for span in by_name.get(name, ())
         if not any(a <= span[0] <= b for a, b in by_name.get(cls, ())))
@@ -165,6 +170,25 @@ def style_issues(source: str, cls: str,
                        if owner == cls)
     return [i for i in issues if i.code not in FILE_LEVEL_CODES and
             any(a <= i.line <= b for a, b in spans)]
+
+
+@functools.lru_cache(maxsize=32)
+def _bases(source: str, cls: str) -> tuple[str, ...]:
+    """The classes of ``source`` that ``cls`` inherits from, directly or
+    through others of the file (by the names its bases are written as)."""
+    classes = {n.name: n for n in ast.walk(regions.parse(source))
+               if isinstance(n, ast.ClassDef)}
+    found: list[str] = []
+    queue = [cls]
+    while queue:
+        node = classes.get(queue.pop())
+        for base in node.bases if node is not None else ():
+            name = base.id if isinstance(base, ast.Name) else getattr(
+                base, "attr", "")
+            if name in classes and name != cls and name not in found:
+                found.append(name)
+                queue.append(name)
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=8)

@@ -25,13 +25,14 @@ CALLS = {"x86_64": {"keyctl": 250, "add_key": 248, "request_key": 249,
                     "read": 0, "openat": 257, "socket": 41,
                     "socketpair": 53, "ptrace": 101, "io_uring_setup": 425,
                     "shmget": 29, "shmat": 30, "msgget": 68, "semget": 64,
-                    "mq_open": 240, "mmap": 9, "getpid": 39},
+                    "mq_open": 240, "mmap": 9, "getpid": 39,
+                    "rt_sigaction": 13},
          "aarch64": {"keyctl": 219, "add_key": 217, "request_key": 218,
                      "read": 63, "openat": 56, "socket": 198,
                      "socketpair": 199, "ptrace": 117,
                      "io_uring_setup": 425, "shmget": 194, "shmat": 196,
                      "msgget": 186, "semget": 190, "mq_open": 180,
-                     "mmap": 222, "getpid": 172}}
+                     "mmap": 222, "getpid": 172, "rt_sigaction": 134}}
 
 
 def _run_bpf(program, nr: int, arch: int, args=(0,) * 6) -> int:
@@ -81,6 +82,11 @@ def test_the_filter_refuses_what_it_names_and_nothing_else(machine):
     stream = socket.SOCK_STREAM | socket.SOCK_CLOEXEC
     assert verdict("socketpair", socket.AF_UNIX, stream) == EPERM
     assert verdict("socketpair", socket.AF_UNIX, socket.SOCK_DGRAM) == EPERM
+    # A signal handler set (its action's pointer, whatever word holds
+    # it) is refused; a query of the current one (NULL) is not.
+    assert verdict("rt_sigaction", 10, 0x7FFF1234) == EPERM
+    assert verdict("rt_sigaction", 10, 0x7F << 32) == EPERM
+    assert verdict("rt_sigaction", 10, 0, 0x7FFF1234) == ALLOW
     # Another ABI (32-bit calls on x86-64, say) is refused whole.
     assert _run_bpf(program, calls["read"], 0x40000003) == EPERM
     if machine == "x86_64":   # x32 numbers
@@ -142,6 +148,15 @@ def test_the_filter_holds_in_a_real_process():
                 seen.append(False)
             except PermissionError:
                 seen.append(True)
+            # No Python signal handler (it would get the interrupted
+            # frame); reading the current one still works.
+            import signal
+            try:
+                signal.signal(signal.SIGUSR1, lambda *_: None)
+                seen.append(False)
+            except PermissionError:
+                seen.append(signal.getsignal(signal.SIGUSR1) ==
+                            signal.SIG_DFL)
             import threading
             ran = []
             thread = threading.Thread(target=ran.append, args=(1,))
@@ -154,7 +169,7 @@ def test_the_filter_holds_in_a_real_process():
     os.close(write)
     seen = os.read(read, 100).decode()
     os.waitpid(pid, 0)
-    assert seen == repr([True] * 7)
+    assert seen == repr([True] * 8)
 
 
 class _Sandbox:

@@ -23,6 +23,12 @@ Docker's default profile) makes these fail with EPERM:
 - ``ptrace``, ``process_vm_readv/writev``: no reading another process's
   memory (Landlock also refuses it outside its domain; this holds where
   Landlock is missing).
+- ``rt_sigaction`` with a new action (a query, whose action pointer is
+  NULL, stays allowed): no signal handler of the submission's. CPython
+  calls a Python handler with the frame it interrupts, whose ``f_back``
+  chain holds the grader's frames, and no audit event marks either the
+  handler or the frame (red team round 10 read the recorder through
+  them). The worker sets its own handlers before the filter.
 
 A second filter (``process_program``), installed with the first, refuses
 every new process, however it is asked for: ``clone`` without
@@ -78,6 +84,8 @@ _ARCHES = {
         "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185}),
 }
 DENIED = tuple(_ARCHES["x86_64"][1])
+# Per architecture: rt_sigaction, refused when it sets an action.
+_SIGACTION = {"x86_64": 13, "aarch64": 134}
 # Per architecture: clone, clone3 and (where they exist) fork and vfork.
 _PROCESS_CALLS = {
     "x86_64": {"clone": 56, "clone3": 435, "fork": 57, "vfork": 58},
@@ -90,9 +98,9 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_EPERM = 0x00050000 | errno.EPERM
 _RET_ENOSYS = 0x00050000 | errno.ENOSYS
-# struct seccomp_data: nr at 0, arch at 4, args[0]'s low word at 16
-# (both architectures are little-endian).
-_NR, _ARCH, _ARG0_LOW = 0, 4, 16
+# struct seccomp_data: nr at 0, arch at 4, args[0]'s low word at 16,
+# args[1]'s words at 24 and 28 (both architectures are little-endian).
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG1_HIGH = 0, 4, 16, 24, 28
 
 
 class _Filter(ctypes.Structure):
@@ -120,8 +128,16 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
         code.append((_JGE_K, "deny", 0, _X32_BIT))   # x32 calls: refused
     for number in sorted(set(numbers.values())):
         code.append((_JEQ_K, "deny", 0, number))
-    code += [("allow", _RET_K, 0, 0, _RET_ALLOW),
-             ("deny", _RET_K, 0, 0, _RET_EPERM)]
+    machine = machine or platform.machine()
+    code += [
+        (_JEQ_K, 0, "allow", _SIGACTION[machine]),
+        # rt_sigaction(sig, act, oldact): a NULL act only reads
+        (_LD_W_ABS, 0, 0, _ARG1_LOW),
+        (_JEQ_K, 0, "deny", 0),
+        (_LD_W_ABS, 0, 0, _ARG1_HIGH),
+        (_JEQ_K, "allow", "deny", 0),
+        ("allow", _RET_K, 0, 0, _RET_ALLOW),
+        ("deny", _RET_K, 0, 0, _RET_EPERM)]
     return _resolve(code)
 
 

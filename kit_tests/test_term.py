@@ -225,6 +225,9 @@ def test_exports_parse_in_their_documented_formats(tmp_path):
         "submission_3": [Submitter("Cy", "3", "cy@x.edu")]})
     line = lms_exports.write_all(out, export, 16, "capped", "hw", {})
     assert "3 students" in line and "2 without a grade" in line
+    # Ada's 17 of 16: Moodle refuses such a file unless its site allows it.
+    assert "warning: 1 of the grades above the maximum (16): Moodle's " \
+        "import refuses the whole of moodle_grades.csv" in line
 
     def rows(name):
         with open(out / name, newline="") as handle:
@@ -253,6 +256,8 @@ def test_exports_parse_in_their_documented_formats(tmp_path):
                                  "Homework 3 (87568490)")
     assert rows("canvas_grades.csv")[0][5] == "Homework 3 (87568490)"
     assert "Canvas column 'Homework 3 (87568490)'" in line
+    assert "warning" not in lms_exports.write_all(out, export, 17, "capped",
+                                                  "hw", {})
 
 
 @pytest.mark.parametrize("value, kept", [

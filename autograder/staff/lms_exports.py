@@ -106,13 +106,19 @@ def write_all(out: Path, export: Any, maximum: float, bonus_policy: str,
         *([r.name, r.email, r.sid, r.score, _feedback(r, words)]
           for r in rows)])
     blank = sum(r.score == "" for r in rows)
+    above = sum(r.score != "" and r.score > r.maximum for r in rows)
     where = (f"Canvas column {canvas_column!r}" if canvas_column else
              f"a new Canvas assignment {column!r} (set [exports] "
              f"canvas_column in policy.toml to fill an existing one)")
     return (f"exports: {GRADESCOPE_CSV}, {CANVAS_CSV}, {MOODLE_CSV} in "
             f"{out} ({len(rows)} students, out of {top:g}, bonus {policy}"
             + (f"; {blank} without a grade yet" if blank else "")
-            + f"; {where})")
+            + f"; {where})" + (
+                f"\nwarning: {above} of the grades above the maximum "
+                f"({top:g}): Moodle's import refuses the whole"
+                f" of {MOODLE_CSV} unless the site allows grades above the "
+                f"maximum (Site administration > Grades > General settings"
+                f" > Unlimited grades)" if above else ""))
 
 
 def _feedback(row: Row, words: str) -> str:

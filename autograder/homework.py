@@ -164,7 +164,10 @@ def _read(path: Path) -> dict:
     except FileNotFoundError:
         raise HomeworkError(
             f"{path} is missing: a homework's folder holds its "
-            f"{PROFILE} (set ${ENV} to such a folder, or unset it)") from None
+            f"{PROFILE}: name the folder as {ENV}=DIR (or `homework-kit "
+            f"--homework DIR ...`)"
+            f"{'' if os.environ.get(ENV) else f'; {ENV} is not set'}"
+            ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise HomeworkError(f"cannot read {path}: {exc}: fix the "
                             f"file") from None

@@ -162,9 +162,12 @@ def test_staff_files_are_checked_only_for_the_staff(tmp_path):
         homework.load(root, staff=True)
 
 
-def test_a_folder_without_a_profile_says_how_to_choose_one(tmp_path):
+def test_a_folder_without_a_profile_says_how_to_choose_one(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("HOMEWORK", raising=False)
     with pytest.raises(homework.HomeworkError,
-                       match=r"homework\.toml is missing: .*set \$HOMEWORK"):
+                       match=r"homework\.toml is missing: .*as HOMEWORK=DIR .*"
+                       r"; HOMEWORK is not set"):
         homework.load(tmp_path)
 
 

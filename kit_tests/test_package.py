@@ -70,7 +70,8 @@ def test_a_missing_profile_says_how_to_name_one(tmp_path):
     done = _kit("--homework", str(tmp_path), "release")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "homework.toml is missing" in done.stderr
-    assert "$HOMEWORK" in done.stderr
+    assert "HOMEWORK=DIR (or `homework-kit --homework DIR ...`)" in \
+        done.stderr
 
 
 def test_releases_go_per_homework(tmp_path, monkeypatch):

@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 # The commands that build from an existing homework's profile.
 READ_PROFILE = ("generate", "release", "autograder")
+# The commands that ship generated files: refused while any is stale (the
+# Makefile's release targets check first too; installed, this is the
+# only check).
+SHIPS = ("release", "autograder")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,11 +67,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in READ_PROFILE:
             homework.current()   # a profile it cannot use: one line
+        if args.command in SHIPS and _stale():
+            print(f"error: {args.command} ships generated files that are "
+                  f"older than what generates them (listed above): run "
+                  f"`homework-kit generate` (in a checkout: `make "
+                  f"generate`) first", file=sys.stderr)
+            return 1
         run = getattr(importlib.import_module(module), function)
         return int(run(args.args) or 0)
     except HomeworkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _stale() -> bool:
+    """Whether a generated file is stale (each said on stderr)."""
+    from kit.generate import stale
+    lines = stale(None)
+    for line in lines:
+        print(f"stale: {line}", file=sys.stderr)
+    return bool(lines)
 
 
 def grader() -> None:

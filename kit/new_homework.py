@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {folder}: a layer-norm and softmax-classifier homework; "
-          f"next: make generate HOMEWORK={folder}")
+          f"next: make generate HOMEWORK={folder} in the kit's checkout, "
+          f"or `homework-kit --homework {folder} generate` where it is "
+          f"installed")
     if args.generate:
         import subprocess
         return subprocess.run(

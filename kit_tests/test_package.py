@@ -211,3 +211,21 @@ def test_cases_outside_the_checkout_import_from_their_file(tmp_path):
     # inside the checkout: the one module the kit's own imports share
     assert values._profile_module(ROOT / "kit" / "generate" / "cases.py") \
         is cases
+
+
+def test_a_release_is_refused_while_a_generated_file_is_stale(tmp_path):
+    # The installed command has no Makefile's fresh-all before it: a
+    # rubric edited and not regenerated would ship a notebook and skeleton
+    # that say other points (walk 44).
+    shutil.copytree(FFN, tmp_path / "ffn")
+    rubric = tmp_path / "ffn" / "autograder" / "rubric.toml"
+    text = rubric.read_text()
+    assert "\npoints = 3\n" in text
+    rubric.write_text(text.replace("\npoints = 3\n", "\npoints = 4\n", 1))
+    for command in ("release", "autograder"):
+        done = _kit("--homework", str(tmp_path / "ffn"), command)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "stale: " in done.stderr
+        assert f"error: {command} ships generated files that are older " \
+            "than what generates them" in done.stderr
+        assert "wrote" not in done.stdout

@@ -216,7 +216,7 @@ def test_cases_outside_the_checkout_import_from_their_file(tmp_path):
 def test_a_release_is_refused_while_a_generated_file_is_stale(tmp_path):
     # The installed command has no Makefile's fresh-all before it: a
     # rubric edited and not regenerated would ship a notebook and skeleton
-    # that say other points (walk 44).
+    # that say other points.
     shutil.copytree(FFN, tmp_path / "ffn")
     rubric = tmp_path / "ffn" / "autograder" / "rubric.toml"
     text = rubric.read_text()

@@ -160,7 +160,7 @@ def test_ignored_codes_add_to_pycodestyles_default_list():
 
 
 def test_a_base_class_of_the_file_is_its_subclass_s_code():
-    # The constructor moved into a base (red team round 10): its
+    # The constructor moved into a base: its
     # violations are the task class's, and the base's own base's too.
     source = REFERENCE.replace(
         "class SelfAttention(nn.Module):",

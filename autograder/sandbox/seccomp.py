@@ -27,7 +27,7 @@ Docker's default profile) makes these fail with EPERM:
   NULL, stays allowed): no signal handler of the submission's. CPython
   calls a Python handler with the frame it interrupts, whose ``f_back``
   chain holds the grader's frames, and no audit event marks either the
-  handler or the frame (red team round 10 read the recorder through
+  handler or the frame (a handler could read the recorder through
   them). The worker sets its own handlers before the filter.
 
 A second filter (``process_program``), installed with the first, refuses

@@ -608,7 +608,10 @@ def _released(proc: int, pid: int) -> bool:
                                  fields[20] == b"0")
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# (O_DIRECTORY and the like are POSIX's: 0 where the platform has none,
+# as the module is imported there too)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | \
+    getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # Folders opened and not yet read at once: more than an honest scratch
 # holds (each an open descriptor of the keeper's).
 _MAX_PENDING = 512

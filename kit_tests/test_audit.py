@@ -169,6 +169,8 @@ CONTROLS = {
                          "weakref.finalize(KEEP, list, (1, 2))",
     "lazy_library_import": "import weakref\nclass O: pass\nKEEP = O()\n"
                            "weakref.finalize(KEEP, __import__, 'xml.dom')",
+    "vmap": "import torch\nfrom torch.func import vmap\n"
+            "vmap(lambda t: t @ t.mT)(torch.ones(2, 3, 3))",
     "module_call": "import torch\nclass M(torch.nn.Module):\n"
                    "    def forward(self, x):\n"
                    "        return torch.einsum('ij,jk->ik', x, x)\n"

@@ -116,6 +116,12 @@ EVENT_PREFIXES = ("ctypes.",)
 # evaluates strings the caller wrote.)
 OWN_FRAMES = ("collections", "dataclasses", "enum", "typing", "warnings")
 OWN_CODE = ("collections", "dataclasses")
+# Installed modules whose own functions read their caller's frame for
+# their own ends and hand none out, whoever called into the library:
+# ``torch.library.Library`` records where an operator was registered
+# (``torch.func.vmap`` makes one on its first call). An event such a
+# module raises, in a function whose code names it, is its own.
+OWN_FRAME_READERS = ("torch.library",)
 # Modules whose public functions hand frames out (``walk_stack``,
 # ``walk_tb``, ``currentframe``) and also use them internally: an event is
 # theirs only when their own code, not the submission, called the raiser.
@@ -207,6 +213,7 @@ def _libraries_own_rule(grader: str) -> tuple[
     Everything they read is taken now, in their closure, so that no later
     patch of a module changes them."""
     own_frames, own_code = _module_files(OWN_FRAMES), _module_files(OWN_CODE)
+    readers = _module_files(OWN_FRAME_READERS)
     internal_use = _module_files(INTERNAL_USE)
     is_installed, compiled_file = _file_rules(grader)
     frozen = "<frozen "
@@ -232,6 +239,8 @@ def _libraries_own_rule(grader: str) -> tuple[
             # dataclass field name that closes the generated code and
             # adds its own) is nobody's library.
             return False
+        if not code and raiser.f_code.co_filename in readers:
+            return generates(raiser, event, args)
         entry = between[-1]
         if entry in (own_code if code else own_frames):
             return generates(raiser, event, args)
@@ -249,7 +258,7 @@ def _libraries_own_rule(grader: str) -> tuple[
                     _importing(raiser):
                 return True     # an installed module imported
         path = raiser.f_code.co_filename
-        if path in (own_code if code else own_frames):
+        if path in (own_code if code else own_frames | readers):
             return generates(raiser, event, args)
         if path == signatures and _called_from(raiser, path, "signature"):
             return True     # a signature read: hands out no frame, no code

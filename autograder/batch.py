@@ -392,9 +392,13 @@ class _BatchRun:
     def save(self, entry: Entry, sub: Submission, grade: GradeResult,
              digest: str | None) -> None:
         assert self.out is not None
+        # A submission whose notebook is missing or unreadable is on the
+        # TAs' answer pages too, with no answer: else its questions stay
+        # pending and nobody is shown whom to score.
         found = read_answers(grade, sub, self.config.profile)
-        if found is not None:
-            self.found_answers[entry.name] = found
+        if found is None:
+            found = {}
+        self.found_answers[entry.name] = found
         folder = layout.submission_dir(self.out, entry.name)
         if self.resume is not None:   # stale until the new files are whole
             _remove(folder / batch_state.STAMP)

@@ -352,8 +352,9 @@ def _remove_stale_exports(out: Path) -> None:
 def _write_question_pages(by_submission: dict[str, dict[str, str]],
                           out: Path) -> None:
     """One page per question with every student's answer, for TAs (an OS
-    error is an OutputError: the batch is not complete without them)."""
-    if not by_submission:
+    error is an OutputError: the batch is not complete without them);
+    none where no submission answered anything (a batch of code only)."""
+    if not any(by_submission.values()):
         return
     from autograder.submission import answers
     answers.write_question_pages(out, dict(sorted(by_submission.items())))

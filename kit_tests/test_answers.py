@@ -106,3 +106,16 @@ def test_answers_markdown_echoes_answers_or_the_error():
     failed = answers_markdown(None, error="attention.ipynb is not readable")
     assert "attention.ipynb is not readable" in failed
     assert "does not change your code score" in failed
+
+
+def test_a_submission_without_answers_is_on_every_page(tmp_path):
+    from autograder import graded_folder
+    graded_folder._write_question_pages(
+        {"alice": {"Q1": "softmax saturates"}, "frank": {}}, tmp_path)
+    for question in QUESTIONS:
+        page = (tmp_path / "answers" / f"{question}.md").read_text()
+        assert "_(no answer)_" in page.split("## frank")[1]
+    # A batch where nobody answered anything (code only): no pages.
+    graded_folder._write_question_pages({"a": {}, "b": {}},
+                                        tmp_path / "code")
+    assert not (tmp_path / "code" / "answers").exists()

@@ -48,6 +48,9 @@ def test_one_broken_submission_never_stops_the_batch(tmp_path, monkeypatch):
         assert (layout.submission_dir(out, name) / "results.json").is_file()
     assert (layout.submission_dir(out, "a") / "source.py").read_text() == \
         "x = 1\n"
+    # No notebook: on the TAs' answer pages all the same, with no answer
+    # (else its questions would stay pending with nobody shown to score).
+    assert graded.answers["a"] == graded.answers["b"] == {}
 
 
 def test_without_an_output_folder_nothing_is_written(tmp_path,

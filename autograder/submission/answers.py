@@ -372,8 +372,10 @@ def answers_markdown(answers: dict[str, str] | None,
     lines = ["## Inline answers (graded by hand)", ""]
     if error or answers is None:
         reason = mdsafe.inline(error or "no notebook")
-        lines.append(f"Could not read your answers: {reason}."
-                     f" This does not change your code score.")
+        lines.append(f"Could not read your answers: {reason}. This "
+                     f"does not change your code score; the questions are "
+                     f"scored from your notebook's answers, and none were "
+                     f"read.")
         return "\n".join(lines) + "\n"
     for question in asked or questions():
         text = answers.get(question, "").strip()

@@ -105,7 +105,8 @@ def _fits(parsed: Parsed, runs: list[list[list[int]]],
           dims: dict[str, int]) -> bool:
     """Whether the claims describe ``runs`` (executions of one rank): one
     of them, or, where one place of a tensor varies between them (a
-    tensor grown in a loop), every one with that place free. Where two or
+    tensor grown in a loop), every one with a piece's size there (one that
+    divides it). Where two or
     more places vary (a throwaway call on a transposed input), every run:
     no claim fits that the real call's tensor does not."""
     free = _varying(runs)
@@ -113,7 +114,11 @@ def _fits(parsed: Parsed, runs: list[list[list[int]]],
         return all(_assign(parsed.claims, shapes, dims) for shapes in runs)
     if any(_assign(parsed.claims, shapes, dims) for shapes in runs):
         return True
-    return free is not None and _assign(parsed.claims, runs[0], dims, free)
+    # A place that grows (a loop's torch.cat): the piece's size it claims
+    # must divide that place's size in every run, which a throwaway call
+    # on other inputs (a batch of 1 beside the real one) does not free.
+    return free is not None and all(_assign(parsed.claims, shapes, dims,
+                                            free) for shapes in runs)
 
 
 def _rest(parsed: Parsed) -> bool:

@@ -170,6 +170,14 @@ class Dim:
         return None if None in sizes or not sizes else math.prod(sizes)
 
 
+def _fits(claimed: int | None, size: int, grown: bool) -> bool:
+    """A claimed size describes ``size``: equal, or (``grown``) a
+    positive size that ``size`` is a multiple of."""
+    if not grown or claimed is None:
+        return claimed == size
+    return claimed > 0 and size % claimed == 0
+
+
 @dataclass(frozen=True)
 class Claim:
     """The shape a comment claims for one tensor."""
@@ -182,15 +190,17 @@ class Claim:
 
     def matches(self, shape: list[int], dims: dict[str, int],
                 free: frozenset[int] = frozenset()) -> bool:
-        """Same rank and every dimension fits (those at ``free``
-        positions are not checked); a leading ``...`` stands for any
-        number of dimensions, the others fit the last ones."""
+        """Same rank and every dimension fits (at a ``free`` position, a
+        place that grows between executions, the size claimed need only
+        divide the size: a piece of a tensor grown by concatenation); a
+        leading ``...`` stands for any number of dimensions, the others
+        fit the last ones."""
         named = self.dims[1:] if self.dims and self.dims[0].is_rest \
             else self.dims
         start = len(shape) - len(named)
         if start < 0 or (start and named is self.dims):
             return False
-        return all(start + i in free or d.value(dims) == size
+        return all(_fits(d.value(dims), size, start + i in free)
                    for i, (d, size) in enumerate(zip(named, shape[start:])))
 
     def evaluated(self, dims: dict[str, int]) -> str:

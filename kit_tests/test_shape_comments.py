@@ -917,3 +917,20 @@ def test_long_prose_next_to_a_right_comment_costs_nothing():
     source = REFERENCE.replace("        probs = torch.softmax(\n",
                                f"{prose}\n        probs = torch.softmax(\n")
     assert issues_of(source) == []
+
+
+def test_a_throwaway_call_frees_no_place_of_a_wrong_claim():
+    # forward called again on x[:1]: the batch place then varies between
+    # the runs, as a loop's growing place would, but a wrong claim there
+    # ([seq, ...] for the batch) divides neither run's size.
+    honest = REFERENCE.replace(
+        "        split = (bs, seq, self.num_heads, self.head_size)\n",
+        "        if bs > 1:\n"
+        "            self.forward(x[:1], return_attention)\n"
+        "        split = (bs, seq, self.num_heads, self.head_size)\n")
+    assert honest != REFERENCE
+    assert issues_of(honest) == []
+    wrong = honest.replace("att = self.mix(att)  # [bs, seq, hidden]",
+                           "att = self.mix(att)  # [seq, seq, hidden]")
+    assert [(i.line, i.kind) for i in issues_of(wrong)] == [
+        (line_of(wrong, "att = self.mix(att)"), "wrong")]

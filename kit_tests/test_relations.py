@@ -98,3 +98,38 @@ def test_a_transpose_written_as_a_reshape_is_named_from_the_records():
     assert reshaped([(4, k), (5, k.mT)], 5, steps, 3) is None
     assert reshaped([(4, k + 1), (5, (k + 1).reshape(2, 3, 5))], 5, steps,
                     3) is None
+
+
+def _masked(scores: torch.Tensor, hide: torch.Tensor) -> torch.Tensor:
+    return scores.masked_fill(hide, float("-inf"))
+
+
+def test_a_shifted_mask_names_a_larger_masks_corner_only_by_agreement():
+    # A mask shifted by one (j >= i + 2) is the bottom-left cut of a
+    # mask one size larger, whatever the code: that size is said only
+    # where every failing case shows it, never one case's coincidence.
+    from autograder.checks.diagnosis.attach import Finding, agree
+    from autograder.checks.diagnosis.relations import mask_region
+    torch.manual_seed(0)
+    scores = torch.randn(1, 1, 5, 5)
+    want = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    got = _masked(scores, torch.ones(5, 5, dtype=torch.bool).triu(2))
+    expected = _masked(scores, want)
+    one = mask_region("masked", got, expected, sizes={"head_size": 6})
+    assert "the 6 x 6 mask (head_size = 6) cut at its last 5 rows" in \
+        one.text
+    assert one.plain is not None and "6 x 6" not in one.plain.text
+    assert "hides key j for query i where j >= i + 2" in one.plain.text
+    other = mask_region("masked", got, expected, sizes={"input_size": 6})
+    both = mask_region("masked", got, expected,
+                       sizes={"head_size": 6, "input_size": 6})
+
+    def said(*relations) -> list[str]:
+        findings = [Finding.__new__(Finding) for _ in relations]
+        for finding, relation in zip(findings, relations):
+            finding.relation = relation
+        agree(findings)
+        return [f.relation.text for f in findings]
+    assert all("6 x 6" not in t for t in said(one, other))
+    assert all("6 x 6" not in t for t in said(both))
+    assert all("(head_size = 6)" in t for t in said(one, both))

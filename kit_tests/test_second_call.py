@@ -211,8 +211,14 @@ def test_a_second_call_that_differs_names_the_state():
     verdict = values.second_call(None, result, probe, out, _Check())
     assert not verdict.ok
     assert verdict.message.startswith("the second call differs")
-    assert "`self.mask`" in verdict.message
-    assert "`self.cache` (created by the first call)" in verdict.message
+    # The one it changed: an in-place change's words; the one it made: a
+    # value kept from an earlier input, no in-place advice.
+    created = verdict.message.split("The first call created")[1]
+    created, changed = created.split("The first call changed")
+    assert created.startswith(" `self.cache`, kept on the module")
+    assert "masked_fill_" not in created
+    assert changed.startswith(" `self.mask`: likely an in-place") and \
+        "`self.cache`" not in changed
     probe, result = _probe_and_result(out, out.flip(0) + 1, train=True)
     verdict = values.second_call(None, result, probe, out, _Check())
     assert "after a call in train mode" in verdict.message

@@ -240,16 +240,26 @@ def _state_words(changed: list[str]) -> str:
         # A fact, no guess at where else state may be kept.
         return ("None of its buffers, parameters or attributes changed "
                 "between the calls.")
-    names = ", ".join(
-        mdsafe.code_span(f"self.{name.removesuffix(NEW)}") +
-        (" (created by the first call)" if name.endswith(NEW) else "")
-        for name in changed)
-    return (f"The first call changed {names}: likely an in-place change of "
-            f"a buffer or attribute (`self.mask *= ...`, `masked_fill_` on "
-            f"`self.mask`, an attribute that accumulates, a cache kept "
-            f"from an earlier input). Compute new tensors (`masked_fill`, "
-            f"not `masked_fill_`) and leave the module's state as "
-            f"`__init__` made it.")
+    created = [n.removesuffix(NEW) for n in changed if n.endswith(NEW)]
+    kept = [n for n in changed if not n.endswith(NEW)]
+    said = []
+    if created:
+        # A fact: the attribute did not exist after __init__. A cache
+        # kept from an earlier input, whatever the code holds in it.
+        names = ", ".join(mdsafe.code_span(f"self.{n}") for n in created)
+        said.append(f"The first call created {names}, kept on the "
+                    f"module for the calls after it: a value made from an "
+                    f"earlier input. Make it for each input (or for the "
+                    f"longest one, in `__init__`).")
+    if kept:
+        names = ", ".join(mdsafe.code_span(f"self.{n}") for n in kept)
+        said.append(f"The first call changed {names}: likely an in-place "
+                    f"change of a buffer or attribute (`self.mask *= ...`, "
+                    f"`masked_fill_` on `self.mask`, an attribute that "
+                    f"accumulates). Compute new tensors (`masked_fill`, not "
+                    f"`masked_fill_`) and leave the module's state as "
+                    f"`__init__` made it.")
+    return " ".join(said)
 
 
 def second_call(case: Case, result: ProbeResult, probe: Probe,

@@ -328,7 +328,10 @@ def agree(findings: list[Finding], cases: int | None = None) -> None:
     chance (hidden / 2 = seq_len) is no cause."""
     keys = {f.relation.key if f.relation else None for f in findings}
     every = cases is None or cases <= len(findings)
-    if len(keys) < 2 and every:
+    # (several sizes fitting a case's number: which is meant, no finding
+    # alone shows)
+    if len(keys) < 2 and every and not any(
+            len(f.relation.options) > 1 for f in findings if f.relation):
         return
     # Several sizes fit some case's number: the one size every case shows.
     common: set[str] | None = None

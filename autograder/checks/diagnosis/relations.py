@@ -108,21 +108,24 @@ def _region(pattern: torch.Tensor) -> str:
 
 
 def _corner(want: torch.Tensor, have: torch.Tensor,
-            sizes: dict[str, int]) -> tuple[str, str] | None:
+            sizes: dict[str, int]) -> list[tuple[str, str, str]]:
     """The student's mask ``have`` as a cut of a larger mask whose top-left
     corner is the expected ``want`` (a buffer built for the longest input,
     cut at the wrong corner): the same diagonal rule (``triu(k)``) at a size
     the case names, cut elsewhere, gives ``have``, and cut at ``[:s, :s]``
-    gives ``want``. (key, words) of the cut, or None."""
+    gives ``want``. (size name, key, words) of each size such a cut fits
+    (a shifted diagonal is such a cut of a mask one size larger: the size
+    is said only where every failing case shows it, ``attach.agree``)."""
     s = want.shape[-1]
     if bool(have.all()):
         # Every position hidden: any larger mask's corner far enough from
         # its diagonal fits, so no size, corner or buffer is proven.
-        return None
+        return []
     rule = next((k for k in range(-s + 1, s) if torch.equal(
         want, torch.ones(s, s, dtype=torch.bool).triu(k))), None)
     if rule is None:
-        return None
+        return []
+    found = []
     for name, n in sizes.items():
         if n <= s:
             continue
@@ -135,12 +138,13 @@ def _corner(want: torch.Tensor, have: torch.Tensor,
                  f"bottom-left corner)")]
         for r, c, words in cuts:
             if torch.equal(full[r:r + s, c:c + s], have):
-                return (f"mask cut: [{r}:, {c}:] of {name}",
-                        f"Your mask {_region(have)}: that is the {n} x {n} "
-                        f"mask ({name} = {n}) cut at {words}; its top-left "
-                        f"corner (`[:{s}, :{s}]`, the first {s} rows and "
-                        f"columns) is the causal mask this input needs.")
-    return None
+                found.append((name, f"mask cut: [{r}:, {c}:] of {name}",
+                              f"Your mask {_region(have)}: that is the {n} "
+                              f"x {n} mask ({name} = {n}) cut at {words}; "
+                              f"its top-left corner (`[:{s}, :{s}]`, the "
+                              f"first {s} rows and columns) is the causal "
+                              f"mask this input needs."))
+    return found
 
 
 def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
@@ -170,14 +174,16 @@ def mask_region(step: str, got: torch.Tensor, expected: torch.Tensor,
             got, torch.softmax(scaled.masked_fill(have, float("-inf")), -1)):
         return None
     if not torch.equal(want, have):
-        cut = _corner(want, have, sizes or {})
-        if cut is not None:
-            return Relation(*cut)
-        return Relation(f"mask region: {_region(have)}",
-                        f"Your mask {_region(have)}{_rows(want, have)}; "
-                        f"the causal mask hides key j for query i where "
-                        f"j > i (j >= i + 1): `triu(diagonal=1)` of a "
-                        f"matrix of ones.")
+        region = Relation(f"mask region: {_region(have)}",
+                          f"Your mask {_region(have)}{_rows(want, have)}; "
+                          f"the causal mask hides key j for query i where "
+                          f"j > i (j >= i + 1): `triu(diagonal=1)` of a "
+                          f"matrix of ones.")
+        cuts = [(name, Relation(key, text, plain=region))
+                for name, key, text in _corner(want, have, sizes or {})]
+        if cuts:
+            return replace(cuts[0][1], options=tuple(cuts))
+        return region
     return None
 
 

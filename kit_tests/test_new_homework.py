@@ -116,7 +116,7 @@ def test_the_third_homework_grades_reference_skeleton_and_a_mistake(
                 .read_text())["tests"] if test["max_score"]}
     assert lost == {"1.1": 0, "2.1": 3}    # its item alone
     feedback = (out / "submissions" / "no_log" / "feedback.md").read_text()
-    assert "Recognised common mistakes: `no_log`" in feedback
+    assert "Your values equal those of common mistakes: `no_log`" in feedback
 
 
 @pytest.mark.e2e

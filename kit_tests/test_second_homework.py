@@ -111,7 +111,8 @@ def test_the_grader_scores_its_reference_skeleton_and_mistakes(tmp_path):
             continue
         assert float(rows[sub]["score"]) < float(full), sub
         feedback = (out / "submissions" / sub / "feedback.md").read_text()
-        assert f"Recognised common mistakes: `{mistake}`" in feedback, sub
+        assert f"Your values equal those of common mistakes: `{mistake}`" \
+            in feedback, sub
 
 
 def _gradescope_result(archive: Path, root: Path, source: str) -> dict:
@@ -171,7 +172,8 @@ def test_its_release_and_gradescope_zip_build_and_grade(dist, tmp_path):
         archive, tmp_path / "mistake",
         (tmp_path / "subs" / mistake / name).read_text())
     assert found["score"] < full
-    assert f"Recognised common mistakes: `{mistake}`" in found["output"]
+    assert f"Your values equal those of common mistakes: `{mistake}`" \
+        in found["output"]
 
 
 def _notebook_verdicts(release: Path) -> dict[str, list[bool]]:

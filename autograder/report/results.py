@@ -164,7 +164,8 @@ def overview(grade: GradeResult) -> str:
         lines += [""] + [f"Note: {note}" for note in grade.notes]
     mistakes = grade.mistakes()
     if mistakes:
-        lines += ["", "Recognised common mistakes: "
+        # (a fact of values: other code can give the same numbers)
+        lines += ["", "Your values equal those of common mistakes: "
                   + ", ".join(f"`{m}`" for m in mistakes)]
     if grade.stdout.strip():
         lines += ["", _printed_block(grade.stdout)]

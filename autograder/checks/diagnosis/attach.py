@@ -312,10 +312,15 @@ def diagnose_case(case: Case, result: ProbeResult, source: str
         n for n in relations.ROLES if n in steps and d_rank(divergence) >
         STEPS[n].rank and not any(t.numel() and matches(t, n, steps[n], head)
                                   for _, t in records))
+    said = roles(result.values, divergence.last_line, steps, head, source)
+    if said and relation is not None and \
+            relation.text.endswith(relations.SWAP_FIX):
+        # q and k bound to each other's names: the product may be right.
+        relation = replace(relation, text=relation.text.removesuffix(
+            relations.SWAP_FIX) + relations.swap_fix_at(
+            divergence.last_line))
     return Finding(case, divergence, relation,
-                   quote(source, divergence.line),
-                   roles(result.values, divergence.last_line, steps, head,
-                         source), missing)
+                   quote(source, divergence.line), said, missing)
 
 
 def agree(findings: list[Finding], cases: int | None = None) -> None:

@@ -665,6 +665,20 @@ def _words(name: str) -> str:
     return STEPS[name].words
 
 
+# The advice after q and k found swapped; where the line that bound them
+# says which name holds which (``attach.roles``), the binding may be
+# what swapped them, and its words say so instead.
+SWAP_FIX = ("Compute q @ k^T (each query's row holds its scores over the "
+            "keys).")
+
+
+def swap_fix_at(line: int) -> str:
+    """The advice when line ``line`` bound the names to the other role."""
+    return (f"Which tensor each name holds is said above (line {line}): "
+            f"give each name its own projection there, or swap the names "
+            f"in the product.")
+
+
 def _scores_text(a: str, b: str, words: str, masked: bool) -> str:
     if (a, b) == ("k", "q"):
         later = "the mask, the softmax" if masked else "the softmax"
@@ -672,8 +686,7 @@ def _scores_text(a: str, b: str, words: str, masked: bool) -> str:
                 f"transpose of q @ k^T (rows are keys, columns queries): q "
                 f"and k are swapped in the product, so what follows "
                 f"({later}, weights @ v) treats the keys as the queries. "
-                f"Compute q @ k^T (each query's row holds its scores over "
-                f"the keys).")
+                f"{SWAP_FIX}")
     wrong = [f"{_words(x)} stand where {_words(y)} belong"
              for x, y in ((a, "q"), (b, "k")) if x != y]
     return (f"These values ({words}) are computed from {a} @ {b}^T "

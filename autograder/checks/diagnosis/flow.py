@@ -310,6 +310,10 @@ def walk(records: list[tuple[int, torch.Tensor]],
     for i, (line, tensor) in enumerate(records):
         if tensor.numel() == 0:
             return None     # a value the recorder could not keep: unknown
+        if not bool(tensor.any()):
+            # Zeros (baddbmm's input, an accumulator before its loop):
+            # made from no input, no step of the path's.
+            continue
         if not hits[i] and _numerator(tensor, steps) and any(
                 hits[j] or _numerator(t, steps) and not (
                     t.shape == tensor.shape and torch.equal(t, tensor))

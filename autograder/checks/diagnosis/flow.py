@@ -315,11 +315,15 @@ def walk(records: list[tuple[int, torch.Tensor]],
             # made from no input, no step of the path's.
             continue
         if not hits[i] and _numerator(tensor, steps) and any(
-                hits[j] or _numerator(t, steps) and not (
+                hits[j] or (_numerator(t, steps) or (
+                    reads is not None and t.shape == tensor.shape and
+                    later != line and reads(later, line))) and not (
                     t.shape == tensor.shape and torch.equal(t, tensor))
-                for j, (_, t) in enumerate(records[i + 1:], i + 1)):
+                for j, (later, t) in enumerate(records[i + 1:], i + 1)):
             # A hand-written softmax's exp, divided later on (a copy of
-            # the same numbers, dropout in eval mode, divides nothing).
+            # the same numbers, dropout in eval mode, divides nothing),
+            # or read by a later line of its shape: that line divides it,
+            # rightly or not, and is where to look.
             continue
         if hits[i]:
             best = max(hits[i], key=lambda n: STEPS[n].rank)

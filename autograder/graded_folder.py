@@ -399,8 +399,12 @@ def _apply_term(out: Path, term: Any, export: Any,
         times = {name: export.created[folder]
                  for name, folder in export.folders.items()
                  if folder in export.created}
-    finals = outputs.apply(out, course, rubric.max_score,
-                           rubric.bonus_policy, times)
+    from autograder.term.files import StaffFileError
+    try:
+        finals = outputs.apply(out, course, rubric.max_score,
+                               rubric.bonus_policy, times)
+    except StaffFileError as exc:   # an adjustment past its item's range
+        raise ConfigError(str(exc)) from None
     if not course.active:
         return finals
     pending = sum(f.total is None for f in finals.values())

@@ -90,6 +90,9 @@ class Course:
     adjustments: dict[str, list[marks.Mark]] = field(default_factory=dict)
     submitted: dict[str, datetime] = field(default_factory=dict)
     due: dict[str, datetime] = field(default_factory=dict)  # extensions
+    # rubric id -> the range its score may take (an item or a bonus:
+    # 0 to its points; a deduction: minus its points to 0)
+    item_range: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -117,6 +120,9 @@ def load_course(folder: Path, rubric: Rubric, roster: Roster,
     except StaffFileError as exc:
         problems += exc.problems
     items = {c.id: abs(c.points) for c in rubric.checks()}
+    deductions = {c.id for t in rubric.tasks for c in t.deductions}
+    course.item_range = {i: (-p, 0.0) if i in deductions else (0.0, p)
+                         for i, p in items.items()}
     readers = ((marks.SCORES_FILE, lambda p: marks.load_scores(p, points)),
                (marks.ADJUSTMENTS_FILE,
                 lambda p: marks.load_adjustments(p, items)))

@@ -3,13 +3,15 @@ columns and each submission's ``final.md``, every file whole
 (autograder/files/atomic.py)."""
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 
 from autograder.files import atomic
 from autograder.report import layout
 from autograder.term.course import Course
-from autograder.term.totals import BONUS_WORDS, Final, final
+from autograder.term.files import StaffFileError
+from autograder.term.totals import BONUS_WORDS, Final, final, item_problems
 from autograder.text import csvsafe, mdsafe
 
 FINAL_NAME = "final.md"
@@ -44,20 +46,39 @@ def apply(out: Path, course: Course, max_score: float, bonus_policy: str,
         return {}
     at_score = header.index("score")
     finals = {}
-    new_rows = [[*header, *term_columns(course)]]
+    problems: list[str] = []
     for row in body:
         name = row[0]
         score = row[at_score]
         one = final(name, float(score) if score != "" else None, course,
                     max_score, bonus_policy, (times or {}).get(name))
         finals[name] = one
+        if one.adjustments:
+            problems += item_problems(one, course, _earned(out, name))
+    if problems:   # refused whole, before anything is written
+        raise StaffFileError(problems)
+    new_rows = [[*header, *term_columns(course)]]
+    for row in body:
+        one = finals[row[0]]
         new_rows.append([*(c if h in _TEXT else _number(c)
                            for h, c in zip(header, row)),
                          *_cells(one, course)])
-        atomic.write_text(layout.submission_dir(out, name) / FINAL_NAME,
+        atomic.write_text(layout.submission_dir(out, row[0]) / FINAL_NAME,
                           final_markdown(one, course, bonus_policy))
     csvsafe.write_rows(grades, new_rows)
     return finals
+
+
+def _earned(out: Path, name: str) -> dict[str, float]:
+    """Rubric id -> the points a submission's results give it ({} where
+    they cannot be read: nothing to check an adjustment against)."""
+    try:
+        data = json.loads((layout.submission_dir(out, name) /
+                           "results.json").read_text(encoding="utf-8"))
+        return {str(t["number"]): float(t["score"])
+                for t in data.get("tests", []) if "number" in t}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 # grades.csv's text columns (the others are numbers, read back as such:

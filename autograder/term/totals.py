@@ -81,4 +81,31 @@ def final(name: str, autograded: float | None, course: Course,
     return out
 
 
-__all__ = ["BONUS_WORDS", "Final", "final"]
+def item_problems(one: Final, course: Course,
+                  earned: dict[str, float]) -> list[str]:
+    """The adjustments of ``one`` that take a rubric item's score (its
+    ``earned`` points, from its results) outside the item's range:
+    ``path:line: problem: fix`` each (the points a regrade may give are
+    the ones the item did not give)."""
+    problems = []
+    for mark in one.adjustments:
+        if mark.target == TOTAL or mark.target not in earned or \
+                mark.target not in course.item_range:
+            continue
+        low, high = course.item_range[mark.target]
+        has = earned[mark.target]
+        now = has + mark.points
+        if not low - 1e-9 <= now <= high + 1e-9:
+            fits = high - has if now > high else low - has
+            problems.append(
+                f"{mark.where}: {mark.points:+g} on item {mark.target} "
+                f"takes {one.name}'s {has:g} to {now:g}, outside "
+                f"{low:g} to {high:g}: write {fits:+g} at most (or adjust "
+                f"{TOTAL})" if fits else
+                f"{mark.where}: {mark.points:+g} on item {mark.target}: "
+                f"{one.name} has {has:g}, its limit already: remove the "
+                f"row (or adjust {TOTAL})")
+    return problems
+
+
+__all__ = ["BONUS_WORDS", "Final", "final", "item_problems"]

@@ -17,7 +17,23 @@ def test_documents_state_the_rubric():
     assert facts.stale(load_rubric()) == [], "run `make facts`"
 
 
-def test_a_changed_point_reaches_every_block():
+@pytest.fixture
+def unscored(tmp_path, monkeypatch):
+    """The homework with its questions and none of their points: the
+    rubric's own points are under test, whatever points a course gives
+    the questions (a term's first step)."""
+    from dataclasses import replace
+    import tomllib
+    asked = tomllib.loads(homework.staff().questions.read_text())
+    path = tmp_path / "questions.toml"
+    path.write_text("questions = [" + ", ".join(
+        f'"{q}"' for q in asked["questions"]) + "]\n")
+    staff = replace(homework.staff(), questions=path)
+    monkeypatch.setattr(facts.homework, "staff", lambda: staff)
+    return replace(homework.current(), questions=path)
+
+
+def test_a_changed_point_reaches_every_block(unscored):
     before = load_rubric()
     points = other_points("2.2")        # 2.2: one more point
     old = before.max_score
@@ -57,17 +73,15 @@ def test_an_unknown_block_is_an_error():
                    "README.md")
 
 
-def test_cli_help_states_the_rubric(monkeypatch, tmp_path):
+def test_cli_help_states_the_rubric(unscored, tmp_path):
     from autograder import cli
     total, bonus = load_rubric().max_score, load_rubric().max_bonus
     changed = tmp_path / "rubric.toml"
     changed.write_text(rubric_text_with("2.2", item_points("2.2") + 1))
     assert f"{total:g} points (+{bonus:g} bonus)" in \
-        cli.build_parser().format_help()
+        cli.build_parser(unscored).format_help()
     from dataclasses import replace
-
-    from autograder import homework
-    text = cli.build_parser(replace(homework.current(), rubric=changed)
+    text = cli.build_parser(replace(unscored, rubric=changed)
                             ).format_help()
     assert f"{total + 1:g} points (+{bonus:g} bonus)" in text
     assert f"{total:g} points" not in text

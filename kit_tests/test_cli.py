@@ -74,11 +74,18 @@ def test_grade_exits_zero_and_writes_csv(batch):
         rows = list(csv.reader(handle))
     rubric = load_rubric()
     tasks = [t.id for t in rubric.tasks]
-    assert rows[0] == ["submission", "score", "max_score", *tasks, "path"]
+    base = ["submission", "score", "max_score", *tasks, "path"]
+    # (a homework whose questions carry points appends the term's columns:
+    # their scores are pending)
+    assert rows[0][:len(base)] == base
+    from autograder.term.course import question_points
+    if not any(question_points().values()):
+        assert rows[0] == base
     assert tasks[:2] == ["self_attention", "multi_head_self_attention"]
-    scores = {r[0]: r[1:-1] for r in rows[1:]}
+    at = len(base) - 1
+    scores = {r[0]: r[1:at] for r in rows[1:]}
     # the path each was graded from, as given: alice-2 is again/alice.py
-    paths = {r[0]: Path(r[-1]) for r in rows[1:]}
+    paths = {r[0]: Path(r[at]) for r in rows[1:]}
     assert paths["alice-2"].parts[-2:] == ("again", "alice.py")
     assert paths["alice"].parent == paths["carol"].parent == \
         paths["alice-2"].parent.parent and paths["carol"].name == "carol.zip"

@@ -44,7 +44,8 @@ SHIPS = ("release", "autograder")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="homework-kit", description=__doc__.splitlines()[0],
+        prog="homework-kit",
+        description=" ".join(__doc__.split("\n\n")[0].split()),
         epilog="commands: " + "; ".join(
             f"{name}: {what}" for name, (_, _, what) in COMMANDS.items()))
     parser.add_argument("--homework", type=Path, metavar="DIR",

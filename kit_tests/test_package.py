@@ -229,3 +229,9 @@ def test_a_release_is_refused_while_a_generated_file_is_stale(tmp_path):
         assert f"error: {command} ships generated files that are older " \
             "than what generates them" in done.stderr
         assert "wrote" not in done.stdout
+
+
+def test_the_help_says_the_whole_first_paragraph():
+    text = " ".join(cli._parser().format_help().split())
+    assert "``homework-kit COMMAND`` once the kit is installed with pip" \
+        in text

@@ -235,3 +235,20 @@ def test_the_help_says_the_whole_first_paragraph():
     text = " ".join(cli._parser().format_help().split())
     assert "``homework-kit COMMAND`` once the kit is installed with pip" \
         in text
+
+
+@pytest.mark.e2e   # a verified release: the self-grading runs
+def test_a_release_counts_the_files_its_zip_holds(tmp_path):
+    import re
+    import zipfile
+    # (byte code the self-grading leaves in the folder is not the
+    # release's: the folder held 210 files beside a zip of 120)
+    shutil.copytree(FFN, tmp_path / "ffn")
+    out = tmp_path / "out"
+    done = _kit("--homework", str(tmp_path / "ffn"), "release", "--out",
+                str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    with zipfile.ZipFile(out / "student.zip") as zipped:
+        held = sum(1 for info in zipped.infolist() if not info.is_dir())
+    said = re.search(r"\((\d+) files, ", done.stdout)
+    assert said and int(said.group(1)) == held, done.stdout

@@ -396,24 +396,27 @@ def test_an_adjustment_past_its_items_range_is_refused_whole(tmp_path):
     # A regrade gives the points the item did not: +1 on a full item (or
     # a deduction waived twice over) would pass its maximum, and is
     # refused with its line before any total is written.
+    # (the rubric's own points, whatever a course gives its items)
+    worth = {c.id: abs(c.points) for c in RUBRIC.checks()}
     course = _course(
         tmp_path / "course",
         adjustments_csv="student,item,points,reason\n"
                         "ada,2.2,1,regrade\nbob,2.pep8,1,waived\n"
-                        "cy,1.2,2,regrade\n")
+                        f"cy,1.2,{worth['1.2']:g},regrade\n")
     out = tmp_path / "out"
     _graded(out, [("ada", 15), ("bob", 15), ("cy", 14)])
-    _item_scores(out, "ada", {"2.2": 1.0})      # full: no room
-    _item_scores(out, "bob", {"2.pep8": -1.0})  # a deduction taken: room 1
-    _item_scores(out, "cy", {"1.2": 2.0})       # 2 of 3: room 1
+    _item_scores(out, "ada", {"2.2": worth["2.2"]})   # full: no room
+    _item_scores(out, "bob", {"2.pep8": -1.0})  # a deduction taken: room
+    _item_scores(out, "cy", {"1.2": worth["1.2"] - 1})   # room 1
     with pytest.raises(StaffFileError) as refused:
         outputs.apply(out, course, RUBRIC.max_score, RUBRIC.bonus_policy)
     problems = refused.value.problems
     assert len(problems) == 2, problems
-    assert problems[0].endswith("adjustments.csv:2: +1 on item 2.2: ada "
-                                "has 1, its limit already: remove the row "
-                                "(or adjust total)")
-    assert problems[1].endswith("adjustments.csv:4: +2 on item 1.2 takes "
-                                "cy's 2 to 4, outside 0 to 3: write +1 at "
-                                "most (or adjust total)")
+    assert problems[0].endswith(
+        f"adjustments.csv:2: +1 on item 2.2: ada has {worth['2.2']:g}, its "
+        f"limit already: remove the row (or adjust total)")
+    assert problems[1].endswith(
+        f"adjustments.csv:4: +{worth['1.2']:g} on item 1.2 takes cy's "
+        f"{worth['1.2'] - 1:g} to {2 * worth['1.2'] - 1:g}, outside 0 to "
+        f"{worth['1.2']:g}: write +1 at most (or adjust total)")
     assert not (out / "submissions" / "bob" / outputs.FINAL_NAME).exists()

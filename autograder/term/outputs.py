@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from autograder.files import atomic
+from autograder.files.user_files import read_regular
 from autograder.report import layout
 from autograder.term.course import Course
 from autograder.term.files import StaffFileError
@@ -15,6 +16,7 @@ from autograder.term.totals import BONUS_WORDS, Final, final, item_problems
 from autograder.text import csvsafe, mdsafe
 
 FINAL_NAME = "final.md"
+MAX_RESULTS_BYTES = 20_000_000   # as the class report's bound
 # grades.csv's appended columns, the questions' between penalty and
 # adjustments
 BEFORE = ["submitted_at", "late_days", "late_penalty"]
@@ -72,9 +74,10 @@ def apply(out: Path, course: Course, max_score: float, bonus_policy: str,
 def _earned(out: Path, name: str) -> dict[str, float]:
     """Rubric id -> the points a submission's results give it ({} where
     they cannot be read: nothing to check an adjustment against)."""
-    try:
-        data = json.loads((layout.submission_dir(out, name) /
-                           "results.json").read_text(encoding="utf-8"))
+    try:   # a regular file, bounded, as the class report reads it
+        data = json.loads(read_regular(
+            layout.submission_dir(out, name) / "results.json",
+            MAX_RESULTS_BYTES))
         return {str(t["number"]): float(t["score"])
                 for t in data.get("tests", []) if "number" in t}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

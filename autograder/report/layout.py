@@ -23,6 +23,12 @@ PATH_COLUMN = "path"
 _BATCH_ENTRIES = {SUBMISSIONS, "answers", "similarity"}
 
 
+# A submission's results.json larger than this is not read back (the
+# class report, the term's adjustment ranges): no file of the grader's
+# is near it.
+MAX_RESULTS_BYTES = 20_000_000
+
+
 def submission_dir(out: Path | str, name: str) -> Path:
     """The folder of submission ``name`` in the graded folder ``out``:
     ``OUT/submissions/<name>``, or ``OUT/<name>`` in a folder graded with

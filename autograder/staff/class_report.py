@@ -31,7 +31,6 @@ from autograder.report import layout
 from autograder.text import csvsafe, mdsafe
 
 REPORT_NAME = "report.html"
-MAX_RESULTS_BYTES = 20_000_000   # a results.json larger than this is skipped
 MAX_LISTED = 40                  # submissions listed per mistake or pattern
 
 LIMIT_WORDS = {"timeout": "time limit", "memory": "memory limit",
@@ -135,7 +134,7 @@ def _title(name: str, number: str, kind: str) -> str:
 
 
 def _read_results(path: Path) -> dict[str, Any]:
-    data = json.loads(read_regular(path, MAX_RESULTS_BYTES))
+    data = json.loads(read_regular(path, layout.MAX_RESULTS_BYTES))
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return data

@@ -16,7 +16,6 @@ from autograder.term.totals import BONUS_WORDS, Final, final, item_problems
 from autograder.text import csvsafe, mdsafe
 
 FINAL_NAME = "final.md"
-MAX_RESULTS_BYTES = 20_000_000   # as the class report's bound
 # grades.csv's appended columns, the questions' between penalty and
 # adjustments
 BEFORE = ["submitted_at", "late_days", "late_penalty"]
@@ -77,7 +76,7 @@ def _earned(out: Path, name: str) -> dict[str, float]:
     try:   # a regular file, bounded, as the class report reads it
         data = json.loads(read_regular(
             layout.submission_dir(out, name) / "results.json",
-            MAX_RESULTS_BYTES))
+            layout.MAX_RESULTS_BYTES))
         return {str(t["number"]): float(t["score"])
                 for t in data.get("tests", []) if "number" in t}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

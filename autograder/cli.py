@@ -57,6 +57,22 @@ submissions because its own environment failed (their scores are left
 blank; the others are graded).
 """
 
+# --help when no homework's profile can be read (an installed kit run
+# outside a homework's folder): the commands need one to say their points.
+NO_PROFILE_HELP = """\
+usage: homework-grader [--homework DIR] COMMAND ...
+       (in a checkout: python -m autograder COMMAND ...)
+
+The grader of a homework: grade, check, report, similarity, term and
+gradescope. Each reads the homework's profile (homework.toml), which
+could not be read here:
+  {error}
+
+Name the homework's folder to see its commands and points:
+  homework-grader --homework DIR --help
+  {env}=DIR homework-grader --help
+"""
+
 GRADE_HELP = """\
 Grade each PATH as one submission. A PATH is a .py file, a directory (that
 holds exactly one {module}; {package}/ is preferred), or a
@@ -255,10 +271,10 @@ def _description(hw: homework.Homework) -> str:
             if hw.questions else 0
     except ValueError:   # StaffFileError: shown by the commands using it
         asked = 0
-    if asked:
-        points = (f"{rubric.max_score + asked:g} ({rubric.max_score:g} "
-                  f"autograded, {asked:g} for the notebook's questions, "
-                  f"scored by the staff)")
+    if asked:   # "22 points (+1 bonus): 16 autograded and 6 for ..."
+        points = f"{rubric.max_score + asked:g}"
+        bonus += (f": {rubric.max_score:g} autograded and {asked:g} for "
+                  f"the notebook's questions, scored by the staff")
     text = DESCRIPTION.format(tasks=tasks, points=points,
                               bonus=bonus, title=hw.title,
                               rubric=_shown(hw.rubric))
@@ -463,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hw = homework.current()
     except homework.HomeworkError as exc:
+        if not argv or argv[0] in ("-h", "--help"):   # help needs no profile
+            print(NO_PROFILE_HELP.format(error=exc, env=homework.ENV))
+            return 0 if argv else USAGE_ERROR
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     args = build_parser(hw).parse_args(argv)

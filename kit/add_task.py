@@ -334,7 +334,7 @@ def edits(chosen: Plan) -> tuple[SourceEdit, ...]:
                    text(NO_WORK_EDIT),
                    anchor="    ['''\ndef gpt2_small_attention():\n"),
         SourceEdit(_source(_profile().notebook_source), text(NOTEBOOK_ROW),
-                   anchor="\nRun the next cell first"),
+                   anchor="| Q1-Q5 | your answers"),
         SourceEdit(_source(_profile().notebook_source), text(NOTEBOOK_SECTION),
                    anchor="## Checking and submitting\n"),
     )

@@ -90,11 +90,25 @@ def _stale() -> bool:
     return bool(lines)
 
 
+def grader_argv(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``homework-grader``'s arguments split into the homework's folder
+    (a leading ``--homework DIR``, as ``homework-kit`` takes it; None
+    without one) and the grader's own arguments."""
+    if argv[:1] == ["--homework"] and len(argv) > 1:
+        return argv[1], argv[2:]
+    if argv and argv[0].startswith("--homework="):
+        return argv[0].split("=", 1)[1], argv[1:]
+    return None, list(argv)
+
+
 def grader() -> None:
-    """``homework-grader ARGS``: ``python -m autograder ARGS`` in this
-    interpreter (its re-execution in a clean environment included)."""
-    os.execv(sys.executable,
-             [sys.executable, "-m", "autograder", *sys.argv[1:]])
+    """``homework-grader [--homework DIR] ARGS``: ``python -m autograder
+    ARGS`` in this interpreter (its re-execution in a clean environment
+    included), with ``$HOMEWORK`` set to DIR if named."""
+    folder, rest = grader_argv(sys.argv[1:])
+    if folder is not None:
+        os.environ["HOMEWORK"] = str(Path(folder).expanduser().resolve())
+    os.execv(sys.executable, [sys.executable, "-m", "autograder", *rest])
 
 
 def console() -> None:

@@ -136,6 +136,31 @@ def test_help():
     assert "rubric.toml" in run("grade", "--help").stdout
 
 
+def test_help_without_a_profile_says_how_to_name_one(tmp_path):
+    """An installed grader run outside a homework (no homework.toml where
+    $HOMEWORK points) still helps, naming both ways to name the folder;
+    a command there is a one-line usage error."""
+    env = {"HOMEWORK": str(tmp_path)}
+    done = run("--help", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "homework.toml is missing" in done.stdout
+    assert "--homework DIR" in done.stdout and "HOMEWORK=DIR" in \
+        done.stdout
+    done = run("grade", "--out", str(tmp_path / "o"), "x.py", env=env)
+    assert done.returncode == 2 and done.stderr.startswith("error: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_the_grader_command_takes_the_homework_first():
+    from kit.cli import grader_argv
+    assert grader_argv(["--homework", "hw3", "grade", "--out", "o"]) == \
+        ("hw3", ["grade", "--out", "o"])
+    assert grader_argv(["--homework=hw3", "check"]) == ("hw3", ["check"])
+    # Elsewhere it is the command's own argument, left to the command.
+    assert grader_argv(["grade", "--homework", "x"]) == \
+        (None, ["grade", "--homework", "x"])
+
+
 @pytest.fixture
 def public_only_values(tmp_path) -> Path:
     """A student release: manifest and public values, no hidden file."""

@@ -110,8 +110,12 @@ def test_scored_questions_count_in_every_stated_total(monkeypatch,
     assert f"| | **total** | **{total + 5.5:g}** (+" in table
     text = cli.build_parser(replace(homework.current(), questions=questions)
                             ).format_help()
-    assert f"{total + 5.5:g} ({total:g} autograded, 5.5 for the notebook's" \
+    assert f"{total + 5.5:g} points (+{rubric.max_bonus:g} bonus): " \
+        f"{total:g} autograded and 5.5 for the notebook's" \
         in " ".join(text.split())
+    assert summary.endswith("; the points live in `autograder/rubric.toml`"
+                            " (the questions' in `assignment/attention.md`)"
+                            ".\n")
     questions.write_text('questions = ["Q1"]\n')   # feedback only: as before
     assert facts.score_summary(rubric).startswith(
         f"Scores are out of {total:g} (Part 1:")

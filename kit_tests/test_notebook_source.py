@@ -239,6 +239,30 @@ def test_a_point_changed_in_the_rubric_changes_the_notebook(tmp_path):
     assert len(changed) == 3
 
 
+def test_a_question_given_points_says_them_where_students_read(tmp_path):
+    """The intro's table and the prompt show a scored question's points;
+    an unscored one stays feedback only."""
+    def said(built: nbformat.NotebookNode) -> tuple[list[str], list[str]]:
+        rows = [line for c in built.cells for line in c.source.split("\n")
+                if line.startswith("| Q1-Q5 |")]
+        scored = [c.source.split("\n")[0][:40] for c in built.cells
+                  if c.source.endswith("scored by the staff.)*")]
+        return rows, scored
+    assert said(notebook.build()) == (
+        ["| Q1-Q5 | your answers to the questions | none (feedback only) |"],
+        [])
+    copy = _source_copy(tmp_path, '+++ {"question": "Q2"}',
+                        '+++ {"question": "Q2", "points": 2}')
+    rows, scored = said(notebook.build(copy))
+    assert rows == ["| Q1-Q5 | your answers to the questions | Q2: 2 "
+                    "(scored by the staff) |"]
+    q2 = [c for c in notebook.build(copy).cells
+          if c.source.endswith("*(2 points, scored by the staff.)*")]
+    assert len(q2) == 1 and len(scored) == 1
+    before = [c.source for c in notebook.build().cells]
+    assert q2[0].source.rsplit("\n\n", 1)[0] in before
+
+
 def test_the_bonus_is_stated_as_the_rubric_says():
     rubric = load_rubric()
     bonuses = [b for t in rubric.tasks for b in t.bonuses]

@@ -175,9 +175,12 @@ def test_the_installed_wheel_grades_a_homework_outside_the_checkout(
                  subs / "reference.py")
     shutil.copy2(course / "ffn_block" / "modeling_ffn.py",
                  subs / "skeleton.py")
-    graded = run(str(bin_ / "homework-grader"), "grade", "--out",
-                 str(work / "grades"), str(subs / "reference.py"),
-                 str(subs / "skeleton.py"), HOMEWORK=str(course))
+    helped = run(str(bin_ / "homework-grader"), "--help")
+    assert helped.returncode == 0 and "--homework DIR" in helped.stdout, \
+        helped.stdout + helped.stderr
+    graded = run(str(bin_ / "homework-grader"), "--homework", str(course),
+                 "grade", "--out", str(work / "grades"),
+                 str(subs / "reference.py"), str(subs / "skeleton.py"))
     assert graded.returncode == 0, graded.stderr
     with open(work / "grades" / "grades.csv", newline="") as f:
         rows = {r["submission"]: r for r in csv.DictReader(f)}

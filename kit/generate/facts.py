@@ -71,6 +71,8 @@ def score_summary(rubric: Rubric) -> str:
     scored questions, their points too."""
     per_part = ", ".join(f"Part {p}: {_num(v)}"
                          for p, v in parts(rubric).items())
+    hw = homework.staff()
+    where = f"`{_relative(hw.rubric, hw.root)}`"
     text = f"Scores are out of {_num(rubric.max_score)} ({per_part})"
     questions = scored_questions()
     if questions:
@@ -79,10 +81,20 @@ def score_summary(rubric: Rubric) -> str:
                 f"{_num(rubric.max_score + sum(questions.values()))}: "
                 f"{_num(rubric.max_score)} autograded ({per_part}) and "
                 f"{_num(sum(questions.values()))} for the notebook's "
-                f"questions ({asked}), scored by the staff")
+                f"questions ({asked}), scored by the staff,")
+        where += (f" (the questions' in "
+                  f"`{_relative(hw.notebook_source, hw.root)}`)")
     if rubric.max_bonus:
         text += f" plus a {_num(rubric.max_bonus)}-point bonus"
-    return text + "; the points live in `autograder/rubric.toml`.\n"
+    return f"{text}; the points live in {where}.\n"
+
+
+def _relative(path: Path, root: Path) -> str:
+    """``path`` as the homework's folder names it (posix)."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:   # a profile's path outside its folder
+        return path.as_posix()
 
 
 def points_table(rubric: Rubric) -> str:

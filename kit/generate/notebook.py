@@ -14,7 +14,8 @@ chain of small steps, one transformation each:
    ate the ``\\t`` of ``\\text`` and ``\\times`` in two formulas);
 2. ``fill_facts``: ``{{ points 1.2 }}`` (``3 points, +1 bonus``),
    ``{{ table_points 1.2 }}`` (``3 (+1 bonus)``), ``{{ bonus_rule 1.2 }}``
-   and ``{{ max_score }}`` from ``autograder/rubric.toml``, and
+   and ``{{ max_score }}`` from ``autograder/rubric.toml``,
+   ``{{ question_points }}`` from the question cells' points, and
    ``{{ needs 2.1 }}`` (which other tasks its check cannot pass without,
    found by running it on the reference with each of them unwritten:
    ``needed_tasks``); an unknown placeholder is an error naming its
@@ -127,6 +128,33 @@ def table_points(task_id: str, rubric: Rubric) -> str:
     return f"{task_points(rubric)[task_id]:g}{extra}"
 
 
+def _plural(points: float) -> str:
+    return f"{points:g} point{'' if points == 1 else 's'}"
+
+
+def question_points_text(text: str) -> str:
+    """The intro table's cell for the questions: ``Q1: 2, Q2: 1 (scored
+    by the staff)``, or ``none (feedback only)``, from the source's
+    question cells (``+++ {"question": "Q1", "points": 2}``)."""
+    points = {}
+    for line in text.split("\n"):
+        if not line.startswith("+++ {"):
+            continue
+        try:
+            meta = json.loads(line[4:])
+        except ValueError:   # jupytext reports it, naming the line
+            continue
+        if isinstance(meta, dict) and "question" in meta:
+            points[meta["question"]] = meta.get("points", QUESTION_POINTS)
+    scored = {q: p for q, p in points.items()
+              if isinstance(p, (int, float)) and not isinstance(p, bool)
+              and p > 0}
+    if not scored:
+        return "none (feedback only)"
+    return ", ".join(f"{q}: {p:g}" for q, p in scored.items()) + \
+        " (scored by the staff)"
+
+
 def needed_tasks(task_id: str, rubric: Rubric,
                  reference: Path | None = None) -> tuple[str, ...]:
     """The other notebook tasks of ``task_id``'s class that its check
@@ -168,8 +196,9 @@ def needs_text(task_id: str, rubric: Rubric) -> str:
             f"{names} {'is' if len(needed) == 1 else 'are'} written too.")
 
 
-def _facts(rubric: Rubric) -> dict[str, Callable[..., str]]:
-    """Placeholder name -> function of its arguments (strings)."""
+def _facts(rubric: Rubric, text: str) -> dict[str, Callable[..., str]]:
+    """Placeholder name -> function of its arguments (strings); ``text``
+    is the source (its question cells' points)."""
     tasks = task_points(rubric)
 
     def task_id(value: str) -> str:
@@ -184,6 +213,7 @@ def _facts(rubric: Rubric) -> dict[str, Callable[..., str]]:
         "bonus_rule": lambda t: bonus_rule(task_id(t), rubric),
         "max_score": lambda: f"{rubric.max_score:g}",
         "needs": lambda t: needs_text(task_id(t), rubric),
+        "question_points": lambda: question_points_text(text),
     }
 
 
@@ -191,7 +221,7 @@ def fill_facts(text: str, rubric: Rubric, where: str) -> str:
     """Replace every ``{{ name args }}`` with the rubric's fact; an unknown
     name, a wrong argument or an unknown task id raises MasterError naming
     the line."""
-    facts = _facts(rubric)
+    facts = _facts(rubric, text)
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
         def fill(match: re.Match) -> str:
@@ -346,6 +376,9 @@ def expand_questions(cells: list[NotebookNode],
             raise MasterError(f"{locate('question', qid)}: question {qid}'s"
                               f" points {points!r} must be a number >= 0")
         prompt = _copy(cell, "question", "points")
+        if points:   # a student sees what a scored question is worth
+            prompt.source += (f"\n\n*({_plural(points)}, scored by the "
+                              f"staff.)*")
         out += [_raw(f"# BEGIN QUESTION\nname: {slug}\nmanual: true\n"
                      f"points: {points:g}"),
                 prompt, _raw("# BEGIN PROMPT"),

@@ -1,6 +1,7 @@
 # Homework kit (the attention homework by default; HOMEWORK=DIR another). `make help` lists the targets.
 #
-# `make install` creates .venv with requirements.txt through
+# `make install` creates .venv with requirements.txt (and the tests' own,
+# requirements-test.txt) through
 # kit/install_deps.py: torch alone from the PyTorch CPU index on Linux
 # (TORCH_INDEX; falls back fast to the default index if unreachable;
 # TORCH_INDEX= skips it), everything else from the default index. It needs
@@ -16,7 +17,7 @@ SETUP := install
 else
 SETUP := python-version
 endif
-STAMP := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-test.txt 2>/dev/null | cksum | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)
 # The homework in use: a folder holding homework.toml (empty: this one).
 HOMEWORK ?=
@@ -36,10 +37,12 @@ help: ## list the targets
 
 install: $(STAMP) ## create .venv with the pinned dependencies (idempotent)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-test.txt
 	$(PYTHON) kit/system_deps.py --check
 	$(PYTHON) kit/install_deps.py --venv $(VENV) -r requirements.txt \
 	  --torch-index "$(TORCH_INDEX)"
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check \
+	  -r requirements-test.txt
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@rm -f $(VENV)/.installed-* && touch $@
 

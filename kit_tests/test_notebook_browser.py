@@ -8,7 +8,7 @@ with the reference copied in. Each check cell must show one clean verdict
 (no otter frame, no traceback, wrapped at word boundaries) and no cell an
 error. Screenshots of a failing and a passing check cell are kept in the
 test's folder. Skips with the reason where chromium, Playwright or
-JupyterLab is missing (.ci/run installs chromium; requirements.txt the
+JupyterLab is missing (.ci/run installs chromium; requirements-test.txt the
 others).
 """
 from __future__ import annotations
@@ -38,9 +38,9 @@ REFERENCE = ROOT / "solutions" / "transformer_lm" / "modeling_attention.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISSING = [what for what, absent in (
     ("Debian's chromium (apt-get install chromium)", CHROMIUM is None),
-    ("playwright (requirements.txt)",
+    ("playwright (requirements-test.txt)",
      importlib.util.find_spec("playwright") is None),
-    ("jupyterlab (requirements.txt)",
+    ("jupyterlab (requirements-test.txt)",
      importlib.util.find_spec("jupyterlab") is None)) if absent]
 if MISSING:
     pytest.skip(f"needs {', '.join(MISSING)}", allow_module_level=True)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,8 @@ def _sources(dest: Path) -> Path:
     """What the build reads, copied (building in the checkout would leave
     build/ and an egg-info there)."""
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("pyproject.toml", "README.md", "requirements.txt"):
+    for name in ("pyproject.toml", "README.md", "requirements.txt",
+                 "requirements-test.txt"):
         shutil.copy2(ROOT / name, dest / name)
     for folder in ("autograder", "kit", "tests"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=skip)
@@ -144,6 +146,13 @@ def test_the_installed_wheel_grades_a_homework_outside_the_checkout(
                     "--no-build-isolation", "-w", str(tmp_path / "wheels"),
                     f"{src}/"], check=True, env=env, cwd=tmp_path)
     wheel, = (tmp_path / "wheels").glob("homework_kit-*.whl")
+    with zipfile.ZipFile(wheel) as zf:   # the tests' packages: an extra
+        meta, = (n for n in zf.namelist() if n.endswith("/METADATA"))
+        needs = [line for line in zf.read(meta).decode().splitlines()
+                 if line.startswith("Requires-Dist: ")]
+    assert "Requires-Dist: torch==2.13.0" in needs
+    assert [n for n in needs if "playwright" in n] == \
+        ['Requires-Dist: playwright==1.65.2; extra == "test"']
     python = _fresh_venv(tmp_path / "venv")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
                     "--no-index", str(wheel)], check=True, env=env)

@@ -168,6 +168,13 @@ def test_grades_csv_carries_the_terms_totals(term):
     assert "2 totals" in stdout and "1 pending" in stdout
     final = (out / "submissions" / "submission_111" / "final.md").read_text()
     assert "lecture notes" in final and "variance argument" in final
+    # sent to the student, it says whom it is for (the export's names)
+    assert final.split("\n")[2] == \
+        "Submitted by Ada Lovelace <ada@example.edu>."
+    pair_final = (out / "submissions" / "submission_222" / "final.md"
+                  ).read_text()
+    assert "Submitted by Alan Turing <alan@example.edu>, Grace Hopper " \
+        "<grace@example.edu>." in pair_final
     # the class report's table shows the term's columns (grades.csv's)
     report = (out / "report.html").read_text()
     assert "title='sort'>total</th>" in report

@@ -65,7 +65,8 @@ def apply(out: Path, course: Course, max_score: float, bonus_policy: str,
                            for h, c in zip(header, row)),
                          *_cells(one, course)])
         atomic.write_text(layout.submission_dir(out, row[0]) / FINAL_NAME,
-                          final_markdown(one, course, bonus_policy))
+                          final_markdown(one, course, bonus_policy,
+                                         _submitters(header, row)))
     csvsafe.write_rows(grades, new_rows)
     return finals
 
@@ -116,14 +117,30 @@ def _cells(one: Final, course: Course) -> list[object]:
             "; ".join(one.pending)]
 
 
-def final_markdown(one: Final, course: Course, bonus_policy: str) -> str:
+def _submitters(header: list[str], row: list[str]) -> str:
+    """Who a submission is, where an export's columns say it (grades.csv's
+    name and email, written by the export's annotation), else ""."""
+    cells = dict(zip(header, row))
+    names, emails = (cells.get(column, "").split("; ")
+                     for column in ("name", "email"))
+    if len(names) != len(emails):   # (the export writes one per person)
+        return ", ".join(n for n in names if n.strip())
+    return ", ".join(f"{n} <{e}>" if e.strip() else n
+                     for n, e in zip(names, emails) if n.strip() or
+                     e.strip())
+
+
+def final_markdown(one: Final, course: Course, bonus_policy: str,
+                   who: str = "") -> str:
     """The student's final grade: every part, then where the
-    autograder's feedback is."""
+    autograder's feedback is. ``who``: the submitters' names and
+    emails (an export's), said under the heading."""
     total = (f"**Total: {one.total:g} / {one.total_max:g}**"
              if one.total is not None else
              f"**Total: pending ({', '.join(one.pending)})** of "
              f"{one.total_max:g}")
-    lines = [f"# Final grade: {mdsafe.inline(one.name, 200)}", "", total,
+    lines = [f"# Final grade: {mdsafe.inline(one.name, 200)}", "",
+             *([f"Submitted by {_cell(who)}.", ""] if who else []), total,
              "", f"Bonus policy: {BONUS_WORDS[bonus_policy]}.", "",
              "| part | points | note |", "| --- | --- | --- |",
              f"| autograder | {_shown(one.autograded)} | see feedback.md |"]

@@ -178,7 +178,9 @@ def _grade_into(paths: list[Path], given: list[str], sandbox: Any,
               f"grader and whole outputs), {len(graded.rows) - graded.kept}"
               f" graded\n")
     print(report.summary_table(graded.rows, task_ids))
-    print(f"\n{len(graded.rows)} graded into {out}/ (grades.csv, "
+    done = (f"{len(graded.rows) - graded.kept} graded and {graded.kept} "
+            f"kept" if graded.kept else f"{len(graded.rows)} graded")
+    print(f"\n{done} into {out}/ (grades.csv, "
           f"{layout.SUBMISSIONS}/<submission>/results.json and "
           f"feedback.md)")
     if graded.answers:
@@ -407,12 +409,23 @@ def _apply_term(out: Path, term: Any, export: Any,
         raise ConfigError(str(exc)) from None
     if not course.active:
         return finals
-    pending = sum(f.total is None for f in finals.values())
-    lines.append(f"term ({course.folder}): {len(finals) - pending} totals"
-                 f" in grades.csv and each {outputs.FINAL_NAME}"
-                 + (f", {pending} pending (see the pending column)"
+    pending = {name: f.pending for name, f in finals.items()
+               if f.total is None}
+    lines.append(f"term ({course.folder}): {len(finals) - len(pending)} "
+                 f"totals in grades.csv and each {outputs.FINAL_NAME}"
+                 + (f", {len(pending)} pending: {_pending_words(pending)}"
                     if pending else ""))
     return finals
+
+
+def _pending_words(pending: dict[str, list[str]], shown: int = 5) -> str:
+    """``frank (Q1, Q2); dave (submission time)``: who waits for what,
+    the first ``shown`` (the rest: grades.csv's pending column)."""
+    words = "; ".join(f"{name} ({', '.join(what)})"
+                      for name, what in list(pending.items())[:shown])
+    more = len(pending) - shown
+    return words + (f"; {more} more (grades.csv's pending column)"
+                    if more > 0 else "")
 
 
 def write_class_report(out: Path, messages: dict[str, str],

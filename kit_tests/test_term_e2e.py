@@ -165,7 +165,8 @@ def test_grades_csv_carries_the_terms_totals(term):
                                          f"{total:g}"), grades[name]
         assert grades[name]["total_max"] == MAXIMUM
     assert edsger["pending"] == "Q2" and edsger["Q2"] == ""
-    assert "2 totals" in stdout and "1 pending" in stdout
+    assert "2 totals" in stdout and \
+        "1 pending: submission_444 (Q2)" in stdout   # whom, for what
     final = (out / "submissions" / "submission_111" / "final.md").read_text()
     assert "lecture notes" in final and "variance argument" in final
     # sent to the student, it says whom it is for (the export's names)
@@ -220,6 +221,7 @@ def test_a_rerun_keeps_every_decision_and_term_applies_edits(term):
                  "--course", str(course), str(archive))
     assert again.returncode == 0, again.stderr
     assert "resumed: 3 of 3" in again.stdout
+    assert "0 graded and 3 kept into" in again.stdout
     assert (out / "grades.csv").read_text() == before
     # a TA scores Edsger's Q2: `term` applies it without grading
     with open(course / "scores.csv", "a") as handle:

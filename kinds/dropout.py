@@ -706,7 +706,8 @@ class _TrainCall:
         frozen = case.tensors["attention"]
         b, s, _ = case.tensors["x"].shape
         h = case.size("heads")
-        if tuple(probs.shape) in ((b, h, s, s),):
+        if tuple(probs.shape) in ((b, h, s, s),) or \
+                _only_unflattened(probs, own, frozen, att_atol):
             probs = probs.reshape(frozen.shape)   # 2.1 already says so
         eval_att = case.tensors["output"].double()
         value_mix = case.tensors["value_mix"].double()
@@ -741,6 +742,20 @@ class _TrainCall:
                                att_atol, equal_nan=True)
         return cls(att, probs, frozen, own_probs, eval_att, value_mix, bias,
                    value_path, (b, s))
+
+
+def _only_unflattened(probs: torch.Tensor,
+                      own: list[torch.Tensor] | None,
+                      frozen: torch.Tensor, atol: float) -> bool:
+    """Probabilities of another shape whose own eval ones, reshaped to
+    [b*h, s, s], are the expected ones (``[b, h*s, s]`` from a
+    ``flatten(1, 2)``): the layout 2.1 and 2.2 charge, not dropout's."""
+    if own is None or tuple(probs.shape) == tuple(frozen.shape) or \
+            tuple(own[1].shape) != tuple(probs.shape) or \
+            probs.numel() != frozen.numel():
+        return False
+    return close(own[1].reshape(frozen.shape).double(), frozen.double(),
+                 atol, equal_nan=True)
 
 
 def _weighted(weights: torch.Tensor, value_mix: torch.Tensor,

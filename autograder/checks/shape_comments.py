@@ -121,6 +121,13 @@ def _fits(parsed: Parsed, runs: list[list[list[int]]],
                                             free) for shapes in runs)
 
 
+# How many trailing dimensions a ``...`` claim in a helper function (one
+# the task's code calls, not the task's own method) must name at most:
+# the two an attention helper works on (``[..., seq, seq]``), whatever
+# leading ones (batch, heads) its callers give it.
+HELPER_NAMED = 2
+
+
 def _rest(parsed: Parsed) -> bool:
     """Whether a claim starts with ``...`` (any leading dimensions)."""
     return any(c.dims and c.dims[0].is_rest for c in parsed.claims)
@@ -394,7 +401,8 @@ def _shapes_text(shapes: list[list[int]]) -> str:
 
 
 def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
-                   dims: dict[str, int], rest: int | None) -> str:
+                   dims: dict[str, int], rest: int | None,
+                   helper: bool = False) -> str:
     shapes = runs[0]
     if len(parsed.claims) == 1:
         claim = parsed.claims[0]
@@ -411,6 +419,9 @@ def _wrong_message(line: int, parsed: Parsed, runs: list[list[list[int]]],
         actual += f" (in other calls: {others})"
     if _rest(parsed) and rest is None:
         actual += ": write every dimension out"
+    elif _rest(parsed) and _too_few(parsed, rest) and helper:
+        actual += (f": in a helper `...` may stand for the leading "
+                   f"dimensions; name the last {rest}")
     elif _rest(parsed) and _too_few(parsed, rest) and \
             len(run_ranks(runs)) == 1:
         actual += (f": `...` may stand for the first dimension only; name "
@@ -586,6 +597,10 @@ class _Statements:
         read = self.notation.parse_comment
         parsed = [read(t) for t in cands.acceptable()]
         rest = self.rest_named(node)
+        if region.helper and rest is not None:
+            # A helper is written for any leading dimensions (numpy's
+            # ``...``): it names the last ones it works on.
+            rest = min(rest, HELPER_NAMED)
         if any(_matches(p, runs, dims, rest) for p in parsed):
             return None
 
@@ -607,7 +622,7 @@ class _Statements:
             return "unreadable", _unreadable_message(
                 node.lineno, report, self.notation.hint)
         return "wrong", _wrong_message(node.lineno, report, runs, dims,
-                                       rest)
+                                       rest, region.helper)
 
     def _never_ran(self, region: Region, node: ast.stmt,
                    cands: _Candidates) -> tuple[str, str] | None:

@@ -27,7 +27,7 @@ from autograder.sandbox.protocol import Probe, ProbeResult
 from autograder.values import Case
 
 from .attention_weights import softmax_shown
-from .projections import (case_generator, differs, nonlinear,
+from .projections import (NOT_FINITE, case_generator, differs, nonlinear,
                           projection_outputs, projection_probes,
                           valid_projections, weights_unshown)
 
@@ -197,6 +197,14 @@ class CausalProperty(CaseCheck):
                            "wrong shape")
         if before.shape[1] < 2:
             return Verdict(True, evidence=False)   # one token shows nothing
+        if before.numel() and not bool(torch.isfinite(before).any()):
+            # NaN everywhere compares equal to NaN everywhere: no change
+            # of a token shows anything, and no cause is proven here
+            return Verdict(False, f"{NOT_FINITE}, so no change of a token "
+                           f"can show which tokens an output depends on; "
+                           f"the feedback on this task's output says where "
+                           f"your values leave the reference",
+                           "output not finite")
         for mode in ("eval", "train"):
             plain = got[f"{mode}:plain"]
             changes = [(before.shape[1] - 2, got[f"{mode}:last"])]

@@ -31,7 +31,7 @@ from autograder.values import Case
 
 from . import dropout_replay
 from .attention_weights import softmax_shown
-from .projections import (nonlinear, projection_outputs,
+from .projections import (NOT_FINITE, nonlinear, projection_outputs,
                           projection_probes, valid_projections,
                           weights_unshown)
 
@@ -460,12 +460,17 @@ class Baseline:
         return None
 
 
+NO_BASELINE = ("your own eval values are NaN or infinite at every "
+               "position, so there is nothing to judge dropout against")
+
+
 def no_verdict() -> Verdict:
     """A case whose baseline cannot be established: passed without
     evidence, as the rubric's "no points without work" reads it
     (``CaseCheck.no_evidence``): no point lost for another unit's bug,
-    none earned without a case that shows dropout."""
-    return Verdict(True, evidence=False)
+    none earned without a case that shows dropout. What it measured is
+    said, no cause (the weights may well follow the queries and keys)."""
+    return Verdict(True, evidence=False, unshown=NO_BASELINE)
 
 
 # --------------------------------------------------------------------------
@@ -870,6 +875,9 @@ class DropoutOnWeights(CaseCheck):
         measured when that is no proof the weights ignore them."""
         found = [returned_tensors(r, p, None)[0] if r.ok else None
                  for r, p in zip(results[1:4], probes[1:4])]
+        if None not in found and found[0][0].numel() and \
+                not bool(torch.isfinite(found[0][0]).any()):
+            return Verdict(True, evidence=False, unshown=NOT_FINITE)
         if None in found or not nonlinear([f[0] for f in found],
                                           params.nonlinear_threshold):
             return Verdict(True, evidence=False)

@@ -232,6 +232,9 @@ def _score_roles(base: torch.Tensor, found: dict[str, torch.Tensor | None],
     return roles
 
 
+# Said of an eval output with no finite value (a mask multiplied by
+# infinity: 0 times infinity is NaN): no property shows, no cause proven.
+NOT_FINITE = "your eval output is NaN or infinite at every position"
 # What ``weights_unshown`` says of the student's own calls when the
 # evidence fails short of proof that the weights ignore the queries and
 # keys (principle 4: the measured fact, no cause).

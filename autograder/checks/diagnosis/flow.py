@@ -138,13 +138,37 @@ def _alternatives(name: str, tensor: torch.Tensor,
     return [tensor]
 
 
+# Score steps a softmax is taken of: a constant added to a row changes no
+# weight (scores less their row's maximum, a log_softmax), so such a
+# tensor is on the path.
+SHIFTABLE = ("scores", "scaled", "masked", "scaled_masked")
+
+
+def row_shifted(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether ``got`` is ``expected`` plus one constant per row (the
+    last dimension), not all zero, on the positions neither masks (both
+    mask the same ones)."""
+    if got.shape != expected.shape or torch.isnan(got).any() or \
+            not torch.equal(expected <= MASKED, got <= MASKED):
+        return False
+    keep = (expected > MASKED) & torch.isfinite(expected)
+    diff = torch.where(keep, got - expected, 0.0)
+    count = keep.sum(-1, keepdim=True).clamp_min(1)
+    shift = diff.sum(-1, keepdim=True) / count
+    scale = tolerance(expected) + 1e-5 * float(shift.abs().max())
+    return bool(shift.abs().max() > scale) and bool(
+        ((diff - shift).abs()[keep] <= scale).all())
+
+
 def matches(t: torch.Tensor, name: str, step: torch.Tensor,
             head: int) -> bool:
     """Whether the recorded ``t`` is step ``name`` in some layout: for a
     step whose last two dimensions are [query, key] (``ORIENTED``), only
     in a layout that keeps them in that order (its transpose is k @ q^T,
-    another tensor, which a later softmax or mask treats differently)."""
-    return any(same(view, alt)
+    another tensor, which a later softmax or mask treats differently);
+    a score step also shifted by a constant per row (``SHIFTABLE``)."""
+    return any(same(view, alt) or (name in SHIFTABLE and
+                                   row_shifted(view, alt))
                for view, swapped in oriented_layouts(t, tuple(step.shape),
                                                      name)
                if not (swapped and name in ORIENTED)

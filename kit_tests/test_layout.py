@@ -43,6 +43,22 @@ def test_heads_folded_into_the_batch_are_split_to_find_the_layout():
     assert torch.equal(_undo(got, text).reshape(6, 5, 7), expected)
 
 
+def test_a_piece_of_a_split_dim_exchanged_with_a_dim_of_its_size():
+    """A batch of 2 read as 2 heads (heads folded heads-major): on a case
+    where the batch and the heads are both 2, the numbers also read as a
+    transpose at the merge, a fix that holds on that case alone: nothing
+    claimed. With 3 heads the layout is proven and named."""
+    def folded(b: int, heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+        expected = torch.rand(b, 6, heads * 2)      # [b, tokens, h * d]
+        got = expected.reshape(b, 6, heads, 2).permute(2, 1, 0, 3) \
+            .reshape(b, 6, heads * 2)
+        return got, expected
+    assert layout.reading(*folded(2, 2), 1e-6) is None
+    assert layout.reading(*folded(3, 3), 1e-6) is None
+    got, expected = folded(2, 3)
+    assert "order 2, 1, 0, 3" in layout.reading(got, expected, 1e-6).text
+
+
 def test_a_plain_transpose_and_a_plain_reshape():
     square = torch.rand(2, 3, 5, 5)
     text = layout.reading(square.transpose(2, 3), square, 1e-6).text

@@ -65,6 +65,8 @@ def reading(got: torch.Tensor, expected: torch.Tensor, atol: float,
     if len(found) != 1:
         return None
     base, order, reshaped = next(iter(found.values()))
+    if _coincidence(tuple(expected.shape), base, order):
+        return None
     split = "" if base == tuple(expected.shape) else ", one dim split"
     key = ("layout: the expected values reshaped" if
            list(order) == sorted(order) else
@@ -72,6 +74,20 @@ def reading(got: torch.Tensor, expected: torch.Tensor, atol: float,
            f"{', '.join(map(str, order))}{split}"
            + (", then reshaped" if reshaped else ""))
     return Reading(_sentence(base, order, reshaped, got, expected), key)
+
+
+def _coincidence(shape: tuple[int, ...], base: tuple[int, ...],
+                 order: tuple[int, ...]) -> bool:
+    """Whether the order exchanges a piece of a split dim with another dim
+    of the same size (a batch of 2 and 2 heads): the tensor would look
+    the same had its code exchanged other things, so which dims moved,
+    and the fix, are not proven (a case of distinct sizes shows them)."""
+    if base == shape:
+        return False
+    split = next(d for d, (a, b) in enumerate(zip(base, shape)) if a != b)
+    pieces = (split, split + 1)
+    return any(d != o and base[d] == base[o] and (d in pieces or o in pieces)
+               for d, o in enumerate(order))
 
 
 def _bases(shape: tuple[int, ...]) -> list[tuple[int, ...]]:

@@ -137,7 +137,15 @@ def sentence(finding: Finding) -> str:
     if finding.missing and d.last is not None and d.last != "x":
         before += (", but no line gives " +
                    " or ".join(STEPS[n].words for n in finding.missing))
-    if d.unnamed:
+    if d.since is not None:
+        # Lines run in a loop before it gave values no step compares with:
+        # the departure is somewhere from there to this line.
+        text = (f"{MARK} ({which}): {before}; they leave it between line "
+                f"{d.since} and line {d.line} {finding.code} (the first "
+                f"value there the grader can compare, with "
+                f"{d.compared or STEPS[d.step].words}: "
+                f"{_where(d.got, d.expected)}).")
+    elif d.unnamed:
         # Which step the line gives is not proven: where, not what.
         text = (f"{MARK} ({which}): {before}; line {d.line} "
                 f"{finding.code} is where they leave it (compared with "

@@ -13,6 +13,7 @@ tensor the reference has no name for, such as a hand-written softmax's
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,6 +51,11 @@ class Divergence:
     # What the values are compared with, when not ``step`` itself (the
     # step's record transposed, for a transpose written as a reshape).
     compared: str | None = None
+    # The first line after the last step matched whose values no step
+    # could be compared with, on a line run again and again (a loop's
+    # pieces, an accumulator): the values may leave the path there, at
+    # ``line`` or between; None when every line between was compared.
+    since: int | None = None
 
 
 # Steps a correct solution may hold with the heads not yet split
@@ -311,6 +317,23 @@ def _numerator(t: torch.Tensor, steps: dict[str, torch.Tensor]) -> bool:
     return False
 
 
+def _divided_later(records: list[tuple[int, torch.Tensor]],
+                   hits: list[set[str]], i: int,
+                   steps: dict[str, torch.Tensor], reads: Reads | None
+                   ) -> bool:
+    """Whether record ``i`` is a hand-written softmax's exp, divided later
+    on (a copy of the same numbers, dropout in eval mode, divides
+    nothing), or read by a later line of its shape: that line divides
+    it, rightly or not, and is where to look."""
+    line, tensor = records[i]
+    return _numerator(tensor, steps) and any(
+        hits[j] or (_numerator(t, steps) or (
+            reads is not None and t.shape == tensor.shape and
+            later != line and reads(later, line))) and not (
+            t.shape == tensor.shape and torch.equal(t, tensor))
+        for j, (later, t) in enumerate(records[i + 1:], i + 1))
+
+
 def walk(records: list[tuple[int, torch.Tensor]],
          steps: dict[str, torch.Tensor], head: int,
          explain: Explain | None = None,
@@ -329,8 +352,10 @@ def walk(records: list[tuple[int, torch.Tensor]],
     hits = [_proven({n for n in names if t.numel() and
                      matches(t, n, steps[n], head)}, steps)
             for _, t in records]
+    runs = Counter(line for line, _ in records)
     last: str | None = None
     last_line: int | None = None
+    since: int | None = None    # (Divergence.since)
     for i, (line, tensor) in enumerate(records):
         if tensor.numel() == 0:
             return None     # a value the recorder could not keep: unknown
@@ -338,25 +363,22 @@ def walk(records: list[tuple[int, torch.Tensor]],
             # Zeros (baddbmm's input, an accumulator before its loop):
             # made from no input, no step of the path's.
             continue
-        if not hits[i] and _numerator(tensor, steps) and any(
-                hits[j] or (_numerator(t, steps) or (
-                    reads is not None and t.shape == tensor.shape and
-                    later != line and reads(later, line))) and not (
-                    t.shape == tensor.shape and torch.equal(t, tensor))
-                for j, (later, t) in enumerate(records[i + 1:], i + 1)):
-            # A hand-written softmax's exp, divided later on (a copy of
-            # the same numbers, dropout in eval mode, divides nothing),
-            # or read by a later line of its shape: that line divides it,
-            # rightly or not, and is where to look.
+        if not hits[i] and _divided_later(records, hits, i, steps, reads):
             continue
         if hits[i]:
             best = max(hits[i], key=lambda n: STEPS[n].rank)
             if last is None or STEPS[best].rank >= STEPS[last].rank:
-                last, last_line = best, line
+                last, last_line, since = best, line, None
             elif last_line is not None and i not in stacked and (
                     back := _regressed(records, i, hits, last, last_line,
                                        steps, reads)) is not None:
                 return back
+            continue
+        if runs[line] > 1 and reads is not None and reads(line, line):
+            # An accumulator in a loop (``acc = acc + p * v_j``): a
+            # partial sum is no step, nor, rescaled or divided after the
+            # loop, its last value.
+            since = since or line
             continue
         floor = STEPS[last].rank if last else 0
         seen = set().union(*hits[:i]) if i else set()
@@ -372,6 +394,8 @@ def walk(records: list[tuple[int, torch.Tensor]],
                        tensor, tuple(steps[n].shape), n)
                    if not (swapped and n in ORIENTED)]
         if not options:
+            if runs[line] > 1:   # a loop's piece (one row, one key)
+                since = since or line
             continue
 
         name, view, relation, unnamed = _meant(options, steps, explain)
@@ -379,7 +403,9 @@ def walk(records: list[tuple[int, torch.Tensor]],
                for h in hits[i + 1:]):
             continue     # a helper the reference has no name for
         return Divergence(line, name, view, steps[name], last, last_line,
-                          relation, unnamed)
+                          relation, unnamed,
+                          since=since if since is not None and since < line
+                          else None)
     return None
 
 

@@ -386,12 +386,46 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
         ((w[kept] - full).abs()[on] / full[on]).max()) <= SUM_RTOL * 10
 
 
+def _fits_placed(weights: torch.Tensor, s: torch.Tensor) -> bool:
+    """Whether every row of ``weights`` [..., n, n] (every key shown) holds
+    a softmax of its query's scores over its first m keys (m: the keys it
+    gives weight), placed at other keys (a row padded on the wrong side,
+    3.1's mistake): the row's weights, sorted, are ``exp(c * s + a_row)``
+    of those scores sorted, one ``c > 0`` for every row, every row
+    summing to one value."""
+    rows = torch.isfinite(weights).all(-1)
+    w, s = weights[rows], s[rows]                       # [r, n]
+    ys, zs = [], []
+    for row_w, row_s in zip(w, s):
+        support = row_w > FLOOR
+        m = int(support.sum())
+        if m < 2:
+            continue
+        y = row_w[support].log().sort().values
+        z = row_s[:m].sort().values
+        ys.append(y - y.mean())
+        zs.append(z - z.mean())
+    if not ys:
+        return False
+    y, z = torch.cat(ys), torch.cat(zs)
+    zz = float((z * z).sum())
+    c = float((y * z).sum()) / zz if zz > 0 else 0.0
+    if c <= 0 or c * float(z.abs().max()) <= SLOPE_MIN or \
+            float((y - c * z).abs().max()) > LOG_ATOL:
+        return False
+    sums = torch.where(w > 0, w, 0.0).sum(-1)
+    sums = sums[sums > FLOOR]
+    return bool(sums.numel()) and float((sums - sums[0]).abs().max()) <= \
+        SUM_RTOL * float(sums[0])
+
+
 def softmax_of_scores(calls: list[tuple[torch.Tensor, torch.Tensor,
                                         torch.Tensor]] | None) -> bool:
     """Whether the weights ``exposed_weights`` read are a softmax of the
     scores (``_fits``), over the keys of each query or, the softmax taken
     over the queries (3.1's mistake), of each key; the scores ``q k^T``
-    or, the roles swapped (3.1's mistake too), ``k q^T``."""
+    or, the roles swapped (3.1's mistake too), ``k q^T``; or each row a
+    softmax of its own scores placed at other keys (``_fits_placed``)."""
     if not calls:
         return False
     whole = all(bool(shown.all()) for _, _, shown in calls)
@@ -401,7 +435,7 @@ def softmax_of_scores(calls: list[tuple[torch.Tensor, torch.Tensor,
                          s.transpose(-1, -2) if swapped else s, shown)
                    for w, s, shown in calls):
                 return True
-    return False
+    return whole and all(_fits_placed(w, s) for w, s, _ in calls)
 
 
 def softmax_shown(case: Case, projections: list[str], value_layer: str,

@@ -187,7 +187,7 @@ def test_homework_selects_another_folder(tmp_path, monkeypatch):
 def test_a_wrong_homework_is_a_message_not_a_traceback(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(ROOT), HOMEWORK=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "autograder", "--help"],
+    done = subprocess.run([sys.executable, "-m", "autograder", "check"],
                           cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr

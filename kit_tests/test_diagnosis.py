@@ -571,6 +571,22 @@ def test_a_constant_shift_needs_two_positions_to_be_said():
     assert two is not None and "same vector" in two.text
 
 
+def test_scores_shifted_per_row_need_two_positions_in_a_row():
+    """A log_softmax of the scores is the scores less one constant per
+    row (on the path); one position a row (a single token) proves no
+    shift: any value is one."""
+    from autograder.checks.diagnosis.flow import row_shifted
+    scores = torch.randn(2, 4, 4)
+    assert row_shifted(torch.log_softmax(scores, -1), scores)
+    assert not row_shifted(scores, scores)              # no shift at all
+    assert not row_shifted(scores * 2, scores)          # not a shift
+    one = torch.randn(1, 1, 1)
+    assert not row_shifted(one + 0.5, one)
+    masked = scores.masked_fill(torch.ones(4, 4).triu(1).bool(),
+                                -float("inf"))
+    assert row_shifted(torch.log_softmax(masked, -1), masked)
+
+
 def test_zeros_are_not_values_rounded_to_a_lower_precision():
     # Small expected values (a hidden case's queries) and zeros: within
     # an absolute bound of bfloat16's step, but no rounding gives zeros.

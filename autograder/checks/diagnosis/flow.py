@@ -158,6 +158,8 @@ def row_shifted(got: torch.Tensor, expected: torch.Tensor) -> bool:
             not torch.equal(expected <= MASKED, got <= MASKED):
         return False
     keep = (expected > MASKED) & torch.isfinite(expected)
+    if not bool((keep.sum(-1) >= 2).any()):
+        return False    # one position a row: any value is a shift of it
     diff = torch.where(keep, got - expected, 0.0)
     count = keep.sum(-1, keepdim=True).clamp_min(1)
     shift = diff.sum(-1, keepdim=True) / count
@@ -224,6 +226,9 @@ def _regressed(records: list[tuple[int, torch.Tensor]], i: int,
     if reads is None or not reads(line, last_line):
         return None
     earlier = max(hits[i], key=lambda n: STEPS[n].rank)
+    if not any(same(view, steps[earlier]) for view in layouts(
+            tensor, tuple(steps[earlier].shape), earlier)):
+        return None   # shifted per row (a log of the weights): not unchanged
     seen = set().union(*hits[:i])
     for name in steps:
         if name in seen or STEPS[name].rank <= STEPS[last].rank:

@@ -389,20 +389,23 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
 def _fits_placed(weights: torch.Tensor, s: torch.Tensor) -> bool:
     """Whether every row of ``weights`` [..., n, n] (every key shown) holds
     a softmax of its query's scores over its first m keys (m: the keys it
-    gives weight), placed at other keys (a row padded on the wrong side,
-    3.1's mistake): the row's weights, sorted, are ``exp(c * s + a_row)``
-    of those scores sorted, one ``c > 0`` for every row, every row
-    summing to one value."""
+    gives weight), shifted whole to other keys (a row padded on the wrong
+    side, 3.1's mistake): the m weights are one block of keys, and in key
+    order ``exp(c * s + a_row)`` of those scores in key order (the keys'
+    order kept: a row sorted or reversed is no attention), one ``c > 0``
+    for every row, every row summing to one value."""
     rows = torch.isfinite(weights).all(-1)
     w, s = weights[rows], s[rows]                       # [r, n]
     ys, zs = [], []
     for row_w, row_s in zip(w, s):
-        support = row_w > FLOOR
-        m = int(support.sum())
+        at = (row_w > FLOOR).nonzero().flatten()
+        m = at.numel()
         if m < 2:
             continue
-        y = row_w[support].log().sort().values
-        z = row_s[:m].sort().values
+        if int(at[-1] - at[0]) != m - 1:
+            return False        # not one block of keys
+        y = row_w[at].log()
+        z = row_s[:m]
         ys.append(y - y.mean())
         zs.append(z - z.mean())
     if not ys:

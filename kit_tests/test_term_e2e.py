@@ -171,11 +171,11 @@ def test_grades_csv_carries_the_terms_totals(term):
     assert "lecture notes" in final and "variance argument" in final
     # sent to the student, it says whom it is for (the export's names)
     assert final.split("\n")[2] == \
-        "Submitted by Ada Lovelace <ada@example.edu>."
+        "Submitted by Ada Lovelace (ada@example.edu)."
     pair_final = (out / "submissions" / "submission_222" / "final.md"
                   ).read_text()
-    assert "Submitted by Alan Turing <alan@example.edu>, Grace Hopper " \
-        "<grace@example.edu>." in pair_final
+    assert "Submitted by Alan Turing (alan@example.edu), Grace Hopper " \
+        "(grace@example.edu)." in pair_final
     # the class report's table shows the term's columns (grades.csv's)
     report = (out / "report.html").read_text()
     assert "title='sort'>total</th>" in report

@@ -125,7 +125,7 @@ def _submitters(header: list[str], row: list[str]) -> str:
                      for column in ("name", "email"))
     if len(names) != len(emails):   # (the export writes one per person)
         return ", ".join(n for n in names if n.strip())
-    return ", ".join(f"{n} <{e}>" if e.strip() else n
+    return ", ".join(f"{n} ({e})" if e.strip() else n
                      for n, e in zip(names, emails) if n.strip() or
                      e.strip())
 

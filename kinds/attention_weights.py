@@ -326,6 +326,14 @@ def exposed_weights(case: Case, projections: list[str], roles: list[str],
     return calls
 
 
+def _most_rows_spread(w: torch.Tensor) -> bool:
+    """Whether at least half the rows of ``w`` [r, n] (every key shown)
+    give weight to two keys or more: a row with one key shows no score,
+    and one real row among one-key rows (the identity) is no attention
+    computed for the sequence."""
+    return 2 * int(((w > FLOOR).sum(-1) >= 2).sum()) >= w.shape[0] > 0
+
+
 def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
           ) -> bool:
     """Whether every row of ``weights`` [..., n, n] (the keys ``shown``)
@@ -339,7 +347,8 @@ def _fits(weights: torch.Tensor, s: torch.Tensor, shown: torch.Tensor
     keys."""
     n = weights.shape[-1]
     rows = torch.isfinite(weights[..., shown]).all(-1)
-    if not bool(rows.any()):
+    if not bool(rows.any()) or (bool(shown.all()) and
+                                not _most_rows_spread(weights[rows])):
         return False
     w, s = weights[rows], s[rows]          # [r, n]
     key = torch.arange(n).expand(*rows.shape, n)[rows]     # [r, n]
@@ -396,6 +405,8 @@ def _fits_placed(weights: torch.Tensor, s: torch.Tensor) -> bool:
     for every row, every row summing to one value."""
     rows = torch.isfinite(weights).all(-1)
     w, s = weights[rows], s[rows]                       # [r, n]
+    if not _most_rows_spread(w):
+        return False
     ys, zs = [], []
     for row_w, row_s in zip(w, s):
         at = (row_w > FLOOR).nonzero().flatten()
